@@ -1,0 +1,415 @@
+"""Stage 2, the deterministic checks: tool selection, JSON, Draft 7 schema, key argument values.
+
+Pure functions: a case, the suite's compiled validators and one response in, a Verdict out.
+Everything an equality check or a validator can decide is decided here; only cases whose
+expectation is `judge` are left pending for the judge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from jsonschema import Draft7Validator
+from pydantic import BaseModel, ConfigDict
+
+from callgate.responses import Response, ToolCall
+from callgate.suite import ArgSpec, Case, ExpectedCall, Judge, Mode, NoCall
+
+ToolVerdict = Literal["right", "wrong_tool", "unexpected_call", "missing_call", "extra_call"]
+ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value", "not_applicable"]
+Status = Literal["scored", "truncated", "provider_error", "pending_judge"]
+SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_param", "other"]
+
+EXCLUDED_STATUSES: tuple[Status, ...] = ("truncated", "provider_error", "pending_judge")
+
+
+class Verdict(BaseModel):
+    """The outcome of one attempt (case × repeat), with reasons a person can act on."""
+
+    model_config = ConfigDict(frozen=True)
+    case_id: str
+    repeat: int
+    status: Status
+    tool: ToolVerdict | None = None
+    tool_reason: str = ""
+    arguments: ArgsVerdict | None = None
+    schema_kind: SchemaKind | None = None
+    arguments_reason: str = ""
+    calls: int = 0
+    right_tool: bool = False
+    right_arguments: bool = False
+
+    @property
+    def reason(self) -> str:
+        parts = [p for p in (self.tool_reason, self.arguments_reason) if p]
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    index: int
+    name: str
+    arguments: dict[str, Any] | None  # None when the raw string is not a JSON object
+    json_error: str | None
+
+
+# --------------------------------------------------------------------------- values
+
+
+def json_equal(expected: Any, got: Any) -> bool:
+    """JSON equality where a boolean never equals a number (Python says True == 1)."""
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return isinstance(expected, bool) and isinstance(got, bool) and expected == got
+    if isinstance(expected, int | float) and isinstance(got, int | float):
+        return expected == got
+    if isinstance(expected, dict) and isinstance(got, dict):
+        return expected.keys() == got.keys() and all(
+            json_equal(v, got[k]) for k, v in expected.items()
+        )
+    if isinstance(expected, list) and isinstance(got, list):
+        return len(expected) == len(got) and all(map(json_equal, expected, got))
+    return type(expected) is type(got) and expected == got
+
+
+def arg_matches(spec: ArgSpec, present: bool, value: Any) -> bool:
+    if not present:
+        return spec.optional
+    return any(json_equal(accepted, value) for accepted in spec.one_of)
+
+
+def call_matches(expected: ExpectedCall, call: ParsedCall) -> bool:
+    if call.name != expected.tool or call.arguments is None:
+        return False
+    args = call.arguments
+    return all(arg_matches(spec, key in args, args.get(key)) for key, spec in expected.args.items())
+
+
+def _describe(spec: ArgSpec) -> str:
+    if len(spec.one_of) == 1:
+        text = json.dumps(spec.one_of[0], ensure_ascii=False)
+    else:
+        text = "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in spec.one_of)
+    return text + (" (or left out)" if spec.optional else "")
+
+
+def value_mismatch(expected: ExpectedCall, call: ParsedCall) -> str | None:
+    """The first key argument of `call` that does not match, as a sentence; None if all do."""
+    args = call.arguments or {}
+    for key, spec in expected.args.items():
+        present = key in args
+        if not arg_matches(spec, present, args.get(key)):
+            got = json.dumps(args[key], ensure_ascii=False) if present else "nothing (left out)"
+            return f"{call.name}.{key}: expected {_describe(spec)}, got {got}"
+    return None
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_calls(tool_calls: Sequence[ToolCall]) -> list[ParsedCall]:
+    parsed = []
+    for index, call in enumerate(tool_calls):
+        text = call.arguments
+        if not text.strip():
+            # Several servers send "" for a call without arguments.
+            parsed.append(ParsedCall(index, call.name, {}, None))
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            parsed.append(ParsedCall(index, call.name, None, f"{exc.msg} at character {exc.pos}"))
+            continue
+        if isinstance(value, dict):
+            parsed.append(ParsedCall(index, call.name, value, None))
+        else:
+            parsed.append(
+                ParsedCall(
+                    index, call.name, None, f"arguments are {type(value).__name__}, not an object"
+                )
+            )
+    return parsed
+
+
+# --------------------------------------------------------------------------- schema
+
+_KIND_ORDER: dict[SchemaKind, int] = {
+    "missing_required": 0,
+    "wrong_type": 1,
+    "bad_enum": 2,
+    "unknown_param": 3,
+    "other": 4,
+}
+_JSON_TYPE = {
+    dict: "object",
+    list: "array",
+    str: "string",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    type(None): "null",
+}
+
+
+def _declares_extras(schema: Mapping[str, Any]) -> bool:
+    """True when the schema deliberately accepts parameters beyond `properties`."""
+    extra = schema.get("additionalProperties")
+    return isinstance(extra, dict) or "patternProperties" in schema
+
+
+def schema_errors(
+    tool: str, schema: Mapping[str, Any], validator: Draft7Validator, args: dict[str, Any]
+) -> list[tuple[SchemaKind, str]]:
+    """All schema problems of one call's arguments, most basic first."""
+    problems: list[tuple[SchemaKind, str]] = []
+    properties = schema.get("properties", {})
+    if not _declares_extras(schema):
+        for key in args:
+            if key not in properties:
+                problems.append(("unknown_param", f"{tool}: {key!r} is not a parameter of {tool}"))
+    for error in validator.iter_errors(args):
+        path = ".".join(str(p) for p in error.absolute_path)
+        where = f"{tool}.{path}" if path else tool
+        if error.validator == "additionalProperties" and not error.absolute_path:
+            continue  # reported above, whatever the schema says about additionalProperties
+        if error.validator == "required":
+            missing = error.message.split("'")[1] if "'" in error.message else error.message
+            problems.append(("missing_required", f"{where}: missing required argument {missing!r}"))
+        elif error.validator == "type":
+            got = _JSON_TYPE.get(type(error.instance), type(error.instance).__name__)
+            shown = json.dumps(error.instance, ensure_ascii=False)[:60]
+            problems.append(
+                ("wrong_type", f"{where}: expected {error.validator_value}, got {got} {shown}")
+            )
+        elif error.validator in ("enum", "const"):
+            problems.append(("bad_enum", f"{where}: {error.message}"))
+        elif error.validator == "additionalProperties":
+            problems.append(("unknown_param", f"{where}: {error.message}"))
+        else:
+            problems.append(("other", f"{where}: {error.message}"))
+    problems.sort(key=lambda p: _KIND_ORDER[p[0]])
+    return problems
+
+
+# --------------------------------------------------------------------------- tool selection
+
+
+def select_tools(
+    names: Sequence[str], expected: Sequence[ExpectedCall], mode: Mode
+) -> tuple[ToolVerdict, str]:
+    """Tool verdict over the whole array of called names against one expected call list."""
+    want = Counter(call.tool for call in expected)
+    wanted = " + ".join(f"{n}×{c}" if c > 1 else n for n, c in want.items())
+    if not names:
+        return "missing_call", f"no tool call; expected {wanted}"
+    got = Counter(names)
+    if mode != "superset" and names[0] not in want:
+        return "wrong_tool", f"called {names[0]}; expected {wanted}"
+    if mode != "superset":
+        for index, name in enumerate(names):
+            if name not in want:
+                return "extra_call", (
+                    f"call {index + 1} is {name}, which is outside the expectation ({wanted})"
+                )
+    for name, count in want.items():
+        if got[name] < count and mode != "subset":
+            return "missing_call", f"{got[name]} call(s) to {name} where {count} are expected"
+        if got[name] > count and mode in ("strict", "unordered", "subset"):
+            return "extra_call", f"{got[name]} calls to {name} where {count} are expected"
+    return "right", ""
+
+
+# --------------------------------------------------------------------------- pairing
+
+
+def max_pairing(edges: Sequence[Sequence[int]], right_size: int) -> list[int | None]:
+    """Maximum bipartite matching (Kuhn's augmenting paths): left i -> right index or None.
+
+    Optimal rather than greedy, so a call is never paired away from the one expected call it
+    could match. Sizes are a handful of calls; O(V·E) is plenty.
+    """
+    owner: list[int | None] = [None] * right_size
+
+    def augment(left: int, seen: set[int]) -> bool:
+        for right in edges[left]:
+            if right in seen:
+                continue
+            seen.add(right)
+            if owner[right] is None or augment(owner[right], seen):  # type: ignore[arg-type]
+                owner[right] = left
+                return True
+        return False
+
+    for left in range(len(edges)):
+        augment(left, set())
+    pairing: list[int | None] = [None] * len(edges)
+    for right, left in enumerate(owner):
+        if left is not None:
+            pairing[left] = right
+    return pairing
+
+
+def check_values(
+    expected: Sequence[ExpectedCall], calls: Sequence[ParsedCall], mode: Mode
+) -> str | None:
+    """None when the key arguments pair up as the mode requires; else the first mismatch."""
+    edges = [[j for j, call in enumerate(calls) if call_matches(exp, call)] for exp in expected]
+    pairing = max_pairing(edges, len(calls))
+    used = {j for j in pairing if j is not None}
+    if mode == "subset":
+        # Every call made must match a distinct expected call; left-out ones are fine.
+        unmatched_calls = [call for j, call in enumerate(calls) if j not in used]
+        if not unmatched_calls:
+            return None
+        call = unmatched_calls[0]
+        candidates = [exp for exp in expected if exp.tool == call.name]
+        return (value_mismatch(candidates[0], call) if candidates else None) or (
+            f"call {call.index + 1} ({call.name}) matches no expected call"
+        )
+    for exp, j in zip(expected, pairing, strict=True):
+        if j is not None:
+            continue
+        same_name = [c for k, c in enumerate(calls) if c.name == exp.tool and k not in used] or [
+            c for c in calls if c.name == exp.tool
+        ]
+        if same_name:
+            return value_mismatch(exp, same_name[0]) or f"{exp.tool}: arguments do not match"
+        return f"{exp.tool}: no matching call"
+    return None
+
+
+# --------------------------------------------------------------------------- the verdict
+
+
+def _argument_problems(
+    calls: Sequence[ParsedCall],
+    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Draft7Validator],
+) -> tuple[ArgsVerdict, SchemaKind | None, str] | None:
+    for call in calls:
+        if call.json_error is not None:
+            return (
+                "invalid_json",
+                None,
+                (
+                    f"call {call.index + 1} ({call.name}): arguments are not valid JSON: "
+                    f"{call.json_error}"
+                ),
+            )
+    found: list[tuple[SchemaKind, str]] = []
+    for call in calls:
+        if call.name in validators:
+            found.extend(
+                schema_errors(
+                    call.name, schemas[call.name], validators[call.name], call.arguments or {}
+                )
+            )
+    if found:
+        found.sort(key=lambda p: _KIND_ORDER[p[0]])
+        kind, message = found[0]
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        return "schema_violation", kind, message + more
+    return None
+
+
+def check_response(
+    case: Case,
+    response: Response,
+    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Draft7Validator],
+) -> Verdict:
+    """Decide one attempt. `schemas`/`validators` map tool name to parameters and validator."""
+    base = {"case_id": response.case_id, "repeat": response.repeat}
+    if response.error is not None:
+        return Verdict(
+            **base,
+            status="provider_error",
+            tool_reason=f"provider error ({response.error.kind}): {response.error.message}".rstrip(
+                ": "
+            ),
+        )
+    message = response.message
+    calls = parse_calls(message.tool_calls) if message is not None else []
+    if response.finish_reason == "length":
+        return Verdict(
+            **base,
+            status="truncated",
+            calls=len(calls),
+            tool_reason="the response was cut off (finish_reason length); "
+            "not counted as an argument error",
+        )
+    names = [call.name for call in calls]
+    problems = _argument_problems(calls, schemas, validators)
+    expect = case.expect
+
+    if isinstance(expect, Judge):
+        args_verdict, kind, reason = problems or (None, None, "")
+        return Verdict(
+            **base,
+            status="pending_judge",
+            calls=len(calls),
+            tool_reason="waiting for the judge",
+            arguments=args_verdict,
+            schema_kind=kind,
+            arguments_reason=reason,
+        )
+
+    if isinstance(expect, NoCall):
+        if not calls:
+            return Verdict(
+                **base,
+                status="scored",
+                tool="right",
+                arguments="not_applicable",
+                right_tool=True,
+                right_arguments=True,
+            )
+        args_verdict, kind, reason = problems or ("not_applicable", None, "")
+        return Verdict(
+            **base,
+            status="scored",
+            calls=len(calls),
+            tool="unexpected_call",
+            tool_reason=f"no call was expected; called {', '.join(names)}",
+            arguments=args_verdict,
+            schema_kind=kind,
+            arguments_reason=reason,
+        )
+
+    alternatives = case.expected_call_lists()
+    mode = expect.mode
+    outcomes: list[tuple[int, ToolVerdict, str, str | None]] = []
+    for index, expected in enumerate(alternatives):
+        tool_verdict, tool_reason = select_tools(names, expected, mode)
+        mismatch = check_values(expected, calls, mode) if tool_verdict == "right" else None
+        outcomes.append((index, tool_verdict, tool_reason, mismatch))
+    # Best alternative: right tool and values first, then right tool, then the first listed.
+    index, tool_verdict, tool_reason, mismatch = min(
+        outcomes, key=lambda o: (o[1] != "right", o[3] is not None, o[0])
+    )
+    if tool_verdict != "right" and len(alternatives) > 1:
+        tool_reason = f"none of {len(alternatives)} listed answers matches; first: {tool_reason}"
+    right_tool = tool_verdict == "right"
+    if problems is not None:
+        args_verdict, kind, args_reason = problems
+    elif not right_tool:
+        args_verdict, kind, args_reason = "not_applicable", None, ""
+    elif mismatch is not None:
+        args_verdict, kind, args_reason = "wrong_value", None, mismatch
+    else:
+        args_verdict, kind, args_reason = "right", None, ""
+    return Verdict(
+        **base,
+        status="scored",
+        calls=len(calls),
+        tool=tool_verdict,
+        tool_reason=tool_reason,
+        arguments=args_verdict,
+        schema_kind=kind,
+        arguments_reason=args_reason,
+        right_tool=right_tool,
+        right_arguments=right_tool and args_verdict == "right",
+    )

@@ -1,0 +1,207 @@
+"""Recorded model responses: one attempt per JSON line, keyed by case id and repeat index.
+
+Accepts a full OpenAI chat-completion object or a bare assistant message. Tool-call arguments
+are kept as the raw string the model produced, so broken JSON stays visible as broken JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from callgate.errors import InputError, from_validation_error
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    id: str | None = None
+    name: str
+    arguments: str
+
+
+class AssistantMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+
+
+class ProviderError(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    kind: str = "error"
+    message: str = ""
+    status: int | None = None
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+
+
+class Response(BaseModel):
+    """One attempt: what the model (or the provider) gave back for a case and repeat."""
+
+    model_config = ConfigDict(frozen=True)
+    case_id: str
+    repeat: int = Field(default=0, ge=0)
+    message: AssistantMessage | None = None
+    finish_reason: str | None = None
+    error: ProviderError | None = None
+    usage: Usage | None = None
+    cost: float | None = None
+    latency_ms: float | None = None
+    provider: str | None = None
+
+
+_LINE_FIELDS = {
+    "case_id",
+    "repeat",
+    "response",
+    "error",
+    "finish_reason",
+    "usage",
+    "cost",
+    "latency_ms",
+    "provider",
+    "note",
+}
+
+
+def _message_from(raw: Any, field: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{field}: must be an object")
+    calls = []
+    for index, call in enumerate(raw.get("tool_calls") or ()):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise ValueError(f"{field}.tool_calls[{index}].function.name: missing")
+        arguments = function.get("arguments", "")
+        if arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):
+            # Some servers send parsed objects; keep a faithful string form.
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        calls.append({"id": call.get("id"), "name": function["name"], "arguments": arguments})
+    content = raw.get("content")
+    if isinstance(content, list):  # content parts: keep the text
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return {"content": content, "tool_calls": calls}
+
+
+def normalise(raw: dict[str, Any]) -> dict[str, Any]:
+    """Map one recorded line (either response shape) onto the fields of `Response`."""
+    unknown = set(raw) - _LINE_FIELDS
+    if unknown:
+        raise ValueError(f"{sorted(unknown)[0]}: unknown field")
+    out: dict[str, Any] = {
+        key: raw[key]
+        for key in (
+            "case_id",
+            "repeat",
+            "finish_reason",
+            "usage",
+            "cost",
+            "latency_ms",
+            "provider",
+            "error",
+        )
+        if raw.get(key) is not None
+    }
+    response = raw.get("response")
+    if response is None:
+        if "error" not in raw:
+            raise ValueError("response: a line needs a response or an error")
+        return out
+    if not isinstance(response, dict):
+        raise ValueError("response: must be an object")
+    if "choices" in response:
+        choices = response["choices"]
+        if not isinstance(choices, list) or not choices:
+            raise ValueError("response.choices: must be a non-empty list")
+        choice = choices[0]
+        out["message"] = _message_from(choice.get("message"), "response.choices[0].message")
+        out.setdefault("finish_reason", choice.get("finish_reason"))
+        usage = response.get("usage")
+        if isinstance(usage, dict):
+            out.setdefault("usage", usage)
+            if out.get("cost") is None and usage.get("cost") is not None:
+                out["cost"] = usage["cost"]
+        if response.get("provider") is not None:
+            out.setdefault("provider", response["provider"])
+    else:
+        out["message"] = _message_from(response, "response")
+    usage = out.get("usage")
+    if isinstance(usage, dict):
+        if out.get("cost") is None and usage.get("cost") is not None:
+            out["cost"] = usage["cost"]
+        out["usage"] = {
+            k: usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")
+        }
+    return out
+
+
+def parse_response(raw: dict[str, Any]) -> Response:
+    """Parse one recorded line. Raises ValueError or pydantic ValidationError."""
+    return Response.model_validate(normalise(raw))
+
+
+def read_responses(path: Path | str, case_ids: set[str] | None = None) -> Iterator[Response]:
+    """Stream responses from a JSON Lines file, checking each line as it goes."""
+    for response, _ in read_response_lines(path, case_ids):
+        yield response
+
+
+def read_response_lines(
+    path: Path | str, case_ids: set[str] | None = None
+) -> Iterator[tuple[Response, str]]:
+    """Stream (response, raw line) pairs from a JSON Lines file, checking each line.
+
+    Raises InputError naming file, line and field on the first bad line.
+    """
+    source = Path(path)
+    seen: set[tuple[str, int]] = set()
+    try:
+        handle = source.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(source, "file not found") from None
+    with handle:
+        for line_no, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(source, f"invalid JSON: {exc.msg}", line=line_no) from None
+            if not isinstance(raw, dict):
+                raise InputError(source, "each line must be a JSON object", line=line_no)
+            try:
+                response = parse_response(raw)
+            except ValidationError as exc:
+                raise from_validation_error(source, line_no, exc) from None
+            except (ValueError, AttributeError, TypeError) as exc:
+                field, _, message = str(exc).partition(": ")
+                raise InputError(
+                    source, message or field, line=line_no, field=field if message else None
+                ) from None
+            if case_ids is not None and response.case_id not in case_ids:
+                raise InputError(
+                    source,
+                    f"no case {response.case_id!r} in the suite",
+                    line=line_no,
+                    field="case_id",
+                )
+            key = (response.case_id, response.repeat)
+            if key in seen:
+                raise InputError(
+                    source,
+                    f"a second response for case {key[0]!r} repeat {key[1]}",
+                    line=line_no,
+                    field="repeat",
+                )
+            seen.add(key)
+            yield response, text.strip()

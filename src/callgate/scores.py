@@ -1,0 +1,212 @@
+"""Stage 4, the figures: right tool %, right arguments %, calls per task, and their context.
+
+Pure functions over verdicts. `ScoreBuilder` takes verdicts one at a time so that a run of any
+size is scored while it streams; it keeps only counters, per-case tallies and latencies.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict
+
+from callgate.checks import Verdict
+
+Z95 = 1.959963984540054
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for a proportion, as fractions in [0, 1]; None when n is 0."""
+    if n == 0:
+        return None
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def pass_hat_k(successes: int, trials: int, k: int) -> float:
+    """pass^k as in tau-bench: the chance that k draws without replacement all succeed."""
+    if k > trials:
+        raise ValueError(f"k={k} exceeds the {trials} trials")
+    return math.comb(successes, k) / math.comb(trials, k)
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in [0, 100]) of already sorted values."""
+    if not sorted_values:
+        return None
+    pos = (len(sorted_values) - 1) * q / 100
+    low = math.floor(pos)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
+
+
+class Share(BaseModel):
+    """A percentage with its Wilson 95% interval (all in points, 0–100)."""
+
+    model_config = ConfigDict(frozen=True)
+    successes: int
+    n: int
+    pct: float | None
+    low: float | None
+    high: float | None
+
+    @classmethod
+    def of(cls, successes: int, n: int) -> Share:
+        interval = wilson(successes, n)
+        if interval is None:
+            return cls(successes=successes, n=n, pct=None, low=None, high=None)
+        return cls(
+            successes=successes,
+            n=n,
+            pct=100 * successes / n,
+            low=100 * interval[0],
+            high=100 * interval[1],
+        )
+
+
+class Figures(BaseModel):
+    """The three figures over one set of scored attempts."""
+
+    model_config = ConfigDict(frozen=True)
+    scored: int
+    right_tool: Share
+    right_arguments: Share
+    calls_per_task: float | None
+
+
+class Scores(BaseModel):
+    """Everything reported for one model, suite and release."""
+
+    model_config = ConfigDict(frozen=True)
+    attempts: int
+    figures: Figures
+    excluded: dict[str, int]
+    by_tag: dict[str, Figures]
+    pass_hat_k: dict[int, float]
+    cases: int
+    cost_usd: float | None
+    cost_unknown: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_p50_ms: float | None
+    latency_p95_ms: float | None
+    providers: dict[str, int]
+
+
+@dataclass
+class _Tally:
+    scored: int = 0
+    right_tool: int = 0
+    right_arguments: int = 0
+    calls: int = 0
+
+    def add(self, verdict: Verdict) -> None:
+        self.scored += 1
+        self.right_tool += verdict.right_tool
+        self.right_arguments += verdict.right_arguments
+        self.calls += verdict.calls
+
+    def figures(self) -> Figures:
+        return Figures(
+            scored=self.scored,
+            right_tool=Share.of(self.right_tool, self.scored),
+            right_arguments=Share.of(self.right_arguments, self.scored),
+            calls_per_task=self.calls / self.scored if self.scored else None,
+        )
+
+
+@dataclass
+class ScoreBuilder:
+    """Accumulates verdicts (and response metadata) into `Scores`."""
+
+    tags_of: dict[str, list[str]]
+    attempts: int = 0
+    total: _Tally = field(default_factory=_Tally)
+    tags: dict[str, _Tally] = field(default_factory=lambda: defaultdict(_Tally))
+    excluded: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    per_case: dict[str, list[int]] = field(default_factory=dict)  # case -> [successes, trials]
+    cost: float = 0.0
+    cost_known: int = 0
+    cost_unknown: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latencies: list[float] = field(default_factory=list)
+    providers: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(
+        self,
+        verdict: Verdict,
+        *,
+        cost: float | None = None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+        latency_ms: float | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.attempts += 1
+        if verdict.status != "provider_error":
+            if cost is None:
+                self.cost_unknown += 1
+            else:
+                self.cost += cost
+                self.cost_known += 1
+        self.prompt_tokens += prompt_tokens or 0
+        self.completion_tokens += completion_tokens or 0
+        if latency_ms is not None:
+            self.latencies.append(latency_ms)
+        if provider:
+            self.providers[provider] += 1
+        if verdict.status != "scored":
+            self.excluded[verdict.status] += 1
+            return
+        self.total.add(verdict)
+        for tag in self.tags_of.get(verdict.case_id, ()):
+            self.tags[tag].add(verdict)
+        tally = self.per_case.setdefault(verdict.case_id, [0, 0])
+        tally[0] += verdict.right_arguments
+        tally[1] += 1
+
+    def build(self) -> Scores:
+        self.latencies.sort()
+        return Scores(
+            attempts=self.attempts,
+            figures=self.total.figures(),
+            excluded={
+                k: self.excluded.get(k, 0) for k in ("truncated", "provider_error", "pending_judge")
+            },
+            by_tag={tag: tally.figures() for tag, tally in sorted(self.tags.items())},
+            pass_hat_k=mean_pass_hat_k(self.per_case.values()),
+            cases=len(self.per_case),
+            cost_usd=self.cost if self.cost_known else None,
+            cost_unknown=self.cost_unknown,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            latency_p50_ms=percentile(self.latencies, 50),
+            latency_p95_ms=percentile(self.latencies, 95),
+            providers=dict(sorted(self.providers.items())),
+        )
+
+
+def mean_pass_hat_k(tallies: Iterable[Sequence[int]]) -> dict[int, float]:
+    """Mean pass^k over cases for every k up to the fewest trials any case has."""
+    tallies = [tuple(t) for t in tallies if t[1] > 0]
+    if not tallies:
+        return {}
+    k_max = min(trials for _, trials in tallies)
+    return {
+        k: sum(pass_hat_k(s, n, k) for s, n in tallies) / len(tallies) for k in range(1, k_max + 1)
+    }
+
+
+def score(verdicts: Iterable[Verdict], tags_of: dict[str, list[str]] | None = None) -> Scores:
+    """Score a finished list of verdicts (no response metadata)."""
+    builder = ScoreBuilder(tags_of=tags_of or {})
+    for verdict in verdicts:
+        builder.add(verdict)
+    return builder.build()

@@ -1,0 +1,283 @@
+"""The SQLite store (sqlite-utils): suites, cases, runs, responses, verdicts and scores.
+
+Every prompt, response, verdict and score is a row, so any figure can be recomputed and browsed
+later (e.g. with Datasette). WAL mode; writes are batched inside transactions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from callgate.suite import Suite, canonical_json
+
+DEFAULT_DB = "callgate.db"
+DB_ENV = "CALLGATE_DB"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS suites (
+    fingerprint TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    path TEXT,
+    tools TEXT NOT NULL,
+    loaded_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cases (
+    suite TEXT NOT NULL REFERENCES suites(fingerprint),
+    case_id TEXT NOT NULL,
+    expect_type TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (suite, case_id)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    suite_name TEXT NOT NULL,
+    suite TEXT NOT NULL REFERENCES suites(fingerprint),
+    model TEXT NOT NULL,
+    release TEXT NOT NULL,
+    source TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    callgate_version TEXT NOT NULL,
+    judge_fingerprint TEXT,
+    status TEXT NOT NULL,
+    scores TEXT,
+    UNIQUE (suite_name, model, release)
+);
+CREATE TABLE IF NOT EXISTS responses (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    finish_reason TEXT,
+    provider TEXT,
+    cost REAL,
+    latency_ms REAL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    error_kind TEXT,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run, case_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    tool TEXT,
+    tool_reason TEXT,
+    arguments TEXT,
+    schema_kind TEXT,
+    arguments_reason TEXT,
+    calls INTEGER NOT NULL,
+    right_tool INTEGER NOT NULL,
+    right_arguments INTEGER NOT NULL,
+    PRIMARY KEY (run, case_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS scores (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    scope TEXT NOT NULL,
+    scored INTEGER NOT NULL,
+    right_tool REAL,
+    right_arguments REAL,
+    calls_per_task REAL,
+    PRIMARY KEY (run, scope)
+);
+CREATE INDEX IF NOT EXISTS runs_by_model ON runs (model, suite_name, created_at);
+"""
+
+RESPONSE_COLUMNS = (
+    "run",
+    "case_id",
+    "repeat",
+    "finish_reason",
+    "provider",
+    "cost",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "error_kind",
+    "body",
+)
+VERDICT_COLUMNS = (
+    "run",
+    "case_id",
+    "repeat",
+    "status",
+    "tool",
+    "tool_reason",
+    "arguments",
+    "schema_kind",
+    "arguments_reason",
+    "calls",
+    "right_tool",
+    "right_arguments",
+)
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def default_db_path() -> Path:
+    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
+class Store:
+    """A callgate database. Use as a context manager, or call `close()`."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self.db = Database(self.path)
+        self.db.enable_wal()
+        self.db.execute("PRAGMA foreign_keys = ON")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.conn.executescript(SCHEMA)
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def atomic(self):
+        return self.db.atomic()
+
+    # ----------------------------------------------------------------- writes
+
+    def save_suite(self, suite: Suite) -> None:
+        """Store the suite and its cases (idempotent: keyed by fingerprint)."""
+        with self.db.atomic():
+            if self.db["suites"].count_where("fingerprint = ?", [suite.fingerprint]):
+                return
+            self.db["suites"].insert(
+                {
+                    "fingerprint": suite.fingerprint,
+                    "name": suite.name,
+                    "path": str(suite.path),
+                    "tools": canonical_json(suite.raw_tools),
+                    "loaded_at": now(),
+                }
+            )
+            self.db["cases"].insert_all(
+                {
+                    "suite": suite.fingerprint,
+                    "case_id": case_id,
+                    "expect_type": suite.cases[case_id].expect.type,
+                    "tags": json.dumps(suite.cases[case_id].tags),
+                    "body": canonical_json(raw),
+                }
+                for case_id, raw in suite.raw_cases.items()
+            )
+
+    def replace_run(
+        self,
+        suite: Suite,
+        model: str,
+        release: str,
+        source: str,
+        version: str,
+        judge_fingerprint: str | None = None,
+    ) -> int:
+        """Create the run row for (suite, model, release), dropping an earlier one."""
+        self.db.execute(
+            "DELETE FROM runs WHERE suite_name = ? AND model = ? AND release = ?",
+            [suite.name, model, release],
+        )
+        cursor = self.db.execute(
+            "INSERT INTO runs (suite_name, suite, model, release, source, created_at, "
+            "callgate_version, judge_fingerprint, status) VALUES (?,?,?,?,?,?,?,?,?)",
+            [
+                suite.name,
+                suite.fingerprint,
+                model,
+                release,
+                source,
+                now(),
+                version,
+                judge_fingerprint,
+                "running",
+            ],
+        )
+        return int(cursor.lastrowid)
+
+    def add_attempts(self, responses: list[tuple], verdicts: list[tuple]) -> None:
+        """Insert a batch of response rows and verdict rows (tuples in *_COLUMNS order)."""
+        conn = self.db.conn
+        conn.executemany(
+            f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(RESPONSE_COLUMNS))})",
+            responses,
+        )
+        conn.executemany(
+            f"INSERT OR REPLACE INTO verdicts ({', '.join(VERDICT_COLUMNS)}) "
+            f"VALUES ({', '.join('?' * len(VERDICT_COLUMNS))})",
+            verdicts,
+        )
+
+    def finish_run(self, run_id: int, scores: dict[str, Any], status: str = "done") -> None:
+        self.db.execute(
+            "UPDATE runs SET scores = ?, status = ? WHERE id = ?",
+            [json.dumps(scores, sort_keys=True), status, run_id],
+        )
+        figures = [("all", scores["figures"])] + [
+            (f"tag:{tag}", fig) for tag, fig in scores["by_tag"].items()
+        ]
+        self.db.execute("DELETE FROM scores WHERE run = ?", [run_id])
+        self.db["scores"].insert_all(
+            {
+                "run": run_id,
+                "scope": scope,
+                "scored": fig["scored"],
+                "right_tool": fig["right_tool"]["pct"],
+                "right_arguments": fig["right_arguments"]["pct"],
+                "calls_per_task": fig["calls_per_task"],
+            }
+            for scope, fig in figures
+        )
+
+    # ----------------------------------------------------------------- reads
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
+        return rows[0] if rows else None
+
+    def find_run(self, suite_name: str, model: str, release: str) -> dict[str, Any] | None:
+        rows = list(
+            self.db.query(
+                "SELECT * FROM runs WHERE suite_name = ? AND model = ? AND release = ?",
+                [suite_name, model, release],
+            )
+        )
+        return rows[0] if rows else None
+
+    def runs(self, model: str | None = None, suite_name: str | None = None) -> list[dict[str, Any]]:
+        """Finished runs, oldest first."""
+        sql = "SELECT * FROM runs WHERE status = 'done'"
+        params: list[Any] = []
+        if model is not None:
+            sql += " AND model = ?"
+            params.append(model)
+        if suite_name is not None:
+            sql += " AND suite_name = ?"
+            params.append(suite_name)
+        return list(self.db.query(sql + " ORDER BY created_at, id", params))
+
+    def verdicts(self, run_id: int) -> Iterator[dict[str, Any]]:
+        return self.db.query(
+            "SELECT * FROM verdicts WHERE run = ? ORDER BY case_id, repeat", [run_id]
+        )
+
+    def counts(self) -> dict[str, int]:
+        return {
+            name: self.db[name].count
+            for name in ("suites", "cases", "runs", "responses", "verdicts", "scores")
+        }

@@ -1,0 +1,338 @@
+"""Stage 1, the dataset: a tool catalogue plus cases with expectations.
+
+A suite is a directory holding `tools.json` (OpenAI function-tool objects, exactly what is sent
+to the model), `cases.jsonl` (one case per line) and an optional `suite.json`. See
+docs/formats.md for the format.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from jsonschema import Draft7Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from callgate.errors import InputError, from_validation_error
+
+Mode = Literal["strict", "unordered", "superset", "subset"]
+
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FunctionSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_PARAMETERS))
+    strict: bool | None = None
+
+
+class Tool(_Strict):
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+
+class ArgSpec(_Strict):
+    """Acceptable values of one key argument."""
+
+    one_of: tuple[Any, ...] = Field(min_length=1)
+    optional: bool = False
+
+
+def _parse_arg_spec(raw: Any) -> ArgSpec:
+    if isinstance(raw, dict) and "one_of" in raw and set(raw) <= {"one_of", "optional"}:
+        if not isinstance(raw["one_of"], list):
+            raise ValueError("one_of must be a list of acceptable values")
+        return ArgSpec.model_validate(raw)
+    return ArgSpec(one_of=(raw,))
+
+
+class ExpectedCall(_Strict):
+    tool: str
+    args: dict[str, ArgSpec] = Field(default_factory=dict)
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            raise ValueError("args must be an object of key arguments")
+        return {key: _parse_arg_spec(value) for key, value in raw.items()}
+
+
+class NoCall(_Strict):
+    type: Literal["no_call"]
+
+
+class Calls(_Strict):
+    type: Literal["calls"]
+    mode: Mode = "strict"
+    calls: list[ExpectedCall] = Field(min_length=1)
+
+
+class Alternatives(_Strict):
+    type: Literal["alternatives"]
+    mode: Mode = "strict"
+    alternatives: list[list[ExpectedCall]] = Field(min_length=1)
+
+    @field_validator("alternatives")
+    @classmethod
+    def _non_empty(cls, value: list[list[ExpectedCall]]) -> list[list[ExpectedCall]]:
+        for index, calls in enumerate(value):
+            if not calls:
+                raise ValueError(f"alternative {index} is empty; use a no_call expectation")
+        return value
+
+
+class Judge(_Strict):
+    type: Literal["judge"]
+    rubric: str = Field(min_length=1)
+
+
+Expectation = Annotated[NoCall | Calls | Alternatives | Judge, Field(discriminator="type")]
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+
+
+class Case(_Strict):
+    id: str = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1)
+    tools: list[str] | None = None
+    tags: list[str] = Field(default_factory=list)
+    expect: Expectation
+    note: str | None = None
+
+    @model_validator(mode="after")
+    def _last_message_is_not_assistant(self) -> Case:
+        if self.messages[-1].role == "assistant":
+            raise ValueError("the last message is the assistant's; nothing is left to answer")
+        return self
+
+    def expected_call_lists(self) -> list[list[ExpectedCall]]:
+        """The listed valid answers: one list for `calls`, several for `alternatives`."""
+        expect = self.expect
+        if isinstance(expect, Calls):
+            return [expect.calls]
+        if isinstance(expect, Alternatives):
+            return expect.alternatives
+        return []
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    path: Path
+    fingerprint: str
+    tools: dict[str, Tool]
+    cases: dict[str, Case]
+    validators: dict[str, Draft7Validator] = field(repr=False)
+    raw_tools: list[dict[str, Any]] = field(repr=False)
+    raw_cases: dict[str, dict[str, Any]] = field(repr=False)
+
+    def offered_tools(self, case: Case) -> list[dict[str, Any]]:
+        """The tool objects sent to the model for this case, in catalogue order."""
+        names = set(case.tools) if case.tools is not None else None
+        return [t for t in self.raw_tools if names is None or t["function"]["name"] in names]
+
+    def offered_names(self, case: Case) -> set[str]:
+        return set(case.tools) if case.tools is not None else set(self.tools)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator], list[dict]]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(path, "file not found (a suite needs tools.json)") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    if not isinstance(raw, list):
+        raise InputError(path, "must be a JSON array of OpenAI function-tool objects")
+    tools: dict[str, Tool] = {}
+    validators: dict[str, Draft7Validator] = {}
+    for index, item in enumerate(raw):
+        try:
+            tool = Tool.model_validate(item)
+        except ValidationError as exc:
+            err = from_validation_error(path, None, exc)
+            raise InputError(path, err.message, field=f"[{index}].{err.field}") from None
+        name = tool.function.name
+        if name in tools:
+            raise InputError(
+                path, f"duplicate tool name {name!r}", field=f"[{index}].function.name"
+            )
+        schema = tool.function.parameters
+        try:
+            Draft7Validator.check_schema(schema)
+        except SchemaError as exc:
+            where = "/".join(str(p) for p in exc.path)
+            raise InputError(
+                path,
+                f"not a valid JSON Schema Draft 7 document: {exc.message}"
+                + (f" (at {where})" if where else ""),
+                field=f"[{index}].function.parameters",
+            ) from None
+        if schema.get("type", "object") != "object":
+            raise InputError(
+                path,
+                "the parameters schema must describe an object",
+                field=f"[{index}].function.parameters.type",
+            )
+        tools[name] = tool
+        validators[name] = Draft7Validator(schema, format_checker=Draft7Validator.FORMAT_CHECKER)
+    return tools, validators, raw
+
+
+def _check_case(
+    path: Path,
+    line: int,
+    case: Case,
+    tools: dict[str, Tool],
+    validators: dict[str, Draft7Validator],
+) -> None:
+    """Cross-checks pydantic cannot do alone: tool names and key arguments against the schema."""
+    offered = set(case.tools) if case.tools is not None else set(tools)
+    if case.tools is not None:
+        for index, name in enumerate(case.tools):
+            if name not in tools:
+                raise InputError(path, f"unknown tool {name!r}", line=line, field=f"tools[{index}]")
+    for alt_index, calls in enumerate(case.expected_call_lists()):
+        prefix = (
+            "expect.calls" if case.expect.type == "calls" else f"expect.alternatives[{alt_index}]"
+        )
+        for call_index, call in enumerate(calls):
+            where = f"{prefix}[{call_index}]"
+            if call.tool not in tools:
+                raise InputError(
+                    path, f"unknown tool {call.tool!r}", line=line, field=f"{where}.tool"
+                )
+            if call.tool not in offered:
+                raise InputError(
+                    path,
+                    f"tool {call.tool!r} is expected but not offered in this case",
+                    line=line,
+                    field=f"{where}.tool",
+                )
+            properties = tools[call.tool].function.parameters.get("properties", {})
+            for key, spec in call.args.items():
+                if key not in properties:
+                    raise InputError(
+                        path,
+                        f"{key!r} is not a parameter of {call.tool}",
+                        line=line,
+                        field=f"{where}.args.{key}",
+                    )
+                prop_validator = validators[call.tool].evolve(schema=properties[key])
+                for value in spec.one_of:
+                    error = next(iter(prop_validator.iter_errors(value)), None)
+                    if error is not None:
+                        raise InputError(
+                            path,
+                            f"expected value {value!r} can never pass the schema: {error.message}",
+                            line=line,
+                            field=f"{where}.args.{key}",
+                        )
+
+
+def load_cases(
+    path: Path, tools: dict[str, Tool], validators: dict[str, Draft7Validator]
+) -> tuple[dict[str, Case], dict[str, dict[str, Any]]]:
+    cases: dict[str, Case] = {}
+    raw_cases: dict[str, dict[str, Any]] = {}
+    try:
+        handle = path.open(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(path, "file not found (a suite needs cases.jsonl)") from None
+    with handle:
+        for line_no, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                raw = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(path, f"invalid JSON: {exc.msg}", line=line_no) from None
+            if not isinstance(raw, dict):
+                raise InputError(path, "each line must be a JSON object", line=line_no)
+            try:
+                case = Case.model_validate(raw)
+            except ValidationError as exc:
+                raise from_validation_error(path, line_no, exc) from None
+            if case.id in cases:
+                raise InputError(path, f"duplicate case id {case.id!r}", line=line_no, field="id")
+            _check_case(path, line_no, case, tools, validators)
+            cases[case.id] = case
+            raw_cases[case.id] = raw
+    if not cases:
+        raise InputError(path, "no cases")
+    return cases, raw_cases
+
+
+def load_suite(path: Path | str) -> Suite:
+    """Load and check a suite directory. Raises InputError naming file, line and field."""
+    root = Path(path)
+    if not root.is_dir():
+        raise InputError(root, "a suite is a directory with tools.json and cases.jsonl")
+    name = root.resolve().name
+    meta_path = root / "suite.json"
+    if meta_path.exists():
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputError(meta_path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+        if not isinstance(meta, dict):
+            raise InputError(meta_path, "must be a JSON object")
+        if "name" in meta:
+            if not isinstance(meta["name"], str) or not meta["name"]:
+                raise InputError(meta_path, "must be a non-empty string", field="name")
+            name = meta["name"]
+    tools, validators, raw_tools = load_tools(root / "tools.json")
+    cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators)
+    digest = hashlib.sha256(
+        canonical_json({"tools": raw_tools, "cases": list(raw_cases.values())}).encode()
+    ).hexdigest()
+    return Suite(
+        name=name,
+        path=root,
+        fingerprint=digest,
+        tools=tools,
+        cases=cases,
+        validators=validators,
+        raw_tools=raw_tools,
+        raw_cases=raw_cases,
+    )
+
+
+def lint(suite: Suite) -> list[str]:
+    """Warnings about a suite that loads but measures less than it should."""
+    warnings: list[str] = []
+    kinds = [case.expect.type for case in suite.cases.values()]
+    if "no_call" not in kinds:
+        warnings.append(
+            "no case expects no call: a needless call is still a call, and this suite cannot see it"
+        )
+    tags = {tag for case in suite.cases.values() for tag in case.tags}
+    if not tags & {"ambiguous", "imprecise"}:
+        warnings.append("no case is tagged ambiguous or imprecise: only clean requests are tested")
+    used = {
+        call.tool
+        for case in suite.cases.values()
+        for calls in case.expected_call_lists()
+        for call in calls
+    }
+    unused = sorted(set(suite.tools) - used)
+    if unused:
+        warnings.append(f"tools never expected by any case: {', '.join(unused)}")
+    return warnings
