@@ -210,7 +210,13 @@ class Store:
         return int(cursor.lastrowid)
 
     def add_attempts(self, responses: list[tuple], verdicts: list[tuple]) -> None:
-        """Insert a batch of response rows and verdict rows (tuples in *_COLUMNS order)."""
+        """Insert a batch of response rows and verdict rows (tuples in *_COLUMNS order).
+
+        One transaction per batch, or a savepoint inside the caller's transaction."""
+        with self.db.atomic():
+            self._insert_attempts(responses, verdicts)
+
+    def _insert_attempts(self, responses: list[tuple], verdicts: list[tuple]) -> None:
         conn = self.db.conn
         conn.executemany(
             f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLUMNS)}) "
@@ -224,6 +230,10 @@ class Store:
         )
 
     def finish_run(self, run_id: int, scores: dict[str, Any], status: str = "done") -> None:
+        with self.db.atomic():
+            self._write_scores(run_id, scores, status)
+
+    def _write_scores(self, run_id: int, scores: dict[str, Any], status: str) -> None:
         self.db.execute(
             "UPDATE runs SET scores = ?, status = ? WHERE id = ?",
             [json.dumps(scores, sort_keys=True), status, run_id],
