@@ -26,7 +26,10 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 and n the bounds are exactly 0 and 1; the formula leaves rounding dust there.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
 def pass_hat_k(successes: int, trials: int, k: int) -> float:
@@ -194,14 +197,15 @@ class ScoreBuilder:
 
 
 def mean_pass_hat_k(tallies: Iterable[Sequence[int]]) -> dict[int, float]:
-    """Mean pass^k over cases for every k up to the fewest trials any case has."""
+    """Mean pass^k for every k up to the most trials a case has, each k averaged over the
+    cases with at least k scored trials (an excluded attempt leaves its case with fewer)."""
     tallies = [tuple(t) for t in tallies if t[1] > 0]
-    if not tallies:
-        return {}
-    k_max = min(trials for _, trials in tallies)
-    return {
-        k: sum(pass_hat_k(s, n, k) for s, n in tallies) / len(tallies) for k in range(1, k_max + 1)
-    }
+    k_max = max((trials for _, trials in tallies), default=0)
+    out = {}
+    for k in range(1, k_max + 1):
+        eligible = [(s, n) for s, n in tallies if n >= k]
+        out[k] = sum(pass_hat_k(s, n, k) for s, n in eligible) / len(eligible)
+    return out
 
 
 def score(verdicts: Iterable[Verdict], tags_of: dict[str, list[str]] | None = None) -> Scores:
