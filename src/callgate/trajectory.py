@@ -1,0 +1,334 @@
+"""Compare the tool calls of a run with reference calls in one of four trajectory modes.
+
+Pairing is a maximum bipartite matching (augmenting paths), never greedy first-fit, so a
+looser argument rule can never produce a false negative through an unlucky early choice.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+Mode = Literal["strict", "unordered", "superset", "subset"]
+ArgRule = Literal["exact", "key", "ignore"]
+ValueMatch = Callable[[Any, Any], bool]  # (expected spec, got) -> bool
+_Pairs = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call actually made. `step` is the index of the assistant message it came in."""
+
+    name: str
+    arguments: Mapping[str, Any]
+    step: int
+
+
+@dataclass(frozen=True)
+class ExpectedCall:
+    """One reference call. Calls sharing a `step` may be made in any order among themselves.
+
+    Under rule "key" only the keys given here are compared; under "exact" this is the full
+    argument object.
+    """
+
+    name: str
+    arguments: Mapping[str, Any]
+    step: int
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One reason a trajectory failed.
+
+    `step` and `call_index` locate the actual call (index into the actual sequence); for a
+    missing call, `step` is the reference step and `call_index` is None.
+    """
+
+    step: int | None
+    call_index: int | None
+    tool: str
+    argument: str | None
+    expected: Any
+    got: Any
+    message: str
+
+
+@dataclass(frozen=True)
+class TrajectoryResult:
+    ok: bool
+    pairs: tuple[tuple[int, int], ...]  # (expected index, actual index), sorted
+    mismatches: tuple[Mismatch, ...]
+    reason: str
+
+
+def json_equal(expected: Any, got: Any) -> bool:
+    """JSON equality: a bool never equals a number, 1 == 1.0, lists in order, dicts by keys."""
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return isinstance(expected, bool) and isinstance(got, bool) and expected == got
+    if isinstance(expected, int | float) and isinstance(got, int | float):
+        return expected == got
+    if isinstance(expected, Mapping) and isinstance(got, Mapping):
+        return expected.keys() == got.keys() and all(
+            json_equal(value, got[key]) for key, value in expected.items()
+        )
+    if isinstance(expected, list | tuple) and isinstance(got, list | tuple):
+        return len(expected) == len(got) and all(map(json_equal, expected, got))
+    return type(expected) is type(got) and expected == got
+
+
+def match_trajectory(
+    actual: Sequence[Call],
+    expected: Sequence[ExpectedCall],
+    mode: Mode = "strict",
+    *,
+    args: ArgRule = "key",
+    per_tool: Mapping[str, ArgRule] | None = None,
+    value_match: ValueMatch = json_equal,
+) -> TrajectoryResult:
+    """Pair actual calls with expected calls under `mode` and explain any failure."""
+    rules = per_tool or {}
+
+    def diffs(e: int, a: int) -> list[Mismatch]:
+        rule = rules.get(expected[e].name, args)
+        return _argument_diffs(expected[e], actual[a], a, rule, value_match)
+
+    # Edges go to actual calls in step order, so the matching tends to respect order;
+    # that keeps order diagnostics free of needless crossings.
+    by_position = sorted(range(len(actual)), key=lambda a: (actual[a].step, a))
+    edges = [
+        {a for a in by_position if actual[a].name == call.name and not diffs(e, a)}
+        for e, call in enumerate(expected)
+    ]
+    matching = _max_matching(
+        sorted(range(len(expected)), key=lambda e: (expected[e].step, e)),
+        by_position,
+        lambda e, a: a in edges[e],
+    )
+    need_expected = mode != "subset"
+    need_actual = mode != "superset"
+    unpaired_e = [e for e in range(len(expected)) if e not in matching]
+    paired_a = set(matching.values())
+    unpaired_a = [a for a in range(len(actual)) if a not in paired_a]
+
+    if (need_expected and unpaired_e) or (need_actual and unpaired_a):
+        mismatches = _leftover_mismatches(
+            actual, expected, unpaired_e, unpaired_a, need_expected, need_actual, diffs
+        )
+        return _result(matching, mismatches)
+    if mode == "strict" and expected:
+        ordered = _ordered_pairing(actual, expected, edges)
+        if ordered is None:
+            matching = _uncross(matching, actual, expected, edges)
+            return _result(matching, _order_mismatches(matching, actual, expected))
+        matching = ordered
+    return _result(matching, [])
+
+
+def _argument_diffs(
+    exp: ExpectedCall, call: Call, index: int, rule: ArgRule, value_match: ValueMatch
+) -> list[Mismatch]:
+    if rule == "ignore":
+        return []
+    where = f"step {call.step}, call {index} {call.name}"
+    found = []
+    for key, want in exp.arguments.items():
+        if key not in call.arguments:
+            message = f"{where}: argument {key} missing, expected {_show(want)}"
+            found.append(Mismatch(call.step, index, call.name, key, want, None, message))
+        elif not value_match(want, call.arguments[key]):
+            got = call.arguments[key]
+            message = f"{where}: argument {key} expected {_show(want)}, got {_show(got)}"
+            found.append(Mismatch(call.step, index, call.name, key, want, got, message))
+    if rule == "exact":
+        for key, got in call.arguments.items():
+            if key not in exp.arguments:
+                message = f"{where}: unexpected argument {key}={_show(got)}"
+                found.append(Mismatch(call.step, index, call.name, key, None, got, message))
+    return found
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _max_matching(
+    left: Sequence[int], right: Sequence[int], linked: Callable[[int, int], bool]
+) -> dict[int, int]:
+    """Maximum bipartite matching by augmenting paths (Kuhn), O(V * E); returns left -> right."""
+    owner: dict[int, int] = {}
+
+    def augment(u: int, seen: set[int]) -> bool:
+        for v in right:
+            if v not in seen and linked(u, v):
+                seen.add(v)
+                if v not in owner or augment(owner[v], seen):
+                    owner[v] = u
+                    return True
+        return False
+
+    for u in left:
+        augment(u, set())
+    return {u: v for v, u in owner.items()}
+
+
+def _steps(calls: Sequence[Call] | Sequence[ExpectedCall]) -> list[frozenset[int]]:
+    by_step: dict[int, set[int]] = {}
+    for index, call in enumerate(calls):
+        by_step.setdefault(call.step, set()).add(index)
+    return [frozenset(by_step[step]) for step in sorted(by_step)]
+
+
+def _ordered_pairing(
+    actual: Sequence[Call], expected: Sequence[ExpectedCall], edges: list[set[int]]
+) -> dict[int, int] | None:
+    """A perfect pairing whose step order agrees on both sides, or None (both non-empty).
+
+    In an order-respecting pairing the (expected step, actual step) cells in use form a
+    chain, so we walk both step lists together. At each cell either the rest of the current
+    expected step is paired into the current actual step (which may keep leftovers for the
+    next expected step), or the other way round. The state is the two step positions plus the
+    calls still unpaired in each, memoised. With S_e and S_a steps and at most g calls in one
+    step there are O(S_e * S_a * 2^g) states, each trying O(2^g) subsets with a small
+    matching, so the search is exponential only in the size of a single parallel step.
+    """
+    exp_steps, act_steps = _steps(expected), _steps(actual)
+
+    def advance(i: int, j: int, left_e: frozenset[int], left_a: frozenset[int]) -> _Pairs | None:
+        ni, nj = (i if left_e else i + 1), (j if left_a else j + 1)
+        if ni == len(exp_steps) or nj == len(act_steps):
+            return () if (ni, nj) == (len(exp_steps), len(act_steps)) else None
+        return solve(ni, nj, left_e or exp_steps[ni], left_a or act_steps[nj])
+
+    @cache
+    def solve(i: int, j: int, rem_e: frozenset[int], rem_a: frozenset[int]) -> _Pairs | None:
+        # Finish expected step i inside actual step j.
+        for used in itertools.combinations(sorted(rem_a), len(rem_e)):
+            cell = _max_matching(sorted(rem_e), used, lambda e, a: a in edges[e])
+            if len(cell) == len(rem_e):
+                rest = advance(i, j, frozenset(), rem_a.difference(used))
+                if rest is not None:
+                    return tuple(cell.items()) + rest
+        # Finish actual step j inside expected step i.
+        for used in itertools.combinations(sorted(rem_e), len(rem_a)):
+            cell = _max_matching(sorted(rem_a), used, lambda a, e: a in edges[e])
+            if len(cell) == len(rem_a):
+                rest = advance(i, j, rem_e.difference(used), frozenset())
+                if rest is not None:
+                    return tuple((e, a) for a, e in cell.items()) + rest
+        return None
+
+    found = solve(0, 0, exp_steps[0], act_steps[0])
+    return None if found is None else dict(found)
+
+
+def _inverted(
+    e1: int,
+    e2: int,
+    pairs: Mapping[int, int],
+    actual: Sequence[Call],
+    expected: Sequence[ExpectedCall],
+) -> bool:
+    """Expected e1 comes before e2, but e1's actual call comes after e2's."""
+    return expected[e1].step < expected[e2].step and actual[pairs[e1]].step > actual[pairs[e2]].step
+
+
+def _uncross(
+    pairs: dict[int, int],
+    actual: Sequence[Call],
+    expected: Sequence[ExpectedCall],
+    edges: list[set[int]],
+) -> dict[int, int]:
+    # Swapping the partners of an inverted pair lowers the inversion count, so this ends.
+    # It only removes crossings that an interchangeable call could avoid, so the ones
+    # reported afterwards are real.
+    pairs = dict(pairs)
+    swapped = True
+    while swapped:
+        swapped = False
+        for e1, e2 in itertools.permutations(pairs, 2):
+            a1, a2 = pairs[e1], pairs[e2]
+            if _inverted(e1, e2, pairs, actual, expected) and a2 in edges[e1] and a1 in edges[e2]:
+                pairs[e1], pairs[e2] = a2, a1
+                swapped = True
+    return pairs
+
+
+def _order_mismatches(
+    pairs: dict[int, int], actual: Sequence[Call], expected: Sequence[ExpectedCall]
+) -> list[Mismatch]:
+    found = []
+    for e1, e2 in itertools.permutations(sorted(pairs), 2):
+        if _inverted(e1, e2, pairs, actual, expected):
+            early, late = pairs[e2], pairs[e1]
+            a, b = actual[early], actual[late]
+            message = (
+                f"order: {a.name} (step {a.step}, call {early}) came before "
+                f"{b.name} (step {b.step}, call {late})"
+            )
+            wanted = (expected[e1].name, expected[e2].name)
+            found.append(Mismatch(a.step, early, a.name, None, wanted, (a.name, b.name), message))
+    return found
+
+
+def _leftover_mismatches(
+    actual: Sequence[Call],
+    expected: Sequence[ExpectedCall],
+    unpaired_e: list[int],
+    unpaired_a: list[int],
+    need_expected: bool,
+    need_actual: bool,
+    diffs: Callable[[int, int], list[Mismatch]],
+) -> list[Mismatch]:
+    # Explain each leftover against its closest unpaired same-name counterpart (fewest
+    # differing arguments). The matching is already maximum, so this choice only affects
+    # the wording, and greedy is fine here.
+    candidates = sorted(
+        (len(diffs(e, a)), e, a)
+        for e in unpaired_e
+        for a in unpaired_a
+        if expected[e].name == actual[a].name
+    )
+    found: list[Mismatch] = []
+    explained_e: set[int] = set()
+    explained_a: set[int] = set()
+    for _, e, a in candidates:
+        if e not in explained_e and a not in explained_a:
+            explained_e.add(e)
+            explained_a.add(a)
+            found.extend(diffs(e, a))
+    if need_expected:
+        for e in unpaired_e:
+            if e not in explained_e:
+                call = expected[e]
+                message = f"missing call to {call.name} at step {call.step}"
+                found.append(
+                    Mismatch(call.step, None, call.name, None, dict(call.arguments), None, message)
+                )
+    if need_actual:
+        for a in unpaired_a:
+            if a not in explained_a:
+                call = actual[a]
+                message = f"unexpected call to {call.name} at step {call.step}, call {a}"
+                found.append(
+                    Mismatch(call.step, a, call.name, None, None, dict(call.arguments), message)
+                )
+    return sorted(found, key=lambda m: (m.step, -1 if m.call_index is None else m.call_index))
+
+
+def _result(pairs: Mapping[int, int], mismatches: list[Mismatch]) -> TrajectoryResult:
+    if not mismatches:
+        reason = f"all {len(pairs)} paired calls match"
+    else:
+        more = len(mismatches) - 1
+        reason = mismatches[0].message + (f" (and {more} more)" if more else "")
+    return TrajectoryResult(
+        ok=not mismatches,
+        pairs=tuple(sorted(pairs.items())),
+        mismatches=tuple(mismatches),
+        reason=reason,
+    )
