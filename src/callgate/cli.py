@@ -108,7 +108,8 @@ def score(
         if not responses.is_file():
             raise _fail(f"{responses}: file not found")
         with Store(db) as store:
-            result = score_file(suite, responses, store, model=model, release=release)
+            result = score_file(suite, responses, store, model=model, release=release,
+                                keep_verdicts=as_json)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:

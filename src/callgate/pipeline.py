@@ -19,6 +19,7 @@ from callgate.store import Store
 from callgate.suite import Suite
 
 BATCH = 2000
+FAILURES_KEPT = 50  # failed attempts kept in memory for the printed report
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Recorder:
     keep_verdicts: bool = False
     builder: ScoreBuilder = field(init=False)
     verdicts: list[Verdict] = field(default_factory=list)
+    failures: list[Verdict] = field(default_factory=list)
     _responses: list[tuple] = field(default_factory=list)
     _verdicts: list[tuple] = field(default_factory=list)
     _schemas: dict[str, Any] = field(init=False)
@@ -86,6 +88,10 @@ class Recorder:
         )
         if self.keep_verdicts:
             self.verdicts.append(verdict)
+        if not (verdict.status == "scored" and verdict.right_arguments) and (
+            len(self.failures) < FAILURES_KEPT
+        ):
+            self.failures.append(verdict)
         if len(self._verdicts) >= BATCH:
             self.flush()
         return verdict
@@ -110,7 +116,8 @@ class RunResult:
     model: str
     release: str
     scores: Scores
-    verdicts: list[Verdict]
+    verdicts: list[Verdict]  # every attempt's verdict, when asked to keep them
+    failures: list[Verdict]  # the first FAILURES_KEPT attempts that were not fully right
     missing: list[str]  # case ids with no response at all
 
 
@@ -135,7 +142,8 @@ def score_responses(
             seen.add(response.case_id)
         scores = recorder.finish()
     missing = [case_id for case_id in suite.cases if case_id not in seen]
-    return RunResult(run_id, suite, model, release, scores, recorder.verdicts, missing)
+    return RunResult(run_id, suite, model, release, scores, recorder.verdicts,
+                     recorder.failures, missing)
 
 
 def score_file(

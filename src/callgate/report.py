@@ -112,17 +112,12 @@ def tags_table(columns: Sequence[tuple[str, Scores]]) -> Table:
 
 
 def failures_table(result: RunResult, limit: int = 20) -> Table:
-    table = Table(title=f"failed attempts (first {limit})", title_justify="left")
+    table = Table(title=f"attempts not fully right (first {limit})", title_justify="left")
     for name in ("case", "rep", "tool", "arguments", "reason"):
         table.add_column(name, overflow="fold")
-    shown = 0
-    for v in result.verdicts:
-        if v.status == "scored" and v.right_arguments:
-            continue
-        table.add_row(v.case_id, str(v.repeat), v.tool or v.status, v.arguments or "", v.reason)
-        shown += 1
-        if shown >= limit:
-            break
+    for v in result.failures[:limit]:
+        table.add_row(v.case_id, str(v.repeat), v.tool or v.status, v.arguments or "",
+                      v.reason)
     return table
 
 
@@ -131,7 +126,7 @@ def print_run(result: RunResult, console: Console | None = None) -> None:
     label = f"{result.model} @ {result.release}"
     console.print(scores_table(f"{result.suite.name}: {label}", [(label, result.scores)]))
     console.print(tags_table([(label, result.scores)]))
-    if any(not (v.status == "scored" and v.right_arguments) for v in result.verdicts):
+    if result.failures:
         console.print(failures_table(result))
     if result.missing:
         console.print(

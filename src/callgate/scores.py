@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from callgate.checks import Verdict
 
 Z95 = 1.959963984540054
+MAX_K = 8  # pass^k is reported for k = 1..8; beyond that it says little a user acts on
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
@@ -36,7 +37,11 @@ def pass_hat_k(successes: int, trials: int, k: int) -> float:
     """pass^k as in tau-bench: the chance that k draws without replacement all succeed."""
     if k > trials:
         raise ValueError(f"k={k} exceeds the {trials} trials")
-    return math.comb(successes, k) / math.comb(trials, k)
+    # C(s, k) / C(n, k) as a running product: no huge integers when n is large.
+    ratio = 1.0
+    for i in range(k):
+        ratio *= (successes - i) / (trials - i)
+    return max(ratio, 0.0)
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float | None:
@@ -197,10 +202,10 @@ class ScoreBuilder:
 
 
 def mean_pass_hat_k(tallies: Iterable[Sequence[int]]) -> dict[int, float]:
-    """Mean pass^k for every k up to the most trials a case has, each k averaged over the
+    """Mean pass^k for k up to MAX_K and the most trials a case has, each k averaged over the
     cases with at least k scored trials (an excluded attempt leaves its case with fewer)."""
     tallies = [tuple(t) for t in tallies if t[1] > 0]
-    k_max = max((trials for _, trials in tallies), default=0)
+    k_max = min(max((trials for _, trials in tallies), default=0), MAX_K)
     out = {}
     for k in range(1, k_max + 1):
         eligible = [(s, n) for s, n in tallies if n >= k]
