@@ -133,5 +133,88 @@ def demo(
         raise _fail(str(exc)) from None
 
 
+@app.command()
+def gate(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model whose release is gated.")],
+    release: Annotated[str, typer.Option("--release", help="The release to gate.")],
+    suite: Annotated[str | None, typer.Option("--suite", help="Suite name, if the release "
+                                              "was run on several.")] = None,
+    max_drop: Annotated[float, typer.Option("--max-drop", min=0.0,
+                                            help="Allowed drop in points.")] = 2.0,
+    baseline: Annotated[str, typer.Option(
+        "--baseline", help="'auto' (last stored release of the model and suite), a scores "
+                           "file, or a folder of them (e.g. releases/).")] = "auto",
+    scores_out: Annotated[Path | None, typer.Option(
+        "--scores-out", help="Write this release's scores file here (keep it with the "
+                             "release, e.g. releases/2026.11.json).")] = None,
+    max_excluded: Annotated[float, typer.Option(
+        "--max-excluded", min=0.0, max=1.0,
+        help="Inconclusive above this share of truncated or provider-error attempts.")] = 0.05,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown",
+                                                  help="Write a Markdown summary here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+    db: DbOption = Path("callgate.db"),
+) -> None:
+    """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive."""
+    from callgate.gate import (
+        baseline_from_path,
+        baseline_from_store,
+        decide,
+        find_current,
+        stored_release,
+    )
+    from callgate.report import gate_junit, gate_markdown, print_gate
+    from callgate.store import Store
+
+    try:
+        if not db.exists():
+            raise CallgateError(f"{db}: no such database; score the release first")
+        with Store(db) as store:
+            run = find_current(store, model, release, suite)
+            current = stored_release(store, run)
+            if baseline == "auto":
+                base, source = baseline_from_store(store, run), f"store {db}"
+            else:
+                base, source = baseline_from_path(Path(baseline), current), baseline
+        decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
+                          baseline_source=source if base else None)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    if scores_out is not None:
+        scores_out.parent.mkdir(parents=True, exist_ok=True)
+        scores_out.write_text(current.to_json(), encoding="utf-8")
+    if junit is not None:
+        junit.write_text(gate_junit(decision, current), encoding="utf-8")
+    if markdown is not None:
+        markdown.write_text(gate_markdown(decision), encoding="utf-8")
+    if as_json:
+        json.dump(decision.model_dump(mode="json"), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print_gate(decision)
+    raise typer.Exit(decision.exit_code)
+
+
+@app.command()
+def history(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model to list.")],
+    suite: Annotated[str | None, typer.Option("--suite", help="Only this suite.")] = None,
+    db: DbOption = Path("callgate.db"),
+) -> None:
+    """The figures of every stored release of a model, oldest first, with the change."""
+    from callgate.gate import stored_release
+    from callgate.report import history_table
+    from callgate.store import Store
+
+    if not db.exists():
+        raise _fail(f"{db}: no such database")
+    with Store(db) as store:
+        releases = [stored_release(store, run) for run in store.runs(model, suite)]
+    if not releases:
+        raise _fail(f"no stored release of {model!r}" + (f" on {suite}" if suite else ""))
+    Console().print(history_table(model, releases))
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

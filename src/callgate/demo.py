@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from callgate.gate import case_outcomes, changed_cases
+from callgate.gate import decide, stored_release
 from callgate.pipeline import score_file
-from callgate.report import scores_table, tags_table
+from callgate.report import print_gate, scores_table, tags_table
 from callgate.store import Store
 from callgate.suite import load_suite
 
@@ -31,28 +31,20 @@ def run_demo(db: Path, console: Console) -> None:
         f"{len(suite.tools)} tools), two releases of a hand-written example agent.\n"
         "Every response is a hand-written example, not the output of a real model."
     )
-    results = []
     with Store(db) as store:
-        for release in RELEASES:
-            results.append(
-                score_file(
-                    suite, root / f"responses-{release}.jsonl", store, model=MODEL, release=release
-                )
-            )
-    columns = [(r.release, r.scores) for r in results]
-    console.print(scores_table(f"{suite.name}: {MODEL}", columns))
-    console.print(tags_table(columns))
-    before, after = (case_outcomes(r.verdicts) for r in results)
-    worse, better = changed_cases(before, after)
-    console.print(
-        f"[bold]{len(worse)} case(s) got worse[/bold] from {RELEASES[0]} to "
-        f"{RELEASES[1]}; {len(better)} got better."
-    )
-    for case_id in worse:
-        console.print(f"  [red]-[/red] {case_id}: {after[case_id].reason}", highlight=False)
-    for case_id in better:
-        console.print(f"  [green]+[/green] {case_id}", highlight=False)
-    console.print(
-        f"Stored in {db}: browse it with any SQLite tool, e.g. "
-        f"`sqlite3 {db} 'select * from scores'`."
-    )
+        results = [
+            score_file(suite, root / f"responses-{release}.jsonl", store, model=MODEL,
+                       release=release, keep_verdicts=False)
+            for release in RELEASES
+        ]
+        columns = [(r.release, r.scores) for r in results]
+        console.print(scores_table(f"{suite.name}: {MODEL}", columns))
+        console.print(tags_table(columns))
+        baseline, current = (stored_release(store, store.run(r.run_id)) for r in results)
+    decision = decide(current, baseline, baseline_source=f"store {db}")
+    console.print(f"\n[bold]The gate[/bold]: `callgate gate --model {MODEL} --release "
+                  f"{RELEASES[1]} --db {db}` decides:")
+    print_gate(decision, console)
+    console.print(f"\n(`callgate gate` would exit {decision.exit_code}.) Stored in {db}: browse "
+                  f"it with any SQLite tool, e.g. `sqlite3 {db} 'select * from scores'`.",
+                  highlight=False)

@@ -1,53 +1,429 @@
-"""Stage 5, the gate: compare a release with the last one of the same model and suite."""
+"""Stage 5, the gate: compare a release with the last one of the same model and suite.
+
+The rule (Agent Wranglers' tool-choice gate): fail when right tool % or right arguments % is
+more than `max_drop` points below the baseline; exactly `max_drop` below passes. Around the rule,
+the figures a user needs to trust it: paired cases, an exact McNemar test, Wilson intervals and
+the smallest drop the suite can detect.
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable, Mapping
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from callgate import __version__
 from callgate.checks import Verdict
+from callgate.errors import CallgateError, InputError, from_validation_error
+from callgate.scores import Figures, Share
+from callgate.store import Store
+
+FORMAT = "callgate.release/1"
+DEFAULT_MAX_DROP = 2.0
+DEFAULT_MAX_EXCLUDED = 0.05
+EPSILON = 1e-9  # so that a drop of exactly max_drop, computed in floating point, passes
+
+Outcome = Literal["pass", "first_release", "regression", "inconclusive"]
+EXIT_CODES: dict[Outcome, int] = {"pass": 0, "first_release": 0, "regression": 1,
+                                  "inconclusive": 3}
 
 
-class CaseOutcome(BaseModel):
-    """One case's result over its repeats: it passes when most scored repeats are fully right."""
+# --------------------------------------------------------------------------- per case
 
-    model_config = ConfigDict(frozen=True)
-    case_id: str
-    passes: int
-    trials: int
-    excluded: int
-    reason: str = ""
+
+class CaseRecord(BaseModel):
+    """One case over its repeats; the unit that is paired between releases."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    trials: int  # scored attempts
+    right_tool: int
+    right_arguments: int
+    excluded: int = 0
+    reason: str = ""  # the first failing attempt's reason
 
     @property
     def passed(self) -> bool:
-        return self.trials > 0 and 2 * self.passes > self.trials
+        """Most scored repeats fully right (right tool and right arguments)."""
+        return self.trials > 0 and 2 * self.right_arguments > self.trials
+
+    @property
+    def passed_tool(self) -> bool:
+        return self.trials > 0 and 2 * self.right_tool > self.trials
 
 
-def case_outcomes(verdicts: Iterable[Verdict]) -> dict[str, CaseOutcome]:
-    tallies: dict[str, list] = {}
+def case_records(verdicts: Iterable[Verdict]) -> dict[str, CaseRecord]:
+    tallies: dict[str, list[Any]] = {}
     for v in verdicts:
-        tally = tallies.setdefault(v.case_id, [0, 0, 0, ""])
+        tally = tallies.setdefault(v.case_id, [0, 0, 0, 0, ""])
         if v.status != "scored":
-            tally[2] += 1
+            tally[3] += 1
             continue
-        tally[1] += 1
-        if v.right_arguments:
-            tally[0] += 1
-        elif not tally[3]:
-            tally[3] = v.reason
+        tally[0] += 1
+        tally[1] += v.right_tool
+        tally[2] += v.right_arguments
+        if not v.right_arguments and not tally[4]:
+            tally[4] = v.reason
     return {
-        case_id: CaseOutcome(case_id=case_id, passes=p, trials=n, excluded=x, reason=r)
-        for case_id, (p, n, x, r) in sorted(tallies.items())
+        case_id: CaseRecord(trials=n, right_tool=t, right_arguments=a, excluded=x, reason=r)
+        for case_id, (n, t, a, x, r) in sorted(tallies.items())
     }
 
 
 def changed_cases(
-    before: Mapping[str, CaseOutcome], after: Mapping[str, CaseOutcome]
+    before: Mapping[str, CaseRecord], after: Mapping[str, CaseRecord]
 ) -> tuple[list[str], list[str]]:
-    """(cases that passed before and fail now, cases that failed before and pass now),
-    over the cases scored in both."""
+    """(passed before and fail now, failed before and pass now) over cases scored in both."""
     shared = [c for c in before if c in after and before[c].trials and after[c].trials]
     worse = [c for c in shared if before[c].passed and not after[c].passed]
     better = [c for c in shared if not before[c].passed and after[c].passed]
     return worse, better
+
+
+def figures_of(records: Iterable[CaseRecord]) -> Figures:
+    records = list(records)
+    n = sum(r.trials for r in records)
+    return Figures(
+        scored=n,
+        right_tool=Share.of(sum(r.right_tool for r in records), n),
+        right_arguments=Share.of(sum(r.right_arguments for r in records), n),
+        calls_per_task=None,
+    )
+
+
+# --------------------------------------------------------------------------- release file
+
+
+class ReleaseScores(BaseModel):
+    """The scores kept with a release: what a later release is gated against."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: Literal["callgate.release/1"] = FORMAT
+    callgate_version: str
+    model: str
+    release: str
+    suite_name: str
+    suite_fingerprint: str
+    created_at: str
+    judge_fingerprint: str | None = None
+    uncalibrated: bool = False
+    attempts: int
+    excluded: dict[str, int]
+    figures: Figures
+    by_tag: dict[str, Figures] = Field(default_factory=dict)
+    cases: dict[str, CaseRecord]
+
+    def to_json(self) -> str:
+        """Stable key order and formatting, so the file diffs well in git."""
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True,
+                          ensure_ascii=False) + "\n"
+
+    @property
+    def excluded_share(self) -> float:
+        bad = self.excluded.get("truncated", 0) + self.excluded.get("provider_error", 0)
+        return bad / self.attempts if self.attempts else 0.0
+
+
+def read_release_file(path: Path | str) -> ReleaseScores:
+    source = Path(path)
+    try:
+        raw = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(source, "scores file not found") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(source, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    try:
+        return ReleaseScores.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation_error(source, None, exc) from None
+
+
+def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict]) -> ReleaseScores:
+    """Build the release scores from a stored run row and its verdicts."""
+    scores = json.loads(run["scores"])
+    return ReleaseScores(
+        callgate_version=run["callgate_version"] or __version__,
+        model=run["model"],
+        release=run["release"],
+        suite_name=run["suite_name"],
+        suite_fingerprint=run["suite"],
+        created_at=run["created_at"],
+        judge_fingerprint=run.get("judge_fingerprint"),
+        uncalibrated=bool(scores.get("uncalibrated", False)),
+        attempts=scores["attempts"],
+        excluded=scores["excluded"],
+        figures=Figures.model_validate(scores["figures"]),
+        by_tag={k: Figures.model_validate(v) for k, v in scores["by_tag"].items()},
+        cases=case_records(verdicts),
+    )
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant counts b and c."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+_Z = NormalDist().inv_cdf
+
+
+def paired_cases_needed(drop: float, discordant: float, alpha: float = 0.05,
+                        power: float = 0.8) -> float:
+    """Paired cases needed to detect a drop (a fraction) with McNemar's test (Connor 1987),
+    given the share of cases whose verdict flips either way."""
+    if drop <= 0 or discordant < drop * drop or discordant <= 0:
+        return math.inf
+    za, zb = _Z(1 - alpha / 2), _Z(power)
+    return (za * math.sqrt(discordant) + zb * math.sqrt(discordant - drop * drop)) ** 2 / (
+        drop * drop
+    )
+
+
+def detectable_drop_paired(n: int, discordant: float, alpha: float = 0.05,
+                           power: float = 0.8) -> float | None:
+    """Smallest drop (a fraction) that n paired cases detect with the given power."""
+    if n <= 0 or discordant <= 0:
+        return None
+    low, high = 0.0, min(1.0, math.sqrt(discordant))
+    if paired_cases_needed(high, discordant, alpha, power) > n:
+        return None  # not even the largest drop this discordance allows is detectable
+    for _ in range(80):
+        mid = (low + high) / 2
+        if paired_cases_needed(mid, discordant, alpha, power) > n:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+def detectable_drop_unpaired(n: int, share: float, alpha: float = 0.05,
+                             power: float = 0.8) -> float | None:
+    """Smallest drop from `share` that two independent samples of n attempts detect."""
+    if n <= 0:
+        return None
+    za, zb = _Z(1 - alpha / 2), _Z(power)
+
+    def needed(drop: float) -> float:
+        p1, p2 = share, share - drop
+        mean = (p1 + p2) / 2
+        spread = za * math.sqrt(2 * mean * (1 - mean)) + zb * math.sqrt(
+            p1 * (1 - p1) + p2 * (1 - p2))
+        return spread * spread / (drop * drop)
+
+    low, high = 0.0, share
+    if high <= 0 or needed(high) > n:
+        return None
+    for _ in range(80):
+        mid = (low + high) / 2
+        low, high = (mid, high) if needed(mid) > n else (low, mid)
+    return high
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+class FigureCheck(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: Literal["right_tool", "right_arguments"]
+    baseline: Share
+    current: Share
+    change: float | None  # points, current − baseline
+    failed: bool
+    mcnemar_p: float | None
+    flipped_worse: int
+    flipped_better: int
+    detectable_drop_paired: float | None  # points
+    detectable_drop_unpaired: float | None  # points
+
+
+class CaseChange(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    case_id: str
+    reason: str
+
+
+class GateDecision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    outcome: Outcome
+    exit_code: int
+    model: str
+    release: str
+    suite_name: str
+    baseline_release: str | None
+    baseline_source: str | None
+    max_drop: float
+    shared_cases: int
+    added_cases: list[str]
+    removed_cases: list[str]
+    suite_changed: bool
+    checks: list[FigureCheck]
+    worse: list[CaseChange]
+    better: list[CaseChange]
+    excluded_share: float
+    messages: list[str]
+    warnings: list[str]
+
+
+def decide(
+    current: ReleaseScores,
+    baseline: ReleaseScores | None,
+    *,
+    max_drop: float = DEFAULT_MAX_DROP,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
+    baseline_source: str | None = None,
+) -> GateDecision:
+    """Apply the rule. Regression wins over inconclusive; inconclusive is never green."""
+    common = {"model": current.model, "release": current.release,
+              "suite_name": current.suite_name, "max_drop": max_drop,
+              "excluded_share": current.excluded_share}
+    inconclusive: list[str] = []
+    warnings: list[str] = []
+    if current.excluded_share > max_excluded:
+        inconclusive.append(
+            f"{current.excluded_share:.1%} of attempts were excluded (truncated or provider "
+            f"errors), above the {max_excluded:.0%} allowed")
+    if current.uncalibrated:
+        inconclusive.append("the judge that scored this release is not calibrated")
+
+    if baseline is None:
+        messages = [f"first release of {current.model} on {current.suite_name}: no baseline; "
+                    "recorded, passes"]
+        outcome: Outcome = "inconclusive" if inconclusive else "first_release"
+        return GateDecision(outcome=outcome, exit_code=EXIT_CODES[outcome],
+                            baseline_release=None, baseline_source=None, shared_cases=0,
+                            added_cases=[], removed_cases=[], suite_changed=False, checks=[],
+                            worse=[], better=[], messages=messages + inconclusive,
+                            warnings=warnings, **common)
+
+    added = sorted(set(current.cases) - set(baseline.cases))
+    removed = sorted(set(baseline.cases) - set(current.cases))
+    shared = sorted(c for c in set(current.cases) & set(baseline.cases)
+                    if current.cases[c].trials and baseline.cases[c].trials)
+    suite_changed = current.suite_fingerprint != baseline.suite_fingerprint
+    if suite_changed:
+        warnings.append(
+            f"the suite changed since {baseline.release}: comparing on the {len(shared)} cases "
+            f"both scored ({len(added)} added, {len(removed)} removed)")
+    if current.judge_fingerprint != baseline.judge_fingerprint:
+        warnings.append(
+            f"the judge differs: baseline {baseline.judge_fingerprint or 'none'}, "
+            f"now {current.judge_fingerprint or 'none'}")
+    if not shared:
+        inconclusive.append("no case was scored in both releases")
+
+    now_fig = figures_of(current.cases[c] for c in shared)
+    then_fig = figures_of(baseline.cases[c] for c in shared)
+    checks = []
+    for name in ("right_tool", "right_arguments"):
+        then_share, now_share = getattr(then_fig, name), getattr(now_fig, name)
+        change = (None if then_share.pct is None or now_share.pct is None
+                  else now_share.pct - then_share.pct)
+        passed = (lambda r: r.passed_tool) if name == "right_tool" else (lambda r: r.passed)
+        worse = sum(passed(baseline.cases[c]) and not passed(current.cases[c]) for c in shared)
+        better = sum(not passed(baseline.cases[c]) and passed(current.cases[c]) for c in shared)
+        # With no flips observed, assume one: the detectable drop is then an optimistic bound.
+        discordant = max(worse + better, 1) / len(shared) if shared else 0.0
+        paired = detectable_drop_paired(len(shared), discordant)
+        unpaired = (detectable_drop_unpaired(then_share.n, then_share.pct / 100)
+                    if then_share.pct is not None else None)
+        checks.append(FigureCheck(
+            name=name, baseline=then_share, current=now_share, change=change,
+            failed=change is not None and -change > max_drop + EPSILON,
+            mcnemar_p=mcnemar_exact(worse, better) if shared else None,
+            flipped_worse=worse, flipped_better=better,
+            detectable_drop_paired=None if paired is None else 100 * paired,
+            detectable_drop_unpaired=None if unpaired is None else 100 * unpaired,
+        ))
+        if shared and (paired is None or 100 * paired > max_drop):
+            shown = "none at all" if paired is None else f"{100 * paired:.1f} points"
+            warnings.append(
+                f"{name.replace('_', ' ')}: with {len(shared)} paired cases the smallest drop "
+                f"detectable with 80% power is {shown}, more than the {max_drop:g} allowed: "
+                "smaller real drops can pass unseen; add cases or repeats")
+
+    worse_ids, better_ids = changed_cases({c: baseline.cases[c] for c in shared},
+                                          {c: current.cases[c] for c in shared})
+    failed = [c for c in checks if c.failed]
+    messages = []
+    for check in checks:
+        if check.change is None:
+            continue
+        verb = "fell" if check.change < 0 else "rose"
+        messages.append(
+            f"{check.name.replace('_', ' ')} {verb} {abs(check.change):.1f} points "
+            f"({check.baseline.pct:.1f} → {check.current.pct:.1f}; allowed drop {max_drop:g})"
+            + (" — REGRESSION" if check.failed else ""))
+    if failed:
+        outcome = "regression"
+    elif inconclusive:
+        outcome = "inconclusive"
+    else:
+        outcome = "pass"
+    return GateDecision(
+        outcome=outcome, exit_code=EXIT_CODES[outcome], baseline_release=baseline.release,
+        baseline_source=baseline_source, shared_cases=len(shared), added_cases=added,
+        removed_cases=removed, suite_changed=suite_changed, checks=checks,
+        worse=[CaseChange(case_id=c, reason=current.cases[c].reason) for c in worse_ids],
+        better=[CaseChange(case_id=c, reason=baseline.cases[c].reason) for c in better_ids],
+        messages=messages + inconclusive, warnings=warnings, **common,
+    )
+
+
+# --------------------------------------------------------------------------- finding releases
+
+
+def stored_release(store: Store, run: Mapping[str, Any]) -> ReleaseScores:
+    verdicts = (Verdict.model_validate(row) for row in store.verdicts(run["id"]))
+    return release_from_run(run, verdicts)
+
+
+def find_current(store: Store, model: str, release: str, suite_name: str | None
+                 ) -> Mapping[str, Any]:
+    runs = [r for r in store.runs(model=model, suite_name=suite_name) if r["release"] == release]
+    if not runs:
+        where = f" on suite {suite_name}" if suite_name else ""
+        raise CallgateError(
+            f"no finished run of model {model!r} release {release!r}{where} in {store.path}; "
+            "score it first (callgate score or callgate run)")
+    if len(runs) > 1:
+        names = ", ".join(sorted(r["suite_name"] for r in runs))
+        raise CallgateError(f"release {release!r} of {model!r} was run on several suites "
+                            f"({names}); choose one with --suite")
+    return runs[0]
+
+
+def baseline_from_store(store: Store, current: Mapping[str, Any]) -> ReleaseScores | None:
+    """The most recent other release of the same model on the same suite before `current`."""
+    earlier = [r for r in store.runs(model=current["model"], suite_name=current["suite_name"])
+               if r["release"] != current["release"]
+               and (r["created_at"], r["id"]) < (current["created_at"], current["id"])]
+    return stored_release(store, earlier[-1]) if earlier else None
+
+
+def baseline_from_path(path: Path, current: ReleaseScores) -> ReleaseScores | None:
+    """A scores file, or the newest file in a folder that is of the same model and suite."""
+    if not path.is_dir():
+        baseline = read_release_file(path)
+        if baseline.model != current.model or baseline.suite_name != current.suite_name:
+            raise InputError(
+                path, f"holds {baseline.model} on {baseline.suite_name}, not {current.model} "
+                      f"on {current.suite_name}")
+        return baseline
+    candidates = []
+    for file in sorted(path.glob("*.json")):
+        release = read_release_file(file)
+        if (release.model, release.suite_name) == (current.model, current.suite_name) and (
+            release.release != current.release and release.created_at < current.created_at
+        ):
+            candidates.append(release)
+    return max(candidates, key=lambda r: r.created_at) if candidates else None

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from callgate.gate import GateDecision, ReleaseScores
 from callgate.pipeline import RunResult
 from callgate.scores import Figures, Scores, Share
 
@@ -133,3 +135,159 @@ def print_run(result: RunResult, console: Console | None = None) -> None:
             f"[yellow]{len(result.missing)} case(s) had no response: "
             f"{', '.join(result.missing[:10])}[/yellow]"
         )
+
+
+# --------------------------------------------------------------------------- the gate
+
+OUTCOME_WORDS = {
+    "pass": "PASS", "first_release": "PASS (first release, recorded)",
+    "regression": "FAIL: regression", "inconclusive": "INCONCLUSIVE",
+}
+
+
+def _share(share: Share) -> str:
+    return "–" if share.pct is None else f"{share.pct:.1f} [{share.low:.1f}–{share.high:.1f}]"
+
+
+def _points(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def _p(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3g}"
+
+
+def gate_lines(decision: GateDecision) -> list[str]:
+    """The decision and its explanation as plain lines (shared by text and Markdown)."""
+    d = decision
+    head = (f"gate {OUTCOME_WORDS[d.outcome]}: {d.model} {d.release} on {d.suite_name}"
+            + (f" vs {d.baseline_release} ({d.baseline_source})" if d.baseline_release else ""))
+    lines = [head, *d.messages]
+    if d.baseline_release:
+        lines.append(f"paired cases: {d.shared_cases}; excluded attempts now: "
+                     f"{d.excluded_share:.1%}")
+    if d.added_cases or d.removed_cases:
+        lines.append(f"suite changed: {len(d.added_cases)} case(s) added "
+                     f"({', '.join(d.added_cases[:10])}), {len(d.removed_cases)} removed "
+                     f"({', '.join(d.removed_cases[:10])})")
+    lines += [f"warning: {w}" for w in d.warnings]
+    return lines
+
+
+def gate_table(decision: GateDecision) -> Table:
+    table = Table(title="figures on the paired cases", title_justify="left")
+    for name in ("figure", "baseline % [95% CI]", "now % [95% CI]", "change", "McNemar p",
+                 "flips −/+", "detectable drop (paired / unpaired)"):
+        table.add_column(name, justify="right")
+    for c in decision.checks:
+        table.add_row(c.name.replace("_", " "), _share(c.baseline), _share(c.current),
+                      ("[red]" if c.failed else "") + _points(c.change),
+                      _p(c.mcnemar_p), f"{c.flipped_worse} / {c.flipped_better}",
+                      f"{_points(c.detectable_drop_paired)} / "
+                      f"{_points(c.detectable_drop_unpaired)} pts")
+    return table
+
+
+def print_gate(decision: GateDecision, console: Console | None = None) -> None:
+    console = console or Console()
+    style = {"regression": "red", "inconclusive": "yellow"}.get(decision.outcome, "green")
+    lines = gate_lines(decision)
+    console.print(f"[bold {style}]{lines[0]}[/]", highlight=False)
+    for text in lines[1:]:
+        console.print(f"  {text}", highlight=False)
+    if decision.checks:
+        console.print(gate_table(decision))
+    if decision.worse:
+        console.print(f"[bold]passed in {decision.baseline_release}, fail now "
+                      f"({len(decision.worse)}):[/bold]")
+        for change in decision.worse:
+            console.print(f"  [red]-[/red] {change.case_id}: {change.reason}", highlight=False)
+    if decision.better:
+        console.print(f"[bold]failed in {decision.baseline_release}, pass now "
+                      f"({len(decision.better)}):[/bold] "
+                      + ", ".join(c.case_id for c in decision.better), highlight=False)
+
+
+def gate_markdown(decision: GateDecision) -> str:
+    """For a CI step summary or a pull-request comment."""
+    lines = gate_lines(decision)
+    out = [f"### callgate: {lines[0]}", ""]
+    out += [f"- {text}" for text in lines[1:]]
+    if decision.checks:
+        out += ["", "| figure | baseline % [95% CI] | now % [95% CI] | change (pts) | "
+                    "McNemar p | detectable drop, paired (pts) |",
+                "|---|---|---|---|---|---|"]
+        for c in decision.checks:
+            mark = " ❌" if c.failed else ""
+            out.append(f"| {c.name.replace('_', ' ')} | {_share(c.baseline)} | "
+                       f"{_share(c.current)} | {_points(c.change)}{mark} | {_p(c.mcnemar_p)} | "
+                       f"{_points(c.detectable_drop_paired)} |")
+    if decision.worse:
+        out += ["", f"**Passed in {decision.baseline_release}, fail now "
+                    f"({len(decision.worse)})**", ""]
+        out += [f"- `{c.case_id}`: {c.reason}" for c in decision.worse]
+    if decision.better:
+        out += ["", f"**Failed in {decision.baseline_release}, pass now:** "
+                    + ", ".join(f"`{c.case_id}`" for c in decision.better)]
+    return "\n".join(out) + "\n"
+
+
+def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
+    """JUnit XML: one testcase per case (failures carry the verdict reason), plus the gate."""
+    root = ET.Element("testsuites", name="callgate")
+    cases = ET.SubElement(root, "testsuite", name=f"{current.suite_name}.cases")
+    worse = {c.case_id for c in decision.worse}
+    failures = skipped = 0
+    for case_id, record in sorted(current.cases.items()):
+        element = ET.SubElement(cases, "testcase", name=case_id,
+                                classname=f"callgate.{current.suite_name}")
+        if record.trials == 0:
+            skipped += 1
+            ET.SubElement(element, "skipped", message="every attempt was excluded")
+        elif not record.passed:
+            failures += 1
+            label = "regressed: " if case_id in worse else ""
+            failure = ET.SubElement(element, "failure", type="tool_call",
+                                    message=f"{label}{record.reason}")
+            failure.text = (f"{record.right_arguments} of {record.trials} scored attempts fully "
+                            f"right; first failure: {record.reason}")
+    cases.set("tests", str(len(current.cases)))
+    cases.set("failures", str(failures))
+    cases.set("skipped", str(skipped))
+    gate = ET.SubElement(root, "testsuite", name=f"{current.suite_name}.gate",
+                         tests=str(max(len(decision.checks), 1)))
+    gate_failures = 0
+    for check in decision.checks or []:
+        element = ET.SubElement(gate, "testcase", name=check.name, classname="callgate.gate")
+        if check.failed:
+            gate_failures += 1
+            ET.SubElement(element, "failure", type="regression",
+                          message=f"{check.name} fell {-check.change:.1f} points, more than "
+                                  f"{decision.max_drop:g}")
+    if not decision.checks:
+        ET.SubElement(gate, "testcase", name="first_release", classname="callgate.gate")
+    gate.set("failures", str(gate_failures))
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def history_table(model: str, releases: Sequence[ReleaseScores]) -> Table:
+    table = Table(title=f"history of {model}, oldest first", title_justify="left")
+    for name in ("suite", "release", "created", "right tool %", "Δ", "right arguments %", "Δ",
+                 "calls/task", "scored"):
+        table.add_column(name, justify="right")
+    previous: dict[str, ReleaseScores] = {}
+    for r in releases:
+        before = previous.get(r.suite_name)
+        deltas = []
+        for name in ("right_tool", "right_arguments"):
+            now_pct = getattr(r.figures, name).pct
+            then_pct = getattr(before.figures, name).pct if before else None
+            deltas.append("" if now_pct is None or then_pct is None
+                          else f"{now_pct - then_pct:+.1f}")
+        table.add_row(r.suite_name, r.release, r.created_at[:16].replace("T", " "),
+                      _points(r.figures.right_tool.pct), deltas[0],
+                      _points(r.figures.right_arguments.pct), deltas[1],
+                      _num(r.figures.calls_per_task), str(r.figures.scored))
+        previous[r.suite_name] = r
+    return table

@@ -121,7 +121,7 @@ VERDICT_COLUMNS = (
 
 
 def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def default_db_path() -> Path:
@@ -187,7 +187,12 @@ class Store:
         version: str,
         judge_fingerprint: str | None = None,
     ) -> int:
-        """Create the run row for (suite, model, release), dropping an earlier one."""
+        """Create the run row for (suite, model, release), dropping an earlier one.
+
+        A re-scored release keeps its original creation time, so its place in the model's
+        history (and so which release is the baseline of which) does not move."""
+        earlier = self.find_run(suite.name, model, release)
+        created_at = earlier["created_at"] if earlier else now()
         self.db.execute(
             "DELETE FROM runs WHERE suite_name = ? AND model = ? AND release = ?",
             [suite.name, model, release],
@@ -201,7 +206,7 @@ class Store:
                 model,
                 release,
                 source,
-                now(),
+                created_at,
                 version,
                 judge_fingerprint,
                 "running",
