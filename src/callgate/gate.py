@@ -411,7 +411,11 @@ def baseline_from_store(store: Store, current: Mapping[str, Any]) -> ReleaseScor
 
 
 def baseline_from_path(path: Path, current: ReleaseScores) -> ReleaseScores | None:
-    """A scores file, or the newest file in a folder that is of the same model and suite."""
+    """A scores file, or the newest file in a folder that is of the same model and suite.
+
+    A folder that does not exist yet (the first release in CI) holds no baseline."""
+    if not path.exists() and path.suffix != ".json":
+        return None
     if not path.is_dir():
         baseline = read_release_file(path)
         if baseline.model != current.model or baseline.suite_name != current.suite_name:

@@ -1,0 +1,249 @@
+"""The gate on crafted histories, its statistics against hand-computed values, and its CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from callgate.demo import example_path
+from callgate.gate import (
+    CaseRecord,
+    ReleaseScores,
+    decide,
+    detectable_drop_paired,
+    detectable_drop_unpaired,
+    figures_of,
+    mcnemar_exact,
+    paired_cases_needed,
+    read_release_file,
+)
+from callgate.report import gate_junit, gate_markdown
+
+CALLGATE = str(Path(sys.executable).with_name("callgate"))
+
+
+def release(name: str, cases: dict[str, tuple[int, int, int]], *, fingerprint: str = "f1",
+            excluded: int = 0, created: str | None = None, judge: str | None = None
+            ) -> ReleaseScores:
+    """cases: id -> (trials, right_tool, right_arguments)."""
+    records = {c: CaseRecord(trials=n, right_tool=t, right_arguments=a, reason=f"{c} failed")
+               for c, (n, t, a) in cases.items()}
+    attempts = sum(n for n, _, _ in cases.values()) + excluded
+    return ReleaseScores(
+        callgate_version="test", model="m", release=name, suite_name="s",
+        suite_fingerprint=fingerprint, created_at=created or f"2026-01-0{name[-1]}",
+        judge_fingerprint=judge, attempts=attempts,
+        excluded={"truncated": excluded, "provider_error": 0, "pending_judge": 0},
+        figures=figures_of(records.values()), cases=records,
+    )
+
+
+def uniform(n_cases: int, tool_right: int, args_right: int) -> dict[str, tuple[int, int, int]]:
+    """n_cases single-attempt cases: the first tool_right have the right tool, the first
+    args_right of those the right arguments too."""
+    return {f"c{i:04d}": (1, int(i < tool_right), int(i < args_right)) for i in range(n_cases)}
+
+
+def test_pass_within_the_allowed_drop() -> None:
+    d = decide(release("r2", uniform(100, 89, 84)), release("r1", uniform(100, 90, 85)))
+    assert d.outcome == "pass" and d.exit_code == 0
+    assert [c.change for c in d.checks] == [pytest.approx(-1.0), pytest.approx(-1.0)]
+    assert [c.case_id for c in d.worse] == ["c0084"]  # c0089 had wrong arguments before too
+
+
+def test_fail_on_the_tool_share_alone() -> None:
+    d = decide(release("r2", uniform(100, 87, 84)), release("r1", uniform(100, 90, 85)))
+    assert d.outcome == "regression" and d.exit_code == 1
+    assert [c.failed for c in d.checks] == [True, False]
+
+
+def test_fail_on_the_arguments_share_alone() -> None:
+    d = decide(release("r2", uniform(100, 90, 80)), release("r1", uniform(100, 90, 85)))
+    assert d.outcome == "regression"
+    assert [c.failed for c in d.checks] == [False, True]
+    assert any("right arguments fell 5.0 points" in m for m in d.messages)
+
+
+def test_a_drop_of_exactly_two_points_passes_and_a_little_more_fails() -> None:
+    # 87/300 → 81/300 is exactly 2 points, which floating point computes as 1.9999999999999964
+    d = decide(release("r2", uniform(300, 81, 81)), release("r1", uniform(300, 87, 87)))
+    assert d.checks[0].change == pytest.approx(-2.0)
+    assert d.outcome == "pass"
+    d = decide(release("r2", uniform(300, 80, 80)), release("r1", uniform(300, 87, 87)))
+    assert d.outcome == "regression"
+    d = decide(release("r2", uniform(100, 88, 88)), release("r1", uniform(100, 90, 90)),
+               max_drop=1.5)
+    assert d.outcome == "regression"
+
+
+def test_first_release_is_recorded_and_passes() -> None:
+    d = decide(release("r1", uniform(10, 9, 9)), None)
+    assert d.outcome == "first_release" and d.exit_code == 0
+    assert "no baseline" in d.messages[0]
+
+
+def test_suite_changed_compares_shared_cases_and_lists_the_difference() -> None:
+    before = {"a": (1, 1, 1), "b": (1, 1, 1), "gone": (1, 0, 0)}
+    after = {"a": (1, 1, 1), "b": (1, 1, 0), "new": (1, 0, 0)}
+    d = decide(release("r2", after, fingerprint="f2"), release("r1", before))
+    assert d.suite_changed and d.shared_cases == 2
+    assert d.added_cases == ["new"] and d.removed_cases == ["gone"]
+    assert d.checks[0].baseline.pct == 100.0 and d.checks[0].current.pct == 100.0
+    assert d.checks[1].current.pct == 50.0
+    assert any("suite changed" in w for w in d.warnings)
+    assert [c.case_id for c in d.worse] == ["b"] and d.worse[0].reason == "b failed"
+
+
+def test_no_shared_cases_is_inconclusive() -> None:
+    d = decide(release("r2", {"x": (1, 1, 1)}, fingerprint="f2"),
+               release("r1", {"y": (1, 1, 1)}))
+    assert d.outcome == "inconclusive" and d.exit_code == 3
+
+
+def test_too_many_exclusions_is_inconclusive_but_a_regression_still_fails() -> None:
+    d = decide(release("r2", uniform(94, 90, 85), excluded=6),
+               release("r1", uniform(94, 90, 85)))
+    assert d.outcome == "inconclusive" and d.exit_code == 3
+    assert d.excluded_share == pytest.approx(0.06)
+    ok = decide(release("r2", uniform(96, 90, 85), excluded=4),
+                release("r1", uniform(96, 90, 85)))
+    assert ok.outcome == "pass"
+    bad = decide(release("r2", uniform(94, 80, 75), excluded=6),
+                 release("r1", uniform(94, 90, 85)))
+    assert bad.outcome == "regression"
+
+
+def test_a_different_judge_is_pointed_out() -> None:
+    d = decide(release("r2", uniform(10, 9, 9), judge="j2"),
+               release("r1", uniform(10, 9, 9), judge="j1"))
+    assert any("judge differs" in w for w in d.warnings)
+
+
+def test_mcnemar_exact_against_hand_values() -> None:
+    assert mcnemar_exact(5, 1) == pytest.approx(2 * (1 + 6) / 64)  # 0.21875
+    assert mcnemar_exact(10, 0) == pytest.approx(2 / 1024)
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(3, 3) == 1.0
+
+
+def test_paired_sample_size_against_hand_value() -> None:
+    # [1.959964·√0.03 + 0.841621·√(0.03 − 0.0004)]² / 0.0004 = 0.484273² / 0.0004
+    assert paired_cases_needed(0.02, 0.03) == pytest.approx(586.3, abs=0.5)
+    # design.md: a 2-point drop needs roughly 300–1,500 paired cases, by how many flip
+    assert 300 < paired_cases_needed(0.02, 0.016) < paired_cases_needed(0.02, 0.08) < 1600
+    assert paired_cases_needed(0.02, 0.0003) == math.inf
+
+
+def test_detectable_drop_inverts_the_sample_size() -> None:
+    drop = detectable_drop_paired(586, 0.03)
+    assert drop == pytest.approx(0.02, abs=2e-4)
+    assert detectable_drop_paired(0, 0.1) is None
+    # unpaired, 90% → 88%: (1.96·√(2·0.89·0.11) + 0.8416·√(0.09 + 0.1056))² / 0.0004 ≈ 3,841
+    assert detectable_drop_unpaired(3841, 0.90) == pytest.approx(0.02, abs=2e-4)
+
+
+def test_small_suite_warns_that_the_rule_cannot_see_two_points() -> None:
+    d = decide(release("r2", uniform(50, 45, 45)), release("r1", uniform(50, 45, 45)))
+    assert d.outcome == "pass"
+    assert any("smallest drop detectable" in w for w in d.warnings)
+    assert d.checks[0].detectable_drop_paired > 2
+
+
+def test_junit_parsed_back() -> None:
+    before = release("r1", {"a": (2, 2, 2), "b": (2, 2, 2), "c": (2, 0, 0), "d": (0, 0, 0)})
+    after = release("r2", {"a": (2, 2, 2), "b": (2, 2, 0), "c": (2, 0, 0), "d": (0, 0, 0)})
+    d = decide(after, before)
+    root = ET.fromstring(gate_junit(d, after))
+    cases = root.find("testsuite[@name='s.cases']")
+    assert cases is not None and cases.get("tests") == "4" and cases.get("failures") == "2"
+    by_name = {tc.get("name"): tc for tc in cases.iter("testcase")}
+    assert by_name["a"].find("failure") is None
+    assert by_name["b"].find("failure").get("message") == "regressed: b failed"
+    assert by_name["c"].find("failure").get("message") == "c failed"
+    assert by_name["d"].find("skipped") is not None
+    gate = root.find("testsuite[@name='s.gate']")
+    assert gate.get("failures") == "1"
+    assert "gate FAIL" in gate_markdown(d) and "`b`: b failed" in gate_markdown(d)
+
+
+def test_release_file_round_trip_is_stable(tmp_path: Path) -> None:
+    r = release("r1", uniform(5, 4, 3))
+    path = tmp_path / "r1.json"
+    path.write_text(r.to_json())
+    again = read_release_file(path)
+    assert again == r and again.to_json() == path.read_text()
+    keys = list(json.loads(path.read_text()))
+    assert keys == sorted(keys)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}
+    env.pop("CALLGATE_DB", None)
+    return subprocess.run([CALLGATE, *args], cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def score(cwd: Path, rel: str) -> None:
+    example = example_path()
+    result = cli(cwd, "score", str(example), "-r", str(example / f"responses-{rel}.jsonl"),
+                 "-m", "agent", "--release", rel)
+    assert result.returncode == 0, result.stderr
+
+
+def test_ci_flow_baseline_from_a_committed_file_with_an_empty_store(tmp_path: Path) -> None:
+    first, second = tmp_path / "first-runner", tmp_path / "second-runner"
+    first.mkdir()
+    second.mkdir()
+    score(first, "2026.10")
+    releases = tmp_path / "repo" / "releases"
+    result = cli(first, "gate", "-m", "agent", "--release", "2026.10",
+                 "--baseline", str(releases), "--scores-out", str(releases / "2026.10.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "first release" in result.stdout
+    kept = read_release_file(releases / "2026.10.json")
+    assert kept.release == "2026.10" and len(kept.cases) == 54
+
+    score(second, "2026.11")  # a fresh runner: its store has never seen 2026.10
+    result = cli(second, "gate", "-m", "agent", "--release", "2026.11", "--baseline",
+                 str(releases), "--junit", "junit.xml", "--markdown", "summary.md", "--json")
+    assert result.returncode == 1, result.stderr
+    decision = json.loads(result.stdout)
+    assert decision["outcome"] == "regression" and decision["baseline_release"] == "2026.10"
+    assert decision["shared_cases"] == 50
+    assert "clean-001" in {c["case_id"] for c in decision["worse"]}
+    assert ET.parse(second / "junit.xml").getroot().tag == "testsuites"
+    assert "REGRESSION" in (second / "summary.md").read_text()
+
+
+def test_gate_errors_exit_2(tmp_path: Path) -> None:
+    result = cli(tmp_path, "gate", "-m", "agent", "--release", "x")
+    assert result.returncode == 2 and "no such database" in result.stderr
+    score(tmp_path, "2026.10")
+    result = cli(tmp_path, "gate", "-m", "agent", "--release", "nope")
+    assert result.returncode == 2 and "no finished run" in result.stderr
+    (tmp_path / "bad.json").write_text("{}")
+    result = cli(tmp_path, "gate", "-m", "agent", "--release", "2026.10",
+                 "--baseline", "bad.json")
+    assert result.returncode == 2 and "bad.json" in result.stderr
+
+
+def test_history_lists_releases_oldest_first(tmp_path: Path) -> None:
+    score(tmp_path, "2026.10")
+    score(tmp_path, "2026.11")
+    score(tmp_path, "2026.10")  # re-scoring keeps its place in history
+    result = cli(tmp_path, "history", "-m", "agent")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.index("2026.10") < out.index("2026.11") and "-10.4" in out
+    result = cli(tmp_path, "gate", "-m", "agent", "--release", "2026.11")
+    assert result.returncode == 1
