@@ -1,0 +1,283 @@
+"""Calibrating a judge against hand-checked labels, and the certificate that results.
+
+A calibration set is JSON Lines: a case (messages, tools, rubric), a response (content and tool
+calls), a person's label per dimension and a split (`dev` for writing the prompt, `test` for
+certifying it). The judge is certified only when, on the test split, every dimension reaches the
+spec's TPR and TNR thresholds with enough items of each class. The certificate is bound to the
+judge's fingerprint: change one word of the prompt and it no longer applies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from callgate.errors import CallgateError, InputError, from_validation_error
+from callgate.judge import Complete, Dimension, Judge, JudgeOutput, judge_once
+from callgate.scores import wilson
+
+CERT_FORMAT = "callgate.certificate/1"
+
+
+class CalibrationCase(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[dict[str, Any]]
+    rubric: str = Field(min_length=1)
+
+
+class CalibrationCall(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    arguments: str
+
+
+class CalibrationResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    content: str | None = None
+    tool_calls: list[CalibrationCall] = Field(default_factory=list)
+
+
+class Labels(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tool_choice: Literal["pass", "fail"]
+    arguments: Literal["pass", "fail", "n/a"]
+
+
+class CalibrationItem(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str = Field(min_length=1)
+    split: Literal["dev", "test"]
+    category: str = ""
+    case: CalibrationCase
+    response: CalibrationResponse
+    label: Labels
+    note: str = ""
+
+
+def read_set(path: Path | str) -> tuple[list[CalibrationItem], str]:
+    """Read a calibration set; returns the items and the SHA-256 of the file."""
+    source = Path(path)
+    try:
+        data = source.read_bytes()
+    except FileNotFoundError:
+        raise InputError(source, "calibration set not found") from None
+    items: list[CalibrationItem] = []
+    seen: set[str] = set()
+    for line_no, text in enumerate(data.decode("utf-8").splitlines(), start=1):
+        if not text.strip():
+            continue
+        try:
+            item = CalibrationItem.model_validate(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise InputError(source, f"invalid JSON: {exc.msg}", line=line_no) from None
+        except ValidationError as exc:
+            raise from_validation_error(source, line_no, exc) from None
+        if item.id in seen:
+            raise InputError(source, f"duplicate item id {item.id!r}", line=line_no, field="id")
+        seen.add(item.id)
+        items.append(item)
+    if not items:
+        raise InputError(source, "no items")
+    return items, hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+class Confusion(BaseModel):
+    """Positive class = pass. tp: both pass; fn: person pass, judge not; and so on."""
+
+    model_config = ConfigDict(frozen=True)
+    tp: int = 0
+    fn: int = 0
+    tn: int = 0
+    fp: int = 0
+
+
+class DimensionReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    confusion: Confusion
+    m1: int  # items a person labelled pass
+    m0: int  # items a person labelled fail
+    tpr: float | None
+    tnr: float | None
+    tpr_ci: tuple[float, float] | None
+    tnr_ci: tuple[float, float] | None
+    accuracy: float | None
+    kappa: float | None
+    passed: bool
+    why_not: str = ""
+
+
+def confusion(pairs: Iterable[tuple[str, str]]) -> Confusion:
+    """(person's label, judge's label) pairs; a person's n/a is not counted, a judge's n/a
+    counts as not passing."""
+    counts = {"tp": 0, "fn": 0, "tn": 0, "fp": 0}
+    for human, judged in pairs:
+        if human == "n/a":
+            continue
+        if human == "pass":
+            counts["tp" if judged == "pass" else "fn"] += 1
+        else:
+            counts["fp" if judged == "pass" else "tn"] += 1
+    return Confusion(**counts)
+
+
+def cohen_kappa(c: Confusion) -> float | None:
+    n = c.tp + c.fn + c.tn + c.fp
+    if n == 0:
+        return None
+    observed = (c.tp + c.tn) / n
+    expected = ((c.tp + c.fn) * (c.tp + c.fp) + (c.tn + c.fp) * (c.tn + c.fn)) / (n * n)
+    return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def dimension_report(c: Confusion, tpr_min: float, tnr_min: float, min_items: int
+                     ) -> DimensionReport:
+    m1, m0 = c.tp + c.fn, c.tn + c.fp
+    tpr = c.tp / m1 if m1 else None
+    tnr = c.tn / m0 if m0 else None
+    n = m1 + m0
+    problems = []
+    if m1 < min_items or m0 < min_items:
+        problems.append(f"needs {min_items} items of each class, has {m1} pass and {m0} fail")
+    if tpr is None or tpr < tpr_min:
+        problems.append(f"TPR {tpr if tpr is None else round(tpr, 3)} below {tpr_min}")
+    if tnr is None or tnr < tnr_min:
+        problems.append(f"TNR {tnr if tnr is None else round(tnr, 3)} below {tnr_min}")
+    return DimensionReport(
+        confusion=c, m1=m1, m0=m0, tpr=tpr, tnr=tnr, tpr_ci=wilson(c.tp, m1),
+        tnr_ci=wilson(c.tn, m0), accuracy=(c.tp + c.tn) / n if n else None,
+        kappa=cohen_kappa(c), passed=not problems, why_not="; ".join(problems),
+    )
+
+
+class Disagreement(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    item: str
+    split: str
+    dimension: Dimension
+    person: str
+    judge: str
+    reason: str
+
+
+class Certificate(BaseModel):
+    """The outcome of a calibration; a judge may score only with a certified one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: Literal["callgate.certificate/1"] = CERT_FORMAT
+    judge: str
+    fingerprint: str
+    model: str
+    created_at: str
+    set_path: str
+    set_sha256: str
+    items: int
+    test_items: int
+    thresholds: dict[str, float]
+    dimensions: dict[str, DimensionReport]
+    certified: bool
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+
+
+def evaluate(judge: Judge, items: Sequence[CalibrationItem],
+             outputs: Mapping[str, JudgeOutput], set_path: str, set_sha256: str
+             ) -> tuple[Certificate, list[Disagreement]]:
+    """Pure: compare the judge's outputs with the labels and decide certification."""
+    thresholds = judge.spec.thresholds
+    test = [item for item in items if item.split == "test"]
+    reports = {}
+    for dim in judge.spec.dimensions:
+        pairs = [(getattr(i.label, dim), getattr(outputs[i.id], dim)) for i in test]
+        reports[dim] = dimension_report(confusion(pairs), thresholds.tpr, thresholds.tnr,
+                                        thresholds.min_items_per_class)
+    disagreements = []
+    for item in items:
+        out = outputs[item.id]
+        for dim in judge.spec.dimensions:
+            person, judged = getattr(item.label, dim), getattr(out, dim)
+            if person != "n/a" and (person == "pass") != (judged == "pass"):
+                disagreements.append(Disagreement(item=item.id, split=item.split, dimension=dim,
+                                                  person=person, judge=judged,
+                                                  reason=out.reason))
+    certificate = Certificate(
+        judge=judge.spec.name, fingerprint=judge.fingerprint, model=judge.spec.model,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"), set_path=set_path,
+        set_sha256=set_sha256, items=len(items), test_items=len(test),
+        thresholds=thresholds.model_dump(), dimensions=reports,
+        certified=bool(reports) and all(r.passed for r in reports.values()),
+    )
+    return certificate, disagreements
+
+
+async def run_judge_on_items(judge: Judge, items: Sequence[CalibrationItem],
+                             complete: Complete, concurrency: int = 8,
+                             cached: Mapping[str, JudgeOutput] | None = None
+                             ) -> dict[str, JudgeOutput]:
+    """Judge every item not in `cached`, at most `concurrency` at a time."""
+    cached = dict(cached or {})
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(item: CalibrationItem) -> tuple[str, JudgeOutput]:
+        async with gate:
+            return item.id, await judge_once(
+                judge, complete, tools=item.case.tools, conversation=item.case.messages,
+                rubric=item.case.rubric, response=item.response.model_dump())
+
+    todo = [item for item in items if item.id not in cached]
+    for item_id, output in await asyncio.gather(*(one(item) for item in todo)):
+        cached[item_id] = output
+    return cached
+
+
+def item_payloads(item: CalibrationItem) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The (case, response) documents a judge verdict is cached under."""
+    return item.case.model_dump(), item.response.model_dump()
+
+
+# --------------------------------------------------------------------------- certificates
+
+
+def read_certificate(path: Path) -> Certificate | None:
+    if not path.is_file():
+        return None
+    try:
+        return Certificate.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValidationError as exc:
+        raise from_validation_error(path, None, exc) from None
+
+
+def require_certificate(judge: Judge, stored: Certificate | None = None) -> Certificate:
+    """The certificate for this exact judge, or a clear refusal."""
+    for certificate in (read_certificate(judge.certificate_path), stored):
+        if certificate is not None and certificate.fingerprint == judge.fingerprint and (
+            certificate.certified
+        ):
+            return certificate
+    found = read_certificate(judge.certificate_path)
+    detail = ""
+    if found is not None and found.fingerprint != judge.fingerprint:
+        detail = (f" {judge.certificate_path} is for fingerprint {found.fingerprint[:12]}, "
+                  "not this one: the prompt, model or parameters changed since it was made.")
+    raise CallgateError(
+        f"judge {judge.spec.name} (fingerprint {judge.fingerprint[:12]}) has no certificate."
+        f"{detail} Calibrate it first: callgate judge calibrate {judge.spec_path} --set FILE "
+        "(or pass --uncalibrated to score anyway; the gate will then be inconclusive)")
+
+
+def dimension_rates(certificate: Certificate, dim: str) -> tuple[float, float, int, int] | None:
+    report = certificate.dimensions.get(dim)
+    if report is None or report.tpr is None or report.tnr is None:
+        return None
+    return report.tpr, report.tnr, report.m1, report.m0

@@ -1,0 +1,281 @@
+"""Stage 3, the judge: a frozen LLM judge for cases whose valid answers cannot be listed.
+
+A judge is a TOML spec in `judges/`: a prompt template, a dated model snapshot, parameters and
+certification thresholds. Its fingerprint hashes everything that can change a verdict, and the
+judge refuses to score without a certificate for that exact fingerprint (see calibration.py).
+The candidate's output is data inside the prompt: it is JSON-encoded with `<` and `>` escaped,
+so it can never close the block it sits in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from callgate.errors import CallgateError, InputError, from_validation_error
+
+Dimension = Literal["tool_choice", "arguments"]
+DIMENSIONS: tuple[Dimension, ...] = ("tool_choice", "arguments")
+Label = Literal["pass", "fail", "n/a"]
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tool_choice": {"enum": ["pass", "fail"]},
+        "arguments": {"enum": ["pass", "fail", "n/a"]},
+        "reason": {"type": "string"},
+    },
+    "required": ["tool_choice", "arguments", "reason"],
+}
+
+# A dated snapshot: 2025-04-14, 20250414, @20250414 or -0613 style suffixes.
+_DATED = re.compile(r"(\d{4}-\d{2}-\d{2}|\d{8}|-\d{4}$)")
+_PLACEHOLDER = re.compile(r"\{\{(tools|conversation|rubric|response)\}\}")
+
+
+class Thresholds(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tpr: float = Field(0.90, ge=0, le=1)
+    tnr: float = Field(0.90, ge=0, le=1)
+    min_items_per_class: int = Field(30, ge=1)
+
+
+class JudgeParameters(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    temperature: float = 0.0
+    reasoning_effort: str | None = None  # set it for reasoning models; others reject it
+    samples: int = Field(1, ge=1, le=15)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("samples")
+    @classmethod
+    def _odd(cls, value: int) -> int:
+        if value % 2 == 0:
+            raise ValueError("use an odd number of samples, so the majority vote has no ties")
+        return value
+
+    @field_validator("extra")
+    @classmethod
+    def _no_max_tokens(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "max_tokens" in value or "max_completion_tokens" in value:
+            raise ValueError("max_tokens is not allowed: a cut-off verdict is unreadable")
+        return value
+
+
+class JudgeSpec(BaseModel):
+    """A frozen judge: prompt + dated model + parameters (+ thresholds for certification)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    model: str
+    prompt: str  # path of the Markdown template, relative to the spec file
+    api_base: str | None = None
+    api_key_env: str | None = None
+    dimensions: tuple[Dimension, ...] = DIMENSIONS
+    parameters: JudgeParameters = Field(default_factory=JudgeParameters)
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+
+    @field_validator("model")
+    @classmethod
+    def _dated(cls, value: str) -> str:
+        if not _DATED.search(value):
+            raise ValueError(
+                f"{value!r} looks like a floating alias; name a dated snapshot "
+                "(e.g. openai/gpt-4.1-2025-04-14) so the judge cannot change under you")
+        return value
+
+
+class Judge(BaseModel):
+    """A loaded spec with its prompt text and fingerprint."""
+
+    model_config = ConfigDict(frozen=True)
+    spec: JudgeSpec
+    spec_path: Path
+    template: str
+    fingerprint: str
+
+    @property
+    def certificate_path(self) -> Path:
+        return self.spec_path.with_name(f"{self.spec_path.stem}.cert.json")
+
+
+def fingerprint(spec: JudgeSpec, template: str) -> str:
+    """SHA-256 over the canonical prompt text, model, parameters and output schema."""
+    canonical_prompt = template.replace("\r\n", "\n").strip() + "\n"
+    payload = {
+        "prompt": canonical_prompt,
+        "model": spec.model,
+        "api_base": spec.api_base,
+        "parameters": spec.parameters.model_dump(mode="json"),
+        "dimensions": list(spec.dimensions),
+        "output_schema": OUTPUT_SCHEMA,
+    }
+    return hashlib.sha256(
+        json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+
+def load_judge(path: Path | str) -> Judge:
+    source = Path(path)
+    if source.is_dir() or source.suffix != ".toml":
+        candidate = source.with_suffix(".toml") if not source.is_dir() else None
+        if candidate is not None and candidate.is_file():
+            source = candidate
+    try:
+        raw = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(source, "judge spec not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(source, f"invalid TOML: {exc}") from None
+    try:
+        spec = JudgeSpec.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation_error(source, None, exc) from None
+    prompt_path = source.parent / spec.prompt
+    try:
+        template = prompt_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(source, f"prompt file {prompt_path} not found", field="prompt") from None
+    missing = {"tools", "conversation", "rubric", "response"} - set(_PLACEHOLDER.findall(template))
+    if missing:
+        raise InputError(prompt_path, f"missing placeholder(s): {', '.join(sorted(missing))}")
+    return Judge(spec=spec, spec_path=source, template=template,
+                 fingerprint=fingerprint(spec, template))
+
+
+def _data(value: Any) -> str:
+    """JSON with < and > escaped: valid JSON, same meaning, and no delimiter can form in it."""
+    return json.dumps(value, indent=1, ensure_ascii=False).replace("<", "\\u003c").replace(
+        ">", "\\u003e")
+
+
+def render_prompt(template: str, tools: Sequence[Mapping[str, Any]],
+                  conversation: Sequence[Mapping[str, Any]], rubric: str,
+                  response: Mapping[str, Any]) -> str:
+    """Fill the template in one pass, so data that contains a placeholder stays data."""
+    values = {
+        "tools": _data(list(tools)),
+        "conversation": _data(list(conversation)),
+        "rubric": rubric.replace("<<<", "‹‹‹").replace(">>>", "›››"),
+        "response": _data(dict(response)),
+    }
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+class JudgeOutput(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    tool_choice: Literal["pass", "fail"]
+    arguments: Label
+    reason: str = ""
+
+
+class JudgeOutputError(CallgateError):
+    """The judge model's reply is not the JSON object the prompt asks for."""
+
+
+def parse_output(text: str | None) -> JudgeOutput:
+    if not text:
+        raise JudgeOutputError("the judge returned no text")
+    body = text.strip()
+    fence = re.match(r"^```(?:json)?\s*(.*?)\s*```$", body, re.DOTALL)
+    if fence:
+        body = fence.group(1)
+    start, end = body.find("{"), body.rfind("}")
+    if start < 0 or end < start:
+        raise JudgeOutputError(f"no JSON object in the judge's reply: {body[:80]!r}")
+    try:
+        return JudgeOutput.model_validate(json.loads(body[start:end + 1]))
+    except (json.JSONDecodeError, ValidationError) as exc:
+        raise JudgeOutputError(f"the judge's reply is not a valid verdict: {exc}") from None
+
+
+def majority(outputs: Sequence[JudgeOutput]) -> JudgeOutput:
+    """Majority vote per dimension over samples (odd counts, so no ties on two labels)."""
+    tool = Counter(o.tool_choice for o in outputs).most_common(1)[0][0]
+    args_votes = Counter(o.arguments for o in outputs).most_common()
+    # Three labels can tie; a tie never passes.
+    top = [label for label, count in args_votes if count == args_votes[0][1]]
+    args = top[0] if len(top) == 1 else ("fail" if "fail" in top else "n/a")
+    reason = next((o.reason for o in outputs if o.tool_choice == tool and o.arguments == args),
+                  outputs[0].reason)
+    return JudgeOutput(tool_choice=tool, arguments=args, reason=reason)
+
+
+def cache_key(judge_fingerprint: str, case: Mapping[str, Any], response: Mapping[str, Any]
+              ) -> str:
+    payload = json.dumps({"judge": judge_fingerprint, "case": case, "response": response},
+                         sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+# (messages, parameters) -> the assistant's text; provided by the model-calling layer.
+Complete = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str | None]]
+
+
+def request_parameters(spec: JudgeSpec) -> dict[str, Any]:
+    params: dict[str, Any] = {"temperature": spec.parameters.temperature,
+                              **spec.parameters.extra}
+    if spec.parameters.reasoning_effort:
+        params["reasoning_effort"] = spec.parameters.reasoning_effort
+    return params
+
+
+async def judge_once(judge: Judge, complete: Complete, *, tools: Sequence[Mapping[str, Any]],
+                     conversation: Sequence[Mapping[str, Any]], rubric: str,
+                     response: Mapping[str, Any]) -> JudgeOutput:
+    """Ask the judge model `samples` times and take the majority."""
+    prompt = render_prompt(judge.template, tools, conversation, rubric, response)
+    messages = [{"role": "user", "content": prompt}]
+    params = request_parameters(judge.spec)
+    outputs = [parse_output(await complete(messages, params))
+               for _ in range(judge.spec.parameters.samples)]
+    return majority(outputs)
+
+
+# --------------------------------------------------------------------------- correction
+
+
+def rogan_gladen(p: float, n: int, tpr: float, tnr: float, m1: int, m0: int
+                 ) -> tuple[float, float] | None:
+    """Correct an observed pass rate p (over n judged attempts) for the judge's errors.
+
+    θ = (p + q0 − 1) / (q0 + q1 − 1), clipped to [0, 1], with q1 = TPR and q0 = TNR from
+    calibration on m1 items labelled pass and m0 labelled fail. Returns (θ, standard error by
+    the delta method), or None when the judge is no better than chance (q0 + q1 ≤ 1).
+    """
+    youden = tpr + tnr - 1
+    if youden <= 0 or n <= 0 or m1 <= 0 or m0 <= 0:
+        return None
+    theta = min(1.0, max(0.0, (p + tnr - 1) / youden))
+    variance = (p * (1 - p) / n + (1 - theta) ** 2 * tnr * (1 - tnr) / m0
+                + theta ** 2 * tpr * (1 - tpr) / m1) / youden ** 2
+    return theta, variance ** 0.5
+
+
+def corrected_share(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: int,
+                    z: float = 1.959963984540054) -> dict[str, float] | None:
+    """Raw and corrected share (points) with a 95% interval, using add-two adjustments of p
+    and of the calibration rates for the interval (better coverage at small m)."""
+    if n <= 0:
+        return None
+    point = rogan_gladen(passes / n, n, tpr, tnr, m1, m0)
+    if point is None:
+        return None
+    adjusted = rogan_gladen((passes + 1) / (n + 2), n + 2, (tpr * m1 + 1) / (m1 + 2),
+                            (tnr * m0 + 1) / (m0 + 2), m1 + 2, m0 + 2)
+    centre, se = adjusted if adjusted is not None else point
+    return {
+        "raw": 100 * passes / n,
+        "corrected": 100 * point[0],
+        "low": 100 * max(0.0, centre - z * se),
+        "high": 100 * min(1.0, centre + z * se),
+        "n": n,
+    }
