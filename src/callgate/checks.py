@@ -16,8 +16,19 @@ from typing import Any, Literal
 from jsonschema import Draft7Validator
 from pydantic import BaseModel, ConfigDict
 
+from callgate import bfcl
 from callgate.responses import Response, ToolCall
-from callgate.suite import ArgSpec, Case, ExpectedCall, Judge, Mode, NoCall
+from callgate.suite import (
+    DEFAULT_MATCH,
+    AnyCall,
+    ArgSpec,
+    Case,
+    ExpectedCall,
+    Judge,
+    MatchRules,
+    Mode,
+    NoCall,
+)
 
 ToolVerdict = Literal["right", "wrong_tool", "unexpected_call", "missing_call", "extra_call"]
 ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value", "not_applicable"]
@@ -75,17 +86,46 @@ def json_equal(expected: Any, got: Any) -> bool:
     return type(expected) is type(got) and expected == got
 
 
-def arg_matches(spec: ArgSpec, present: bool, value: Any) -> bool:
+def arg_matches(
+    spec: ArgSpec,
+    present: bool,
+    value: Any,
+    rules: MatchRules = DEFAULT_MATCH,
+    schema: Mapping[str, Any] | None = None,
+) -> bool:
+    """`schema` is the parameter's JSON Schema; only `values: bfcl` reads it (declared type)."""
     if not present:
         return spec.optional
+    if rules.values == "bfcl":
+        return bfcl.param_matches(schema, value, bfcl.possible_answer(spec))
     return any(json_equal(accepted, value) for accepted in spec.one_of)
 
 
-def call_matches(expected: ExpectedCall, call: ParsedCall) -> bool:
+def _unlisted(expected: ExpectedCall, call: ParsedCall, rules: MatchRules) -> str | None:
+    if rules.unlisted_args == "reject":
+        for key in call.arguments or {}:
+            if key not in expected.args:
+                return key
+    return None
+
+
+def call_matches(
+    expected: ExpectedCall,
+    call: ParsedCall,
+    rules: MatchRules = DEFAULT_MATCH,
+    schema: Mapping[str, Any] | None = None,
+) -> bool:
+    """`schema` is the tool's parameters schema (read under `values: bfcl`)."""
     if call.name != expected.tool or call.arguments is None:
         return False
+    if _unlisted(expected, call, rules) is not None:
+        return False
     args = call.arguments
-    return all(arg_matches(spec, key in args, args.get(key)) for key, spec in expected.args.items())
+    properties = (schema or {}).get("properties", {})
+    return all(
+        arg_matches(spec, key in args, args.get(key), rules, properties.get(key))
+        for key, spec in expected.args.items()
+    )
 
 
 def _describe(spec: ArgSpec) -> str:
@@ -96,12 +136,21 @@ def _describe(spec: ArgSpec) -> str:
     return text + (" (or left out)" if spec.optional else "")
 
 
-def value_mismatch(expected: ExpectedCall, call: ParsedCall) -> str | None:
+def value_mismatch(
+    expected: ExpectedCall,
+    call: ParsedCall,
+    rules: MatchRules = DEFAULT_MATCH,
+    schema: Mapping[str, Any] | None = None,
+) -> str | None:
     """The first key argument of `call` that does not match, as a sentence; None if all do."""
     args = call.arguments or {}
+    unlisted = _unlisted(expected, call, rules)
+    if unlisted is not None:
+        return f"{call.name}.{unlisted}: not an expected argument (the suite rejects unlisted ones)"
+    properties = (schema or {}).get("properties", {})
     for key, spec in expected.args.items():
         present = key in args
-        if not arg_matches(spec, present, args.get(key)):
+        if not arg_matches(spec, present, args.get(key), rules, properties.get(key)):
             got = json.dumps(args[key], ensure_ascii=False) if present else "nothing (left out)"
             return f"{call.name}.{key}: expected {_describe(spec)}, got {got}"
     return None
@@ -252,12 +301,35 @@ def max_pairing(edges: Sequence[Sequence[int]], right_size: int) -> list[int | N
     return pairing
 
 
+def first_fit_pairing(edges: Sequence[Sequence[int]]) -> list[int | None]:
+    """Each left i, in order, takes the first right index still free (BFCL pairs this way)."""
+    taken: set[int] = set()
+    pairing: list[int | None] = []
+    for options in edges:
+        right = next((j for j in options if j not in taken), None)
+        if right is not None:
+            taken.add(right)
+        pairing.append(right)
+    return pairing
+
+
 def check_values(
-    expected: Sequence[ExpectedCall], calls: Sequence[ParsedCall], mode: Mode
+    expected: Sequence[ExpectedCall],
+    calls: Sequence[ParsedCall],
+    mode: Mode,
+    rules: MatchRules = DEFAULT_MATCH,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str | None:
     """None when the key arguments pair up as the mode requires; else the first mismatch."""
-    edges = [[j for j, call in enumerate(calls) if call_matches(exp, call)] for exp in expected]
-    pairing = max_pairing(edges, len(calls))
+    schemas = schemas or {}
+    edges = [
+        [j for j, call in enumerate(calls) if call_matches(exp, call, rules, schemas.get(exp.tool))]
+        for exp in expected
+    ]
+    if rules.pairing == "first_fit":
+        pairing = first_fit_pairing(edges)
+    else:
+        pairing = max_pairing(edges, len(calls))
     used = {j for j in pairing if j is not None}
     if mode == "subset":
         # Every call made must match a distinct expected call; left-out ones are fine.
@@ -266,9 +338,12 @@ def check_values(
             return None
         call = unmatched_calls[0]
         candidates = [exp for exp in expected if exp.tool == call.name]
-        return (value_mismatch(candidates[0], call) if candidates else None) or (
-            f"call {call.index + 1} ({call.name}) matches no expected call"
+        found = (
+            value_mismatch(candidates[0], call, rules, schemas.get(call.name))
+            if candidates
+            else None
         )
+        return found or f"call {call.index + 1} ({call.name}) matches no expected call"
     for exp, j in zip(expected, pairing, strict=True):
         if j is not None:
             continue
@@ -276,7 +351,10 @@ def check_values(
             c for c in calls if c.name == exp.tool
         ]
         if same_name:
-            return value_mismatch(exp, same_name[0]) or f"{exp.tool}: arguments do not match"
+            return (
+                value_mismatch(exp, same_name[0], rules, schemas.get(exp.tool))
+                or f"{exp.tool}: arguments do not match"
+            )
         return f"{exp.tool}: no matching call"
     return None
 
@@ -320,8 +398,11 @@ def check_response(
     response: Response,
     schemas: Mapping[str, Mapping[str, Any]],
     validators: Mapping[str, Draft7Validator],
+    *,
+    rules: MatchRules = DEFAULT_MATCH,
 ) -> Verdict:
-    """Decide one attempt. `schemas`/`validators` map tool name to parameters and validator."""
+    """Decide one attempt. `schemas`/`validators` map tool name to parameters and validator;
+    `rules` are the suite's match rules."""
     base = {"case_id": response.case_id, "repeat": response.repeat}
     if response.error is not None:
         return Verdict(
@@ -379,12 +460,31 @@ def check_response(
             arguments_reason=reason,
         )
 
+    if isinstance(expect, AnyCall):
+        # Any call is right; only arguments that cannot be read as a JSON object count against.
+        broken = problems if problems is not None and problems[0] == "invalid_json" else None
+        args_verdict, kind, reason = broken or ("not_applicable", None, "")
+        return Verdict(
+            **base,
+            status="scored",
+            calls=len(calls),
+            tool="right" if calls else "missing_call",
+            tool_reason="" if calls else "no tool call; any call was expected",
+            arguments=args_verdict,
+            schema_kind=kind,
+            arguments_reason=reason,
+            right_tool=bool(calls),
+            right_arguments=bool(calls) and broken is None,
+        )
+
     alternatives = case.expected_call_lists()
     mode = expect.mode
     outcomes: list[tuple[int, ToolVerdict, str, str | None]] = []
     for index, expected in enumerate(alternatives):
         tool_verdict, tool_reason = select_tools(names, expected, mode)
-        mismatch = check_values(expected, calls, mode) if tool_verdict == "right" else None
+        mismatch = (
+            check_values(expected, calls, mode, rules, schemas) if tool_verdict == "right" else None
+        )
         outcomes.append((index, tool_verdict, tool_reason, mismatch))
     # Best alternative: right tool and values first, then right tool, then the first listed.
     index, tool_verdict, tool_reason, mismatch = min(

@@ -43,7 +43,9 @@ class Recorder:
 
     def add(self, response: Response, body: str | None = None) -> Verdict:
         case = self.suite.cases[response.case_id]
-        verdict = check_response(case, response, self._schemas, self.suite.validators)
+        verdict = check_response(
+            case, response, self._schemas, self.suite.validators, rules=self.suite.match
+        )
         usage = response.usage
         prompt_tokens = usage.prompt_tokens if usage else None
         completion_tokens = usage.completion_tokens if usage else None

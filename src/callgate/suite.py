@@ -96,7 +96,42 @@ class Judge(_Strict):
     rubric: str = Field(min_length=1)
 
 
-Expectation = Annotated[NoCall | Calls | Alternatives | Judge, Field(discriminator="type")]
+class AnyCall(_Strict):
+    """Right with any tool call at all (BFCL's relevance): arguments are not compared."""
+
+    type: Literal["any_call"]
+
+
+Expectation = Annotated[
+    NoCall | Calls | Alternatives | Judge | AnyCall, Field(discriminator="type")
+]
+
+
+class MatchRules(_Strict):
+    """How a suite's calls are judged, where it carries rules other than callgate's defaults.
+
+    Read from suite.json's optional `match` object; the defaults are callgate's own rules.
+    docs/formats.md describes each field and docs/bfcl.md why BFCL's suites need them.
+    """
+
+    values: Literal["json", "bfcl"] = "json"
+    unlisted_args: Literal["ignore", "reject"] = "ignore"
+    pairing: Literal["optimal", "first_fit"] = "optimal"
+    schema_: Literal["full", "top_level"] = Field("full", alias="schema")
+
+
+DEFAULT_MATCH = MatchRules()
+
+
+def top_level_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """What `schema: top_level` validates: required parameters given, none undeclared."""
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": {key: {} for key in schema.get("properties", {})},
+    }
+    if "required" in schema:
+        out["required"] = schema["required"]
+    return out
 
 
 class Message(BaseModel):
@@ -138,6 +173,7 @@ class Suite:
     validators: dict[str, Draft7Validator] = field(repr=False)
     raw_tools: list[dict[str, Any]] = field(repr=False)
     raw_cases: dict[str, dict[str, Any]] = field(repr=False)
+    match: MatchRules = DEFAULT_MATCH
 
     def offered_tools(self, case: Case) -> list[dict[str, Any]]:
         """The tool objects sent to the model for this case, in catalogue order."""
@@ -235,7 +271,9 @@ def _check_case(
                         line=line,
                         field=f"{where}.args.{key}",
                     )
-                prop_validator = validators[call.tool].evolve(schema=properties[key])
+                # The validator's own schema: reduced under `match.schema` "top_level".
+                checked = validators[call.tool].schema.get("properties", {})
+                prop_validator = validators[call.tool].evolve(schema=checked.get(key, {}))
                 for value in spec.one_of:
                     error = next(iter(prop_validator.iter_errors(value)), None)
                     if error is not None:
@@ -286,6 +324,7 @@ def load_suite(path: Path | str) -> Suite:
     if not root.is_dir():
         raise InputError(root, "a suite is a directory with tools.json and cases.jsonl")
     name = root.resolve().name
+    match = DEFAULT_MATCH
     meta_path = root / "suite.json"
     if meta_path.exists():
         try:
@@ -298,11 +337,23 @@ def load_suite(path: Path | str) -> Suite:
             if not isinstance(meta["name"], str) or not meta["name"]:
                 raise InputError(meta_path, "must be a non-empty string", field="name")
             name = meta["name"]
+        if "match" in meta:
+            try:
+                match = MatchRules.model_validate(meta["match"])
+            except ValidationError as exc:
+                err = from_validation_error(meta_path, None, exc)
+                raise InputError(meta_path, err.message, field=f"match.{err.field}") from None
     tools, validators, raw_tools = load_tools(root / "tools.json")
+    if match.schema_ == "top_level":
+        validators = {
+            tool_name: Draft7Validator(top_level_schema(tool.function.parameters))
+            for tool_name, tool in tools.items()
+        }
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators)
-    digest = hashlib.sha256(
-        canonical_json({"tools": raw_tools, "cases": list(raw_cases.values())}).encode()
-    ).hexdigest()
+    fingerprinted: dict[str, Any] = {"tools": raw_tools, "cases": list(raw_cases.values())}
+    if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
+        fingerprinted["match"] = match.model_dump(by_alias=True)
+    digest = hashlib.sha256(canonical_json(fingerprinted).encode()).hexdigest()
     return Suite(
         name=name,
         path=root,
@@ -312,6 +363,7 @@ def load_suite(path: Path | str) -> Suite:
         validators=validators,
         raw_tools=raw_tools,
         raw_cases=raw_cases,
+        match=match,
     )
 
 

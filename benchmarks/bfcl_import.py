@@ -1,0 +1,171 @@
+"""Import BFCL categories and score them with responses built from their possible answers.
+
+    .venv/bin/python benchmarks/bfcl_import.py [WHEEL] [--category NAME ...] [--crosscheck]
+
+WHEEL is the bfcl-eval wheel (or a BFCL data folder); without it, the newest wheel in
+/tmp/bfcl is used, or one is fetched there with `pip download --no-deps bfcl-eval`.
+Prints, per category, import and scoring speed in cases per second and the share of cases
+judged right (every response is built to be right, so anything below 100% is a finding).
+With --crosscheck, every category is also scored with perturbed responses (wrong function,
+wrong count, missing, unknown and unlisted parameters, wrong types, values outside the lists,
+optional parameters left out ...) and each verdict compared with BFCL's own AST checker,
+loaded from the same wheel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from callgate.bfcl import CATEGORIES, answer_lines, import_category, read_category
+from callgate.pipeline import score_file
+from callgate.store import Store
+from callgate.suite import load_suite
+
+DOWNLOADS = Path("/tmp/bfcl")
+HARNESS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "bfcl" / "harness.py"
+
+
+def find_wheel(given: Path | None) -> Path:
+    if given is not None:
+        return given
+    wheels = sorted(DOWNLOADS.glob("bfcl_eval-*.whl"))
+    if not wheels:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "bfcl-eval", "-d", DOWNLOADS],
+            check=True,
+        )
+        wheels = sorted(DOWNLOADS.glob("bfcl_eval-*.whl"))
+    return wheels[-1]
+
+
+def load_harness() -> Any:
+    spec = importlib.util.spec_from_file_location("bfcl_harness", HARNESS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bfcl_harness"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench(source: Path, category: str, work: Path, repeat: int) -> None:
+    import_times, score_times = [], []
+    verdicts: list[Any] = []
+    for attempt in range(repeat):
+        out = work / f"{category}-{attempt}"
+        start = time.perf_counter()
+        result = import_category(source, category, out)
+        import_times.append(time.perf_counter() - start)
+        suite = load_suite(out)
+        responses = out / "answers.jsonl"
+        responses.write_text("".join(line + "\n" for line in answer_lines(suite)))
+        with Store(work / f"{category}-{attempt}.db") as store:
+            start = time.perf_counter()
+            run = score_file(suite, responses, store, model="possible-answers", release="bench")
+            score_times.append(time.perf_counter() - start)
+        verdicts = run.verdicts
+    cases = result.cases
+    right_tool = sum(v.right_tool for v in verdicts)
+    right_args = sum(v.right_arguments for v in verdicts)
+    imp, sco = statistics.median(import_times), statistics.median(score_times)
+    entries = cases + len(result.skipped)
+    print(f"{category}: {entries} BFCL entries, {cases} cases, {result.tools} tools")
+    print(
+        f"  import (read, convert, write, load back): {imp:.3f} s = {entries / imp:,.0f} "
+        f"entries/s; score (check, store): {sco:.3f} s = {cases / sco:,.0f} cases/s "
+        f"(median of {repeat})"
+    )
+    print(f"  end to end: {cases / (imp + sco):,.0f} cases/s")
+    print(
+        f"  right tool {100 * right_tool / cases:.1f}% ({right_tool}/{cases}), "
+        f"right arguments {100 * right_args / cases:.1f}% ({right_args}/{cases})"
+    )
+    for verdict in verdicts:
+        if not verdict.right_arguments:
+            print(f"  NOT RIGHT {verdict.case_id}: {verdict.reason}")
+    if result.renamed:
+        print(f"  {result.renamed} tools renamed with a _vN suffix (one name, several docs)")
+    for skipped in result.skipped:
+        print(f"  skipped {skipped.id}: BFCL's checker never passes it: {skipped.reason}")
+
+
+def crosscheck(source: Path, category: str, work: Path, harness: Any) -> bool:
+    reference = harness.Reference(harness.load_ast_checker(source))
+    out = work / f"x-{category}"
+    import_category(source, category, out)
+    suite = load_suite(out)
+    data = read_category(source, category)
+    entries = {e.id: e for e in data.entries}
+    expected: dict[tuple[str, int], tuple[str, bool]] = {}
+    with (out / "perturbed.jsonl").open("w") as handle:
+        for case in suite.cases.values():
+            entry = entries[case.id]
+            names = harness.bfcl_names(case, entry)
+            for repeat, (label, message) in enumerate(harness.perturbations(suite, case)):
+                handle.write(
+                    json.dumps({"case_id": case.id, "repeat": repeat, "response": message}) + "\n"
+                )
+                valid = reference.valid(category, entry, data.answers.get(case.id), message, names)
+                expected[(case.id, repeat)] = (label.split("@")[0].split(":")[0], valid)
+    with Store(work / f"x-{category}.db") as store:
+        start = time.perf_counter()
+        run = score_file(suite, out / "perturbed.jsonl", store, model="perturbed", release="x")
+        seconds = time.perf_counter() - start
+    known = harness.KNOWN_DIFFERENCES[CATEGORIES[category]]
+    agree, documented = 0, Counter[str]()
+    other: list[tuple[str, str, bool, str]] = []
+    for verdict in run.verdicts:
+        label, valid = expected[(verdict.case_id, verdict.repeat)]
+        if verdict.right_arguments == valid:
+            agree += 1
+        elif label in known:
+            documented[label] += 1
+        else:
+            other.append((verdict.case_id, label, valid, verdict.reason))
+    total = len(run.verdicts)
+    bfcl_right = sum(valid for _, valid in expected.values())
+    print(
+        f"{category}: {total} responses ({bfcl_right} right for BFCL), scored at "
+        f"{total / seconds:,.0f}/s; same verdict as BFCL's checker: {agree}; documented "
+        f"differences: {dict(documented) or 0}; other differences: {len(other)}"
+    )
+    for case_id, label, valid, reason in other[:20]:
+        print(f"  DIFFERS {case_id} {label}: BFCL {'right' if valid else 'wrong'}; {reason}")
+    return not other
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("source", nargs="?", type=Path, help="bfcl-eval wheel or data folder")
+    parser.add_argument("--category", action="append", choices=list(CATEGORIES))
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per category")
+    parser.add_argument(
+        "--crosscheck", action="store_true", help="compare verdicts with BFCL's own checker"
+    )
+    args = parser.parse_args()
+    source = find_wheel(args.source)
+    print(f"source: {source}")
+    categories = args.category or ["simple_python", "live_multiple"]
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for category in categories:
+            bench(source, category, work, args.repeat)
+        if args.crosscheck:
+            harness = load_harness()
+            for category in args.category or list(CATEGORIES):
+                ok = crosscheck(source, category, work, harness) and ok
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
