@@ -59,8 +59,9 @@ def main() -> None:
         cpu_start = time.process_time()
         start = time.perf_counter()
         with Store(Path(tmp) / "bench.db") as store:
-            result = score_file(suite, responses, store, model="bench", release="r1",
-                                keep_verdicts=False)
+            result = score_file(
+                suite, responses, store, model="bench", release="r1", keep_verdicts=False
+            )
         wall = time.perf_counter() - start
         cpu = time.process_time() - cpu_start
         size_mb = (Path(tmp) / "bench.db").stat().st_size / 1e6
@@ -68,9 +69,23 @@ def main() -> None:
         # The same through the installed CLI, as a user runs it (process start-up included).
         cli = Path(sys.executable).with_name("callgate")
         start = time.perf_counter()
-        subprocess.run([str(cli), "score", str(example_path()), "-r", str(responses), "-m",
-                        "bench", "--release", "cli", "--db", str(Path(tmp) / "cli.db")],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(cli),
+                "score",
+                str(example_path()),
+                "-r",
+                str(responses),
+                "-m",
+                "bench",
+                "--release",
+                "cli",
+                "--db",
+                str(Path(tmp) / "cli.db"),
+            ],
+            check=True,
+            capture_output=True,
+        )
         cli_wall = time.perf_counter() - start
         cli_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
@@ -78,15 +93,22 @@ def main() -> None:
     print(f"attempts scored and stored : {result.scores.attempts:,}")
     print(f"wall time                  : {wall:.2f} s  (CPU {cpu:.2f} s, one core)")
     print(f"attempts per second        : {result.scores.attempts / wall:,.0f}  (goal >= 10,000)")
-    print(f"reference: read+json only  : {parse_only:.2f} s  -> full path is "
-          f"{wall / parse_only:.1f}x that")
-    print(f"peak RSS                   : {peak_rss_mb():.0f} MB  (before scoring "
-          f"{rss_before:.0f} MB; goal < 300 MB)")
-    print(f"CLI end to end             : {cli_wall:.2f} s = {attempts / cli_wall:,.0f} "
-          f"attempts/s, peak RSS {cli_rss:.0f} MB")
+    print(
+        f"reference: read+json only  : {parse_only:.2f} s  -> full path is "
+        f"{wall / parse_only:.1f}x that"
+    )
+    print(
+        f"peak RSS                   : {peak_rss_mb():.0f} MB  (before scoring "
+        f"{rss_before:.0f} MB; goal < 300 MB)"
+    )
+    print(
+        f"CLI end to end             : {cli_wall:.2f} s = {attempts / cli_wall:,.0f} "
+        f"attempts/s, peak RSS {cli_rss:.0f} MB"
+    )
     print(f"database size              : {size_mb:.0f} MB")
-    print(f"right tool / right args    : {fig.right_tool.pct:.1f}% / "
-          f"{fig.right_arguments.pct:.1f}%")
+    print(
+        f"right tool / right args    : {fig.right_tool.pct:.1f}% / {fig.right_arguments.pct:.1f}%"
+    )
 
 
 if __name__ == "__main__":

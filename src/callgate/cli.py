@@ -86,6 +86,48 @@ def suite_check(
         typer.echo(f"warning: {warning}")
 
 
+import_app = typer.Typer(help="Import suites from public benchmarks.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("bfcl")
+def import_bfcl(
+    source: Annotated[
+        Path, typer.Argument(help="A BFCL data folder, or the bfcl-eval wheel (read as a zip).")
+    ],
+    category: Annotated[
+        str,
+        typer.Option(
+            "--category",
+            help="simple_python, multiple, parallel, parallel_multiple, irrelevance, live_simple, "
+            "live_multiple, live_parallel, live_parallel_multiple, live_irrelevance or "
+            "live_relevance.",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Suite directory to write.")],
+) -> None:
+    """Import a Berkeley Function Calling Leaderboard category as a suite (docs/bfcl.md)."""
+    from callgate.bfcl import import_category
+
+    try:
+        result = import_category(source, category, out)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(
+        f"imported BFCL {category}: {result.cases} cases, {result.tools} tools into {result.out}"
+    )
+    if result.renamed:
+        typer.echo(
+            f"{result.renamed} tools renamed with a _vN suffix: BFCL gives one name several docs"
+        )
+    if result.reordered:
+        typer.echo(f"{result.reordered} cases offer their tools in another order than BFCL's")
+    if result.skipped:
+        typer.echo(f"skipped {len(result.skipped)} cases BFCL's own checker can never pass:")
+        for skipped in result.skipped:
+            typer.echo(f"  {skipped.id}: {skipped.reason}")
+
+
 @app.command()
 def score(
     suite_path: Annotated[Path, typer.Argument(metavar="SUITE", help="Suite directory.")],
@@ -214,6 +256,178 @@ def history(
     if not releases:
         raise _fail(f"no stored release of {model!r}" + (f" on {suite}" if suite else ""))
     Console().print(history_table(model, releases))
+
+
+@app.command("run")
+def run_command(
+    suite_path: Annotated[Path, typer.Argument(metavar="SUITE", help="Suite directory.")],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", "-m", help="A candidate's name in the config, or a litellm model id."
+        ),
+    ],
+    repeats: Annotated[int, typer.Option("--repeats", "-k", min=1, help="Attempts per case.")] = 3,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight at once.")
+    ] = 8,
+    release: Annotated[
+        str, typer.Option("--release", help="Release label; a run with the same label is replaced.")
+    ] = "dev",
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.001, help="Seconds per request.")
+    ] = 120.0,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Candidates file (default: ./callgate.toml if present)."),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Call every attempt, even those stored.")
+    ] = False,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Never call: fail if an attempt is not stored.")
+    ] = False,
+    db: DbOption = Path("callgate.db"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="Endpoint base URL.")] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", help="NAME of the environment variable holding the key."),
+    ] = None,
+    reasoning_effort: Annotated[
+        str | None,
+        typer.Option("--reasoning-effort", help="Default low for every candidate; omit: unsent."),
+    ] = None,
+    provider_order: Annotated[
+        str | None,
+        typer.Option("--provider-order", help="OpenRouter providers to try, comma-separated."),
+    ] = None,
+    allow_fallbacks: Annotated[
+        bool | None,
+        typer.Option("--allow-fallbacks/--no-allow-fallbacks", help="OpenRouter fallbacks."),
+    ] = None,
+    require_parameters: Annotated[
+        bool | None,
+        typer.Option(
+            "--require-parameters/--no-require-parameters",
+            help="OpenRouter: only providers that support every parameter (default on).",
+        ),
+    ] = None,
+    params: Annotated[
+        list[str] | None,
+        typer.Option("--param", help="Extra request parameter KEY=VALUE (VALUE as JSON)."),
+    ] = None,
+    client: Annotated[
+        str | None,
+        typer.Option("--client", help="auto (lean where possible), lean or litellm."),
+    ] = None,
+    max_retries: Annotated[
+        int, typer.Option("--max-retries", min=0, help="Retries per attempt.")
+    ] = 5,
+    retry_budget: Annotated[
+        int | None,
+        typer.Option(
+            "--retry-budget",
+            min=0,
+            help="Retries for the whole run (default: one per attempt called, at least 20).",
+        ),
+    ] = None,
+) -> None:
+    """Call a model on every case (repeats × cases), then check, score and store as `score` does.
+
+    Answers are stored as they arrive: run the same command again to resume, or to re-score
+    with zero calls.
+    """
+    from callgate.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
+    from callgate.report import print_run, run_document
+    from callgate.run import RetryPolicy, RunSettings, run_live
+    from callgate.store import Store
+    from callgate.suite import load_suite
+
+    err = Console(stderr=True)
+    try:
+        suite = load_suite(suite_path)
+        config_path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+        candidates = load_config(config_path) if config_path is not None else None
+        order = None
+        if provider_order is not None:
+            order = [name.strip() for name in provider_order.split(",") if name.strip()]
+        provider = {
+            key: value
+            for key, value in (
+                ("order", order),
+                ("allow_fallbacks", allow_fallbacks),
+                ("require_parameters", require_parameters),
+            )
+            if value is not None
+        }
+        overrides = {
+            "api_base": api_base,
+            "api_key_env": api_key_env,
+            "reasoning_effort": reasoning_effort,
+            "client": client,
+            "provider": provider or None,
+            "extra": parse_params(params or []) or None,
+        }
+        candidate = resolve_candidate(
+            model,
+            candidates,
+            config_path,
+            explicit_config=config is not None,
+            overrides=overrides,
+        )
+        settings = RunSettings(
+            repeats=repeats,
+            concurrency=concurrency,
+            timeout=timeout,
+            cache=not no_cache,
+            offline=offline,
+            retry=RetryPolicy(max_retries=max_retries, budget=retry_budget),
+        )
+        with Store(db) as store:
+            live = run_live(
+                suite,
+                candidate,
+                store,
+                release=release,
+                settings=settings,
+                keep_verdicts=as_json,
+            )
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        err.print(
+            "interrupted: answers received so far are saved. "
+            "Run the same command again to resume."
+        )
+        raise typer.Exit(130) from None
+    result = live.result
+    if as_json:
+        document = run_document(result)
+        document["live"] = live.summary()
+        json.dump(document, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print_run(result)
+        Console().print(
+            f"{live.called} attempt(s) called, {live.cached} from the store, "
+            f"{live.retries} retries, {live.provider_errors} provider error(s); "
+            f"stored as run {result.run_id} in {db}",
+            highlight=False,
+        )
+    if live.stopped == "interrupted":
+        done = live.cached + live.called
+        err.print(
+            f"[yellow]interrupted:[/yellow] {done} of {live.attempts} attempts are saved. "
+            "Run the same command again to resume: saved attempts are not called again.",
+            highlight=False,
+        )
+        raise typer.Exit(130)
+    if live.stopped:
+        raise _fail(
+            f"stopped at the first request the provider refused ({live.stopped}); nothing more "
+            "was sent. Fix the cause and run the same command again to resume."
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -89,6 +89,25 @@ CREATE TABLE IF NOT EXISTS scores (
     PRIMARY KEY (run, scope)
 );
 CREATE INDEX IF NOT EXISTS runs_by_model ON runs (model, suite_name, created_at);
+CREATE TABLE IF NOT EXISTS live_responses (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    request TEXT NOT NULL,
+    line TEXT NOT NULL,
+    error_kind TEXT,
+    tries INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_requests (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    cache_key TEXT NOT NULL,
+    cached INTEGER NOT NULL,
+    PRIMARY KEY (run, case_id, repeat)
+);
 """
 
 RESPONSE_COLUMNS = (
@@ -296,3 +315,50 @@ class Store:
             name: self.db[name].count
             for name in ("suites", "cases", "runs", "responses", "verdicts", "scores")
         }
+
+    # ----------------------------------------------------------------- live runs
+    # live_responses caches what a provider answered, keyed by SHA-256 of the request and the
+    # repeat index; `line` is a recorded-response line (docs/formats.md), `request` the request
+    # as sent, without secrets. A row with error_kind set records a failure, not an answer.
+
+    def live_responses(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """Stored live responses for these cache keys: key -> row."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            rows = self.db.query(
+                "SELECT key, case_id, repeat, line, error_kind FROM live_responses "
+                f"WHERE key IN ({', '.join('?' * len(chunk))})",
+                chunk,
+            )
+            found.update((row["key"], row) for row in rows)
+        return found
+
+    def save_live_responses(self, rows: list[tuple]) -> None:
+        """Upsert (key, model, case_id, repeat, request, line, error_kind, tries, created_at)
+        rows in one transaction. A failure never replaces a stored answer."""
+        with self.db.atomic():
+            self.db.conn.executemany(
+                "INSERT INTO live_responses (key, model, case_id, repeat, request, line, "
+                "error_kind, tries, created_at) VALUES (?,?,?,?,?,?,?,?,?) "
+                "ON CONFLICT(key) DO UPDATE SET model = excluded.model, "
+                "case_id = excluded.case_id, repeat = excluded.repeat, "
+                "request = excluded.request, line = excluded.line, "
+                "error_kind = excluded.error_kind, tries = excluded.tries, "
+                "created_at = excluded.created_at "
+                "WHERE excluded.error_kind IS NULL OR live_responses.error_kind IS NOT NULL",
+                rows,
+            )
+
+    def save_run_requests(self, rows: list[tuple]) -> None:
+        """Link a run's attempts to their cache keys: (run, case_id, repeat, cache_key, cached)."""
+        with self.db.atomic():
+            self.db.conn.executemany(
+                "INSERT OR REPLACE INTO run_requests (run, case_id, repeat, cache_key, cached) "
+                "VALUES (?,?,?,?,?)",
+                rows,
+            )
+
+    def set_run_status(self, run_id: int, status: str) -> None:
+        with self.db.atomic():
+            self.db.execute("UPDATE runs SET status = ? WHERE id = ?", [status, run_id])

@@ -1,0 +1,254 @@
+"""Candidates: the models a live run calls, read from `callgate.toml` or built from flags.
+
+```toml
+[[candidates]]
+name = "mini"                                  # what runs are filed under (default: model)
+model = "openrouter/openai/gpt-4o-mini"        # litellm model id
+api_key_env = "OPENROUTER_API_KEY"             # the NAME of the variable holding the key
+reasoning_effort = "low"                       # the default for every candidate; "omit": unsent
+provider = { order = ["openai"], allow_fallbacks = false }   # OpenRouter only
+extra = { temperature = 0 }                    # further request parameters
+```
+
+A key is never written in the file; a configured max_tokens is refused (see MAX_TOKENS_WHY).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from callgate.errors import InputError, pydantic_field
+
+DEFAULT_CONFIG = Path("callgate.toml")
+FLAGS = "command line"
+
+# "omit" sends no reasoning_effort at all, for models that reject the parameter.
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max", "omit"]
+ClientChoice = Literal["auto", "lean", "litellm"]
+
+MAX_TOKENS_KEYS = frozenset({"max_tokens", "max_completion_tokens", "max_output_tokens"})
+MAX_TOKENS_WHY = (
+    "is refused: a response cut off at a token limit truncates the tool-call JSON, which then "
+    "looks like invalid JSON, an argument error the model did not make; leave it unset"
+)
+# Parameters callgate sets itself; `extra` may not override them.
+RESERVED = {
+    "model": "set the candidate's `model`",
+    "messages": "messages come from the suite",
+    "tools": "tools come from the suite's tools.json",
+    "stream": "callgate reads whole responses",
+    "n": "use repeats (--repeats) for several answers",
+    "api_key": "name the environment variable in `api_key_env`",
+    "api_base": "set the candidate's `api_base`",
+    "base_url": "set the candidate's `api_base`",
+    "reasoning_effort": "set the candidate's `reasoning_effort`",
+    "reasoning": "set the candidate's `reasoning_effort`",
+    "provider": "set the candidate's `provider` table",
+    "extra_body": "put the parameters in `extra` directly",
+}
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _FieldError(ValueError):
+    """A validation error about one named field of the model being validated."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+
+
+class ProviderRouting(BaseModel):
+    """OpenRouter's `provider` request object (https://openrouter.ai/docs/features/provider-routing)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    order: list[str] | None = None
+    allow_fallbacks: bool | None = None
+    require_parameters: bool | None = None
+    only: list[str] | None = None
+    ignore: list[str] | None = None
+
+
+class Candidate(BaseModel):
+    """One model under test and the exact conditions it is called under."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(min_length=1, description="label runs are filed under; default: model")
+    model: str = Field(min_length=1, description="litellm model id, e.g. openrouter/openai/gpt-4o")
+    api_base: str | None = None
+    api_key_env: str | None = None
+    reasoning_effort: ReasoningEffort = "low"
+    provider: ProviderRouting | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+    client: ClientChoice = "auto"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refused_fields(cls, raw: Any) -> Any:
+        if isinstance(raw, Mapping):
+            for key in raw:
+                if key in MAX_TOKENS_KEYS:
+                    raise _FieldError(key, MAX_TOKENS_WHY)
+                if key == "api_key":
+                    raise _FieldError(
+                        key,
+                        "a key is never written in the config: put it in an environment "
+                        "variable and give that variable's name in api_key_env",
+                    )
+            if not raw.get("name") and isinstance(raw.get("model"), str):
+                raw = {**raw, "name": raw["model"]}
+        return raw
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.match(value):
+            raise ValueError(
+                "must be the NAME of an environment variable (e.g. OPENROUTER_API_KEY), "
+                "never the key itself"
+            )
+        return value
+
+    @field_validator("extra")
+    @classmethod
+    def _extra(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if key in MAX_TOKENS_KEYS:
+                raise _FieldError(key, MAX_TOKENS_WHY)
+            if key in RESERVED:
+                raise _FieldError(key, f"cannot be set here: {RESERVED[key]}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Candidate:
+        if self.provider is not None and not self.is_openrouter:
+            raise _FieldError(
+                "provider", "provider routing applies to OpenRouter models (openrouter/...) only"
+            )
+        return self
+
+    @property
+    def route(self) -> str:
+        """litellm's provider prefix of the model id ('' when the id has none)."""
+        prefix, sep, _ = self.model.partition("/")
+        return prefix if sep else ""
+
+    @property
+    def is_openrouter(self) -> bool:
+        return self.route == "openrouter"
+
+    def provider_block(self) -> dict[str, Any] | None:
+        """The `provider` object sent to OpenRouter: require_parameters defaults to true."""
+        if not self.is_openrouter:
+            return None
+        block = self.provider.model_dump(exclude_none=True) if self.provider else {}
+        block.setdefault("require_parameters", True)
+        return block
+
+
+class ConfigFile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    candidates: list[Candidate] = Field(min_length=1)
+
+    @field_validator("candidates")
+    @classmethod
+    def _unique(cls, value: list[Candidate]) -> list[Candidate]:
+        seen: set[str] = set()
+        for index, candidate in enumerate(value):
+            if candidate.name in seen:
+                raise _FieldError(f"[{index}].name", f"duplicate candidate name {candidate.name!r}")
+            seen.add(candidate.name)
+        return value
+
+    def find(self, name: str) -> Candidate | None:
+        return next((c for c in self.candidates if c.name == name), None)
+
+
+def input_error(path: Path | str, exc: ValidationError, prefix: str = "") -> InputError:
+    """The first pydantic error as an InputError naming the field (validators name sub-fields)."""
+    errors = exc.errors()
+    first = errors[0]
+    field = pydantic_field(first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    sub, sep, rest = message.partition(": ")
+    if sep and re.fullmatch(r"[\w\[\].]+", sub):
+        field = f"{field}{sub}" if sub.startswith("[") else f"{field}.{sub}"
+        message = rest
+    field = field.removeprefix("(root).")
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more)"
+    return InputError(path, message, field=f"{prefix}{field}" if prefix else field)
+
+
+def load_config(path: Path | str) -> ConfigFile:
+    """Read and check a callgate.toml. Raises InputError naming the file and the field."""
+    source = Path(path)
+    try:
+        raw = tomllib.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(source, "file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(source, f"invalid TOML: {exc}") from None
+    try:
+        return ConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise input_error(source, exc) from None
+
+
+def parse_params(items: Sequence[str]) -> dict[str, Any]:
+    """`--param KEY=VALUE` flags: VALUE is read as JSON when it parses, else as a string."""
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(FLAGS, f"--param {item!r}: expected KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        params[key.strip()] = value
+    return params
+
+
+def resolve_candidate(
+    model: str,
+    config: ConfigFile | None = None,
+    config_path: Path | str | None = None,
+    *,
+    explicit_config: bool = False,
+    overrides: Mapping[str, Any] | None = None,
+) -> Candidate:
+    """The candidate to run: `model` names one in the config, else it is a litellm model id.
+
+    `overrides` (from flags) replace the candidate's fields; `provider` and `extra` merge key by
+    key. With an explicitly given config, an unknown name is an error rather than a model id.
+    """
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    base: dict[str, Any]
+    found = config.find(model) if config is not None else None
+    where: Path | str = FLAGS
+    if found is not None:
+        base = found.model_dump(exclude_none=True)
+        where = config_path or FLAGS
+    elif explicit_config and config is not None:
+        names = ", ".join(c.name for c in config.candidates)
+        raise InputError(
+            config_path or FLAGS, f"no candidate named {model!r} (candidates: {names})"
+        )
+    else:
+        base = {"model": model}
+    merged = dict(base)
+    for key, value in overrides.items():
+        if key in ("provider", "extra") and isinstance(value, Mapping):
+            merged[key] = {**(base.get(key) or {}), **value}
+        else:
+            merged[key] = value
+    try:
+        return Candidate.model_validate(merged)
+    except ValidationError as exc:
+        raise input_error(where, exc) from None

@@ -1,0 +1,528 @@
+"""Stage 1, live: call the candidate for every (case, repeat), then check and score as recorded.
+
+Attempts the store already answered (table live_responses, keyed by SHA-256 of model, api base,
+parameters, messages, tools and repeat index) are read back, not called. The others are called
+with bounded concurrency, a per-request timeout, and retries with exponential backoff and
+jitter on rate limits, 5xx, timeouts, connection faults and broken bodies, honouring
+Retry-After, within a retry budget for the whole run. Answers are committed in small batches
+as they arrive, so a run killed at any point resumes with only the unanswered attempts.
+Everything is checked, stored and scored by `pipeline.Recorder`, as `callgate score` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from callgate import __version__
+from callgate.checks import Verdict
+from callgate.config import Candidate
+from callgate.errors import CallgateError
+from callgate.pipeline import Recorder, RunResult
+from callgate.providers import (
+    FATAL,
+    Client,
+    Pricing,
+    ProviderFailure,
+    Reply,
+    Target,
+    api_key,
+    failure_line,
+    make_client,
+    reply_line,
+    target_for,
+)
+from callgate.responses import Response, parse_response
+from callgate.scores import Scores
+from callgate.store import Store, now
+from callgate.suite import Suite
+
+
+class OfflineMiss(CallgateError):
+    """--offline, and some attempt has no stored response."""
+
+
+class RetryPolicy(BaseModel):
+    """When a failed request is sent again."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_retries: int = Field(5, ge=0, description="per attempt")
+    base_delay: float = Field(1.0, ge=0, description="seconds before the first retry")
+    max_delay: float = Field(30.0, ge=0, description="cap of one backoff")
+    max_wait: float = Field(300.0, ge=0, description="per attempt: no retry would end later")
+    budget: int | None = Field(
+        None, ge=0, description="retries for the whole run; default: one per attempt called, ≥ 20"
+    )
+
+    def delay(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds before retry number `retry` (1-based): jittered exponential backoff, and
+        never less than the server's Retry-After."""
+        backoff = min(self.max_delay, self.base_delay * 2 ** (retry - 1))
+        delay = rng.uniform(backoff / 2, backoff)
+        if retry_after is not None:
+            # Spread the retries of everyone who was told the same Retry-After.
+            delay = max(delay, retry_after + rng.uniform(0, min(1.0, retry_after / 10)))
+        return delay
+
+
+class RunSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    repeats: int = Field(3, ge=1)
+    concurrency: int = Field(8, ge=1, le=4096)
+    timeout: float = Field(120.0, gt=0, description="seconds per request")
+    cache: bool = Field(True, description="reuse stored answers; False calls every attempt")
+    offline: bool = Field(False, description="never call: a missing answer is an error")
+    retry: RetryPolicy = RetryPolicy()
+    commit_every: float = Field(0.25, gt=0, description="seconds between commits of answers")
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Attempt:
+    case_id: str
+    repeat: int
+    key: str
+    body: dict[str, Any]
+
+
+@dataclass
+class LiveRun:
+    """A live run's scores plus what it took to get them."""
+
+    result: RunResult
+    candidate: Candidate
+    client: str | None  # None when every attempt came from the store
+    attempts: int
+    cached: int
+    called: int  # attempts sent to the provider by this run
+    requests: int  # HTTP requests, retries included
+    retries: int
+    provider_errors: int
+    spend: float | None  # USD of this run's calls; None when none was known
+    cost_unknown: int
+    stopped: str | None = None  # why the run stopped early, if it did
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate.name,
+            "model_id": self.candidate.model,
+            "client": self.client,
+            "attempts": self.attempts,
+            "cached": self.cached,
+            "called": self.called,
+            "requests": self.requests,
+            "retries": self.retries,
+            "provider_errors": self.provider_errors,
+            "spend_usd": self.spend,
+            "cost_unknown": self.cost_unknown,
+            "stopped": self.stopped,
+        }
+
+
+def plan(suite: Suite, target: Target, repeats: int) -> list[Attempt]:
+    """Every (case, repeat) of the suite, in suite order, with its request body and cache key."""
+    attempts: list[Attempt] = []
+    for case_id, case in suite.cases.items():
+        messages = suite.raw_cases[case_id]["messages"]
+        tools = suite.offered_tools(case)
+        body = target.body(messages, tools)
+        for repeat in range(repeats):
+            key = target.cache_key(messages, tools, repeat)
+            attempts.append(Attempt(case_id, repeat, key, body))
+    return attempts
+
+
+@dataclass
+class _Outcome:
+    attempt: Attempt
+    response: Response
+    line: str
+    tries: int
+
+
+@dataclass
+class LiveRunner:
+    """One live run. Build it, then `await runner.run()` (or use `run_live`)."""
+
+    suite: Suite
+    candidate: Candidate
+    store: Store
+    release: str
+    settings: RunSettings = field(default_factory=RunSettings)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    console: Console = field(default_factory=lambda: Console(stderr=True))
+    keep_verdicts: bool = True  # every verdict in the result, not only the first failures
+    client: Client | None = None  # injected by tests; built from the candidate otherwise
+    rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        self._stop = asyncio.Event()
+        self._stopped: str | None = None
+        self._pause_until = 0.0
+        self._retries_left = 0
+        self._pending: list[tuple] = []
+        self._links: list[tuple] = []
+        self._last_commit = time.monotonic()
+        self.requests = 0
+        self.retries = 0
+        self.errors = 0
+        self.called = 0
+        self.spend = 0.0
+        self.spend_known = 0
+        self.cost_unknown = 0
+
+    # ------------------------------------------------------------------ the run
+
+    async def run(self) -> LiveRun:
+        settings = self.settings
+        if settings.offline and not settings.cache:
+            raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
+        target = target_for(self.candidate)
+        attempts = plan(self.suite, target, settings.repeats)
+        self.store.save_suite(self.suite)
+        stored = (
+            self.store.live_responses([a.key for a in attempts])
+            if settings.cache or settings.offline
+            else {}
+        )
+
+        def usable(row: dict[str, Any] | None) -> bool:
+            # Online, a stored failure is called again; offline it is reproduced as it was.
+            return row is not None and (settings.offline or row["error_kind"] is None)
+
+        hits = [(a, stored[a.key]) for a in attempts if usable(stored.get(a.key))]
+        misses = [a for a in attempts if not usable(stored.get(a.key))]
+        if settings.offline and misses:
+            first = misses[0]
+            raise OfflineMiss(
+                f"--offline: {len(misses)} of {len(attempts)} attempts have no stored response "
+                f"(first: case {first.case_id!r} repeat {first.repeat}); "
+                "run without --offline to call the model for them"
+            )
+        client = self.client
+        pricing = Pricing(target)
+        if misses:
+            key = api_key(target, self.environ)
+            if client is None:
+                client = make_client(target, self.candidate.client, key, settings.concurrency)
+            pricing.prepare()
+        budget = settings.retry.budget
+        self._retries_left = budget if budget is not None else max(20, len(misses))
+
+        with self.store.atomic():
+            run_id = self.store.replace_run(
+                self.suite, self.candidate.name, self.release, "live", __version__
+            )
+        recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts)
+        try:
+            scores = await self._fill(hits, misses, client, target, pricing, recorder)
+        finally:
+            if client is not None and self.client is None:
+                await client.aclose()
+        order = {case_id: i for i, case_id in enumerate(self.suite.cases)}
+
+        def in_suite_order(verdicts: list[Verdict]) -> list[Verdict]:
+            return sorted(verdicts, key=lambda v: (order[v.case_id], v.repeat))
+
+        answered = {link[1] for link in self._links}  # (run, case_id, repeat, key, cached)
+        result = RunResult(
+            run_id=run_id,
+            suite=self.suite,
+            model=self.candidate.name,
+            release=self.release,
+            scores=scores,
+            verdicts=in_suite_order(recorder.verdicts),
+            failures=in_suite_order(recorder.failures),
+            missing=[c for c in self.suite.cases if c not in answered],
+        )
+        return LiveRun(
+            result=result,
+            candidate=self.candidate,
+            client=client.name if misses and client is not None else None,
+            attempts=len(attempts),
+            cached=len(hits),
+            called=self.called,
+            requests=self.requests,
+            retries=self.retries,
+            provider_errors=self.errors,
+            spend=self.spend if self.spend_known else None,
+            cost_unknown=self.cost_unknown,
+            stopped=self._stopped,
+        )
+
+    async def _fill(
+        self,
+        hits: list[tuple[Attempt, dict[str, Any]]],
+        misses: list[Attempt],
+        client: Client | None,
+        target: Target,
+        pricing: Pricing,
+        recorder: Recorder,
+    ) -> Scores:
+        """Record the stored answers, call for the rest, and score: the run's rows."""
+        run_id = recorder.run_id
+        progress = self._progress()
+        task = progress.add_task(
+            self.candidate.name,
+            total=len(hits) + len(misses),
+            errors=0,
+            spend=self._spend_text(),
+        )
+        with progress:
+            for attempt, row in hits:
+                response, line = _stored(attempt, row["line"])
+                recorder.add(response, line)
+                self._links.append((run_id, attempt.case_id, attempt.repeat, attempt.key, 1))
+                if response.error is not None:
+                    self.errors += 1
+                progress.update(task, advance=1, errors=self.errors)
+            completed = False
+            try:
+                if misses:
+                    assert client is not None
+                    await self._call_all(misses, client, target, pricing, recorder, progress, task)
+                completed = True
+            finally:
+                # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
+                self._commit()
+                self.store.save_run_requests(self._links)
+                scores = recorder.finish()
+                if self._stopped or not completed:  # partial scores never serve as a baseline
+                    self.store.set_run_status(run_id, "interrupted")
+        return scores
+
+    def stop(self, reason: str = "interrupted") -> None:
+        """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""
+        if self._stopped is None:
+            self._stopped = reason
+        self._stop.set()
+
+    async def _call_all(
+        self,
+        misses: list[Attempt],
+        client: Client,
+        target: Target,
+        pricing: Pricing,
+        recorder: Recorder,
+        progress: Progress,
+        task: Any,
+    ) -> None:
+        queue = iter(misses)
+
+        async def worker() -> None:
+            for attempt in queue:  # one shared iterator: each worker takes the next attempt
+                if self._stop.is_set():
+                    return
+                outcome = await self._attempt(attempt, client, target, pricing)
+                self._record(outcome, client, target, recorder)
+                progress.update(task, advance=1, errors=self.errors, spend=self._spend_text())
+
+        loop = asyncio.get_running_loop()
+        handled = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(sig)
+            try:
+                loop.add_signal_handler(sig, self.stop)
+                handled.append((sig, previous))
+            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                pass
+        workers = [
+            asyncio.create_task(worker())
+            for _ in range(min(self.settings.concurrency, len(misses)))
+        ]
+        committer = asyncio.create_task(self._commit_loop())
+        stopper = asyncio.create_task(self._stop.wait())
+        everything = asyncio.gather(*workers)
+        try:
+            await asyncio.wait([everything, stopper], return_when=asyncio.FIRST_COMPLETED)
+            if everything.done():
+                everything.result()  # a bug in a worker surfaces here
+        finally:
+            for sig, previous in handled:
+                loop.remove_signal_handler(sig)
+                if previous is not None:
+                    signal.signal(sig, previous)
+            for pending in (*workers, committer, stopper):
+                pending.cancel()
+            await asyncio.gather(*workers, committer, stopper, return_exceptions=True)
+            if everything.done() and not everything.cancelled():
+                everything.exception()  # retrieved: the cancellations were ours
+
+    # ------------------------------------------------------------------ one attempt
+
+    async def _attempt(
+        self, attempt: Attempt, client: Client, target: Target, pricing: Pricing
+    ) -> _Outcome:
+        policy = self.settings.retry
+        started = time.monotonic()
+        tries = 0
+        while True:
+            wait = self._pause_until - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            tries += 1
+            self.requests += 1
+            sent = await client.send(attempt.body, self.settings.timeout)
+            if isinstance(sent, Reply):
+                line = reply_line(
+                    attempt.case_id, attempt.repeat, sent, target=target, pricing=pricing
+                )
+                try:
+                    response = parse_response(line)
+                except (ValueError, TypeError) as exc:  # pydantic's ValidationError included
+                    failure = ProviderFailure(
+                        "bad_response",
+                        f"unusable completion: {exc}"[:500],
+                        status=200,
+                        latency_ms=sent.latency_ms,
+                    )
+                else:
+                    return _Outcome(attempt, response, _dumps(line), tries)
+            else:
+                failure = sent
+            note = self._give_up(failure, tries, started)
+            if note is not None:
+                line = failure_line(attempt.case_id, attempt.repeat, failure, note)
+                return _Outcome(attempt, parse_response(line), _dumps(line), tries)
+            delay = policy.delay(tries, failure.retry_after, self.rng)
+            if failure.kind == "rate_limit" and failure.retry_after:
+                # Everyone holds off: the limit is the account's, not this request's.
+                self._pause_until = max(self._pause_until, time.monotonic() + failure.retry_after)
+            self._retries_left -= 1
+            self.retries += 1
+            await asyncio.sleep(delay)
+
+    def _give_up(self, failure: ProviderFailure, tries: int, started: float) -> str | None:
+        """None to retry; else a note on why not (empty when the fault is not retryable)."""
+        policy = self.settings.retry
+        if not failure.retryable:
+            return ""
+        if tries > policy.max_retries:
+            return f" (gave up after {tries} tries)"
+        if self._retries_left <= 0:
+            return " (the run's retry budget is spent)"
+        soonest = max(failure.retry_after or 0.0, policy.base_delay / 2)
+        if time.monotonic() - started + soonest > policy.max_wait:
+            return f" (a retry would pass the {policy.max_wait:g} s wait limit)"
+        return None
+
+    def _record(
+        self, outcome: _Outcome, client: Client, target: Target, recorder: Recorder
+    ) -> None:
+        attempt, response = outcome.attempt, outcome.response
+        self.called += 1
+        request = json.dumps(target.request_record(client.name, attempt.body), ensure_ascii=False)
+        error_kind = response.error.kind if response.error else None
+        self._pending.append(
+            (
+                attempt.key,
+                target.model,
+                attempt.case_id,
+                attempt.repeat,
+                request,
+                outcome.line,
+                error_kind,
+                outcome.tries,
+                now(),
+            )
+        )
+        self._links.append((recorder.run_id, attempt.case_id, attempt.repeat, attempt.key, 0))
+        recorder.add(response, outcome.line)
+        if error_kind is not None:
+            self.errors += 1
+            if error_kind in FATAL:
+                self.stop(f"{error_kind}: {response.error.message}")  # type: ignore[union-attr]
+        elif response.cost is None:
+            self.cost_unknown += 1
+        else:
+            self.spend += response.cost
+            self.spend_known += 1
+        if len(self._pending) >= 64:
+            self._commit()
+
+    # ------------------------------------------------------------------ store and display
+
+    def _commit(self) -> None:
+        if self._pending:
+            self.store.save_live_responses(self._pending)
+            self._pending = []
+        self._last_commit = time.monotonic()
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.commit_every)
+            if time.monotonic() - self._last_commit >= self.settings.commit_every:
+                self._commit()
+
+    def _spend_text(self) -> str:
+        text = f"${self.spend:.4f}" if self.spend_known else "$–"
+        return text + (f" (+{self.cost_unknown} unknown)" if self.cost_unknown else "")
+
+    def _progress(self) -> Progress:
+        return Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("errors {task.fields[errors]}"),
+            TextColumn("{task.fields[spend]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            disable=not self.settings.progress,
+        )
+
+
+def _dumps(line: dict[str, Any]) -> str:
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
+
+
+def _stored(attempt: Attempt, text: str) -> tuple[Response, str]:
+    """A stored line as this attempt's response (identical requests share a cache key)."""
+    line = json.loads(text)
+    if line.get("case_id") != attempt.case_id or line.get("repeat") != attempt.repeat:
+        line["case_id"], line["repeat"] = attempt.case_id, attempt.repeat
+        text = _dumps(line)
+    return parse_response(line), text
+
+
+def run_live(
+    suite: Suite,
+    candidate: Candidate,
+    store: Store,
+    *,
+    release: str,
+    settings: RunSettings | None = None,
+    environ: Mapping[str, str] | None = None,
+    console: Console | None = None,
+    keep_verdicts: bool = True,
+) -> LiveRun:
+    """Run a suite live against one candidate and store everything (blocking)."""
+    runner = LiveRunner(
+        suite,
+        candidate,
+        store,
+        release,
+        settings=settings or RunSettings(),
+        environ=dict(os.environ) if environ is None else environ,
+        console=console or Console(stderr=True),
+        keep_verdicts=keep_verdicts,
+    )
+    return asyncio.run(runner.run())

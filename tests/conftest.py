@@ -1,0 +1,117 @@
+"""Fixtures for live runs: the loopback server, a small suite whose cases name themselves, and
+the installed CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from loopback import Loopback
+
+KEY_ENV = "CALLGATE_TEST_KEY"
+KEY = "sk-or-v1-test-5ecret-do-not-store-0123456789"
+
+LOOKUP = {
+    "type": "function",
+    "function": {
+        "name": "lookup_order",
+        "description": "Look up an order by its id.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string", "pattern": "^ord_[0-9]+$"},
+                "include_items": {"type": "boolean"},
+            },
+            "required": ["order_id"],
+        },
+    },
+}
+CANCEL = {
+    "type": "function",
+    "function": {
+        "name": "cancel_order",
+        "description": "Cancel an order.",
+        "strict": True,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string"},
+                "reason": {"type": "string", "enum": ["changed_mind", "duplicate", "other"]},
+            },
+            "required": ["order_id", "reason"],
+            "additionalProperties": False,
+        },
+    },
+}
+TOOLS = [LOOKUP, CANCEL]
+
+
+def marker(case_id: str) -> str:
+    """What the loopback server matches a case by: its id in brackets in the user message."""
+    return f"[{case_id}]"
+
+
+def lookup_case(case_id: str, order: str = "ord_1") -> dict[str, Any]:
+    return {
+        "id": case_id,
+        "messages": [
+            {"role": "system", "content": "You help with orders."},
+            {"role": "user", "content": f"{marker(case_id)} Where is my order {order}?"},
+        ],
+        "tags": ["clean"],
+        "expect": {
+            "type": "calls",
+            "calls": [{"tool": "lookup_order", "args": {"order_id": order}}],
+        },
+    }
+
+
+def no_call_case(case_id: str) -> dict[str, Any]:
+    return {
+        "id": case_id,
+        "messages": [{"role": "user", "content": f"{marker(case_id)} What are your hours?"}],
+        "tags": ["no-tool"],
+        "expect": {"type": "no_call"},
+    }
+
+
+def write_suite(root: Path, cases: list[dict[str, Any]], tools: list[dict] | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "tools.json").write_text(json.dumps(tools or TOOLS, indent=2))
+    (root / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return root
+
+
+@pytest.fixture
+def loopback() -> Iterator[Loopback]:
+    server = Loopback().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def callgate_exe() -> str:
+    """The installed `callgate` script of this environment."""
+    beside = Path(sys.executable).parent / "callgate"
+    found = str(beside) if beside.exists() else shutil.which("callgate")
+    if found is None:
+        pytest.skip("the callgate script is not installed")
+    return found
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """A subprocess environment with the test key in KEY_ENV and nothing else of ours."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CALLGATE_", "OPENROUTER"))}
+    env[KEY_ENV] = KEY
+    env["COLUMNS"] = "160"
+    env["HOME"] = str(tmp_path)
+    return env

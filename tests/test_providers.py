@@ -1,0 +1,342 @@
+"""Request building, reply classification and pricing; and the proof that the lean client and
+litellm produce the same Responses from the same server replies (and send the same bodies)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import KEY, KEY_ENV, lookup_case, marker, no_call_case, write_suite
+from loopback import Loopback, Reply, completion, error, ok, tool_call
+
+from callgate.config import Candidate
+from callgate.errors import InputError
+from callgate.providers import (
+    LeanClient,
+    LitellmClient,
+    Pricing,
+    ProviderFailure,
+    api_key,
+    classify_status,
+    parse_retry_after,
+    target_for,
+)
+from callgate.responses import parse_response
+from callgate.run import LiveRunner, RetryPolicy, RunSettings
+from callgate.store import Store
+from callgate.suite import load_suite
+
+# --------------------------------------------------------------------------- building requests
+
+
+def test_openrouter_target_and_body() -> None:
+    candidate = Candidate(
+        model="openrouter/openai/gpt-4o-mini",
+        provider={"order": ["openai"], "allow_fallbacks": False},
+        extra={"temperature": 0},
+    )
+    target = target_for(candidate)
+    assert target.lean_url == "https://openrouter.ai/api/v1/chat/completions"
+    assert target.key_env == "OPENROUTER_API_KEY"
+    body = target.body([{"role": "user", "content": "hi"}], [{"type": "function"}])
+    assert body == {
+        "model": "openai/gpt-4o-mini",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function"}],
+        "reasoning_effort": "low",
+        "provider": {"order": ["openai"], "allow_fallbacks": False, "require_parameters": True},
+        "usage": {"include": True},
+        "temperature": 0,
+    }
+    assert "tools" not in target.body([{"role": "user", "content": "hi"}], [])
+    record = target.request_record("lean", body)
+    assert record["api_key_env"] == "OPENROUTER_API_KEY" and record["body"] == body
+
+
+def test_own_server_gets_no_openai_key_by_default() -> None:
+    target = target_for(Candidate(model="openai/llama3", api_base="http://127.0.0.1:11434/v1/"))
+    assert target.lean_url == "http://127.0.0.1:11434/v1/chat/completions"
+    assert target.key_env is None
+    assert target.served_by() == "127.0.0.1:11434"
+    assert target_for(Candidate(model="openai/gpt-4o")).key_env == "OPENAI_API_KEY"
+    assert (
+        "reasoning_effort"
+        not in target_for(Candidate(model="openai/x", reasoning_effort="omit")).params
+    )
+
+
+def test_routes_the_lean_client_cannot_serve_go_to_litellm() -> None:
+    for model in ("anthropic/claude-sonnet-4-5", "hosted_vllm/x", "gpt-4o"):
+        assert target_for(Candidate(model=model)).lean_url is None
+    with pytest.raises(InputError, match="use client litellm"):
+        LeanClient(target_for(Candidate(model="anthropic/claude-sonnet-4-5")), None, 1)
+
+
+def test_cache_key_covers_the_request_and_the_repeat() -> None:
+    messages, tools = [{"role": "user", "content": "hi"}], [{"type": "function"}]
+    base = target_for(Candidate(model="openrouter/a/b"))
+    key = base.cache_key(messages, tools, 0)
+    assert key == base.cache_key(messages, tools, 0) and len(key) == 64
+    others = [
+        base.cache_key(messages, tools, 1),
+        base.cache_key(messages, [], 0),
+        base.cache_key([{"role": "user", "content": "hi!"}], tools, 0),
+        target_for(Candidate(model="openrouter/a/c")).cache_key(messages, tools, 0),
+        target_for(Candidate(model="openrouter/a/b", api_base="http://x")).cache_key(
+            messages, tools, 0
+        ),
+        target_for(Candidate(model="openrouter/a/b", reasoning_effort="high")).cache_key(
+            messages, tools, 0
+        ),
+    ]
+    assert len({key, *others}) == 7
+
+
+def test_the_key_comes_from_the_named_variable() -> None:
+    target = target_for(Candidate(model="openrouter/a/b", api_key_env="MY_KEY"))
+    assert api_key(target, {"MY_KEY": "k"}) == "k"
+    with pytest.raises(InputError, match="MY_KEY is not set"):
+        api_key(target, {})
+    assert api_key(target_for(Candidate(model="openai/x", api_base="http://h")), {}) is None
+
+
+def test_retry_after_forms() -> None:
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after": "0.25"}) == 0.25
+    assert parse_retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 25 < (parse_retry_after({"Retry-After": later}) or 0) <= 30
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "retryable"),
+    [
+        (429, "rate_limit", True),
+        (500, "server_error", True),
+        (503, "server_error", True),
+        (408, "timeout", True),
+        (401, "auth", False),
+        (402, "payment", False),
+        (403, "refused", False),
+        (404, "not_found", False),
+        (400, "bad_request", False),
+    ],
+)
+def test_status_classes(status: int, kind: str, retryable: bool) -> None:
+    assert classify_status(status) == kind
+    assert ProviderFailure(kind, "").retryable is retryable
+
+
+def test_cost_is_reported_or_unknown_never_zero() -> None:
+    router = Pricing(target_for(Candidate(model="openrouter/a/b")))
+    router.prepare()  # OpenRouter prices itself: no cost map, no litellm import
+    assert router.cost(completion(cost=0.0021)) == 0.0021
+    assert router.cost(completion(cost=None)) is None
+    assert router.cost(completion(usage=False)) is None
+    assert router.cost({"usage": {"cost": "0.1"}}) is None
+
+
+def test_litellm_cost_map_prices_listed_models_only(litellm_loaded: None) -> None:
+    listed = Pricing(target_for(Candidate(model="openai/gpt-4o-mini")))
+    listed.prepare()
+    cost = listed.cost(completion(cost=None, model="gpt-4o-mini"))
+    assert cost is not None and cost > 0
+    local = Pricing(target_for(Candidate(model="openai/my-model", api_base="http://h/v1")))
+    local.prepare()
+    assert local.cost(completion(cost=None, model="gpt-4o-mini")) is None
+
+
+# --------------------------------------------------------------------------- lean == litellm
+
+CALL = tool_call("lookup_order", {"order_id": "ord_1"})
+SCRIPT: dict[str, list[Reply]] = {
+    "c-call": [ok(calls=[CALL])],
+    "c-parallel": [
+        ok(calls=[CALL, tool_call("lookup_order", {"order_id": "ord_2"}, "call_2")]),
+    ],
+    "c-text": [ok(content="Your order is on its way.")],
+    "c-none": [ok(content="We open at nine.")],
+    "c-cut": [ok(calls=[tool_call("lookup_order", '{"order_id": "ord')], finish_reason="length")],
+    "c-nousage": [ok(calls=[CALL], usage=False, provider=None)],
+    "c-badargs": [ok(calls=[tool_call("lookup_order", '{"order_id": ord_1}')])],
+    "c-unicode": [ok(calls=[tool_call("lookup_order", {"order_id": "ord_1"})], content="Já ✓")],
+    "c-wrong": [ok(calls=[tool_call("cancel_order", {"order_id": "ord_1", "reason": "other"})])],
+    "c-429": [error(429, "slow down", **{"Retry-After": "0.1"}), ok(calls=[CALL])],
+    "c-500": [error(500, "upstream broke"), ok(calls=[CALL])],
+    "c-malformed": [Reply(raw='{"id": "x", "choices": [{"message": '), ok(calls=[CALL])],
+    "c-400": [error(400, "tools[0] is not supported here")],
+    "c-filter": [ok(content=None, finish_reason="content_filter")],
+    "c-endturn": [ok(content="done", finish_reason="end_turn")],
+    "c-nofinish": [
+        Reply(
+            body={
+                **completion(content="hm"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "hm"}}],
+            }
+        )
+    ],
+    "c-200error": [Reply(body={"error": {"code": 502, "message": "upstream"}}), ok(calls=[CALL])],
+}
+NO_CALL = {"c-none"}
+
+
+@pytest.fixture(scope="module")
+def litellm_loaded() -> None:
+    from callgate.providers import import_litellm
+
+    import_litellm()
+
+
+def _run_path(client: str, model: str, loopback: Loopback, tmp: Path) -> dict[str, Any]:
+    loopback.reset()
+    for case_id, replies in SCRIPT.items():
+        loopback.script(marker(case_id), *replies)
+    cases = [no_call_case(c) if c in NO_CALL else lookup_case(c) for c in SCRIPT]
+    suite = load_suite(write_suite(tmp / "suite", cases))
+    candidate = Candidate(
+        model=model,
+        api_base=loopback.base_url,
+        api_key_env=KEY_ENV,
+        client=client,
+        provider={"order": ["loopback"], "allow_fallbacks": False}
+        if model.startswith("openrouter/")
+        else None,
+    )
+    settings = RunSettings(
+        repeats=1, concurrency=4, timeout=5, retry=RetryPolicy(base_delay=0.01), progress=False
+    )
+    with Store(tmp / f"{client}.db") as store:
+        runner = LiveRunner(suite, candidate, store, "r", settings=settings, environ={KEY_ENV: KEY})
+        live = asyncio.run(runner.run())
+        rows = list(store.db.query("SELECT case_id, body FROM responses"))
+    responses = {
+        row["case_id"]: parse_response(json.loads(row["body"])).model_dump(exclude={"latency_ms"})
+        for row in rows
+    }
+    wire: dict[str, list[Any]] = {}
+    for seen in loopback.requests:
+        wire.setdefault(seen.marker.split("]")[0] + "]", []).append(seen.body)
+    return {
+        "live": live,
+        "responses": responses,
+        "verdicts": {v.case_id: v for v in live.result.verdicts},
+        "wire": wire,
+        "auth": {seen.headers.get("Authorization") for seen in loopback.requests},
+    }
+
+
+@pytest.mark.parametrize("model", ["openrouter/test/model", "openai/test-model"])
+def test_lean_and_litellm_give_identical_responses(
+    litellm_loaded: None, loopback: Loopback, tmp_path: Path, model: str
+) -> None:
+    lean = _run_path("lean", model, loopback, tmp_path / "lean")
+    slow = _run_path("litellm", model, loopback, tmp_path / "litellm")
+    assert lean["live"].client == "lean" and slow["live"].client == "litellm"
+    assert set(lean["responses"]) == set(SCRIPT)
+    for case_id in SCRIPT:
+        assert lean["responses"][case_id] == slow["responses"][case_id], case_id
+        assert lean["verdicts"][case_id] == slow["verdicts"][case_id], case_id
+    # The same body went over the wire, with the same key.
+    assert lean["wire"] == slow["wire"]
+    assert lean["auth"] == slow["auth"] == {f"Bearer {KEY}"}
+    # Spot checks of what both produced.
+    got = lean["responses"]
+    if model.startswith("openrouter/"):
+        assert got["c-call"]["provider"] == "Loopback" and got["c-call"]["cost"] == 0.000125
+        assert got["c-nousage"]["cost"] is None and got["c-nousage"]["provider"] is None
+    else:
+        assert got["c-nousage"]["provider"] == f"127.0.0.1:{loopback.port}"
+    verdicts = lean["verdicts"]
+    assert verdicts["c-call"].right_arguments
+    assert verdicts["c-parallel"].tool == "extra_call" or not verdicts["c-parallel"].right_tool
+    assert verdicts["c-text"].tool == "missing_call"
+    assert verdicts["c-none"].right_tool
+    assert verdicts["c-cut"].status == "truncated"
+    assert verdicts["c-badargs"].arguments == "invalid_json"
+    assert verdicts["c-wrong"].tool == "wrong_tool"
+    assert verdicts["c-429"].right_arguments and verdicts["c-500"].right_arguments
+    assert verdicts["c-malformed"].right_arguments and verdicts["c-200error"].right_arguments
+    assert got["c-400"]["error"] == {
+        "kind": "bad_request",
+        "message": "tools[0] is not supported here",
+        "status": 400,
+    }
+    assert verdicts["c-400"].status == "provider_error"
+    assert verdicts["c-filter"].status == "provider_error"
+    assert got["c-filter"]["error"]["kind"] == "refused"
+    assert got["c-endturn"]["finish_reason"] == "stop"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "status"),
+    [
+        (error(401, f"invalid key {KEY}"), "auth", 401),
+        (error(403, "flagged by moderation"), "refused", 403),
+        (error(404, "no endpoints found"), "not_found", 404),
+        (error(429, "slow down", **{"Retry-After": "7"}), "rate_limit", 429),
+        (error(503, "overloaded"), "server_error", 503),
+        (Reply(raw="<html>bad gateway</html>", status=502), "server_error", 502),
+        (Reply(raw='{"choices": [', status=200), "bad_response", 200),
+        (Reply(body=completion(calls=[CALL]), delay=1.0), "timeout", None),
+    ],
+)
+def test_both_clients_classify_failures_alike(
+    litellm_loaded: None, loopback: Loopback, reply: Reply, kind: str, status: int | None
+) -> None:
+    loopback.script("[x]", reply)
+    candidate = Candidate(model="openrouter/t/m", api_base=loopback.base_url, api_key_env=KEY_ENV)
+    target = target_for(candidate)
+    body = target.body([{"role": "user", "content": "[x] hi"}], [])
+
+    async def both() -> list[object]:
+        lean = LeanClient(target, KEY, 2)
+        try:
+            return [await lean.send(body, 0.4), await LitellmClient(target, KEY).send(body, 0.4)]
+        finally:
+            await lean.aclose()
+
+    results = asyncio.run(both())
+    for result in results:
+        assert isinstance(result, ProviderFailure), result
+        assert (result.kind, result.status) == (kind, status)
+        assert KEY not in result.message
+    lean, slow = results
+    assert lean.retry_after == slow.retry_after
+    if kind == "auth":  # the key echoed back is masked by both (litellm masks it itself too)
+        assert lean.message == "invalid key [redacted]"
+        assert "REDACTED" in slow.message.upper()
+    elif status is not None and status not in (200, 502):
+        assert lean.message == slow.message
+
+
+def test_connection_refused_is_a_connection_failure(litellm_loaded: None) -> None:
+    candidate = Candidate(
+        model="openrouter/t/m", api_base=f"http://127.0.0.1:{_closed_port()}/v1", api_key_env="K"
+    )
+    target = target_for(candidate)
+    body = target.body([{"role": "user", "content": "hi"}], [])
+
+    async def both() -> list[object]:
+        lean = LeanClient(target, "k", 1)
+        try:
+            return [await lean.send(body, 2), await LitellmClient(target, "k").send(body, 2)]
+        finally:
+            await lean.aclose()
+
+    for result in asyncio.run(both()):
+        assert isinstance(result, ProviderFailure) and result.kind == "connection"
+        assert result.retryable
