@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -20,8 +20,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from callgate.errors import CallgateError, InputError, from_validation_error
-from callgate.judge import Complete, Dimension, Judge, JudgeOutput, judge_once
+from callgate.judge import (
+    Complete,
+    Dimension,
+    Judge,
+    JudgeOutput,
+    JudgeOutputError,
+    cache_key,
+    judge_once,
+)
 from callgate.scores import wilson
+from callgate.store import Store
 
 CERT_FORMAT = "callgate.certificate/1"
 
@@ -221,24 +230,32 @@ def evaluate(judge: Judge, items: Sequence[CalibrationItem],
     return certificate, disagreements
 
 
-async def run_judge_on_items(judge: Judge, items: Sequence[CalibrationItem],
-                             complete: Complete, concurrency: int = 8,
-                             cached: Mapping[str, JudgeOutput] | None = None
-                             ) -> dict[str, JudgeOutput]:
-    """Judge every item not in `cached`, at most `concurrency` at a time."""
-    cached = dict(cached or {})
+async def run_judge_on_items(
+    judge: Judge, items: Sequence[CalibrationItem], complete: Complete, concurrency: int = 8,
+    cached: Mapping[str, JudgeOutput] | None = None,
+    on_output: Callable[[CalibrationItem, JudgeOutput], None] | None = None,
+) -> dict[str, JudgeOutput]:
+    """Judge every item not in `cached`, at most `concurrency` at a time; `on_output` sees each
+    new output as it arrives (to store it at once). A reply that is not a verdict counts
+    against the judge: tool_choice fail."""
+    outputs = dict(cached or {})
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(item: CalibrationItem) -> tuple[str, JudgeOutput]:
+    async def one(item: CalibrationItem) -> None:
         async with gate:
-            return item.id, await judge_once(
-                judge, complete, tools=item.case.tools, conversation=item.case.messages,
-                rubric=item.case.rubric, response=item.response.model_dump())
+            try:
+                output = await judge_once(
+                    judge, complete, tools=item.case.tools, conversation=item.case.messages,
+                    rubric=item.case.rubric, response=item.response.model_dump())
+            except JudgeOutputError as exc:
+                output = JudgeOutput(tool_choice="fail", arguments="n/a",
+                                     reason=f"no usable verdict: {exc}")
+        outputs[item.id] = output
+        if on_output is not None:
+            on_output(item, output)
 
-    todo = [item for item in items if item.id not in cached]
-    for item_id, output in await asyncio.gather(*(one(item) for item in todo)):
-        cached[item_id] = output
-    return cached
+    await asyncio.gather(*(one(item) for item in items if item.id not in outputs))
+    return outputs
 
 
 def item_payloads(item: CalibrationItem) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -281,3 +298,111 @@ def dimension_rates(certificate: Certificate, dim: str) -> tuple[float, float, i
     if report is None or report.tpr is None or report.tnr is None:
         return None
     return report.tpr, report.tnr, report.m1, report.m0
+
+
+async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: Complete,
+                    concurrency: int = 8) -> tuple[Certificate, list[Disagreement], int]:
+    """Load the set into the store, judge every item (cached by fingerprint + item), evaluate,
+    store the certificate, and write it beside the spec when it certifies.
+    Returns the certificate, the disagreements and how many items were judged afresh."""
+    items, digest = read_set(set_path)
+    store.save_calibration_items(Path(set_path).name, [
+        (i.id, i.split, i.label.tool_choice, i.label.arguments, i.model_dump_json())
+        for i in items
+    ])
+    keys = {i.id: cache_key(judge.fingerprint, *item_payloads(i)) for i in items}
+    stored = store.judge_outputs(list(keys.values()))
+    cached = {item_id: JudgeOutput.model_validate_json(stored[key])
+              for item_id, key in keys.items() if key in stored}
+
+    def save(item: CalibrationItem, output: JudgeOutput) -> None:
+        store.save_judge_outputs([(keys[item.id], judge.fingerprint, output.model_dump_json())])
+
+    outputs = await run_judge_on_items(judge, items, complete, concurrency, cached, save)
+    certificate, disagreements = evaluate(judge, items, outputs, str(set_path), digest)
+    store.save_certificate(judge.fingerprint, judge.spec.name, certificate.certified,
+                           certificate.to_json())
+    if certificate.certified:
+        judge.certificate_path.write_text(certificate.to_json(), encoding="utf-8")
+    return certificate, disagreements, len(items) - len(cached)
+
+
+
+# --------------------------------------------------------------------------- labelling
+
+
+def _judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], CalibrationItem]]:
+    """The judged attempts of a run, each as (judgement row, an unlabelled item)."""
+    from callgate.responses import parse_response
+
+    run = store.run(run_id)
+    if run is None:
+        raise CallgateError(f"no run {run_id} in {store.path}")
+    rows = store.judgements(run_id)
+    if not rows:
+        raise CallgateError(f"run {run_id} has no attempts decided by a judge")
+    tools = json.loads(store.db["suites"].get(run["suite"])["tools"])
+    out = []
+    for row in rows:
+        case = json.loads(store.db["cases"].get((run["suite"], row["case_id"]))["body"])
+        body = store.db["responses"].get((run_id, row["case_id"], row["repeat"]))["body"]
+        message = parse_response(json.loads(body)).message
+        offered = case.get("tools")
+        item = CalibrationItem(
+            id=f"run{run_id}-{row['case_id']}-r{row['repeat']}", split="dev",
+            category="labelled_from_run",
+            case=CalibrationCase(
+                messages=case["messages"],
+                tools=[t for t in tools if offered is None or t["function"]["name"] in offered],
+                rubric=case["expect"].get("rubric", "")),
+            response=CalibrationResponse(
+                content=message.content if message else None,
+                tool_calls=[CalibrationCall(name=c.name, arguments=c.arguments)
+                            for c in (message.tool_calls if message else ())]),
+            label=Labels(tool_choice="pass", arguments="n/a"),
+        )
+        out.append((row, item))
+    return out
+
+
+def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
+                          ask: Callable[..., str], show: Callable[[str], Any]) -> int:
+    """Ask a person for a verdict on each judged attempt of a run; append each labelled item
+    to the calibration file and reload the file into the store. Returns how many were added."""
+    existing: set[str] = set()
+    if set_path.exists():
+        existing = {item.id for item in read_set(set_path)[0]}
+    added = 0
+    for row, item in _judged_items(store, run_id):
+        if item.id in existing:
+            continue
+        show(f"\n── {item.id} ──\nrubric: {item.case.rubric}\n"
+             f"last message: {item.case.messages[-1].get('content')}\n"
+             f"response: {item.response.model_dump_json()}\n"
+             f"judge: tool_choice {row['tool_choice']}, arguments {row['arguments']}: "
+             f"{row['reason']}")
+        tool = ask("tool_choice [pass/fail, s skip, q quit]").strip().lower()
+        if tool == "q":
+            break
+        if tool not in ("pass", "fail"):
+            continue
+        arguments = ask("arguments [pass/fail/n/a]").strip().lower()
+        if arguments not in ("pass", "fail", "n/a"):
+            continue
+        note = ask("note (why)", default="").strip()
+        labelled = item.model_copy(update={
+            "split": split,
+            "label": Labels(tool_choice=tool, arguments=arguments),  # type: ignore[arg-type]
+            "note": note or f"labelled by hand from run {run_id}; the judge said "
+                            f"{row['tool_choice']}/{row['arguments']}",
+        })
+        with set_path.open("a", encoding="utf-8") as handle:
+            handle.write(labelled.model_dump_json() + "\n")
+        added += 1
+    if added:
+        items, _ = read_set(set_path)
+        store.save_calibration_items(set_path.name, [
+            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.model_dump_json())
+            for i in items
+        ])
+    return added

@@ -6,6 +6,7 @@ Exit codes: 0 success (or gate pass), 1 regression, 2 usage or input error, 3 in
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -25,8 +26,17 @@ app = typer.Typer(
 )
 suite_app = typer.Typer(help="Work with suites (tool catalogue + cases).", no_args_is_help=True)
 app.add_typer(suite_app, name="suite")
+judge_app = typer.Typer(help="A frozen LLM judge: show, calibrate, label.",
+                        no_args_is_help=True)
+app.add_typer(judge_app, name="judge")
 
 EXIT_INPUT = 2
+
+JudgeOption = Annotated[Path | None, typer.Option(
+    "--judge", help="Judge spec (judges/NAME.toml) for cases whose expectation is `judge`.")]
+UncalibratedOption = Annotated[bool, typer.Option(
+    "--uncalibrated", help="Use a judge that has no certificate; the scores are marked so and "
+                           "the gate is inconclusive.")]
 
 DbOption = Annotated[
     Path,
@@ -138,9 +148,11 @@ def score(
     release: Annotated[str, typer.Option("--release", help="Release label, e.g. 2026.11.")],
     db: DbOption = Path("callgate.db"),
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
+    judge: JudgeOption = None,
+    uncalibrated: UncalibratedOption = False,
 ) -> None:
     """Score recorded responses against a suite, store everything and print the figures."""
-    from callgate.pipeline import score_file
+    from callgate.pipeline import judge_step, score_file
     from callgate.report import print_run, run_document
     from callgate.store import Store
     from callgate.suite import load_suite
@@ -150,8 +162,10 @@ def score(
         if not responses.is_file():
             raise _fail(f"{responses}: file not found")
         with Store(db) as store:
+            step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ)
+                    if judge else None)
             result = score_file(suite, responses, store, model=model, release=release,
-                                keep_verdicts=as_json)
+                                keep_verdicts=as_json, judge=step)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -428,6 +442,108 @@ def run_command(
             f"stopped at the first request the provider refused ({live.stopped}); nothing more "
             "was sent. Fix the cause and run the same command again to resume."
         )
+
+
+@judge_app.command("show")
+def judge_show(
+    spec: Annotated[Path, typer.Argument(help="Judge spec, e.g. judges/tool_choice.toml.")],
+    db: DbOption = Path("callgate.db"),
+) -> None:
+    """Print a judge's fingerprint and whether a certificate exists for it."""
+    from callgate.calibration import Certificate, require_certificate
+    from callgate.judge import load_judge
+    from callgate.store import Store
+
+    try:
+        judge = load_judge(spec)
+        stored = None
+        if db.exists():
+            with Store(db) as store:
+                stored = store.certificate(judge.fingerprint)
+        try:
+            cert = require_certificate(
+                judge, Certificate.model_validate_json(stored) if stored else None)
+            status = (f"certified {cert.created_at} on {cert.set_path} "
+                      f"({cert.test_items} test items)")
+        except CallgateError as exc:
+            status = f"NOT CERTIFIED: {exc}"
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    p = judge.spec.parameters
+    typer.echo(f"judge        {judge.spec.name}\nmodel        {judge.spec.model}\n"
+               f"prompt       {judge.spec_path.parent / judge.spec.prompt}\n"
+               f"parameters   temperature {p.temperature}, samples {p.samples}, "
+               f"reasoning effort {p.reasoning_effort or 'not sent'}\n"
+               f"fingerprint  {judge.fingerprint}\ncertificate  {status}")
+
+
+@judge_app.command("calibrate")
+def judge_calibrate(
+    spec: Annotated[Path, typer.Argument(help="Judge spec, e.g. judges/tool_choice.toml.")],
+    calibration_set: Annotated[Path, typer.Option(
+        "--set", help="Hand-checked items, JSON Lines (calibration/*.jsonl).")],
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the certificate as JSON.")
+                       ] = False,
+    db: DbOption = Path("callgate.db"),
+) -> None:
+    """Run the judge on every hand-checked item and certify it if the thresholds hold.
+
+    Exit 0 certified, 1 not certified, 2 bad input."""
+    import asyncio
+
+    from callgate.calibration import calibrate
+    from callgate.judge import JudgeModel, load_judge
+    from callgate.report import print_calibration
+    from callgate.store import Store
+
+    async def go(store: Store):
+        model = JudgeModel(judge, os.environ, concurrency=concurrency)
+        try:
+            return await calibrate(judge, calibration_set, store, model.complete, concurrency)
+        finally:
+            await model.aclose()
+
+    try:
+        judge = load_judge(spec)
+        with Store(db) as store:
+            certificate, disagreements, judged = asyncio.run(go(store))
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        typer.echo(certificate.to_json(), nl=False)
+    else:
+        print_calibration(certificate, disagreements, judged, judge.certificate_path)
+    raise typer.Exit(0 if certificate.certified else 1)
+
+
+@judge_app.command("label")
+def judge_label(
+    run_id: Annotated[int, typer.Argument(metavar="RUN", help="Run id (see callgate score).")],
+    calibration_set: Annotated[Path, typer.Option(
+        "--set", help="Calibration file the new items are appended to.")],
+    split: Annotated[str, typer.Option(
+        "--split", help="Split of the new items: dev (default) or test.")] = "dev",
+    db: DbOption = Path("callgate.db"),
+) -> None:
+    """Label a run's judged attempts by hand, growing the hand-checked set.
+
+    For each attempt the judge decided, shows the request, the response and the judge's
+    verdict, and asks for your verdict per dimension (s skips, q stops)."""
+    from callgate.calibration import label_judged_attempts
+    from callgate.store import Store
+
+    if split not in ("dev", "test"):
+        raise _fail(f"--split must be dev or test, not {split!r}")
+    if not db.exists():
+        raise _fail(f"{db}: no such database")
+    try:
+        with Store(db) as store:
+            added = label_judged_attempts(store, run_id, calibration_set, split,
+                                          ask=typer.prompt, show=typer.echo)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"added {added} item(s) to {calibration_set} and to {db}")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,7 @@ so it can never close the block it sits in.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -20,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from callgate.checks import Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
 
 Dimension = Literal["tool_choice", "arguments"]
@@ -216,16 +218,8 @@ def cache_key(judge_fingerprint: str, case: Mapping[str, Any], response: Mapping
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-# (messages, parameters) -> the assistant's text; provided by the model-calling layer.
-Complete = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[str | None]]
-
-
-def request_parameters(spec: JudgeSpec) -> dict[str, Any]:
-    params: dict[str, Any] = {"temperature": spec.parameters.temperature,
-                              **spec.parameters.extra}
-    if spec.parameters.reasoning_effort:
-        params["reasoning_effort"] = spec.parameters.reasoning_effort
-    return params
+# messages -> the judge model's text; `JudgeModel.complete` in production, a stub in unit tests.
+Complete = Callable[[list[dict[str, Any]]], Awaitable[str | None]]
 
 
 async def judge_once(judge: Judge, complete: Complete, *, tools: Sequence[Mapping[str, Any]],
@@ -234,10 +228,89 @@ async def judge_once(judge: Judge, complete: Complete, *, tools: Sequence[Mappin
     """Ask the judge model `samples` times and take the majority."""
     prompt = render_prompt(judge.template, tools, conversation, rubric, response)
     messages = [{"role": "user", "content": prompt}]
-    params = request_parameters(judge.spec)
-    outputs = [parse_output(await complete(messages, params))
+    outputs = [parse_output(await complete(messages))
                for _ in range(judge.spec.parameters.samples)]
     return majority(outputs)
+
+
+class JudgeCallError(CallgateError):
+    """The judge model could not be reached (after retries); nothing was decided."""
+
+
+class JudgeModel:
+    """The judge's model, called through the same clients and retry rules as live runs."""
+
+    def __init__(self, judge: Judge, environ: Mapping[str, str], *, concurrency: int = 8,
+                 timeout: float = 120.0, client: Any = None) -> None:
+        from callgate.config import Candidate
+        from callgate.providers import target_for
+        from callgate.run import RetryPolicy
+
+        spec = judge.spec
+        params = spec.parameters
+        self.candidate = Candidate(
+            name=spec.name, model=spec.model, api_base=spec.api_base,
+            api_key_env=spec.api_key_env,
+            reasoning_effort=params.reasoning_effort or "omit",  # type: ignore[arg-type]
+            extra={"temperature": params.temperature, **params.extra},
+        )
+        self.target = target_for(self.candidate)
+        self._environ = environ
+        self._concurrency = concurrency
+        self.client = client  # made on the first call: cached verdicts need no key
+        self.timeout = timeout
+        self.policy = RetryPolicy(max_retries=4, base_delay=0.5, max_delay=10.0)
+        self.calls = 0
+
+    async def complete(self, messages: list[dict[str, Any]]) -> str | None:
+        import random
+
+        from callgate.providers import Reply, api_key, make_client
+
+        if self.client is None:
+            self.client = make_client(self.target, "auto", api_key(self.target, self._environ),
+                                      self._concurrency)
+        body = self.target.body(messages, [])
+        rng = random.Random()
+        for attempt in range(1, self.policy.max_retries + 2):
+            self.calls += 1
+            sent = await self.client.send(body, self.timeout)
+            if isinstance(sent, Reply):
+                choices = sent.body.get("choices") or [{}]
+                return (choices[0].get("message") or {}).get("content")
+            if not sent.retryable or attempt > self.policy.max_retries:
+                raise JudgeCallError(f"judge model {self.target.model}: {sent.kind}: "
+                                     f"{sent.message}")
+            await asyncio.sleep(self.policy.delay(attempt, sent.retry_after, rng))
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+
+
+def apply_judgement(verdict: Verdict, output: JudgeOutput) -> Verdict:
+    """The final verdict of a judged attempt. The judge never overrides a deterministic
+    failure: an invalid payload stays invalid whatever the judge says of it."""
+    tool_ok = output.tool_choice == "pass"
+    reason = f"judge: {output.reason}".strip()
+    if tool_ok:
+        tool, tool_reason = "right", ""
+    else:
+        tool, tool_reason = ("wrong_tool" if verdict.calls else "missing_call"), reason
+    if verdict.arguments in ("invalid_json", "schema_violation"):
+        arguments, args_reason = verdict.arguments, verdict.arguments_reason
+    elif not tool_ok or output.arguments == "n/a":
+        arguments, args_reason = "not_applicable", ""
+    elif output.arguments == "pass":
+        arguments, args_reason = "right", ""
+    else:
+        arguments, args_reason = "wrong_value", reason
+    return verdict.model_copy(update={
+        "status": "scored", "tool": tool, "tool_reason": tool_reason, "arguments": arguments,
+        "arguments_reason": args_reason, "right_tool": tool_ok,
+        "right_arguments": tool_ok and arguments in ("right", "not_applicable"),
+    })
 
 
 # --------------------------------------------------------------------------- correction

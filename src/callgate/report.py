@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from callgate.calibration import Certificate, Disagreement
 from callgate.gate import GateDecision, ReleaseScores
 from callgate.pipeline import RunResult
 from callgate.scores import Figures, Scores, Share
@@ -22,6 +23,18 @@ def pct(share: Share) -> str:
 
 def _num(value: float | None, fmt: str = "{:.2f}") -> str:
     return "–" if value is None else fmt.format(value)
+
+
+def _judged(scores: Scores, dim: str) -> str:
+    """A judged share, raw and Rogan–Gladen corrected for the judge's measured errors."""
+    if not scores.judged:
+        return "–"
+    share = scores.judged[dim]
+    raw = _num(share["raw"], "{:.1f}")
+    if share["corrected"] is None:
+        return f"{raw} (uncorrected: no certificate)" if scores.uncalibrated else raw
+    return (f"{raw} → {share['corrected']:.1f} [{share['low']:.1f}–{share['high']:.1f}] "
+            f"(n={share['n']})")
 
 
 def figures_row(fig: Figures) -> list[str]:
@@ -70,6 +83,9 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
         (f"pass^{k} (right arguments)", [_num(s.pass_hat_k.get(k), "{:.3f}") for _, s in columns])
         for k in ks
     ]
+    if any(s.judged for _, s in columns):
+        for dim, label in (("tool_choice", "right tool"), ("arguments", "right arguments")):
+            rows.append((f"judged: {label} raw → corrected", [_judged(s, dim) for _, s in columns]))
     rows += [
         (
             "cost USD",
@@ -291,3 +307,45 @@ def history_table(model: str, releases: Sequence[ReleaseScores]) -> Table:
                       _num(r.figures.calls_per_task), str(r.figures.scored))
         previous[r.suite_name] = r
     return table
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+def _rate(value: float | None, interval: tuple[float, float] | None) -> str:
+    if value is None:
+        return "–"
+    ci = f" [{interval[0]:.2f}–{interval[1]:.2f}]" if interval else ""
+    return f"{value:.3f}{ci}"
+
+
+def print_calibration(certificate: Certificate, disagreements: Sequence[Disagreement],
+                      judged: int, cert_path: Any, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title=f"judge {certificate.judge} on the test split "
+                        f"({certificate.test_items} of {certificate.items} items; "
+                        f"{judged} judged now, the rest from the cache)", title_justify="left")
+    for name in ("dimension", "TPR [95% CI]", "TNR [95% CI]", "accuracy", "kappa",
+                 "TP / FN / TN / FP", "pass / fail items", "meets thresholds"):
+        table.add_column(name, justify="right")
+    for dim, r in certificate.dimensions.items():
+        c = r.confusion
+        table.add_row(dim, _rate(r.tpr, r.tpr_ci), _rate(r.tnr, r.tnr_ci),
+                      _num(r.accuracy, "{:.3f}"), _num(r.kappa, "{:.3f}"),
+                      f"{c.tp} / {c.fn} / {c.tn} / {c.fp}", f"{r.m1} / {r.m0}",
+                      "yes" if r.passed else f"[red]no[/red]: {r.why_not}")
+    console.print(table)
+    if disagreements:
+        dis = Table(title=f"disagreements ({len(disagreements)}, both splits)",
+                    title_justify="left")
+        for name in ("item", "split", "dimension", "person", "judge", "judge's reason"):
+            dis.add_column(name, overflow="fold")
+        for d in disagreements:
+            dis.add_row(d.item, d.split, d.dimension, d.person, d.judge, d.reason)
+        console.print(dis)
+    if certificate.certified:
+        console.print(f"[green]certified[/green]: fingerprint {certificate.fingerprint[:12]}; "
+                      f"certificate written to {cert_path}", highlight=False)
+    else:
+        console.print(f"[red]not certified[/red]: fingerprint {certificate.fingerprint[:12]} "
+                      "may not score runs (use --uncalibrated to score anyway)", highlight=False)

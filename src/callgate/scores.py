@@ -10,6 +10,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -105,6 +106,9 @@ class Scores(BaseModel):
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     providers: dict[str, int]
+    # Set when a judge decided some attempts: raw and Rogan–Gladen corrected shares of those.
+    judged: dict[str, Any] | None = None
+    uncalibrated: bool = False
 
 
 @dataclass
@@ -136,6 +140,7 @@ class ScoreBuilder:
     tags_of: dict[str, list[str]]
     attempts: int = 0
     total: _Tally = field(default_factory=_Tally)
+    judged: _Tally = field(default_factory=_Tally)
     tags: dict[str, _Tally] = field(default_factory=lambda: defaultdict(_Tally))
     excluded: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     per_case: dict[str, list[int]] = field(default_factory=dict)  # case -> [successes, trials]
@@ -156,6 +161,7 @@ class ScoreBuilder:
         completion_tokens: int | None = None,
         latency_ms: float | None = None,
         provider: str | None = None,
+        judged: bool = False,
     ) -> None:
         self.attempts += 1
         if verdict.status != "provider_error":
@@ -174,6 +180,8 @@ class ScoreBuilder:
             self.excluded[verdict.status] += 1
             return
         self.total.add(verdict)
+        if judged:
+            self.judged.add(verdict)
         for tag in self.tags_of.get(verdict.case_id, ()):
             self.tags[tag].add(verdict)
         tally = self.per_case.setdefault(verdict.case_id, [0, 0])

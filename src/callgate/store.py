@@ -108,6 +108,39 @@ CREATE TABLE IF NOT EXISTS run_requests (
     cached INTEGER NOT NULL,
     PRIMARY KEY (run, case_id, repeat)
 );
+CREATE TABLE IF NOT EXISTS judge_cache (
+    key TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    output TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS judgements (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    tool_choice TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (run, case_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS calibration_items (
+    set_name TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    split TEXT NOT NULL,
+    label_tool_choice TEXT NOT NULL,
+    label_arguments TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (set_name, item_id)
+);
+CREATE TABLE IF NOT EXISTS certificates (
+    fingerprint TEXT NOT NULL,
+    judge TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    certified INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, created_at)
+);
 """
 
 RESPONSE_COLUMNS = (
@@ -362,3 +395,59 @@ class Store:
     def set_run_status(self, run_id: int, status: str) -> None:
         with self.db.atomic():
             self.db.execute("UPDATE runs SET status = ? WHERE id = ?", [status, run_id])
+
+    # ----------------------------------------------------------------- the judge
+
+    def judge_outputs(self, keys: list[str]) -> dict[str, str]:
+        """Cached judge outputs (JSON text) by cache key."""
+        found: dict[str, str] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            rows = self.db.execute(
+                f"SELECT key, output FROM judge_cache WHERE key IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ).fetchall()
+            found.update(dict(rows))
+        return found
+
+    def save_judge_outputs(self, rows: list[tuple[str, str, str]]) -> None:
+        """(key, fingerprint, output JSON) rows."""
+        with self.db.atomic():
+            self.db.conn.executemany(
+                "INSERT OR REPLACE INTO judge_cache (key, fingerprint, output, created_at) "
+                "VALUES (?, ?, ?, ?)", [(*row, now()) for row in rows])
+
+    def save_judgements(self, rows: list[tuple]) -> None:
+        """(run, case_id, repeat, fingerprint, tool_choice, arguments, reason) rows."""
+        with self.db.atomic():
+            self.db.conn.executemany(
+                "INSERT OR REPLACE INTO judgements (run, case_id, repeat, fingerprint, "
+                "tool_choice, arguments, reason) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+    def save_calibration_items(self, set_name: str, rows: list[tuple]) -> None:
+        """Load a calibration set idempotently: (item_id, split, tool, arguments, body) rows
+        replace what the set held, so a removed item leaves the store too."""
+        with self.db.atomic():
+            self.db.execute("DELETE FROM calibration_items WHERE set_name = ?", [set_name])
+            self.db.conn.executemany(
+                "INSERT INTO calibration_items (set_name, item_id, split, label_tool_choice, "
+                "label_arguments, body) VALUES (?, ?, ?, ?, ?, ?)",
+                [(set_name, *row) for row in rows])
+
+    def save_certificate(self, fingerprint: str, judge: str, certified: bool, body: str) -> None:
+        with self.db.atomic():
+            self.db.execute(
+                "INSERT OR REPLACE INTO certificates (fingerprint, judge, created_at, certified, "
+                "body) VALUES (?, ?, ?, ?, ?)", [fingerprint, judge, now(), int(certified), body])
+
+    def certificate(self, fingerprint: str) -> str | None:
+        """The newest certified certificate for a fingerprint (JSON text)."""
+        row = self.db.execute(
+            "SELECT body FROM certificates WHERE fingerprint = ? AND certified = 1 "
+            "ORDER BY created_at DESC LIMIT 1", [fingerprint]).fetchone()
+        return row[0] if row else None
+
+    def judgements(self, run_id: int) -> list[dict[str, Any]]:
+        return list(self.db.query("SELECT * FROM judgements WHERE run = ? ORDER BY case_id, "
+                                  "repeat", [run_id]))
+

@@ -1,0 +1,228 @@
+"""The judge over real HTTP: a loopback OpenAI-compatible server plays the judge model with
+scripted verdicts; the CLI runs as a subprocess on a temporary database."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import KEY, KEY_ENV
+from loopback import Loopback, ok
+
+from callgate.judge import load_judge
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = [{"type": "function", "function": {
+    "name": "escalate", "description": "Hand the conversation to a person.",
+    "parameters": {"type": "object", "properties": {"summary": {"type": "string"}},
+                   "required": ["summary"], "additionalProperties": False}}}]
+
+
+def verdict(tool: str, args: str, reason: str = "scripted") -> str:
+    return json.dumps({"tool_choice": tool, "arguments": args, "reason": reason})
+
+
+def make_judge(root: Path, base_url: str) -> Path:
+    shutil.copy(ROOT / "judges" / "tool_choice.md", root / "tool_choice.md")
+    spec = root / "tool_choice.toml"
+    spec.write_text(
+        'name = "tool_choice"\nmodel = "openai/judge-2026-01-01"\n'
+        f'api_base = "{base_url}"\napi_key_env = "{KEY_ENV}"\nprompt = "tool_choice.md"\n'
+        "[parameters]\ntemperature = 0\nsamples = 1\n"
+        "[thresholds]\ntpr = 0.9\ntnr = 0.9\nmin_items_per_class = 4\n")
+    return spec
+
+
+LABELS = [("pass", "pass")] * 5 + [("pass", "fail")] * 5 + [("fail", "n/a")] * 5
+
+
+def make_set(path: Path) -> list[tuple[str, str, str]]:
+    """15 test items and 2 dev items; returns (marker, tool label, arguments label)."""
+    rows = []
+    lines = []
+    for index, (tool, args) in enumerate([*LABELS, ("pass", "pass"), ("fail", "n/a")]):
+        marker = f"[item-{index:02d}]"
+        lines.append(json.dumps({
+            "id": f"i{index:02d}", "split": "test" if index < 15 else "dev",
+            "category": "crafted",
+            "case": {"messages": [{"role": "user", "content": f"{marker} I need a person."}],
+                     "tools": TOOLS, "rubric": "Escalate with a faithful summary."},
+            "response": {"content": None, "tool_calls": [
+                {"name": "escalate", "arguments": json.dumps({"summary": f"{marker} help"})}]},
+            "label": {"tool_choice": tool, "arguments": args}, "note": "crafted"}))
+        rows.append((marker, tool, args))
+    path.write_text("\n".join(lines) + "\n")
+    return rows
+
+
+def run(exe: str, env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([exe, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, loopback: Loopback) -> tuple[Path, Path, list]:
+    spec = make_judge(tmp_path, loopback.base_url)
+    labels = make_set(tmp_path / "set.jsonl")
+    return spec, tmp_path / "set.jsonl", labels
+
+
+def script_judge(loopback: Loopback, labels: list, wrong: set[str] = frozenset()) -> None:
+    for marker, tool, args in labels:
+        if marker in wrong:  # the judge gets this one wrong: it passes what a person failed
+            tool, args = "pass", "pass"
+        loopback.script(marker, ok(content=verdict(tool, args), provider=None, cost=None))
+
+
+def test_certification_passes_writes_the_certificate_and_reruns_from_cache(
+    setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    spec, calib, labels = setup
+    script_judge(loopback, labels)
+    result = run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+                 str(calib), "--db", "c.db")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "certified" in result.stdout
+    cert = json.loads((tmp_path / "tool_choice.cert.json").read_text())
+    assert cert["certified"] and cert["fingerprint"] == load_judge(spec).fingerprint
+    assert cert["dimensions"]["arguments"]["m1"] == 5 and cert["dimensions"]["arguments"]["m0"] == 5
+    assert cert["dimensions"]["tool_choice"]["tpr"] == 1.0
+    sent = loopback.requests
+    assert len(sent) == 17
+    body = sent[0].body
+    assert body["model"] == "judge-2026-01-01" and body["temperature"] == 0
+    assert "max_tokens" not in body and "tools" not in body
+    assert sent[0].headers.get("Authorization") == f"Bearer {KEY}"
+    prompt = body["messages"][0]["content"]
+    assert "<<<CANDIDATE_RESPONSE" in prompt and "{{response}}" not in prompt
+
+    loopback.reset()
+    again = run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+                str(calib), "--db", "c.db")
+    assert again.returncode == 0 and loopback.requests == []  # every verdict from the cache
+    assert KEY not in (tmp_path / "c.db").read_bytes().decode("latin-1")
+
+    show = run(callgate_exe, cli_env, tmp_path, "judge", "show", str(spec), "--db", "c.db")
+    assert "certified" in show.stdout and "NOT" not in show.stdout
+
+
+def test_certification_fails_below_the_thresholds(
+    setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    spec, calib, labels = setup
+    script_judge(loopback, labels, wrong={"[item-05]"})  # one of five argument failures missed
+    result = run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+                 str(calib), "--db", "c.db", "--json")
+    assert result.returncode == 1
+    cert = json.loads(result.stdout)
+    assert not cert["certified"]
+    assert cert["dimensions"]["arguments"]["tnr"] == pytest.approx(0.8)
+    assert cert["dimensions"]["tool_choice"]["passed"]
+    assert not (tmp_path / "tool_choice.cert.json").exists()
+
+
+def judged_suite(root: Path) -> Path:
+    root.mkdir()
+    (root / "tools.json").write_text(json.dumps(TOOLS))
+    cases = [{"id": f"j{n}", "messages": [{"role": "user", "content": f"[case-{n}] a person"}],
+              "tags": ["free-text"], "expect": {"type": "judge", "rubric": "Escalate faithfully."}}
+             for n in range(4)]
+    cases.append({"id": "plain", "messages": [{"role": "user", "content": "hours?"}],
+                  "expect": {"type": "no_call"}})
+    (root / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    return root
+
+
+def judged_responses(path: Path) -> Path:
+    def call(arguments: str) -> dict:
+        return {"role": "assistant", "tool_calls": [
+            {"id": "c", "type": "function",
+             "function": {"name": "escalate", "arguments": arguments}}]}
+
+    lines = [
+        {"case_id": "j0", "response": call('{"summary": "[case-0] ok"}')},
+        {"case_id": "j1", "response": call('{"summary": "[case-1] wrong order"}')},
+        # schema-invalid: an undeclared parameter; the judge will say pass, and must not win
+        {"case_id": "j2", "response": call('{"summary": "[case-2] x", "priority": 1}')},
+        {"case_id": "j3", "response": {"role": "assistant", "content": "[case-3] no"}},
+        {"case_id": "plain", "response": {"role": "assistant", "content": "9 to 5"}},
+    ]
+    path.write_text("".join(json.dumps({**item, "finish_reason": "stop"}) + "\n"
+                            for item in lines))
+    return path
+
+
+def test_runs_refuse_an_uncertified_judge_and_a_changed_prompt(
+    setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    spec, calib, labels = setup
+    suite = judged_suite(tmp_path / "suite")
+    responses = judged_responses(tmp_path / "r.jsonl")
+    score = ["score", str(suite), "-r", str(responses), "-m", "m", "--release", "r1",
+             "--db", "c.db", "--judge", str(spec)]
+    refused = run(callgate_exe, cli_env, tmp_path, *score)
+    assert refused.returncode == 2 and "has no certificate" in refused.stderr
+
+    script_judge(loopback, labels)
+    assert run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+               str(calib), "--db", "c.db").returncode == 0
+    prompt = tmp_path / "tool_choice.md"
+    prompt.write_text(prompt.read_text().replace("careful reviewer", "careful grader", 1))
+    changed = run(callgate_exe, cli_env, tmp_path, *score)
+    assert changed.returncode == 2 and "prompt, model or parameters changed" in changed.stderr
+
+    loopback.reset()
+    for n, tool, args in [(0, "pass", "pass"), (1, "pass", "fail"), (2, "pass", "pass"),
+                          (3, "fail", "n/a")]:
+        loopback.script(f"[case-{n}]", ok(content=verdict(tool, args, f"case {n}"),
+                                           provider=None, cost=None))
+    anyway = run(callgate_exe, cli_env, tmp_path, *score, "--uncalibrated", "--json")
+    assert anyway.returncode == 0, anyway.stderr
+    doc = json.loads(anyway.stdout)
+    assert doc["scores"]["uncalibrated"] is True
+    gate = run(callgate_exe, cli_env, tmp_path, "gate", "-m", "m", "--release", "r1",
+               "--db", "c.db")
+    assert gate.returncode == 3 and "not calibrated" in gate.stdout
+
+
+def test_judged_verdicts_never_override_schema_failures_and_are_corrected(
+    setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    spec, calib, labels = setup
+    script_judge(loopback, labels)
+    assert run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+               str(calib), "--db", "c.db").returncode == 0
+    loopback.reset()
+    for n, tool, args in [(0, "pass", "pass"), (1, "pass", "fail"), (2, "pass", "pass"),
+                          (3, "fail", "n/a")]:
+        loopback.script(f"[case-{n}]", ok(content=verdict(tool, args, f"case {n}"),
+                                           provider=None, cost=None))
+    suite = judged_suite(tmp_path / "suite")
+    responses = judged_responses(tmp_path / "r.jsonl")
+    score = ["score", str(suite), "-r", str(responses), "-m", "m", "--release", "r1",
+             "--db", "c.db", "--judge", str(spec), "--json"]
+    result = run(callgate_exe, cli_env, tmp_path, *score)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    by_case = {a["case_id"]: a for a in doc["attempts"]}
+    assert by_case["j0"]["right_arguments"] and by_case["j0"]["status"] == "scored"
+    assert by_case["j1"]["arguments"] == "wrong_value" and "case 1" in (
+        by_case["j1"]["arguments_reason"])
+    assert by_case["j2"]["right_tool"] and by_case["j2"]["arguments"] == "schema_violation"
+    assert not by_case["j2"]["right_arguments"]  # the judge said pass; the schema wins
+    assert by_case["j3"]["tool"] == "missing_call" and not by_case["j3"]["right_tool"]
+    judged = doc["scores"]["judged"]
+    assert judged["n"] == 4 and judged["certified"]
+    assert judged["tool_choice"]["raw"] == pytest.approx(75.0)
+    assert judged["arguments"]["raw"] == pytest.approx(25.0)
+    # a perfect judge (TPR = TNR = 1) leaves the share unchanged
+    assert judged["arguments"]["corrected"] == pytest.approx(25.0)
+    assert doc["scores"]["uncalibrated"] is False
+    assert len(loopback.requests) == 4
+
+    loopback.reset()
+    rerun = run(callgate_exe, cli_env, tmp_path, *score)
+    assert rerun.returncode == 0 and loopback.requests == []  # judge verdicts from the cache
