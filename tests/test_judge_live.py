@@ -226,3 +226,39 @@ def test_judged_verdicts_never_override_schema_failures_and_are_corrected(
     loopback.reset()
     rerun = run(callgate_exe, cli_env, tmp_path, *score)
     assert rerun.returncode == 0 and loopback.requests == []  # judge verdicts from the cache
+
+
+def test_label_judged_attempts_by_hand(
+    setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    spec, calib, labels = setup
+    script_judge(loopback, labels)
+    for n in range(4):
+        loopback.script(f"[case-{n}]", ok(content=verdict("pass", "pass", f"case {n}"),
+                                           provider=None, cost=None))
+    suite = judged_suite(tmp_path / "suite")
+    responses = judged_responses(tmp_path / "r.jsonl")
+    scored = run(callgate_exe, cli_env, tmp_path, "score", str(suite), "-r", str(responses),
+                 "-m", "m", "--release", "r1", "--db", "c.db", "--judge", str(spec),
+                 "--uncalibrated", "--json")
+    run_id = json.loads(scored.stdout)["run_id"]
+    grown = tmp_path / "grown.jsonl"
+    answers = "pass\npass\nfaithful summary\ns\nfail\nn/a\n\nq\n"
+    result = subprocess.run([callgate_exe, "judge", "label", str(run_id), "--set", str(grown),
+                             "--db", "c.db"], input=answers, cwd=tmp_path, env=cli_env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "added 2 item(s)" in result.stdout
+    from callgate.calibration import read_set
+
+    items, _ = read_set(grown)
+    assert [(i.id, i.label.tool_choice, i.label.arguments) for i in items] == [
+        (f"run{run_id}-j0-r0", "pass", "pass"), (f"run{run_id}-j2-r0", "fail", "n/a")]
+    assert items[0].note == "faithful summary" and items[0].case.rubric == "Escalate faithfully."
+    assert items[1].response.tool_calls[0].arguments == '{"summary": "[case-2] x", "priority": 1}'
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        stored = conn.execute("select item_id from calibration_items where set_name = ?",
+                              ["grown.jsonl"]).fetchall()
+    assert sorted(r[0] for r in stored) == [f"run{run_id}-j0-r0", f"run{run_id}-j2-r0"]
