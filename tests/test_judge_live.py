@@ -231,7 +231,7 @@ def test_judged_verdicts_never_override_schema_failures_and_are_corrected(
 def test_label_judged_attempts_by_hand(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
-    spec, calib, labels = setup
+    spec, _, labels = setup
     script_judge(loopback, labels)
     for n in range(4):
         loopback.script(f"[case-{n}]", ok(content=verdict("pass", "pass", f"case {n}"),
