@@ -290,3 +290,14 @@ def test_full_chat_completion_object_is_accepted(suite: Suite) -> None:
 def test_max_pairing_is_optimal_not_greedy() -> None:
     # Greedy would give left 0 the right 0 and leave left 1 unmatched.
     assert max_pairing([[0, 1], [0]], 2) == [1, 0]
+
+
+def test_date_time_format_is_checked(tmp_path: Path) -> None:
+    tool = {"type": "function", "function": {"name": "book", "parameters": {
+        "type": "object", "properties": {"at": {"type": "string", "format": "date-time"}},
+        "required": ["at"]}}}
+    suite = load_suite(write_suite(tmp_path / "dt", [case("b", calls(("book", {})))], [tool]))
+    bad = verdict(suite, "b", tool_call("book", {"at": "tomorrow at noon"}))
+    good = verdict(suite, "b", tool_call("book", {"at": "2026-12-01T12:00:00+01:00"}))
+    assert (bad.arguments, bad.schema_kind) == ("schema_violation", "other")
+    assert "date-time" in bad.arguments_reason and good.right_arguments
