@@ -103,6 +103,19 @@ def default_reply(request: dict[str, Any]) -> Reply:
     return ok(content="ok")
 
 
+def turn_of(request: dict[str, Any]) -> int:
+    """Which turn of a conversation a request is: assistant messages after the last user one."""
+    turn = 0
+    for message in request.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "user":
+            turn = 0
+        elif message.get("role") == "assistant":
+            turn += 1
+    return turn
+
+
 @dataclass(frozen=True)
 class Seen:
     """A request as the server received it."""
@@ -135,6 +148,7 @@ class Loopback:
         self.default = default
         self.record = record
         self._rules: list[tuple[str, list[Reply], list[int]]] = []
+        self._turn_rules: list[tuple[str, list[Reply]]] = []
         self._seen: list[Seen] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -150,9 +164,18 @@ class Loopback:
         with self._lock:
             self._rules.insert(0, (match, list(replies), [0]))
 
+    def script_turns(self, match: str, *turns: Reply) -> None:
+        """Requests whose last user message contains `match` get the reply of their turn (the
+        number of assistant messages after that user message; the last reply repeating), in
+        whatever order the requests of concurrent conversations arrive. Checked before
+        `script` rules; the latest wins."""
+        with self._lock:
+            self._turn_rules.insert(0, (match, list(turns)))
+
     def reset(self) -> None:
         with self._lock:
             self._rules.clear()
+            self._turn_rules.clear()
             self._seen.clear()
 
     @property
@@ -166,6 +189,9 @@ class Loopback:
 
     def _next(self, request: dict[str, Any], marker: str) -> Reply:
         with self._lock:
+            for match, turns in self._turn_rules:
+                if match in marker:
+                    return turns[min(turn_of(request), len(turns) - 1)]
             for match, replies, position in self._rules:
                 if match in marker:
                     reply = replies[min(position[0], len(replies) - 1)]

@@ -2,21 +2,34 @@
 
 Pure functions: a case, the suite's compiled validators and one response in, a Verdict out.
 Everything an equality check or a validator can decide is decided here; only cases whose
-expectation is `judge` are left pending for the judge.
+expectation is `judge` are left pending for the judge. A multi-turn response is judged on the
+calls of all its turns; in a suite with an environment, those calls are run again on a fresh
+copy of it (for final_state, and so that an environment that fails is never the model's fault).
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from jsonschema import Draft7Validator
 from pydantic import BaseModel, ConfigDict
 
-from callgate import bfcl
+from callgate import bfcl, trajectory
+from callgate.environment import (
+    Environment,
+    EnvironmentError_,
+    EnvironmentFactory,
+    ScriptedResult,
+    call_tool,
+    fresh,
+    snapshot,
+    state_difference,
+    state_hash,
+)
 from callgate.responses import Response, ToolCall
 from callgate.suite import (
     DEFAULT_MATCH,
@@ -24,18 +37,28 @@ from callgate.suite import (
     ArgSpec,
     Case,
     ExpectedCall,
+    FinalState,
     Judge,
     MatchRules,
     Mode,
     NoCall,
+    Trajectory,
 )
+from callgate.trajectory import MISSING, json_equal
 
-ToolVerdict = Literal["right", "wrong_tool", "unexpected_call", "missing_call", "extra_call"]
+ToolVerdict = Literal[
+    "right", "wrong_tool", "unexpected_call", "missing_call", "extra_call", "turn_limit"
+]
 ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value", "not_applicable"]
-Status = Literal["scored", "truncated", "provider_error", "pending_judge"]
+Status = Literal["scored", "truncated", "provider_error", "environment_error", "pending_judge"]
 SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_param", "other"]
 
-EXCLUDED_STATUSES: tuple[Status, ...] = ("truncated", "provider_error", "pending_judge")
+EXCLUDED_STATUSES: tuple[Status, ...] = (
+    "truncated",
+    "provider_error",
+    "environment_error",
+    "pending_judge",
+)
 
 
 class Verdict(BaseModel):
@@ -53,6 +76,7 @@ class Verdict(BaseModel):
     calls: int = 0
     right_tool: bool = False
     right_arguments: bool = False
+    state_hash: str | None = None  # the final state's SHA-256, for final_state expectations
 
     @property
     def reason(self) -> str:
@@ -69,21 +93,6 @@ class ParsedCall:
 
 
 # --------------------------------------------------------------------------- values
-
-
-def json_equal(expected: Any, got: Any) -> bool:
-    """JSON equality where a boolean never equals a number (Python says True == 1)."""
-    if isinstance(expected, bool) or isinstance(got, bool):
-        return isinstance(expected, bool) and isinstance(got, bool) and expected == got
-    if isinstance(expected, int | float) and isinstance(got, int | float):
-        return expected == got
-    if isinstance(expected, dict) and isinstance(got, dict):
-        return expected.keys() == got.keys() and all(
-            json_equal(v, got[k]) for k, v in expected.items()
-        )
-    if isinstance(expected, list) and isinstance(got, list):
-        return len(expected) == len(got) and all(map(json_equal, expected, got))
-    return type(expected) is type(got) and expected == got
 
 
 def arg_matches(
@@ -359,6 +368,195 @@ def check_values(
     return None
 
 
+# --------------------------------------------------------------------------- tool results
+
+
+def scripted_results(
+    case: Case,
+    rules: MatchRules = DEFAULT_MATCH,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[ScriptedResult]:
+    """The case's `tool_results`, matched on key arguments as expectations are."""
+    schemas = schemas or {}
+
+    def matcher(entry: ExpectedCall) -> Any:
+        def matches(arguments: Mapping[str, Any]) -> bool:
+            properties = schemas.get(entry.tool, {}).get("properties", {})
+            return all(
+                arg_matches(spec, key in arguments, arguments.get(key), rules, properties.get(key))
+                for key, spec in entry.args.items()
+            )
+
+        return matches
+
+    return [
+        ScriptedResult(entry.tool, matcher(entry), entry.result)
+        for entry in case.tool_results or ()
+    ]
+
+
+def answer_call(env: Environment, call: ParsedCall, offered: Collection[str]) -> Any:
+    """What one call gets back from the environment; EnvironmentError_ when it fails."""
+    if call.arguments is None:
+        return {"error": f"arguments are not valid JSON: {call.json_error}"}
+    if call.name not in offered:
+        return {"error": f"unknown tool {call.name}"}
+    return call_tool(env, call.name, call.arguments)
+
+
+def offered_names(case: Case, schemas: Mapping[str, Any]) -> set[str]:
+    return set(case.tools) if case.tools is not None else set(schemas)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """The calls run on a fresh environment: the final state, and which calls changed it."""
+
+    state: dict[str, Any]
+    changed: tuple[str, ...]  # names of the calls after which the state was different
+
+
+def _run_calls(
+    factory: EnvironmentFactory,
+    initial: Mapping[str, Any],
+    calls: Sequence[tuple[str, Any]],
+    track: bool,
+) -> _Run:
+    env = fresh(factory, initial)
+    changed: list[str] = []
+    before = snapshot(env) if track else None
+    for name, run in calls:
+        run(env)
+        if track:
+            after = snapshot(env)
+            if state_difference(before, after) is not None:
+                changed.append(name)
+            before = after
+    return _Run(snapshot(env), tuple(changed))
+
+
+def _agent_run(
+    factory: EnvironmentFactory, case: Case, calls: Sequence[ParsedCall],
+    offered: Collection[str], track: bool,
+) -> _Run:
+    # Tool results do not change the state, so the calls can be run without the turns between.
+    steps = [
+        (call.name, lambda env, call=call: answer_call(env, call, offered)) for call in calls
+    ]
+    return _run_calls(factory, case.state or {}, steps, track)
+
+
+def _reference_run(factory: EnvironmentFactory, case: Case, expect: FinalState) -> _Run:
+    steps = [
+        (call.tool, lambda env, call=call: call_tool(env, call.tool, call.args))
+        for call in expect.calls
+    ]
+    return _run_calls(factory, case.state or {}, steps, track=True)
+
+
+# --------------------------------------------------------------------------- trajectories
+
+
+@dataclass(frozen=True)
+class _Accepts:
+    """A key argument inside a trajectory comparison; its repr is what messages show."""
+
+    spec: ArgSpec
+    rules: MatchRules
+    schema: Mapping[str, Any] | None
+
+    def __call__(self, got: Any) -> bool:
+        if got is MISSING:
+            return self.spec.optional
+        return arg_matches(self.spec, True, got, self.rules, self.schema)
+
+    def __repr__(self) -> str:
+        values = self.spec.one_of
+        text = repr(values[0]) if len(values) == 1 else "one of " + ", ".join(map(repr, values))
+        return text + (" (or left out)" if self.spec.optional else "")
+
+
+def _accepts(want: Any, got: Any) -> bool:
+    return want(got) if isinstance(want, _Accepts) else json_equal(want, got)
+
+
+def match_calls(
+    expect: Trajectory,
+    calls: Sequence[ParsedCall],
+    steps: Sequence[int],
+    rules: MatchRules = DEFAULT_MATCH,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    names_only: bool = False,
+) -> trajectory.TrajectoryResult:
+    """The trajectory comparison of the calls made (step = turn index) with the expectation."""
+    schemas = schemas or {}
+    actual = [
+        trajectory.Call(call.name, call.arguments or {}, steps[call.index]) for call in calls
+    ]
+    reference = []
+    for call in expect.calls:
+        properties = schemas.get(call.tool, {}).get("properties", {})
+        arguments = {
+            key: _Accepts(spec, rules, properties.get(key)) for key, spec in call.args.items()
+        }
+        reference.append(trajectory.ExpectedCall(call.tool, arguments, call.step))
+    if names_only:
+        return trajectory.match_trajectory(actual, reference, expect.mode, args="ignore")
+    return trajectory.match_trajectory(
+        actual,
+        reference,
+        expect.mode,
+        args=expect.args,
+        per_tool=expect.per_tool,
+        value_match=_accepts,
+    )
+
+
+def trajectory_tool_verdict(result: trajectory.TrajectoryResult) -> ToolVerdict:
+    """The tool verdict of a names-only trajectory comparison."""
+    if result.ok:
+        return "right"
+    missing = any(m.call_index is None for m in result.mismatches)
+    unexpected = any(m.call_index is not None and m.expected is None for m in result.mismatches)
+    out_of_order = any(
+        m.call_index is not None and m.expected is not None for m in result.mismatches
+    )
+    if out_of_order or (missing and unexpected):
+        return "wrong_tool"
+    return "extra_call" if unexpected else "missing_call"
+
+
+def _count_text(counts: Counter[str]) -> str:
+    return " + ".join(f"{name}×{n}" if n > 1 else name for name, n in sorted(counts.items()))
+
+
+def _state_tool_verdict(
+    calls: Sequence[ParsedCall], expect: FinalState, agent: _Run, reference: _Run
+) -> tuple[ToolVerdict, str]:
+    """When the final states differ: compare the calls to the tools that change the state."""
+    state_tools = set(agent.changed) | set(reference.changed)
+    got = Counter(call.name for call in calls if call.name in state_tools)
+    want = Counter(call.tool for call in expect.calls if call.tool in state_tools)
+    missing, extra = want - got, got - want
+    if not calls:
+        return "missing_call", f"no tool call; the reference calls {_count_text(want)}"
+    if missing and extra:
+        return "wrong_tool", (
+            f"called {_count_text(got) or 'nothing that changes the state'} where the "
+            f"reference calls {_count_text(want)}"
+        )
+    if extra:
+        name = sorted(extra)[0]
+        return "extra_call", f"{got[name]} call(s) to {name} where the reference makes {want[name]}"
+    if missing:
+        name = sorted(missing)[0]
+        return "missing_call", (
+            f"{got[name]} call(s) to {name} where the reference makes {want[name]}"
+        )
+    return "right", ""
+
+
 # --------------------------------------------------------------------------- the verdict
 
 
@@ -400,9 +598,12 @@ def check_response(
     validators: Mapping[str, Draft7Validator],
     *,
     rules: MatchRules = DEFAULT_MATCH,
+    environment: EnvironmentFactory | None = None,
 ) -> Verdict:
     """Decide one attempt. `schemas`/`validators` map tool name to parameters and validator;
-    `rules` are the suite's match rules."""
+    `rules` are the suite's match rules; `environment` is the suite's, if it names one.
+
+    The calls of a multi-turn attempt are every call of every turn, in order."""
     base = {"case_id": response.case_id, "repeat": response.repeat}
     if response.error is not None:
         return Verdict(
@@ -412,8 +613,18 @@ def check_response(
                 ": "
             ),
         )
-    message = response.message
-    calls = parse_calls(message.tool_calls) if message is not None else []
+    hit_limit = response.finish_reason == "turn_limit"
+    if response.turns is None:
+        message = response.message
+        calls = parse_calls(message.tool_calls) if message is not None else []
+        steps = [0] * len(calls)
+    else:
+        # The loop stops after max_turns turns: a model still calling tools then hit the limit,
+        # and turns recorded beyond it were never sent.
+        turns = response.turns[: case.max_turns]
+        hit_limit = hit_limit or (len(turns) == case.max_turns and bool(turns[-1].tool_calls))
+        steps = [step for step, turn in enumerate(turns) for _ in turn.tool_calls]
+        calls = parse_calls([call for turn in turns for call in turn.tool_calls])
     if response.finish_reason == "length":
         return Verdict(
             **base,
@@ -425,6 +636,47 @@ def check_response(
     names = [call.name for call in calls]
     problems = _argument_problems(calls, schemas, validators)
     expect = case.expect
+
+    agent_run: _Run | None = None
+    if environment is not None:
+        # Run the calls again: the environment failing on them is the environment's fault.
+        try:
+            agent_run = _agent_run(
+                environment,
+                case,
+                calls,
+                offered_names(case, schemas),
+                track=isinstance(expect, FinalState),
+            )
+        except EnvironmentError_ as exc:
+            return Verdict(
+                **base,
+                status="environment_error",
+                calls=len(calls),
+                tool_reason=f"environment error, not the model's: {exc}",
+            )
+    if response.finish_reason == "environment_error":  # set by the live loop
+        return Verdict(
+            **base,
+            status="environment_error",
+            calls=len(calls),
+            tool_reason="environment error, not the model's: the environment failed during "
+            "the run",
+        )
+
+    if hit_limit:
+        args_verdict, kind, reason = problems or ("not_applicable", None, "")
+        return Verdict(
+            **base,
+            status="scored",
+            calls=len(calls),
+            tool="turn_limit",
+            tool_reason=f"still calling tools at turn {case.max_turns} of max_turns "
+            f"{case.max_turns}",
+            arguments=args_verdict,
+            schema_kind=kind,
+            arguments_reason=reason,
+        )
 
     if isinstance(expect, Judge):
         args_verdict, kind, reason = problems or (None, None, "")
@@ -477,6 +729,23 @@ def check_response(
             right_arguments=bool(calls) and broken is None,
         )
 
+    if isinstance(expect, Trajectory):
+        return _trajectory_verdict(base, expect, calls, steps, problems, rules, schemas)
+
+    if isinstance(expect, FinalState):
+        if environment is None or agent_run is None:
+            raise ValueError(f"case {case.id}: a final_state expectation needs the environment")
+        try:
+            reference = _reference_run(environment, case, expect)
+        except EnvironmentError_ as exc:
+            return Verdict(
+                **base,
+                status="environment_error",
+                calls=len(calls),
+                tool_reason=f"environment error, not the model's (reference replay): {exc}",
+            )
+        return _final_state_verdict(base, expect, calls, problems, agent_run, reference)
+
     alternatives = case.expected_call_lists()
     mode = expect.mode
     outcomes: list[tuple[int, ToolVerdict, str, str | None]] = []
@@ -512,4 +781,89 @@ def check_response(
         arguments_reason=args_reason,
         right_tool=right_tool,
         right_arguments=right_tool and args_verdict == "right",
+    )
+
+
+def _trajectory_verdict(
+    base: dict[str, Any],
+    expect: Trajectory,
+    calls: Sequence[ParsedCall],
+    steps: Sequence[int],
+    problems: tuple[ArgsVerdict, SchemaKind | None, str] | None,
+    rules: MatchRules,
+    schemas: Mapping[str, Mapping[str, Any]],
+) -> Verdict:
+    if not calls:
+        wanted = _count_text(Counter(call.tool for call in expect.calls))
+        tool_verdict: ToolVerdict = "missing_call"
+        tool_reason = f"no tool call; expected {wanted}"
+    else:
+        by_name = match_calls(expect, calls, steps, rules, schemas, names_only=True)
+        tool_verdict = trajectory_tool_verdict(by_name)
+        tool_reason = "" if by_name.ok else by_name.reason
+    right_tool = tool_verdict == "right"
+    if problems is not None:
+        args_verdict, kind, args_reason = problems
+    elif not right_tool:
+        args_verdict, kind, args_reason = "not_applicable", None, ""
+    else:
+        full = match_calls(expect, calls, steps, rules, schemas)
+        args_verdict, kind = ("right", None) if full.ok else ("wrong_value", None)
+        args_reason = "" if full.ok else full.reason
+    return Verdict(
+        **base,
+        status="scored",
+        calls=len(calls),
+        tool=tool_verdict,
+        tool_reason=tool_reason,
+        arguments=args_verdict,
+        schema_kind=kind,
+        arguments_reason=args_reason,
+        right_tool=right_tool,
+        right_arguments=right_tool and args_verdict == "right",
+    )
+
+
+def _final_state_verdict(
+    base: dict[str, Any],
+    expect: FinalState,
+    calls: Sequence[ParsedCall],
+    problems: tuple[ArgsVerdict, SchemaKind | None, str] | None,
+    agent: _Run,
+    reference: _Run,
+) -> Verdict:
+    got_hash, want_hash = state_hash(agent.state), state_hash(reference.state)
+    difference = state_difference(reference.state, agent.state)
+    if difference is None:
+        tool_verdict: ToolVerdict = "right"
+        tool_reason = ""
+        state_reason = f"final state {got_hash[:12]}, as the reference's"
+    else:
+        tool_verdict, tool_reason = _state_tool_verdict(calls, expect, agent, reference)
+        state_reason = (
+            f"final state {got_hash[:12]} is not the reference's {want_hash[:12]}: {difference}"
+        )
+    right_tool = tool_verdict == "right"
+    if not right_tool:
+        tool_reason = f"{tool_reason}; {state_reason}"
+    if problems is not None:
+        args_verdict, kind, args_reason = problems
+    elif not right_tool:
+        args_verdict, kind, args_reason = "not_applicable", None, ""
+    elif difference is not None:
+        args_verdict, kind, args_reason = "wrong_value", None, state_reason
+    else:
+        args_verdict, kind, args_reason = "right", None, state_reason
+    return Verdict(
+        **base,
+        status="scored",
+        calls=len(calls),
+        tool=tool_verdict,
+        tool_reason=tool_reason,
+        arguments=args_verdict,
+        schema_kind=kind,
+        arguments_reason=args_reason,
+        right_tool=right_tool,
+        right_arguments=right_tool and args_verdict == "right",
+        state_hash=got_hash,
     )

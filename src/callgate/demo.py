@@ -7,19 +7,21 @@ from pathlib import Path
 
 from rich.console import Console
 
+from callgate.checks import Verdict
 from callgate.gate import decide, stored_release
-from callgate.pipeline import score_file
-from callgate.report import print_gate, scores_table, tags_table
+from callgate.pipeline import RunResult, score_file
+from callgate.report import gate_lines, print_gate, scores_table, tags_table
 from callgate.store import Store
 from callgate.suite import load_suite
 
 EXAMPLE = "examples/order_support"
+MULTI_TURN_EXAMPLE = "examples/order_store"
 MODEL = "example-agent"
 RELEASES = ("2026.10", "2026.11")
 
 
-def example_path() -> Path:
-    with as_file(files("callgate") / EXAMPLE) as path:
+def example_path(example: str = EXAMPLE) -> Path:
+    with as_file(files("callgate") / example) as path:
         return Path(path)
 
 
@@ -48,3 +50,62 @@ def run_demo(db: Path, console: Console) -> None:
     console.print(f"\n(`callgate gate` would exit {decision.exit_code}.) Stored in {db}: browse "
                   f"it with any SQLite tool, e.g. `sqlite3 {db} 'select * from scores'`.",
                   highlight=False)
+    run_multi_turn_demo(db, console)
+
+
+def run_multi_turn_demo(db: Path, console: Console) -> None:
+    """The order_store example: trajectories and final states over several turns."""
+    root = example_path(MULTI_TURN_EXAMPLE)
+    suite = load_suite(root)
+    console.print(
+        f"\n[bold]Several calls and several turns[/bold]: suite [cyan]{suite.name}[/cyan] "
+        f"({len(suite.cases)} multi-turn cases run against {suite.environment_spec}), the same "
+        "two releases. Tool results are recomputed by running the calls on the environment."
+    )
+    with Store(db) as store:
+        results = [
+            score_file(suite, root / f"responses-{release}.jsonl", store, model=MODEL,
+                       release=release)
+            for release in RELEASES
+        ]
+        baseline, current = (stored_release(store, store.run(r.run_id)) for r in results)
+    console.print(scores_table(f"{suite.name}: {MODEL}", [(r.release, r.scores) for r in results]))
+    console.print("[bold]cases that changed[/bold] (right attempts per release; the first "
+                  "failure):")
+    kinds = {case_id: case.expect.type for case_id, case in suite.cases.items()}
+    for line in _changed_cases(results, kinds):
+        console.print(f"  {line}", highlight=False)
+    decision = decide(current, baseline, baseline_source=f"store {db}")
+    console.print(f"The gate on {suite.name}: {gate_lines(decision)[0]}", highlight=False)
+
+
+def _changed_cases(results: list[RunResult], kinds: dict[str, str]) -> list[str]:
+    """One line per case whose number of right attempts changed, with a failure to explain it."""
+    (old_release, before), (new_release, after) = (
+        (r.release, _by_case(r.verdicts)) for r in results
+    )
+    lines = []
+    for case_id, old in before.items():
+        new = after.get(case_id, [])
+        if _right(old) == _right(new):
+            continue
+        line = f"{case_id} ({kinds[case_id]}) {_right(old)}/{len(old)} → {_right(new)}/{len(new)}"
+        for release, verdicts in ((new_release, new), (old_release, old)):
+            failing = next((v for v in verdicts if not v.right_arguments), None)
+            if failing is not None:
+                verdict = failing.tool if not failing.right_tool else failing.arguments
+                line += f": {release} #{failing.repeat} {verdict}: {failing.reason}"
+                break
+        lines.append(line)
+    return lines
+
+
+def _by_case(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
+    found: dict[str, list[Verdict]] = {}
+    for verdict in verdicts:
+        found.setdefault(verdict.case_id, []).append(verdict)
+    return found
+
+
+def _right(verdicts: list[Verdict]) -> int:
+    return sum(v.status == "scored" and v.right_arguments for v in verdicts)

@@ -11,11 +11,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib
+import importlib.util
+import inspect
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol
 
 from callgate.errors import InputError
@@ -37,7 +40,11 @@ EnvironmentFactory = Callable[[dict[str, Any]], Environment]
 
 
 def load_environment(spec: str, suite_dir: Path, source: Path) -> EnvironmentFactory:
-    """Import `module:Class`, with the suite directory on the import path."""
+    """Import `module:Class`, with the suite directory on the import path.
+
+    A module that is a file of the suite directory is loaded from that file under a name of its
+    own, so two suites that both have an `env.py` never share (or reuse) each other's module.
+    """
     module_name, _, class_name = spec.partition(":")
     if not module_name or not class_name:
         raise InputError(source, f"{spec!r} is not of the form module:Class",
@@ -47,8 +54,8 @@ def load_environment(spec: str, suite_dir: Path, source: Path) -> EnvironmentFac
     if added:
         sys.path.insert(0, path)
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
+        module = _import(module_name, suite_dir)
+    except Exception as exc:  # a syntax error or a failing import in the module is the suite's
         raise InputError(source, f"cannot import {module_name}: {exc}",
                          field="environment") from None
     finally:
@@ -60,6 +67,42 @@ def load_environment(spec: str, suite_dir: Path, source: Path) -> EnvironmentFac
     if not callable(getattr(factory, "state", None)):
         raise InputError(source, f"{spec} has no state() method", field="environment")
     return factory
+
+
+def _import(module_name: str, suite_dir: Path) -> ModuleType:
+    file = suite_dir / f"{module_name}.py"
+    if "." in module_name or not file.is_file():
+        return importlib.import_module(module_name)
+    text = file.read_bytes()
+    digest = hashlib.sha256(str(file.resolve()).encode() + b"\0" + text).hexdigest()[:16]
+    unique = f"_callgate_env_{module_name}_{digest}"
+    if unique in sys.modules:  # the same file with the same content: the same module
+        return sys.modules[unique]
+    found = importlib.util.spec_from_file_location(unique, file)
+    if found is None or found.loader is None:
+        raise ImportError(f"cannot load {file}")
+    module = importlib.util.module_from_spec(found)
+    sys.modules[unique] = module  # classes defined in it (dataclasses, ...) look themselves up
+    try:
+        found.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[unique]
+        raise
+    return module
+
+
+def environment_fingerprint(factory: EnvironmentFactory) -> str | None:
+    """SHA-256 of the file the environment is defined in (its behaviour decides verdicts)."""
+    try:
+        file = inspect.getsourcefile(factory)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    if file is None:
+        return None
+    try:
+        return hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def state_hash(state: Any) -> str:
@@ -75,30 +118,40 @@ def fresh(factory: EnvironmentFactory, state: Mapping[str, Any]) -> Environment:
 
 
 def call_tool(env: Environment, name: str, arguments: Mapping[str, Any]) -> Any:
-    """Run one call; a ToolError becomes the tool's answer, anything else is the env's fault."""
+    """Run one call; a ToolError becomes the tool's answer, anything else is the env's fault.
+
+    Arguments the method does not take are the call's fault, as with a real API: the model gets
+    an error back. The answer must be JSON, since it goes back to the model as JSON.
+    """
     method = getattr(env, name, None)
-    if method is None or name.startswith("_") or name == "state":
+    if method is None or name.startswith("_") or name == "state" or not callable(method):
         return {"error": f"unknown tool {name}"}
+    arguments = copy.deepcopy(dict(arguments))  # the environment may keep what it is given
     try:
-        return method(**arguments)
+        inspect.signature(method).bind(**arguments)
+    except TypeError as exc:
+        return {"error": f"{name}: {exc}"}
+    except ValueError:  # no signature to read (a builtin): let the call itself decide
+        pass
+    try:
+        answer = method(**arguments)
     except ToolError as exc:
         return {"error": str(exc)}
-    except TypeError as exc:
-        # Arguments the method does not take: the model's call is at fault, as with a real API.
-        if "argument" in str(exc):
-            return {"error": str(exc)}
-        raise EnvironmentError_(f"{name} failed: {exc!r}") from exc
     except Exception as exc:
         raise EnvironmentError_(f"{name} failed: {exc!r}") from exc
+    try:
+        json.dumps(answer)
+    except (TypeError, ValueError) as exc:
+        raise EnvironmentError_(f"{name} returned something that is not JSON: {exc}") from exc
+    return answer
 
 
 def snapshot(env: Environment) -> dict[str, Any]:
+    """A copy of the state as JSON reads it back (state() may hand out its live object)."""
     try:
-        state = env.state()
-        json.dumps(state)
+        return json.loads(json.dumps(env.state()))
     except Exception as exc:
         raise EnvironmentError_(f"state() failed or is not JSON: {exc!r}") from exc
-    return state
 
 
 def replay(factory: EnvironmentFactory, state: Mapping[str, Any],
@@ -110,15 +163,20 @@ def replay(factory: EnvironmentFactory, state: Mapping[str, Any],
     return snapshot(env)
 
 
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def state_difference(expected: Any, got: Any, path: str = "") -> str | None:
     """The first place two states differ, as `orders.ord_1.status: expected .., got ..`."""
     if isinstance(expected, dict) and isinstance(got, dict):
         for key in sorted(set(expected) | set(got), key=str):
             where = f"{path}.{key}" if path else str(key)
             if key not in got:
-                return f"{where}: missing (expected {json.dumps(expected[key])[:60]})"
+                return f"{where}: missing (expected {_short(expected[key])})"
             if key not in expected:
-                return f"{where}: unexpected {json.dumps(got[key])[:60]}"
+                return f"{where}: unexpected {_short(got[key])}"
             found = state_difference(expected[key], got[key], where)
             if found:
                 return found
@@ -129,9 +187,9 @@ def state_difference(expected: Any, got: Any, path: str = "") -> str | None:
             if found:
                 return found
         return None
+    # The same text as state_hash reads, so equal here means the same hash.
     if json.dumps(expected, sort_keys=True) != json.dumps(got, sort_keys=True):
-        return (f"{path or 'state'}: expected {json.dumps(expected)[:60]}, "
-                f"got {json.dumps(got)[:60]}")
+        return f"{path or 'state'}: expected {_short(expected)}, got {_short(got)}"
     return None
 
 

@@ -51,4 +51,12 @@ def from_validation_error(path: Path | str, line: int | None, exc: Exception) ->
     return InputError(path, message, line=line, field=pydantic_field(loc))
 
 
-_UNION_TAGS = {"no_call", "calls", "alternatives", "judge", "function-after[_check(), Response]"}
+_UNION_TAGS = {
+    "no_call",
+    "calls",
+    "alternatives",
+    "judge",
+    "trajectory",
+    "final_state",
+    "function-after[_check(), Response]",
+}

@@ -124,7 +124,10 @@ class ReleaseScores(BaseModel):
 
     @property
     def excluded_share(self) -> float:
-        bad = self.excluded.get("truncated", 0) + self.excluded.get("provider_error", 0)
+        bad = sum(
+            self.excluded.get(kind, 0)
+            for kind in ("truncated", "provider_error", "environment_error")
+        )
         return bad / self.attempts if self.attempts else 0.0
 
 

@@ -123,7 +123,8 @@ class Recorder:
     def add(self, response: Response, body: str | None = None) -> Verdict:
         case = self.suite.cases[response.case_id]
         verdict = check_response(
-            case, response, self._schemas, self.suite.validators, rules=self.suite.match
+            case, response, self._schemas, self.suite.validators, rules=self.suite.match,
+            environment=self.suite.environment,
         )
         if verdict.status == "pending_judge" and self.judge is not None:
             # Judged in one concurrent batch at the end (judge_pending); the rows wait too.

@@ -76,6 +76,10 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
         ("scored attempts", [str(s.figures.scored) for _, s in columns]),
         ("excluded: truncated", [str(s.excluded["truncated"]) for _, s in columns]),
         ("excluded: provider error", [str(s.excluded["provider_error"]) for _, s in columns]),
+        (
+            "excluded: environment error",
+            [str(s.excluded.get("environment_error", 0)) for _, s in columns],
+        ),
         ("excluded: pending judge", [str(s.excluded["pending_judge"]) for _, s in columns]),
     ]
     ks = sorted({k for _, s in columns for k in s.pass_hat_k})

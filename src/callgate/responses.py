@@ -44,12 +44,17 @@ class Usage(BaseModel):
 
 
 class Response(BaseModel):
-    """One attempt: what the model (or the provider) gave back for a case and repeat."""
+    """One attempt: what the model (or the provider) gave back for a case and repeat.
+
+    A multi-turn attempt holds every assistant message in `turns`; `message` is the last one,
+    `usage` and `cost` are summed over the turns and `finish_reason` is the last turn's.
+    """
 
     model_config = ConfigDict(frozen=True)
     case_id: str
     repeat: int = Field(default=0, ge=0)
     message: AssistantMessage | None = None
+    turns: tuple[AssistantMessage, ...] | None = None
     finish_reason: str | None = None
     error: ProviderError | None = None
     usage: Usage | None = None
@@ -57,11 +62,19 @@ class Response(BaseModel):
     latency_ms: float | None = None
     provider: str | None = None
 
+    @property
+    def assistant_turns(self) -> tuple[AssistantMessage, ...]:
+        """Every assistant message in order: the turns, or the one message."""
+        if self.turns is not None:
+            return self.turns
+        return (self.message,) if self.message is not None else ()
+
 
 _LINE_FIELDS = {
     "case_id",
     "repeat",
     "response",
+    "turns",
     "error",
     "finish_reason",
     "usage",
@@ -112,37 +125,89 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
         )
         if raw.get(key) is not None
     }
+    if raw.get("turns") is not None:
+        if raw.get("response") is not None:
+            raise ValueError("turns: a line has either a response or turns, not both")
+        _turns_into(out, raw["turns"])
+        return out
     response = raw.get("response")
     if response is None:
         if "error" not in raw:
             raise ValueError("response: a line needs a response or an error")
         return out
-    if not isinstance(response, dict):
-        raise ValueError("response: must be an object")
-    if "choices" in response:
-        choices = response["choices"]
-        if not isinstance(choices, list) or not choices:
-            raise ValueError("response.choices: must be a non-empty list")
-        choice = choices[0]
-        out["message"] = _message_from(choice.get("message"), "response.choices[0].message")
-        out.setdefault("finish_reason", choice.get("finish_reason"))
-        usage = response.get("usage")
-        if isinstance(usage, dict):
-            out.setdefault("usage", usage)
-            if out.get("cost") is None and usage.get("cost") is not None:
-                out["cost"] = usage["cost"]
-        if response.get("provider") is not None:
-            out.setdefault("provider", response["provider"])
-    else:
-        out["message"] = _message_from(response, "response")
+    found = _one_response(response, "response")
+    out["message"] = found["message"]
+    for key in ("finish_reason", "usage", "cost", "provider"):
+        if found.get(key) is not None:
+            out.setdefault(key, found[key])
     usage = out.get("usage")
     if isinstance(usage, dict):
         if out.get("cost") is None and usage.get("cost") is not None:
             out["cost"] = usage["cost"]
-        out["usage"] = {
-            k: usage.get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")
-        }
+        out["usage"] = _usage_counts(usage)
     return out
+
+
+_TOKENS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _usage_counts(usage: dict[str, Any]) -> dict[str, Any]:
+    return {k: usage.get(k) for k in _TOKENS}
+
+
+def _one_response(response: Any, field: str) -> dict[str, Any]:
+    """The message, finish reason, usage, cost and provider of a completion or a bare message."""
+    if not isinstance(response, dict):
+        raise ValueError(f"{field}: must be an object")
+    if "choices" not in response:
+        return {"message": _message_from(response, field)}
+    choices = response["choices"]
+    if not isinstance(choices, list) or not choices:
+        raise ValueError(f"{field}.choices: must be a non-empty list")
+    choice = choices[0]
+    found: dict[str, Any] = {
+        "message": _message_from(choice.get("message"), f"{field}.choices[0].message"),
+        "finish_reason": choice.get("finish_reason"),
+        "provider": response.get("provider"),
+    }
+    usage = response.get("usage")
+    if isinstance(usage, dict):
+        found["usage"] = usage
+        found["cost"] = usage.get("cost")
+    return found
+
+
+def _turns_into(out: dict[str, Any], turns: Any) -> None:
+    """Fill `out` from the assistant messages of a multi-turn attempt."""
+    if not isinstance(turns, list) or not turns:
+        raise ValueError("turns: must be a non-empty list of assistant messages")
+    found = [_one_response(turn, f"turns[{index}]") for index, turn in enumerate(turns)]
+    out["turns"] = [f["message"] for f in found]
+    out["message"] = out["turns"][-1]
+    if found[-1].get("finish_reason") is not None:
+        out.setdefault("finish_reason", found[-1]["finish_reason"])
+    provider = next((f["provider"] for f in found if f.get("provider")), None)
+    if provider is not None:
+        out.setdefault("provider", provider)
+    usage = out.get("usage")
+    if isinstance(usage, dict):
+        if out.get("cost") is None and usage.get("cost") is not None:
+            out["cost"] = usage["cost"]
+        out["usage"] = _usage_counts(usage)
+    else:
+        given = [f["usage"] for f in found if isinstance(f.get("usage"), dict)]
+        if given:
+            out["usage"] = {
+                key: sum(u[key] for u in given if isinstance(u.get(key), int))
+                if any(isinstance(u.get(key), int) for u in given)
+                else None
+                for key in _TOKENS
+            }
+    if out.get("cost") is None:
+        costs = [f.get("cost") for f in found]
+        # Unknown is unknown, not 0: a sum only when every turn priced itself.
+        if all(isinstance(c, int | float) and not isinstance(c, bool) for c in costs):
+            out["cost"] = sum(costs)
 
 
 def parse_response(raw: dict[str, Any]) -> Response:

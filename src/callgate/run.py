@@ -7,6 +7,11 @@ jitter on rate limits, 5xx, timeouts, connection faults and broken bodies, honou
 Retry-After, within a retry budget for the whole run. Answers are committed in small batches
 as they arrive, so a run killed at any point resumes with only the unanswered attempts.
 Everything is checked, stored and scored by `pipeline.Recorder`, as `callgate score` does.
+
+Cases whose calls get results (scripted `tool_results`, or the suite's environment) are
+conversations: turn after turn, each turn one request through the same retry path and cached
+under the whole conversation so far, until the model answers without a call or max_turns is
+reached. The attempt is recorded as one `turns` line; table run_turns links its requests.
 """
 
 from __future__ import annotations
@@ -33,8 +38,16 @@ from rich.progress import (
 )
 
 from callgate import __version__
-from callgate.checks import Verdict
+from callgate.checks import (
+    ParsedCall,
+    Verdict,
+    answer_call,
+    offered_names,
+    parse_calls,
+    scripted_results,
+)
 from callgate.config import Candidate
+from callgate.environment import Environment, EnvironmentError_, fresh, scripted_answer
 from callgate.errors import CallgateError
 from callgate.pipeline import Recorder, RunResult
 from callgate.providers import (
@@ -53,7 +66,7 @@ from callgate.providers import (
 from callgate.responses import Response, parse_response
 from callgate.scores import Scores
 from callgate.store import Store, now
-from callgate.suite import Suite
+from callgate.suite import Case, Suite
 
 
 class OfflineMiss(CallgateError):
@@ -137,10 +150,23 @@ class LiveRun:
         }
 
 
+@dataclass(frozen=True)
+class Conversation:
+    """A (case, repeat) whose calls get results: turns of requests until the model answers."""
+
+    case_id: str
+    repeat: int
+    messages: list[dict[str, Any]]  # the case's own messages
+    tools: list[dict[str, Any]]
+
+
 def plan(suite: Suite, target: Target, repeats: int) -> list[Attempt]:
-    """Every (case, repeat) of the suite, in suite order, with its request body and cache key."""
+    """Every single-turn (case, repeat) of the suite, in suite order, with its request body and
+    cache key. Cases whose calls get results are planned by `plan_conversations`."""
     attempts: list[Attempt] = []
     for case_id, case in suite.cases.items():
+        if suite.loops(case):
+            continue
         messages = suite.raw_cases[case_id]["messages"]
         tools = suite.offered_tools(case)
         body = target.body(messages, tools)
@@ -150,12 +176,58 @@ def plan(suite: Suite, target: Target, repeats: int) -> list[Attempt]:
     return attempts
 
 
+def plan_conversations(suite: Suite, repeats: int) -> list[Conversation]:
+    """Every (case, repeat) of the cases whose calls get results, in suite order."""
+    return [
+        Conversation(case_id, repeat, suite.raw_cases[case_id]["messages"],
+                     suite.offered_tools(case))
+        for case_id, case in suite.cases.items()
+        if suite.loops(case)
+        for repeat in range(repeats)
+    ]
+
+
 @dataclass
 class _Outcome:
     attempt: Attempt
     response: Response
     line: str
     tries: int
+
+
+@dataclass
+class _Talk:
+    """A finished conversation: its `turns` line and the request behind every turn."""
+
+    conversation: Conversation
+    response: Response
+    line: str
+    keys: list[str]
+    cached: list[bool]
+
+
+class _ToolAnswers:
+    """What the calls of one conversation get back: the suite's environment (one fresh copy per
+    conversation, made at the first call) or the case's scripted results."""
+
+    def __init__(self, suite: Suite, case: Case) -> None:
+        self._suite = suite
+        self._case = case
+        schemas = {name: t.function.parameters for name, t in suite.tools.items()}
+        self._offered = offered_names(case, schemas)
+        self._scripted = scripted_results(case, suite.match, schemas)
+        self._env: Environment | None = None
+
+    def __call__(self, call: ParsedCall) -> Any:
+        """The call's result; raises EnvironmentError_ when the environment fails."""
+        factory = self._suite.environment
+        if factory is None:
+            if call.arguments is None:
+                return {"error": f"arguments are not valid JSON: {call.json_error}"}
+            return scripted_answer(self._scripted, call.name, call.arguments)
+        if self._env is None:
+            self._env = fresh(factory, self._case.state or {})
+        return answer_call(self._env, call, self._offered)
 
 
 @dataclass
@@ -180,6 +252,7 @@ class LiveRunner:
         self._retries_left = 0
         self._pending: list[tuple] = []
         self._links: list[tuple] = []
+        self._turn_links: list[tuple] = []
         self._last_commit = time.monotonic()
         self.requests = 0
         self.retries = 0
@@ -210,22 +283,38 @@ class LiveRunner:
 
         hits = [(a, stored[a.key]) for a in attempts if usable(stored.get(a.key))]
         misses = [a for a in attempts if not usable(stored.get(a.key))]
-        if settings.offline and misses:
-            first = misses[0]
+        # A conversation is answered from the store when every one of its turns is.
+        talks: list[_Talk] = []
+        unfinished: list[Conversation] = []
+        for conversation in plan_conversations(self.suite, settings.repeats):
+            talk = await self._converse(conversation, None, target, None)
+            if talk is None:
+                unfinished.append(conversation)
+            else:
+                talks.append(talk)
+        total = len(attempts) + len(talks) + len(unfinished)
+        if settings.offline and (misses or unfinished):
+            first_id, first_repeat = (
+                (misses[0].case_id, misses[0].repeat)
+                if misses
+                else (unfinished[0].case_id, unfinished[0].repeat)
+            )
             raise OfflineMiss(
-                f"--offline: {len(misses)} of {len(attempts)} attempts have no stored response "
-                f"(first: case {first.case_id!r} repeat {first.repeat}); "
+                f"--offline: {len(misses) + len(unfinished)} of {total} attempts have no stored "
+                f"response (first: case {first_id!r} repeat {first_repeat}); "
                 "run without --offline to call the model for them"
             )
         client = self.client
         pricing = Pricing(target)
-        if misses:
+        if misses or unfinished:
             key = api_key(target, self.environ)
             if client is None:
                 client = make_client(target, self.candidate.client, key, settings.concurrency)
             pricing.prepare()
         budget = settings.retry.budget
-        self._retries_left = budget if budget is not None else max(20, len(misses))
+        self._retries_left = (
+            budget if budget is not None else max(20, len(misses) + len(unfinished))
+        )
 
         with self.store.atomic():
             run_id = self.store.replace_run(
@@ -233,7 +322,9 @@ class LiveRunner:
             )
         recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts)
         try:
-            scores = await self._fill(hits, misses, client, target, pricing, recorder)
+            scores = await self._fill(
+                hits, misses, client, target, pricing, recorder, talks, unfinished
+            )
         finally:
             if client is not None and self.client is None:
                 await client.aclose()
@@ -256,9 +347,9 @@ class LiveRunner:
         return LiveRun(
             result=result,
             candidate=self.candidate,
-            client=client.name if misses and client is not None else None,
-            attempts=len(attempts),
-            cached=len(hits),
+            client=client.name if (misses or unfinished) and client is not None else None,
+            attempts=total,
+            cached=len(hits) + len(talks),
             called=self.called,
             requests=self.requests,
             retries=self.retries,
@@ -276,13 +367,16 @@ class LiveRunner:
         target: Target,
         pricing: Pricing,
         recorder: Recorder,
+        talks: list[_Talk] | None = None,
+        unfinished: list[Conversation] | None = None,
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
+        talks, unfinished = talks or [], unfinished or []
         run_id = recorder.run_id
         progress = self._progress()
         task = progress.add_task(
             self.candidate.name,
-            total=len(hits) + len(misses),
+            total=len(hits) + len(misses) + len(talks) + len(unfinished),
             errors=0,
             spend=self._spend_text(),
         )
@@ -294,16 +388,22 @@ class LiveRunner:
                 if response.error is not None:
                     self.errors += 1
                 progress.update(task, advance=1, errors=self.errors)
+            for talk in talks:
+                self._record_talk(talk, recorder)
+                progress.update(task, advance=1, errors=self.errors)
             completed = False
             try:
-                if misses:
+                if misses or unfinished:
                     assert client is not None
-                    await self._call_all(misses, client, target, pricing, recorder, progress, task)
+                    await self._call_all(
+                        [*misses, *unfinished], client, target, pricing, recorder, progress, task
+                    )
                 completed = True
             finally:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
                 self._commit()
                 self.store.save_run_requests(self._links)
+                self.store.save_run_turns(self._turn_links)
                 scores = recorder.finish()
                 if self._stopped or not completed:  # partial scores never serve as a baseline
                     self.store.set_run_status(run_id, "interrupted")
@@ -317,7 +417,7 @@ class LiveRunner:
 
     async def _call_all(
         self,
-        misses: list[Attempt],
+        misses: list[Attempt | Conversation],
         client: Client,
         target: Target,
         pricing: Pricing,
@@ -331,8 +431,13 @@ class LiveRunner:
             for attempt in queue:  # one shared iterator: each worker takes the next attempt
                 if self._stop.is_set():
                     return
-                outcome = await self._attempt(attempt, client, target, pricing)
-                self._record(outcome, client, target, recorder)
+                if isinstance(attempt, Conversation):
+                    talk = await self._converse(attempt, client, target, pricing)
+                    assert talk is not None  # with a client, every turn gets an answer
+                    self._record_talk(talk, recorder)
+                else:
+                    outcome = await self._attempt(attempt, client, target, pricing)
+                    self._record(outcome, client, target, recorder)
                 progress.update(task, advance=1, errors=self.errors, spend=self._spend_text())
 
         loop = asyncio.get_running_loop()
@@ -458,6 +563,141 @@ class LiveRunner:
         if len(self._pending) >= 64:
             self._commit()
 
+    # ------------------------------------------------------------------ one conversation
+
+    async def _converse(
+        self,
+        conversation: Conversation,
+        client: Client | None,
+        target: Target,
+        pricing: Pricing | None,
+    ) -> _Talk | None:
+        """Turn after turn: send, read the calls, append their results, until the model answers
+        without a call, a turn is cut or fails, or max_turns is reached.
+
+        Each turn is one request through the retry path, cached under the whole conversation so
+        far, so a killed run resumes at the first unanswered turn. Without a client, only stored
+        turns are read: None when a turn is not stored."""
+        case = self.suite.cases[conversation.case_id]
+        answers = _ToolAnswers(self.suite, case)
+        messages = list(conversation.messages)
+        lines: list[dict[str, Any]] = []  # the turn lines, as reply_line made them
+        keys: list[str] = []
+        cached: list[bool] = []
+        ending: str | None = None  # a finish_reason the loop sets: turn_limit, environment_error
+        error: dict[str, Any] | None = None
+        for turn in range(case.max_turns):
+            key = target.cache_key(messages, conversation.tools, conversation.repeat)
+            row = self._stored_turn(key)
+            if row is not None:
+                line = json.loads(row["line"])
+            elif client is None:
+                return None
+            else:
+                attempt = Attempt(
+                    conversation.case_id,
+                    conversation.repeat,
+                    key,
+                    target.body(messages, conversation.tools),
+                )
+                assert pricing is not None
+                outcome = await self._attempt(attempt, client, target, pricing)
+                self._save_request(outcome, client, target)
+                line = json.loads(outcome.line)
+            keys.append(key)
+            cached.append(row is not None)
+            if line.get("error"):
+                error = line["error"]
+                break
+            lines.append(line)
+            reply = parse_response(line)
+            message = reply.message
+            if reply.finish_reason == "length" or message is None or not message.tool_calls:
+                break
+            if turn == case.max_turns - 1:
+                ending = "turn_limit"
+                break
+            tool_calls = [
+                {
+                    "id": call.id or f"call_{turn}_{index}",
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for index, call in enumerate(message.tool_calls)
+            ]
+            try:
+                results = [answers(call) for call in parse_calls(message.tool_calls)]
+            except EnvironmentError_:
+                ending = "environment_error"  # the checks run the calls again and say why
+                break
+            messages = [
+                *messages,
+                {"role": "assistant", "content": message.content, "tool_calls": tool_calls},
+                *(
+                    {
+                        "role": "tool",
+                        "tool_call_id": tool_call["id"],
+                        "content": json.dumps(result, ensure_ascii=False),
+                    }
+                    for tool_call, result in zip(tool_calls, results, strict=True)
+                ),
+            ]
+        line = _turns_line(conversation, lines, ending, error)
+        return _Talk(conversation, parse_response(line), _dumps(line), keys, cached)
+
+    def _stored_turn(self, key: str) -> dict[str, Any] | None:
+        settings = self.settings
+        if not (settings.cache or settings.offline):
+            return None
+        row = self.store.live_responses([key]).get(key)
+        if row is None or (row["error_kind"] is not None and not settings.offline):
+            return None  # online, a stored failure is called again
+        return row
+
+    def _save_request(self, outcome: _Outcome, client: Client, target: Target) -> None:
+        """Keep one request and its answer (a turn of a conversation) for the cache."""
+        attempt, response = outcome.attempt, outcome.response
+        request = json.dumps(target.request_record(client.name, attempt.body), ensure_ascii=False)
+        error_kind = response.error.kind if response.error else None
+        self._pending.append(
+            (
+                attempt.key,
+                target.model,
+                attempt.case_id,
+                attempt.repeat,
+                request,
+                outcome.line,
+                error_kind,
+                outcome.tries,
+                now(),
+            )
+        )
+        if error_kind is not None:
+            if error_kind in FATAL:
+                self.stop(f"{error_kind}: {response.error.message}")  # type: ignore[union-attr]
+        elif response.cost is None:
+            self.cost_unknown += 1
+        else:
+            self.spend += response.cost
+            self.spend_known += 1
+        if len(self._pending) >= 64:
+            self._commit()
+
+    def _record_talk(self, talk: _Talk, recorder: Recorder) -> None:
+        conversation, response = talk.conversation, talk.response
+        run_id = recorder.run_id
+        if not all(talk.cached):
+            self.called += 1
+        if response.error is not None:
+            self.errors += 1
+        key, cached = talk.keys[-1], int(all(talk.cached))
+        self._links.append((run_id, conversation.case_id, conversation.repeat, key, cached))
+        self._turn_links.extend(
+            (run_id, conversation.case_id, conversation.repeat, turn, key, int(cached))
+            for turn, (key, cached) in enumerate(zip(talk.keys, talk.cached, strict=True))
+        )
+        recorder.add(response, talk.line)
+
     # ------------------------------------------------------------------ store and display
 
     def _commit(self) -> None:
@@ -492,6 +732,34 @@ class LiveRunner:
 
 def _dumps(line: dict[str, Any]) -> str:
     return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
+
+
+def _turns_line(
+    conversation: Conversation,
+    lines: list[dict[str, Any]],
+    ending: str | None,
+    error: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """One recorded-response line (docs/formats.md, `turns`) for a whole conversation."""
+    line: dict[str, Any] = {"case_id": conversation.case_id, "repeat": conversation.repeat}
+    if lines:
+        line["turns"] = [turn["response"] for turn in lines]
+    if error is not None:
+        line["error"] = error
+        return line
+    replies = [parse_response(turn) for turn in lines]
+    # The turn's own reading (a client may have normalised the finish reason) and its price.
+    finish = ending or replies[-1].finish_reason
+    if finish is not None:
+        line["finish_reason"] = finish
+    costs = [reply.cost for reply in replies]
+    if all(cost is not None for cost in costs):
+        line["cost"] = sum(costs)  # type: ignore[arg-type]
+    line["latency_ms"] = round(sum(reply.latency_ms or 0.0 for reply in replies), 3)
+    providers = list(dict.fromkeys(r.provider for r in replies if r.provider))
+    if providers:
+        line["provider"] = "+".join(providers)
+    return line
 
 
 def _stored(attempt: Attempt, text: str) -> tuple[Response, str]:

@@ -194,7 +194,8 @@ class ScoreBuilder:
             attempts=self.attempts,
             figures=self.total.figures(),
             excluded={
-                k: self.excluded.get(k, 0) for k in ("truncated", "provider_error", "pending_judge")
+                k: self.excluded.get(k, 0)
+                for k in ("truncated", "provider_error", "environment_error", "pending_judge")
             },
             by_tag={tag: tally.figures() for tag, tally in sorted(self.tags.items())},
             pass_hat_k=mean_pass_hat_k(self.per_case.values()),

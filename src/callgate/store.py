@@ -108,6 +108,15 @@ CREATE TABLE IF NOT EXISTS run_requests (
     cached INTEGER NOT NULL,
     PRIMARY KEY (run, case_id, repeat)
 );
+CREATE TABLE IF NOT EXISTS run_turns (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    cache_key TEXT NOT NULL,
+    cached INTEGER NOT NULL,
+    PRIMARY KEY (run, case_id, repeat, turn)
+);
 CREATE TABLE IF NOT EXISTS judge_cache (
     key TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -389,6 +398,18 @@ class Store:
             self.db.conn.executemany(
                 "INSERT OR REPLACE INTO run_requests (run, case_id, repeat, cache_key, cached) "
                 "VALUES (?,?,?,?,?)",
+                rows,
+            )
+
+    def save_run_turns(self, rows: list[tuple]) -> None:
+        """Link the turns of a run's multi-turn attempts to the cache keys of their requests
+        (live_responses): (run, case_id, repeat, turn, cache_key, cached)."""
+        if not rows:
+            return
+        with self.db.atomic():
+            self.db.conn.executemany(
+                "INSERT OR REPLACE INTO run_turns (run, case_id, repeat, turn, cache_key, cached) "
+                "VALUES (?,?,?,?,?,?)",
                 rows,
             )
 

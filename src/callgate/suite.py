@@ -17,9 +17,17 @@ from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from callgate.environment import (
+    EnvironmentError_,
+    EnvironmentFactory,
+    environment_fingerprint,
+    load_environment,
+    replay,
+)
 from callgate.errors import InputError, from_validation_error
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
+ArgRule = Literal["exact", "key", "ignore"]
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -67,6 +75,25 @@ class ExpectedCall(_Strict):
         return {key: _parse_arg_spec(value) for key, value in raw.items()}
 
 
+class TrajectoryCall(ExpectedCall):
+    """A reference call of a trajectory; calls sharing a step may come in any order."""
+
+    step: int = Field(ge=0)
+
+
+class ReferenceCall(_Strict):
+    """A call replayed on the environment: full arguments, passed to the tool as they are."""
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptedToolResult(ExpectedCall):
+    """What a call gets back when its tool and key arguments match (the first entry wins)."""
+
+    result: Any
+
+
 class NoCall(_Strict):
     type: Literal["no_call"]
 
@@ -96,6 +123,34 @@ class Judge(_Strict):
     rubric: str = Field(min_length=1)
 
 
+class Trajectory(_Strict):
+    """The sequence of calls over every turn, compared in a mode (docs/formats.md)."""
+
+    type: Literal["trajectory"]
+    mode: Mode = "strict"
+    args: ArgRule = "key"
+    per_tool: dict[str, ArgRule] = Field(default_factory=dict)
+    calls: list[TrajectoryCall] = Field(min_length=1)
+
+    @field_validator("calls", mode="before")
+    @classmethod
+    def _default_steps(cls, raw: Any) -> Any:
+        # A call without a step gets its position: one call per step, in order.
+        if not isinstance(raw, list):
+            return raw
+        return [
+            {"step": index, **item} if isinstance(item, dict) and "step" not in item else item
+            for index, item in enumerate(raw)
+        ]
+
+
+class FinalState(_Strict):
+    """Right when the agent's calls leave the environment as the reference calls do."""
+
+    type: Literal["final_state"]
+    calls: list[ReferenceCall]
+
+
 class AnyCall(_Strict):
     """Right with any tool call at all (BFCL's relevance): arguments are not compared."""
 
@@ -103,7 +158,8 @@ class AnyCall(_Strict):
 
 
 Expectation = Annotated[
-    NoCall | Calls | Alternatives | Judge | AnyCall, Field(discriminator="type")
+    NoCall | Calls | Alternatives | Judge | AnyCall | Trajectory | FinalState,
+    Field(discriminator="type"),
 ]
 
 
@@ -146,6 +202,9 @@ class Case(_Strict):
     tags: list[str] = Field(default_factory=list)
     expect: Expectation
     note: str | None = None
+    state: dict[str, Any] | None = None  # the environment's initial state
+    tool_results: list[ScriptedToolResult] | None = None
+    max_turns: int = Field(10, ge=1)
 
     @model_validator(mode="after")
     def _last_message_is_not_assistant(self) -> Case:
@@ -174,6 +233,12 @@ class Suite:
     raw_tools: list[dict[str, Any]] = field(repr=False)
     raw_cases: dict[str, dict[str, Any]] = field(repr=False)
     match: MatchRules = DEFAULT_MATCH
+    environment: EnvironmentFactory | None = field(default=None, repr=False)
+    environment_spec: str | None = None
+
+    def loops(self, case: Case) -> bool:
+        """True when the case's calls get results, so the model gets further turns."""
+        return case.tool_results is not None or self.environment is not None
 
     def offered_tools(self, case: Case) -> list[dict[str, Any]]:
         """The tool objects sent to the model for this case, in catalogue order."""
@@ -232,14 +297,58 @@ def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
     return tools, validators, raw
 
 
+def _check_call(
+    path: Path,
+    line: int,
+    call: ExpectedCall,
+    where: str,
+    tools: dict[str, Tool],
+    validators: dict[str, Draft7Validator],
+    offered: set[str] | None,
+) -> None:
+    """The tool exists (and is offered, when `offered` is given); key arguments can pass."""
+    if call.tool not in tools:
+        raise InputError(path, f"unknown tool {call.tool!r}", line=line, field=f"{where}.tool")
+    if offered is not None and call.tool not in offered:
+        raise InputError(
+            path,
+            f"tool {call.tool!r} is expected but not offered in this case",
+            line=line,
+            field=f"{where}.tool",
+        )
+    properties = tools[call.tool].function.parameters.get("properties", {})
+    for key, spec in call.args.items():
+        if key not in properties:
+            raise InputError(
+                path,
+                f"{key!r} is not a parameter of {call.tool}",
+                line=line,
+                field=f"{where}.args.{key}",
+            )
+        # The validator's own schema: reduced under `match.schema` "top_level".
+        checked = validators[call.tool].schema.get("properties", {})
+        prop_validator = validators[call.tool].evolve(schema=checked.get(key, {}))
+        for value in spec.one_of:
+            error = next(iter(prop_validator.iter_errors(value)), None)
+            if error is not None:
+                raise InputError(
+                    path,
+                    f"expected value {value!r} can never pass the schema: {error.message}",
+                    line=line,
+                    field=f"{where}.args.{key}",
+                )
+
+
 def _check_case(
     path: Path,
     line: int,
     case: Case,
     tools: dict[str, Tool],
     validators: dict[str, Draft7Validator],
+    environment: EnvironmentFactory | None = None,
 ) -> None:
-    """Cross-checks pydantic cannot do alone: tool names and key arguments against the schema."""
+    """Cross-checks pydantic cannot do alone: tool names and key arguments against the schema,
+    and what a multi-turn case needs from its suite."""
     offered = set(case.tools) if case.tools is not None else set(tools)
     if case.tools is not None:
         for index, name in enumerate(case.tools):
@@ -250,43 +359,125 @@ def _check_case(
             "expect.calls" if case.expect.type == "calls" else f"expect.alternatives[{alt_index}]"
         )
         for call_index, call in enumerate(calls):
-            where = f"{prefix}[{call_index}]"
-            if call.tool not in tools:
-                raise InputError(
-                    path, f"unknown tool {call.tool!r}", line=line, field=f"{where}.tool"
-                )
-            if call.tool not in offered:
-                raise InputError(
-                    path,
-                    f"tool {call.tool!r} is expected but not offered in this case",
-                    line=line,
-                    field=f"{where}.tool",
-                )
-            properties = tools[call.tool].function.parameters.get("properties", {})
-            for key, spec in call.args.items():
-                if key not in properties:
-                    raise InputError(
-                        path,
-                        f"{key!r} is not a parameter of {call.tool}",
-                        line=line,
-                        field=f"{where}.args.{key}",
-                    )
-                # The validator's own schema: reduced under `match.schema` "top_level".
-                checked = validators[call.tool].schema.get("properties", {})
-                prop_validator = validators[call.tool].evolve(schema=checked.get(key, {}))
-                for value in spec.one_of:
-                    error = next(iter(prop_validator.iter_errors(value)), None)
-                    if error is not None:
-                        raise InputError(
-                            path,
-                            f"expected value {value!r} can never pass the schema: {error.message}",
-                            line=line,
-                            field=f"{where}.args.{key}",
-                        )
+            _check_call(
+                path, line, call, f"{prefix}[{call_index}]", tools, validators, offered
+            )
+    expect = case.expect
+    if isinstance(expect, Trajectory):
+        _check_trajectory(path, line, expect, tools, validators, offered)
+    if case.tool_results is not None:
+        if environment is not None:
+            raise InputError(
+                path,
+                "a case gets its tool results from the suite's environment or from "
+                "tool_results, not both",
+                line=line,
+                field="tool_results",
+            )
+        for index, scripted in enumerate(case.tool_results):
+            _check_call(path, line, scripted, f"tool_results[{index}]", tools, validators, None)
+    if case.state is not None and environment is None:
+        raise InputError(
+            path,
+            "a state needs an environment: name one in suite.json (\"environment\": "
+            "\"module:Class\")",
+            line=line,
+            field="state",
+        )
+    if isinstance(expect, FinalState):
+        _check_final_state(path, line, case, expect, tools, validators, offered, environment)
+
+
+def _check_trajectory(
+    path: Path,
+    line: int,
+    expect: Trajectory,
+    tools: dict[str, Tool],
+    validators: dict[str, Draft7Validator],
+    offered: set[str],
+) -> None:
+    for name in expect.per_tool:
+        if name not in tools:
+            raise InputError(
+                path, f"unknown tool {name!r}", line=line, field=f"expect.per_tool.{name}"
+            )
+    for index, call in enumerate(expect.calls):
+        where = f"expect.calls[{index}]"
+        _check_call(path, line, call, where, tools, validators, offered)
+        if expect.per_tool.get(call.tool, expect.args) != "exact":
+            continue
+        # Compared exactly, a call must carry every required argument: list them all.
+        required = tools[call.tool].function.parameters.get("required", [])
+        left_out = [key for key in required if key not in call.args]
+        if left_out:
+            raise InputError(
+                path,
+                f"arguments are compared exactly, but the required {left_out[0]!r} is not "
+                "listed, so no valid call can match",
+                line=line,
+                field=f"{where}.args",
+            )
+
+
+def _check_final_state(
+    path: Path,
+    line: int,
+    case: Case,
+    expect: FinalState,
+    tools: dict[str, Tool],
+    validators: dict[str, Draft7Validator],
+    offered: set[str],
+    environment: EnvironmentFactory | None,
+) -> None:
+    if environment is None:
+        raise InputError(
+            path,
+            "a final_state expectation needs an environment: name one in suite.json "
+            "(\"environment\": \"module:Class\")",
+            line=line,
+            field="expect",
+        )
+    if case.state is None:
+        raise InputError(
+            path, "a final_state expectation needs the case's initial state", line=line,
+            field="state",
+        )
+    for index, call in enumerate(expect.calls):
+        where = f"expect.calls[{index}]"
+        if call.tool not in tools:
+            raise InputError(path, f"unknown tool {call.tool!r}", line=line, field=f"{where}.tool")
+        if call.tool not in offered:
+            raise InputError(
+                path,
+                f"tool {call.tool!r} is called by the reference but not offered in this case",
+                line=line,
+                field=f"{where}.tool",
+            )
+        error = next(iter(validators[call.tool].iter_errors(call.args)), None)
+        if error is not None:
+            at = ".".join(str(p) for p in error.absolute_path)
+            raise InputError(
+                path,
+                f"the reference call does not pass the schema: {error.message}",
+                line=line,
+                field=f"{where}.args" + (f".{at}" if at else ""),
+            )
+    try:
+        replay(environment, case.state, [(call.tool, call.args) for call in expect.calls])
+    except EnvironmentError_ as exc:
+        raise InputError(
+            path,
+            f"replaying the reference calls fails in the environment: {exc}",
+            line=line,
+            field="expect.calls",
+        ) from None
 
 
 def load_cases(
-    path: Path, tools: dict[str, Tool], validators: dict[str, Draft7Validator]
+    path: Path,
+    tools: dict[str, Tool],
+    validators: dict[str, Draft7Validator],
+    environment: EnvironmentFactory | None = None,
 ) -> tuple[dict[str, Case], dict[str, dict[str, Any]]]:
     cases: dict[str, Case] = {}
     raw_cases: dict[str, dict[str, Any]] = {}
@@ -310,7 +501,7 @@ def load_cases(
                 raise from_validation_error(path, line_no, exc) from None
             if case.id in cases:
                 raise InputError(path, f"duplicate case id {case.id!r}", line=line_no, field="id")
-            _check_case(path, line_no, case, tools, validators)
+            _check_case(path, line_no, case, tools, validators, environment)
             cases[case.id] = case
             raw_cases[case.id] = raw
     if not cases:
@@ -325,6 +516,8 @@ def load_suite(path: Path | str) -> Suite:
         raise InputError(root, "a suite is a directory with tools.json and cases.jsonl")
     name = root.resolve().name
     match = DEFAULT_MATCH
+    environment: EnvironmentFactory | None = None
+    environment_spec: str | None = None
     meta_path = root / "suite.json"
     if meta_path.exists():
         try:
@@ -343,16 +536,28 @@ def load_suite(path: Path | str) -> Suite:
             except ValidationError as exc:
                 err = from_validation_error(meta_path, None, exc)
                 raise InputError(meta_path, err.message, field=f"match.{err.field}") from None
+        if "environment" in meta:
+            environment_spec = meta["environment"]
+            if not isinstance(environment_spec, str) or not environment_spec:
+                raise InputError(
+                    meta_path, "must be a string naming module:Class", field="environment"
+                )
+            environment = load_environment(environment_spec, root, meta_path)
     tools, validators, raw_tools = load_tools(root / "tools.json")
     if match.schema_ == "top_level":
         validators = {
             tool_name: Draft7Validator(top_level_schema(tool.function.parameters))
             for tool_name, tool in tools.items()
         }
-    cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators)
+    cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment)
     fingerprinted: dict[str, Any] = {"tools": raw_tools, "cases": list(raw_cases.values())}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
         fingerprinted["match"] = match.model_dump(by_alias=True)
+    if environment is not None:  # its code decides results and verdicts
+        fingerprinted["environment"] = {
+            "spec": environment_spec,
+            "source": environment_fingerprint(environment),
+        }
     digest = hashlib.sha256(canonical_json(fingerprinted).encode()).hexdigest()
     return Suite(
         name=name,
@@ -364,6 +569,8 @@ def load_suite(path: Path | str) -> Suite:
         raw_tools=raw_tools,
         raw_cases=raw_cases,
         match=match,
+        environment=environment,
+        environment_spec=environment_spec,
     )
 
 
@@ -384,6 +591,9 @@ def lint(suite: Suite) -> list[str]:
         for calls in case.expected_call_lists()
         for call in calls
     }
+    for case in suite.cases.values():
+        if isinstance(case.expect, Trajectory | FinalState):
+            used.update(call.tool for call in case.expect.calls)
     unused = sorted(set(suite.tools) - used)
     if unused:
         warnings.append(f"tools never expected by any case: {', '.join(unused)}")
