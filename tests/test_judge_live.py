@@ -262,3 +262,37 @@ def test_label_judged_attempts_by_hand(
         stored = conn.execute("select item_id from calibration_items where set_name = ?",
                               ["grown.jsonl"]).fetchall()
     assert sorted(r[0] for r in stored) == [f"run{run_id}-j0-r0", f"run{run_id}-j2-r0"]
+
+
+def test_live_run_with_the_judge(
+    setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    from loopback import tool_call
+
+    spec, calib, labels = setup
+    script_judge(loopback, labels)
+    assert run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+               str(calib), "--db", "c.db").returncode == 0
+    loopback.reset()
+    suite = judged_suite(tmp_path / "suite")
+    # The candidate's calls carry a word only the judge's prompt will contain (S<n>-...).
+    for n in range(4):
+        loopback.script(f"[case-{n}]", ok(calls=[tool_call(
+            "escalate", {"summary": f"S{n}-summary"})]))
+    loopback.script("hours?", ok(content="9 to 5"))
+    for n, tool, args in [(0, "pass", "pass"), (1, "pass", "fail"), (2, "fail", "n/a"),
+                          (3, "pass", "pass")]:
+        loopback.script(f"S{n}-summary", ok(content=verdict(tool, args), provider=None,
+                                             cost=None))
+    result = run(callgate_exe, cli_env, tmp_path, "run", str(suite), "--model",
+                 "openai/agent", "--api-base", loopback.base_url, "--api-key-env", KEY_ENV,
+                 "--repeats", "1", "--release", "r1", "--db", "c.db", "--judge", str(spec),
+                 "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    by_case = {a["case_id"]: a for a in doc["attempts"]}
+    assert [by_case[f"j{n}"]["right_arguments"] for n in range(4)] == [True, False, False, True]
+    assert by_case["j2"]["tool"] == "wrong_tool" and by_case["plain"]["right_tool"]
+    assert doc["scores"]["judged"]["n"] == 4 and doc["scores"]["excluded"]["pending_judge"] == 0
+    judge_requests = [r for r in loopback.requests if r.body.get("model") == "judge-2026-01-01"]
+    assert len(judge_requests) == 4 and len(loopback.requests) == 9

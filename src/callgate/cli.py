@@ -346,6 +346,8 @@ def run_command(
             help="Retries for the whole run (default: one per attempt called, at least 20).",
         ),
     ] = None,
+    judge: JudgeOption = None,
+    uncalibrated: UncalibratedOption = False,
 ) -> None:
     """Call a model on every case (repeats × cases), then check, score and store as `score` does.
 
@@ -353,6 +355,7 @@ def run_command(
     with zero calls.
     """
     from callgate.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
+    from callgate.pipeline import judge_step
     from callgate.report import print_run, run_document
     from callgate.run import RetryPolicy, RunSettings, run_live
     from callgate.store import Store
@@ -399,6 +402,8 @@ def run_command(
             retry=RetryPolicy(max_retries=max_retries, budget=retry_budget),
         )
         with Store(db) as store:
+            step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
+                               concurrency=concurrency) if judge else None)
             live = run_live(
                 suite,
                 candidate,
@@ -406,6 +411,7 @@ def run_command(
                 release=release,
                 settings=settings,
                 keep_verdicts=as_json,
+                judge=step,
             )
     except CallgateError as exc:
         raise _fail(str(exc)) from None

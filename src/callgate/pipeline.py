@@ -241,9 +241,15 @@ class Recorder:
                                output.tool_choice, output.arguments, output.reason))
         self.store.save_judgements(judgements)
 
+    def keep_unjudged(self) -> None:
+        """Record the attempts the judge did not get to (a run stopped early) as pending."""
+        waiting, self._awaiting_judge = self._awaiting_judge, []
+        for _, response, body, verdict in waiting:
+            self._record(response, body, verdict)
+
     def finish(self) -> Scores:
         if self._awaiting_judge:
-            raise RuntimeError("judge_pending() must run before finish()")
+            raise RuntimeError("judge_pending() or keep_unjudged() must run before finish()")
         self.flush()
         scores = self.builder.build()
         if self.judge is not None:

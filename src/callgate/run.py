@@ -49,7 +49,7 @@ from callgate.checks import (
 from callgate.config import Candidate
 from callgate.environment import Environment, EnvironmentError_, fresh, scripted_answer
 from callgate.errors import CallgateError
-from callgate.pipeline import Recorder, RunResult
+from callgate.pipeline import JudgeStep, Recorder, RunResult
 from callgate.providers import (
     FATAL,
     Client,
@@ -242,6 +242,7 @@ class LiveRunner:
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     console: Console = field(default_factory=lambda: Console(stderr=True))
     keep_verdicts: bool = True  # every verdict in the result, not only the first failures
+    judge: JudgeStep | None = None  # decides the cases whose expectation is judge
     client: Client | None = None  # injected by tests; built from the candidate otherwise
     rng: random.Random = field(default_factory=random.Random)
 
@@ -318,9 +319,11 @@ class LiveRunner:
 
         with self.store.atomic():
             run_id = self.store.replace_run(
-                self.suite, self.candidate.name, self.release, "live", __version__
+                self.suite, self.candidate.name, self.release, "live", __version__,
+                self.judge.judge.fingerprint if self.judge else None,
             )
-        recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts)
+        recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts,
+                            judge=self.judge)
         try:
             scores = await self._fill(
                 hits, misses, client, target, pricing, recorder, talks, unfinished
@@ -398,12 +401,14 @@ class LiveRunner:
                     await self._call_all(
                         [*misses, *unfinished], client, target, pricing, recorder, progress, task
                     )
+                await recorder.judge_pending()
                 completed = True
             finally:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
                 self._commit()
                 self.store.save_run_requests(self._links)
                 self.store.save_run_turns(self._turn_links)
+                recorder.keep_unjudged()
                 scores = recorder.finish()
                 if self._stopped or not completed:  # partial scores never serve as a baseline
                     self.store.set_run_status(run_id, "interrupted")
@@ -781,6 +786,7 @@ def run_live(
     environ: Mapping[str, str] | None = None,
     console: Console | None = None,
     keep_verdicts: bool = True,
+    judge: JudgeStep | None = None,
 ) -> LiveRun:
     """Run a suite live against one candidate and store everything (blocking)."""
     runner = LiveRunner(
@@ -792,5 +798,6 @@ def run_live(
         environ=dict(os.environ) if environ is None else environ,
         console=console or Console(stderr=True),
         keep_verdicts=keep_verdicts,
+        judge=judge,
     )
     return asyncio.run(runner.run())
