@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -52,6 +52,8 @@ ToolVerdict = Literal[
 ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value", "not_applicable"]
 Status = Literal["scored", "truncated", "provider_error", "environment_error", "pending_judge"]
 SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_param", "other"]
+# What the JSON and schema checks found: (verdict, schema sub-kind, reason), or None.
+Problems = tuple[ArgsVerdict, SchemaKind | None, str] | None
 
 EXCLUDED_STATUSES: tuple[Status, ...] = (
     "truncated",
@@ -564,7 +566,7 @@ def _argument_problems(
     calls: Sequence[ParsedCall],
     schemas: Mapping[str, Mapping[str, Any]],
     validators: Mapping[str, Draft7Validator],
-) -> tuple[ArgsVerdict, SchemaKind | None, str] | None:
+) -> Problems:
     for call in calls:
         if call.json_error is not None:
             return (
@@ -761,26 +763,36 @@ def check_response(
     )
     if tool_verdict != "right" and len(alternatives) > 1:
         tool_reason = f"none of {len(alternatives)} listed answers matches; first: {tool_reason}"
+    return scored_verdict(base, len(calls), tool_verdict, tool_reason, problems,
+                          lambda: mismatch)
+
+
+def scored_verdict(
+    base: dict[str, Any],
+    calls: int,
+    tool_verdict: ToolVerdict,
+    tool_reason: str,
+    problems: Problems,
+    value_mismatch: Callable[[], str | None],
+    right_reason: str = "",
+    **extra: Any,
+) -> Verdict:
+    """Assemble a scored verdict. JSON and schema problems come first, whatever the tool;
+    values are compared (lazily) only when the tool is right."""
     right_tool = tool_verdict == "right"
     if problems is not None:
         args_verdict, kind, args_reason = problems
     elif not right_tool:
         args_verdict, kind, args_reason = "not_applicable", None, ""
-    elif mismatch is not None:
-        args_verdict, kind, args_reason = "wrong_value", None, mismatch
     else:
-        args_verdict, kind, args_reason = "right", None, ""
+        mismatch = value_mismatch()
+        args_verdict, kind, args_reason = (
+            ("wrong_value", None, mismatch) if mismatch is not None else
+            ("right", None, right_reason))
     return Verdict(
-        **base,
-        status="scored",
-        calls=len(calls),
-        tool=tool_verdict,
-        tool_reason=tool_reason,
-        arguments=args_verdict,
-        schema_kind=kind,
-        arguments_reason=args_reason,
-        right_tool=right_tool,
-        right_arguments=right_tool and args_verdict == "right",
+        **base, status="scored", calls=calls, tool=tool_verdict, tool_reason=tool_reason,
+        arguments=args_verdict, schema_kind=kind, arguments_reason=args_reason,
+        right_tool=right_tool, right_arguments=right_tool and args_verdict == "right", **extra,
     )
 
 
@@ -789,7 +801,7 @@ def _trajectory_verdict(
     expect: Trajectory,
     calls: Sequence[ParsedCall],
     steps: Sequence[int],
-    problems: tuple[ArgsVerdict, SchemaKind | None, str] | None,
+    problems: Problems,
     rules: MatchRules,
     schemas: Mapping[str, Mapping[str, Any]],
 ) -> Verdict:
@@ -801,34 +813,19 @@ def _trajectory_verdict(
         by_name = match_calls(expect, calls, steps, rules, schemas, names_only=True)
         tool_verdict = trajectory_tool_verdict(by_name)
         tool_reason = "" if by_name.ok else by_name.reason
-    right_tool = tool_verdict == "right"
-    if problems is not None:
-        args_verdict, kind, args_reason = problems
-    elif not right_tool:
-        args_verdict, kind, args_reason = "not_applicable", None, ""
-    else:
+
+    def mismatch() -> str | None:
         full = match_calls(expect, calls, steps, rules, schemas)
-        args_verdict, kind = ("right", None) if full.ok else ("wrong_value", None)
-        args_reason = "" if full.ok else full.reason
-    return Verdict(
-        **base,
-        status="scored",
-        calls=len(calls),
-        tool=tool_verdict,
-        tool_reason=tool_reason,
-        arguments=args_verdict,
-        schema_kind=kind,
-        arguments_reason=args_reason,
-        right_tool=right_tool,
-        right_arguments=right_tool and args_verdict == "right",
-    )
+        return None if full.ok else full.reason
+
+    return scored_verdict(base, len(calls), tool_verdict, tool_reason, problems, mismatch)
 
 
 def _final_state_verdict(
     base: dict[str, Any],
     expect: FinalState,
     calls: Sequence[ParsedCall],
-    problems: tuple[ArgsVerdict, SchemaKind | None, str] | None,
+    problems: Problems,
     agent: _Run,
     reference: _Run,
 ) -> Verdict:
@@ -843,27 +840,10 @@ def _final_state_verdict(
         state_reason = (
             f"final state {got_hash[:12]} is not the reference's {want_hash[:12]}: {difference}"
         )
-    right_tool = tool_verdict == "right"
-    if not right_tool:
+    if tool_verdict != "right":
         tool_reason = f"{tool_reason}; {state_reason}"
-    if problems is not None:
-        args_verdict, kind, args_reason = problems
-    elif not right_tool:
-        args_verdict, kind, args_reason = "not_applicable", None, ""
-    elif difference is not None:
-        args_verdict, kind, args_reason = "wrong_value", None, state_reason
-    else:
-        args_verdict, kind, args_reason = "right", None, state_reason
-    return Verdict(
-        **base,
-        status="scored",
-        calls=len(calls),
-        tool=tool_verdict,
-        tool_reason=tool_reason,
-        arguments=args_verdict,
-        schema_kind=kind,
-        arguments_reason=args_reason,
-        right_tool=right_tool,
-        right_arguments=right_tool and args_verdict == "right",
+    return scored_verdict(
+        base, len(calls), tool_verdict, tool_reason, problems,
+        lambda: None if difference is None else state_reason, right_reason=state_reason,
         state_hash=got_hash,
     )
