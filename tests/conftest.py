@@ -12,43 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import CANCEL_ORDER, LOOKUP_ORDER
 from loopback import Loopback
 
 KEY_ENV = "CALLGATE_TEST_KEY"
 KEY = "sk-or-v1-test-5ecret-do-not-store-0123456789"
 
-LOOKUP = {
-    "type": "function",
-    "function": {
-        "name": "lookup_order",
-        "description": "Look up an order by its id.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "order_id": {"type": "string", "pattern": "^ord_[0-9]+$"},
-                "include_items": {"type": "boolean"},
-            },
-            "required": ["order_id"],
-        },
-    },
-}
-CANCEL = {
-    "type": "function",
-    "function": {
-        "name": "cancel_order",
-        "description": "Cancel an order.",
-        "strict": True,
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "order_id": {"type": "string"},
-                "reason": {"type": "string", "enum": ["changed_mind", "duplicate", "other"]},
-            },
-            "required": ["order_id", "reason"],
-            "additionalProperties": False,
-        },
-    },
-}
+LOOKUP = LOOKUP_ORDER
+# `strict` rides along so the tests see it sent to the model exactly as written.
+CANCEL = {"type": "function", "function": {**CANCEL_ORDER["function"], "strict": True}}
 TOOLS = [LOOKUP, CANCEL]
 
 
