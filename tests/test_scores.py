@@ -110,3 +110,12 @@ def test_pass_hat_k_uses_cases_with_enough_trials() -> None:
     s = score(verdicts)
     assert s.pass_hat_k[1] == pytest.approx((0.5 + 1.0) / 2)
     assert s.pass_hat_k[2] == pytest.approx(0.0)  # only case a has two scored trials
+
+
+def test_tokens_unknown_are_not_zero() -> None:
+    builder = ScoreBuilder(tags_of={})
+    builder.add(v("a", True, True))
+    assert builder.build().prompt_tokens is None
+    builder.add(v("b", True, True), prompt_tokens=10, completion_tokens=3)
+    s = builder.build()
+    assert (s.prompt_tokens, s.completion_tokens) == (10, 3)

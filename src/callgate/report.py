@@ -99,7 +99,8 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
                 for _, s in columns
             ],
         ),
-        ("tokens in / out", [f"{s.prompt_tokens} / {s.completion_tokens}" for _, s in columns]),
+        ("tokens in / out", [f"{_num(s.prompt_tokens, '{}')} / {_num(s.completion_tokens, '{}')}"
+                             for _, s in columns]),
         (
             "latency p50 / p95 ms",
             [

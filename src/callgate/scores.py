@@ -101,8 +101,8 @@ class Scores(BaseModel):
     cases: int
     cost_usd: float | None
     cost_unknown: int
-    prompt_tokens: int
-    completion_tokens: int
+    prompt_tokens: int | None  # None when no attempt reported usage
+    completion_tokens: int | None
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     providers: dict[str, int]
@@ -149,6 +149,7 @@ class ScoreBuilder:
     cost_unknown: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    usage_known: int = 0
     latencies: list[float] = field(default_factory=list)
     providers: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
@@ -170,6 +171,8 @@ class ScoreBuilder:
             else:
                 self.cost += cost
                 self.cost_known += 1
+        if prompt_tokens is not None or completion_tokens is not None:
+            self.usage_known += 1
         self.prompt_tokens += prompt_tokens or 0
         self.completion_tokens += completion_tokens or 0
         if latency_ms is not None:
@@ -202,8 +205,8 @@ class ScoreBuilder:
             cases=len(self.per_case),
             cost_usd=self.cost if self.cost_known else None,
             cost_unknown=self.cost_unknown,
-            prompt_tokens=self.prompt_tokens,
-            completion_tokens=self.completion_tokens,
+            prompt_tokens=self.prompt_tokens if self.usage_known else None,
+            completion_tokens=self.completion_tokens if self.usage_known else None,
             latency_p50_ms=percentile(self.latencies, 50),
             latency_p95_ms=percentile(self.latencies, 95),
             providers=dict(sorted(self.providers.items())),
