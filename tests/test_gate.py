@@ -137,14 +137,23 @@ def test_paired_sample_size_against_hand_value() -> None:
     # [1.959964·√0.03 + 0.841621·√(0.03 − 0.0004)]² / 0.0004 = 0.484273² / 0.0004
     assert paired_cases_needed(0.02, 0.03) == pytest.approx(586.3, abs=0.5)
     # design.md: a 2-point drop needs roughly 300–1,500 paired cases, by how many flip
-    assert 300 < paired_cases_needed(0.02, 0.016) < paired_cases_needed(0.02, 0.08) < 1600
-    assert paired_cases_needed(0.02, 0.0003) == math.inf
+    assert 300 < paired_cases_needed(0.02, 0.02) < paired_cases_needed(0.02, 0.08) < 1600
+    assert paired_cases_needed(0.02, 0.0003) == math.inf  # a drop larger than the flips
+    assert paired_cases_needed(0.03, 0.03) < math.inf  # every flip one way: still finite
 
 
 def test_detectable_drop_inverts_the_sample_size() -> None:
     drop = detectable_drop_paired(586, 0.03)
     assert drop == pytest.approx(0.02, abs=2e-4)
     assert detectable_drop_paired(0, 0.1) is None
+    # floating point once made sqrt(ψ)² > ψ and hid these (review finding)
+    assert detectable_drop_paired(1000, 0.01) is not None
+    assert detectable_drop_paired(300, 0.2) is not None
+    for n, flips in [(300, 1), (1000, 10), (50, 19), (500, 40)]:
+        drop = detectable_drop_paired(n, flips / n)
+        if drop is not None:
+            assert drop <= flips / n
+            assert paired_cases_needed(drop, flips / n) == pytest.approx(n, rel=1e-3)
     # unpaired, 90% → 88%: (1.96·√(2·0.89·0.11) + 0.8416·√(0.09 + 0.1056))² / 0.0004 ≈ 3,841
     assert detectable_drop_unpaired(3841, 0.90) == pytest.approx(0.02, abs=2e-4)
 
@@ -153,7 +162,11 @@ def test_small_suite_warns_that_the_rule_cannot_see_two_points() -> None:
     d = decide(release("r2", uniform(50, 45, 45)), release("r1", uniform(50, 45, 45)))
     assert d.outcome == "pass"
     assert any("smallest drop detectable" in w for w in d.warnings)
-    assert d.checks[0].detectable_drop_paired > 2
+    # no flips observed (one assumed): 2% flip share, and 50 cases cannot see even that
+    assert d.checks[0].detectable_drop_paired is None
+    assert any("none at all at this flip rate" in w for w in d.warnings)
+    wide = decide(release("r2", uniform(200, 160, 160)), release("r1", uniform(200, 180, 180)))
+    assert 2 < wide.checks[0].detectable_drop_paired <= 10  # 10% of cases flipped
 
 
 def test_junit_parsed_back() -> None:
@@ -206,6 +219,10 @@ def test_ci_flow_baseline_from_a_committed_file_with_an_empty_store(tmp_path: Pa
     second.mkdir()
     score(first, "2026.10")
     releases = tmp_path / "repo" / "releases"
+    typo = cli(first, "gate", "-m", "agent", "--release", "2026.10", "--baseline",
+               str(releases))
+    assert typo.returncode == 2 and "no such scores file or folder" in typo.stderr
+    releases.mkdir(parents=True)
     result = cli(first, "gate", "-m", "agent", "--release", "2026.10",
                  "--baseline", str(releases), "--scores-out", str(releases / "2026.10.json"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -247,3 +264,32 @@ def test_history_lists_releases_oldest_first(tmp_path: Path) -> None:
     assert out.index("2026.10") < out.index("2026.11") and "-10.4" in out
     result = cli(tmp_path, "gate", "-m", "agent", "--release", "2026.11")
     assert result.returncode == 1
+
+
+def test_a_partial_release_is_inconclusive_not_green() -> None:
+    full = uniform(100, 90, 85)
+    partial = {c: full[c] for c in list(full)[:20]}  # only the first 20 cases answered
+    baseline = release("r1", full)
+    current = release("r2", partial).model_copy(update={"suite_cases": sorted(full)})
+    d = decide(current, baseline.model_copy(update={"suite_cases": sorted(full)}))
+    assert d.outcome == "inconclusive" and d.exit_code == 3
+    assert d.removed_cases == [] and not d.suite_changed
+    assert any("80 of 100 cases the baseline scored" in m for m in d.messages)
+    few = {c: full[c] for c in list(full)[:97]}
+    d = decide(release("r2", few).model_copy(update={"suite_cases": sorted(full)}),
+               baseline.model_copy(update={"suite_cases": sorted(full)}))
+    assert d.outcome == "pass" and any("3 case(s) scored in the baseline" in w
+                                       for w in d.warnings)
+
+
+def test_partial_responses_file_through_the_cli(tmp_path: Path) -> None:
+    example = example_path()
+    lines = (example / "responses-2026.10.jsonl").read_text().splitlines()
+    (tmp_path / "part.jsonl").write_text("\n".join(lines[:6]) + "\n")
+    score(tmp_path, "2026.10")
+    result = cli(tmp_path, "score", str(example), "-r", "part.jsonl", "-m", "agent",
+                 "--release", "partial")
+    assert result.returncode == 0, result.stderr
+    gate = cli(tmp_path, "gate", "-m", "agent", "--release", "partial")
+    assert gate.returncode == 3, gate.stdout
+    assert "have no scored attempt now" in gate.stdout and "removed" not in gate.stdout

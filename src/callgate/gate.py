@@ -116,6 +116,9 @@ class ReleaseScores(BaseModel):
     figures: Figures
     by_tag: dict[str, Figures] = Field(default_factory=dict)
     cases: dict[str, CaseRecord]
+    # Every case id of the suite, answered or not: tells "removed from the suite" apart from
+    # "not scored this time" (a partial responses file, a run stopped early).
+    suite_cases: list[str] = Field(default_factory=list)
 
     def to_json(self) -> str:
         """Stable key order and formatting, so the file diffs well in git."""
@@ -145,7 +148,8 @@ def read_release_file(path: Path | str) -> ReleaseScores:
         raise from_validation_error(source, None, exc) from None
 
 
-def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict]) -> ReleaseScores:
+def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict],
+                     suite_cases: Iterable[str] = ()) -> ReleaseScores:
     """Build the release scores from a stored run row and its verdicts."""
     scores = json.loads(run["scores"])
     return ReleaseScores(
@@ -162,6 +166,7 @@ def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict]) -> Rel
         figures=Figures.model_validate(scores["figures"]),
         by_tag={k: Figures.model_validate(v) for k, v in scores["by_tag"].items()},
         cases=case_records(verdicts),
+        suite_cases=sorted(suite_cases),
     )
 
 
@@ -184,12 +189,12 @@ def paired_cases_needed(drop: float, discordant: float, alpha: float = 0.05,
                         power: float = 0.8) -> float:
     """Paired cases needed to detect a drop (a fraction) with McNemar's test (Connor 1987),
     given the share of cases whose verdict flips either way."""
-    if drop <= 0 or discordant < drop * drop or discordant <= 0:
+    # The drop is p10 − p01 and the flip share p10 + p01, so no drop exceeds the flip share.
+    if drop <= 0 or discordant <= 0 or drop > discordant:
         return math.inf
     za, zb = _Z(1 - alpha / 2), _Z(power)
-    return (za * math.sqrt(discordant) + zb * math.sqrt(discordant - drop * drop)) ** 2 / (
-        drop * drop
-    )
+    spread = za * math.sqrt(discordant) + zb * math.sqrt(max(0.0, discordant - drop * drop))
+    return spread * spread / (drop * drop)
 
 
 def detectable_drop_paired(n: int, discordant: float, alpha: float = 0.05,
@@ -197,9 +202,9 @@ def detectable_drop_paired(n: int, discordant: float, alpha: float = 0.05,
     """Smallest drop (a fraction) that n paired cases detect with the given power."""
     if n <= 0 or discordant <= 0:
         return None
-    low, high = 0.0, min(1.0, math.sqrt(discordant))
+    low, high = 0.0, min(1.0, discordant)
     if paired_cases_needed(high, discordant, alpha, power) > n:
-        return None  # not even the largest drop this discordance allows is detectable
+        return None  # not even a drop as large as the flip share is detectable
     for _ in range(80):
         mid = (low + high) / 2
         if paired_cases_needed(mid, discordant, alpha, power) > n:
@@ -308,10 +313,26 @@ def decide(
                             worse=[], better=[], messages=messages + inconclusive,
                             warnings=warnings, **common)
 
-    added = sorted(set(current.cases) - set(baseline.cases))
-    removed = sorted(set(baseline.cases) - set(current.cases))
+    now_suite = set(current.suite_cases or current.cases)
+    then_suite = set(baseline.suite_cases or baseline.cases)
+    added = sorted(now_suite - then_suite)
+    removed = sorted(then_suite - now_suite)
     shared = sorted(c for c in set(current.cases) & set(baseline.cases)
                     if current.cases[c].trials and baseline.cases[c].trials)
+    # Cases still in the suite that the baseline scored and this release did not: a partial
+    # responses file or a run stopped early must not pass on the cases it happened to answer.
+    scored_before = [c for c in then_suite & now_suite
+                     if c in baseline.cases and baseline.cases[c].trials]
+    unscored = sorted(c for c in scored_before
+                      if c not in current.cases or not current.cases[c].trials)
+    if scored_before and len(unscored) / len(scored_before) > max_excluded:
+        inconclusive.append(
+            f"{len(unscored)} of {len(scored_before)} cases the baseline scored have no scored "
+            f"attempt now (first: {', '.join(unscored[:5])}), above the {max_excluded:.0%} "
+            "allowed")
+    elif unscored:
+        warnings.append(f"{len(unscored)} case(s) scored in the baseline have no scored "
+                        f"attempt now: {', '.join(unscored[:10])}")
     suite_changed = current.suite_fingerprint != baseline.suite_fingerprint
     if suite_changed:
         warnings.append(
@@ -348,7 +369,8 @@ def decide(
             detectable_drop_unpaired=None if unpaired is None else 100 * unpaired,
         ))
         if shared and (paired is None or 100 * paired > max_drop):
-            shown = "none at all" if paired is None else f"{100 * paired:.1f} points"
+            shown = ("none at all at this flip rate" if paired is None
+                     else f"{100 * paired:.1f} points")
             warnings.append(
                 f"{name.replace('_', ' ')}: with {len(shared)} paired cases the smallest drop "
                 f"detectable with 80% power is {shown}, more than the {max_drop:g} allowed: "
@@ -387,7 +409,9 @@ def decide(
 
 def stored_release(store: Store, run: Mapping[str, Any]) -> ReleaseScores:
     verdicts = (Verdict.model_validate(row) for row in store.verdicts(run["id"]))
-    return release_from_run(run, verdicts)
+    suite_cases = (row[0] for row in store.db.execute(
+        "SELECT case_id FROM cases WHERE suite = ?", [run["suite"]]).fetchall())
+    return release_from_run(run, verdicts, suite_cases)
 
 
 def find_current(store: Store, model: str, release: str, suite_name: str | None
@@ -416,9 +440,11 @@ def baseline_from_store(store: Store, current: Mapping[str, Any]) -> ReleaseScor
 def baseline_from_path(path: Path, current: ReleaseScores) -> ReleaseScores | None:
     """A scores file, or the newest file in a folder that is of the same model and suite.
 
-    A folder that does not exist yet (the first release in CI) holds no baseline."""
-    if not path.exists() and path.suffix != ".json":
-        return None
+    A path that does not exist is an error, never "no baseline": a mistyped folder would
+    otherwise pass every release as a first release. Start with an empty folder."""
+    if not path.exists():
+        raise InputError(path, "no such scores file or folder (for the first release, create "
+                               "the folder, e.g. releases/ with a .gitkeep, and commit it)")
     if not path.is_dir():
         baseline = read_release_file(path)
         if baseline.model != current.model or baseline.suite_name != current.suite_name:
