@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from callgate import __version__
 from callgate.errors import CallgateError
@@ -47,7 +48,8 @@ DbOption = Annotated[
 
 
 def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False,
+                               soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -552,5 +554,45 @@ def judge_label(
     typer.echo(f"added {added} item(s) to {calibration_set} and to {db}")
 
 
+EXIT_INTERNAL = 4
+
+
+def entry() -> None:
+    """The console script. CI reads exit 1 as "regression", so no failure that a command did
+    not catch may end with it: unreadable input is 2, an internal error 4, Ctrl-C 130."""
+    try:  # typer 0.29 vendors click; older releases use click itself
+        from typer._click.exceptions import ClickException
+    except ImportError:  # pragma: no cover
+        from click.exceptions import ClickException
+
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        Console(stderr=True).print("interrupted", highlight=False)
+        code = 130
+    except ClickException as exc:  # usage errors (exit 2), shown as click shows them
+        exc.show()
+        code = exc.exit_code
+    except BrokenPipeError:  # e.g. `callgate gate ... | head`: the reader went away
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 141
+    except UnicodeDecodeError as exc:
+        Console(stderr=True).print(f"error: a file is not UTF-8 text ({exc.reason} at byte "
+                                   f"{exc.start})", highlight=False, markup=False)
+        code = EXIT_INPUT
+    except OSError as exc:
+        Console(stderr=True).print(f"error: {exc.filename or ''}: {exc.strerror or exc}",
+                                   highlight=False, markup=False)
+        code = EXIT_INPUT
+    except Exception as exc:
+        if os.environ.get("CALLGATE_DEBUG"):
+            raise
+        Console(stderr=True).print(
+            f"internal error: {exc!r} (set CALLGATE_DEBUG=1 for the traceback; please report it)",
+            highlight=False, markup=False)
+        code = EXIT_INTERNAL
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    entry()

@@ -74,9 +74,10 @@ def run_multi_turn_demo(db: Path, console: Console) -> None:
                   "failure):")
     kinds = {case_id: case.expect.type for case_id, case in suite.cases.items()}
     for line in _changed_cases(results, kinds):
-        console.print(f"  {line}", highlight=False)
+        console.print(f"  {line}", highlight=False, markup=False)
     decision = decide(current, baseline, baseline_source=f"store {db}")
-    console.print(f"The gate on {suite.name}: {gate_lines(decision)[0]}", highlight=False)
+    console.print(f"The gate on {suite.name}: {gate_lines(decision)[0]}", highlight=False,
+                  markup=False)
 
 
 def _changed_cases(results: list[RunResult], kinds: dict[str, str]) -> list[str]:

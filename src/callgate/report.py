@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from callgate.calibration import Certificate, Disagreement
@@ -65,10 +66,10 @@ def run_document(result: RunResult) -> dict[str, Any]:
 
 def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
     """Figures side by side, one column per (label, scores)."""
-    table = Table(title=title, title_justify="left", show_lines=False)
+    table = Table(title=escape(title), title_justify="left", show_lines=False)
     table.add_column("figure", style="bold")
     for label, _ in columns:
-        table.add_column(label, justify="right")
+        table.add_column(escape(label), justify="right")
     rows: list[tuple[str, list[str]]] = [
         ("right tool % [95% CI]", [pct(s.figures.right_tool) for _, s in columns]),
         ("right arguments % [95% CI]", [pct(s.figures.right_arguments) for _, s in columns]),
@@ -118,7 +119,7 @@ def tags_table(columns: Sequence[tuple[str, Scores]]) -> Table:
     table = Table(title="per tag: right tool % / right arguments % (scored)", title_justify="left")
     table.add_column("tag", style="bold")
     for label, _ in columns:
-        table.add_column(label, justify="right")
+        table.add_column(escape(label), justify="right")
     tags = sorted({t for _, s in columns for t in s.by_tag})
     for tag in tags:
         cells = []
@@ -130,7 +131,7 @@ def tags_table(columns: Sequence[tuple[str, Scores]]) -> Table:
                 else f"{_num(fig.right_tool.pct, '{:.1f}')} / "
                 f"{_num(fig.right_arguments.pct, '{:.1f}')} ({fig.scored})"
             )
-        table.add_row(tag, *cells)
+        table.add_row(escape(tag), *cells)
     return table
 
 
@@ -139,8 +140,8 @@ def failures_table(result: RunResult, limit: int = 20) -> Table:
     for name in ("case", "rep", "tool", "arguments", "reason"):
         table.add_column(name, overflow="fold")
     for v in result.failures[:limit]:
-        table.add_row(v.case_id, str(v.repeat), v.tool or v.status, v.arguments or "",
-                      v.reason)
+        table.add_row(escape(v.case_id), str(v.repeat), v.tool or v.status, v.arguments or "",
+                      escape(v.reason))
     return table
 
 
@@ -154,7 +155,7 @@ def print_run(result: RunResult, console: Console | None = None) -> None:
     if result.missing:
         console.print(
             f"[yellow]{len(result.missing)} case(s) had no response: "
-            f"{', '.join(result.missing[:10])}[/yellow]"
+            f"{escape(', '.join(result.missing[:10]))}[/yellow]"
         )
 
 
@@ -213,20 +214,21 @@ def print_gate(decision: GateDecision, console: Console | None = None) -> None:
     console = console or Console()
     style = {"regression": "red", "inconclusive": "yellow"}.get(decision.outcome, "green")
     lines = gate_lines(decision)
-    console.print(f"[bold {style}]{lines[0]}[/]", highlight=False)
+    console.print(f"[bold {style}]{escape(lines[0])}[/]", highlight=False)
     for text in lines[1:]:
-        console.print(f"  {text}", highlight=False)
+        console.print(f"  {escape(text)}", highlight=False)
     if decision.checks:
         console.print(gate_table(decision))
     if decision.worse:
-        console.print(f"[bold]passed in {decision.baseline_release}, fail now "
+        console.print(f"[bold]passed in {escape(decision.baseline_release or '')}, fail now "
                       f"({len(decision.worse)}):[/bold]")
         for change in decision.worse:
-            console.print(f"  [red]-[/red] {change.case_id}: {change.reason}", highlight=False)
+            console.print(f"  [red]-[/red] {escape(change.case_id)}: {escape(change.reason)}",
+                          highlight=False)
     if decision.better:
-        console.print(f"[bold]failed in {decision.baseline_release}, pass now "
+        console.print(f"[bold]failed in {escape(decision.baseline_release or '')}, pass now "
                       f"({len(decision.better)}):[/bold] "
-                      + ", ".join(c.case_id for c in decision.better), highlight=False)
+                      + escape(", ".join(c.case_id for c in decision.better)), highlight=False)
 
 
 def gate_markdown(decision: GateDecision) -> str:
@@ -293,7 +295,7 @@ def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
 
 
 def history_table(model: str, releases: Sequence[ReleaseScores]) -> Table:
-    table = Table(title=f"history of {model}, oldest first", title_justify="left")
+    table = Table(title=escape(f"history of {model}, oldest first"), title_justify="left")
     for name in ("suite", "release", "created", "right tool %", "Δ", "right arguments %", "Δ",
                  "calls/task", "scored"):
         table.add_column(name, justify="right")
@@ -306,7 +308,7 @@ def history_table(model: str, releases: Sequence[ReleaseScores]) -> Table:
             then_pct = getattr(before.figures, name).pct if before else None
             deltas.append("" if now_pct is None or then_pct is None
                           else f"{now_pct - then_pct:+.1f}")
-        table.add_row(r.suite_name, r.release, r.created_at[:16].replace("T", " "),
+        table.add_row(escape(r.suite_name), escape(r.release), r.created_at[:16].replace("T", " "),
                       _points(r.figures.right_tool.pct), deltas[0],
                       _points(r.figures.right_arguments.pct), deltas[1],
                       _num(r.figures.calls_per_task), str(r.figures.scored))
@@ -327,7 +329,7 @@ def _rate(value: float | None, interval: tuple[float, float] | None) -> str:
 def print_calibration(certificate: Certificate, disagreements: Sequence[Disagreement],
                       judged: int, cert_path: Any, console: Console | None = None) -> None:
     console = console or Console()
-    table = Table(title=f"judge {certificate.judge} on the test split "
+    table = Table(title=f"judge {escape(certificate.judge)} on the test split "
                         f"({certificate.test_items} of {certificate.items} items; "
                         f"{judged} judged now, the rest from the cache)", title_justify="left")
     for name in ("dimension", "TPR [95% CI]", "TNR [95% CI]", "accuracy", "kappa",
@@ -346,7 +348,7 @@ def print_calibration(certificate: Certificate, disagreements: Sequence[Disagree
         for name in ("item", "split", "dimension", "person", "judge", "judge's reason"):
             dis.add_column(name, overflow="fold")
         for d in disagreements:
-            dis.add_row(d.item, d.split, d.dimension, d.person, d.judge, d.reason)
+            dis.add_row(escape(d.item), d.split, d.dimension, d.person, d.judge, escape(d.reason))
         console.print(dis)
     if certificate.certified:
         console.print(f"[green]certified[/green]: fingerprint {certificate.fingerprint[:12]}; "
