@@ -236,3 +236,26 @@ def test_single_turn_cases_keep_their_path(loopback: Loopback, tmp_path: Path) -
     assert all(v.right_arguments for v in live.result.verdicts)
     bodies = {r["case_id"]: json.loads(r["body"]) for r in rows(tmp_path, RESPONSES)}
     assert "response" in bodies["plain"] and "turns" in bodies["scripted"]
+
+
+def test_a_schema_invalid_call_gets_the_schema_error_back(
+    loopback: Loopback, tmp_path: Path
+) -> None:
+    loopback.script_turns(
+        "[bad]",
+        ok(calls=[call("lookup_order", "b0", order_id=["ord_1"])]),  # Shop would crash on it
+        ok(content="I could not look it up."),
+    )
+    suite = load_suite(env_suite(tmp_path / "shop", [
+        mt_case("bad", {"type": "trajectory", "calls": [{"tool": "lookup_order"}]}, state=STATE),
+    ]))
+    live = run(tmp_path, suite, loopback)
+    _, second = seen(loopback, "bad")
+    tool_message = second.body["messages"][-1]
+    assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "b0"
+    assert json.loads(tool_message["content"]) == {
+        "error": "arguments do not match the schema: lookup_order.order_id: expected string, "
+                 'got array ["ord_1"]'}
+    verdict = live.result.verdicts[0]
+    assert verdict.status == "scored" and verdict.arguments == "schema_violation"
+    assert live.result.scores.figures.scored == 1

@@ -527,3 +527,66 @@ def test_cli_imports_and_scores(tmp_path: Path) -> None:
         check=False,
     )
     assert bad.returncode == 2 and "unknown category" in bad.stderr
+
+
+def test_import_never_overwrites_a_hand_written_suite(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "tools.json").write_text("[]")  # no suite.json: still somebody's suite
+    (mine / "cases.jsonl").write_text("{}\n")
+    (mine / "notes.md").write_text("mine")
+    with pytest.raises(InputError, match=r"not imported from BFCL.*--force"):
+        import_category(DATA, "parallel", mine)
+    assert (mine / "tools.json").read_text() == "[]"
+    assert (mine / "cases.jsonl").read_text() == "{}\n"
+    assert not (mine / "suite.json").exists()
+    forced = import_category(DATA, "parallel", mine, force=True)
+    assert load_suite(forced.out).name == "bfcl-parallel"
+    assert (mine / "notes.md").read_text() == "mine"  # other files are left alone
+    again = import_category(DATA, "simple_python", mine)  # a BFCL import: overwritten
+    assert load_suite(again.out).name == "bfcl-simple_python"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no temporary left
+
+
+def test_a_failed_import_leaves_nothing_half_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fails(path: Path) -> None:
+        assert (Path(path) / "tools.json").exists()  # written in full, somewhere else
+        raise InputError(path, "the written suite does not load")
+
+    monkeypatch.setattr(bfcl, "load_suite", fails)
+    out = tmp_path / "new"
+    with pytest.raises(InputError, match="does not load"):
+        import_category(DATA, "parallel", out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    first = import_category(DATA, "parallel", out)
+    before = {p.name: p.read_bytes() for p in first.out.iterdir()}
+    monkeypatch.setattr(bfcl, "load_suite", fails)
+    with pytest.raises(InputError):
+        import_category(DATA, "simple_python", out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
+
+
+def test_cli_import_force(tmp_path: Path) -> None:
+    cli = Path(sys.executable).parent / "callgate"
+    out = tmp_path / "suite"
+    out.mkdir()
+    (out / "cases.jsonl").write_text("{}\n")
+    args = [str(cli), "import", "bfcl", str(DATA), "--category", "parallel", "--out", str(out)]
+    refused = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert refused.returncode == 2 and "--force" in refused.stderr
+    forced = subprocess.run([*args, "--force"], capture_output=True, text=True, check=False)
+    assert forced.returncode == 0, forced.stderr
+    assert load_suite(out).name == "bfcl-parallel"
+
+
+def test_bfcl_data_that_is_not_utf8_names_the_file(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "possible_answer").mkdir(parents=True)
+    (data / "BFCL_v4_irrelevance.json").write_bytes(b'{"id": "irrelevance_0"}\n{"id": "\xff"}\n')
+    with pytest.raises(InputError) as info:
+        read_category(data, "irrelevance")
+    assert info.value.path.endswith("BFCL_v4_irrelevance.json") and info.value.line == 2

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from factories import calls, case, line, message, tool_call, write_suite
 
-from callgate.checks import Verdict, check_response, json_equal, max_pairing
+from callgate.checks import Verdict, check_response, json_equal
 from callgate.responses import parse_response
 from callgate.suite import Suite, load_suite
+from callgate.trajectory import _max_matching
 
 
 @pytest.fixture
@@ -289,7 +290,8 @@ def test_full_chat_completion_object_is_accepted(suite: Suite) -> None:
 
 def test_max_pairing_is_optimal_not_greedy() -> None:
     # Greedy would give left 0 the right 0 and leave left 1 unmatched.
-    assert max_pairing([[0, 1], [0]], 2) == [1, 0]
+    edges = [[0, 1], [0]]
+    assert _max_matching(range(2), range(2), lambda e, a: a in edges[e]) == {0: 1, 1: 0}
 
 
 def test_date_time_format_is_checked(tmp_path: Path) -> None:

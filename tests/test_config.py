@@ -208,3 +208,59 @@ def test_cli_exits_2_naming_file_and_field(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "max_tokens" in result.output and "truncates" in result.output
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"aws_secret_access_key": "abc"}, "extra.aws_secret_access_key"),
+        ({"openai_api_key": "sk-1"}, "extra.openai_api_key"),
+        ({"apiKey": "sk-1"}, "extra.apiKey"),
+        ({"access_token": "t"}, "extra.access_token"),
+        ({"password": "p"}, "extra.password"),
+        ({"Authorization": "Bearer sk-1"}, "extra.Authorization"),
+        ({"extra_headers": {"Authorization": "Bearer sk-1"}}, "extra.extra_headers"),
+        ({"extra_headers": {"X-Api-Key": "sk-1"}}, "extra.extra_headers"),
+        ({"api_key": "sk-1"}, "extra.api_key"),
+    ],
+)
+def test_credentials_in_extra_are_refused(extra: dict, field: str) -> None:
+    with pytest.raises(InputError) as info:
+        resolve_candidate("openai/gpt-4o", overrides={"extra": extra})
+    assert info.value.field == field, info.value
+    assert "api_key_env" in info.value.message
+    assert "sk-1" not in str(info.value) and "Bearer" not in str(info.value)
+
+
+def test_credentials_given_as_params_are_refused() -> None:
+    with pytest.raises(InputError) as info:
+        resolve_candidate("openai/gpt-4o", overrides={"extra": parse_params(["api-key=sk-1"])})
+    assert "api_key_env" in info.value.message and "sk-1" not in str(info.value)
+    # Token counts and such are not credentials.
+    fine = {"min_tokens": 1, "prompt_cache_key": "c", "temperature": 0, "top_k": 5,
+            "thinking": {"budget_tokens": 1024}, "extra_headers": {"X-Title": "callgate"}}
+    assert resolve_candidate("openai/gpt-4o", overrides={"extra": fine}).extra == fine
+
+
+@pytest.mark.parametrize(
+    "api_base",
+    ["https://user:s3cret@host.example/v1", "https://host.example/v1?api-key=s3cret",
+     "https://s3cret@host.example/v1"],
+)
+def test_credentials_in_api_base_are_refused(tmp_path: Path, api_base: str) -> None:
+    with pytest.raises(InputError) as info:
+        resolve_candidate("openai/gpt-4o", overrides={"api_base": api_base})
+    assert info.value.field == "api_base" and "api_key_env" in info.value.message
+    assert "s3cret" not in str(info.value)
+    err = error_of(tmp_path, f'[[candidates]]\nmodel = "openai/x"\napi_base = "{api_base}"')
+    assert err.field == "candidates[0].api_base" and "s3cret" not in str(err)
+    plain = resolve_candidate("openai/gpt-4o", overrides={"api_base": "http://localhost:8000/v1"})
+    assert plain.api_base == "http://localhost:8000/v1"
+
+
+def test_a_config_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "callgate.toml"
+    path.write_bytes(b'[[candidates]]\nmodel = "openai/x"\nname = "caf\xe9"\n')
+    with pytest.raises(InputError) as info:
+        load_config(path)
+    assert info.value.path == str(path) and info.value.line == 3 and "UTF-8" in info.value.message

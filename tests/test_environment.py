@@ -141,11 +141,13 @@ def test_tool_errors_are_answers_and_other_failures_are_the_environment(tmp_path
     with pytest.raises(EnvironmentError_, match="carrier database"):
         call_tool(env, "track_shipment", {"order_id": "ord_666"})
     offered = {"lookup_order"}
+    schemas = {name: tool.function.parameters for name, tool in suite.tools.items()}
     broken = ParsedCall(0, "lookup_order", None, "Expecting value")
-    assert answer_call(env, broken, offered) == {
+    assert answer_call(env, broken, offered, schemas, suite.validators) == {
         "error": "arguments are not valid JSON: Expecting value"}
     not_offered = ParsedCall(0, "cancel_order", {"order_id": "ord_1", "reason": "x"}, None)
-    assert answer_call(env, not_offered, offered) == {"error": "unknown tool cancel_order"}
+    assert answer_call(env, not_offered, offered, schemas, suite.validators) == {
+        "error": "unknown tool cancel_order"}
     assert STATE["orders"]["ord_1"]["status"] == "pending"  # the case's state is never touched
     assert issubclass(ToolError, Exception) and not issubclass(ToolError, EnvironmentError_)
 
@@ -266,3 +268,57 @@ def test_demo_shows_the_multi_turn_example(tmp_path: Path) -> None:
     assert "address-and-cancel" not in out  # same verdicts in both releases
     assert "excluded: environment error" in out
     assert out.index("The gate") < out.index("Several calls and several turns")
+
+
+def test_a_schema_invalid_call_is_answered_with_an_error_and_never_run(tmp_path: Path) -> None:
+    # The example's OrderStore crashes (unhashable list) if a list id ever reaches it.
+    root = example_path(MULTI_TURN_EXAMPLE)
+    suite = load_suite(root)
+    result = score(tmp_path, suite, [
+        turns("cancel-unshipped", [c("lookup_order", order_id=["ord_5102"])], "Sorry."),
+    ])
+    verdict = result.verdicts[0]
+    assert verdict.status == "scored", verdict
+    assert (verdict.arguments, verdict.schema_kind) == ("schema_violation", "wrong_type")
+    assert "lookup_order.order_id: expected string, got array" in verdict.arguments_reason
+    assert result.scores.figures.scored == 1 and not result.scores.excluded.get("environment_error")
+
+    # answer_call checks the schema first: the model gets the error, the tool never runs.
+    shop = load_suite(env_suite(tmp_path / "shop", [mt_case("a", {"type": "no_call"},
+                                                           state=STATE)]))
+    assert shop.environment is not None
+    env = fresh(shop.environment, STATE)
+    schemas = {name: tool.function.parameters for name, tool in shop.tools.items()}
+    bad = ParsedCall(0, "cancel_order", {"order_id": "ord_1", "reason": "nope"}, None)
+    answer = answer_call(env, bad, set(schemas), schemas, shop.validators)
+    assert answer == {"error": "arguments do not match the schema: cancel_order.reason: 'nope' "
+                               "is not one of ['changed_mind', 'duplicate', 'other']"}
+    assert env.state()["orders"]["ord_1"] == {"status": "pending"}  # never executed
+    good = ParsedCall(0, "cancel_order", {"order_id": "ord_1", "reason": "other"}, None)
+    assert answer_call(env, good, set(schemas), schemas, shop.validators)["status"] == "cancelled"
+
+
+def test_schema_problems_win_over_an_environment_failure(tmp_path: Path) -> None:
+    cancel_1 = {"type": "final_state", "calls": [
+        {"tool": "cancel_order", "args": {"order_id": "ord_1", "reason": "duplicate"}}]}
+    track = {"type": "trajectory", "mode": "superset", "calls": [{"tool": "track_shipment"}]}
+    cases = [mt_case("trajectory", track, state=STATE), mt_case("state", cancel_1, state=STATE),
+             mt_case("only-valid", track, state=STATE)]
+    crash = c("track_shipment", order_id="ord_666")  # schema-valid; the environment fails
+    result = score(tmp_path, load_suite(env_suite(tmp_path / "shop", cases)), [
+        turns("trajectory", [c("track_shipment", order_id=7)], [crash], "Lost."),
+        turns("state", [cancel("ord_1", "duplicate"), c("lookup_order", id="ord_1")], [crash],
+              "Done."),
+        turns("only-valid", [crash], "Lost."),
+    ])
+    got = {v.case_id: v for v in result.verdicts}
+    assert got["trajectory"].status == "scored" and got["trajectory"].right_tool
+    assert (got["trajectory"].arguments, got["trajectory"].schema_kind) == (
+        "schema_violation", "wrong_type")
+    state = got["state"]
+    assert state.status == "scored" and not state.right_arguments
+    assert (state.arguments, state.schema_kind) == ("schema_violation", "missing_required")
+    assert "the final state is unknown" in state.tool_reason
+    assert "carrier database is down" in state.tool_reason
+    assert got["only-valid"].status == "environment_error"  # schema-valid: the environment's
+    assert result.scores.figures.scored == 2

@@ -312,3 +312,67 @@ def test_stopping_keeps_what_finished_and_a_rerun_resumes(
     assert resumed.cached == stopped.called and resumed.stopped is None
     assert sorted(s.marker[1:4] for s in loopback.requests) == sorted(set(suite.cases) - answered)
     assert rows(tmp_path, "SELECT status FROM runs") == [{"status": "done"}]
+
+
+def test_a_rerun_keeps_the_finished_release_until_it_finishes(
+    loopback: Loopback, tmp_path: Path
+) -> None:
+    suite = suite_of(tmp_path, "a", "b")
+    cand = candidate(loopback)
+    first = run(tmp_path, suite, cand, settings())
+    with Store(tmp_path / "callgate.db") as store:
+        before = store.find_run(suite.name, "cand", "r1")
+    assert before is not None and before["id"] == first.result.run_id
+
+    # A re-run of the same release that stops on a fatal provider error keeps the earlier run.
+    loopback.script("[", error(401, "bad key"))
+    stopped = run(tmp_path, suite, cand, settings(cache=False, concurrency=1))
+    assert stopped.stopped is not None and stopped.stopped.startswith("auth")
+    with Store(tmp_path / "callgate.db") as store:
+        assert store.find_run(suite.name, "cand", "r1") == before
+        assert [r["id"] for r in store.runs("cand")] == [first.result.run_id]
+        assert len(list(store.verdicts(first.result.run_id))) == 2
+    statuses = rows(tmp_path, "SELECT id, status FROM runs ORDER BY id")
+    assert statuses == [{"id": first.result.run_id, "status": "done"},
+                        {"id": stopped.result.run_id, "status": "interrupted"}]
+
+    # A re-run that finishes replaces both, and keeps the release's place in the history.
+    loopback.reset()
+    again = run(tmp_path, suite, cand, settings(cache=False))
+    assert again.stopped is None
+    with Store(tmp_path / "callgate.db") as store:
+        after = store.find_run(suite.name, "cand", "r1")
+        assert after is not None and after["id"] == again.result.run_id
+        assert after["created_at"] == before["created_at"]
+        assert [r["id"] for r in store.runs()] == [again.result.run_id]
+    assert rows(tmp_path, "SELECT id FROM runs") == [{"id": again.result.run_id}]
+    assert {r["run"] for r in rows(tmp_path, "SELECT run FROM verdicts")} == {
+        again.result.run_id}
+
+
+def test_a_store_made_with_one_row_per_release_is_upgraded(
+    loopback: Loopback, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "callgate.db"
+    with sqlite3.connect(db) as conn:  # the runs table as callgate made it before
+        conn.execute(
+            "CREATE TABLE runs (id INTEGER PRIMARY KEY, suite_name TEXT NOT NULL, "
+            "suite TEXT NOT NULL REFERENCES suites(fingerprint), model TEXT NOT NULL, "
+            "release TEXT NOT NULL, source TEXT NOT NULL, created_at TEXT NOT NULL, "
+            "callgate_version TEXT NOT NULL, judge_fingerprint TEXT, status TEXT NOT NULL, "
+            "scores TEXT, UNIQUE (suite_name, model, release))"
+        )
+    suite = suite_of(tmp_path, "a")
+    first = run(tmp_path, suite, candidate(loopback), settings())
+    loopback.script("[", error(401, "bad key"))
+    run(tmp_path, suite, candidate(loopback), settings(cache=False))  # a second row: allowed
+    with Store(db) as store:
+        assert [r["id"] for r in store.runs()] == [first.result.run_id]
+        assert store.db.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert len(rows(tmp_path, "SELECT id FROM runs")) == 2
+    loopback.reset()
+    last = run(tmp_path, suite, candidate(loopback), settings(cache=False))
+    assert rows(tmp_path, "SELECT id FROM runs") == [{"id": last.result.run_id}]
+    assert rows(tmp_path, "SELECT DISTINCT run FROM verdicts") == [{"run": last.result.run_id}]

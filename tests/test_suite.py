@@ -108,6 +108,16 @@ def test_response_file_errors_name_line_and_field(tmp_path: Path) -> None:
     ({"case_id": "ord", "response": {"tool_calls": [{"function": {}}]}},
      "response.tool_calls[0].function.name", "missing"),
     ({"case_id": "ord", "response": {"choices": []}}, "response.choices", "non-empty"),
+    ({"case_id": "ord", "response": {"tool_calls": 5}}, "response.tool_calls", "list"),
+    ({"case_id": "ord", "response": {"tool_calls": ["x"]}}, "response.tool_calls[0]", "object"),
+    ({"case_id": "ord", "response": {"choices": ["x"]}}, "response.choices[0]", "object"),
+    ({"case_id": "ord", "response": {"choices": [{"message": {"tool_calls": {"a": 1}}}]}},
+     "response.choices[0].message.tool_calls", "list"),
+    ({"case_id": "ord", "turns": [{"role": "assistant"}, 3]}, "turns[1]", "object"),
+    ({"case_id": "ord", "response": {"content": [1, {"text": 2}]}}, "response.content[1].text",
+     "string"),
+    ({"case_id": "ord", "response": {"tool_calls": [{"function": {"name": "f"}, "id": 3}]}},
+     "response.tool_calls[0].id", "string"),
 ])
 def test_bad_response_lines(tmp_path: Path, bad_line: dict, field: str, words: str) -> None:
     path = write_lines(tmp_path / "r.jsonl", [bad_line])
@@ -122,3 +132,57 @@ def test_duplicate_response_key(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         list(read_responses(path, {"ord"}))
     assert info.value.line == 2 and "second response" in str(info.value)
+
+
+def test_a_non_object_tool_names_its_index(tmp_path: Path) -> None:
+    err = load_error(tmp_path, [GOOD], [LOOKUP_ORDER, 8])
+    assert err.path.endswith("tools.json") and err.field == "[1]"
+    assert "function-tool object" in err.message
+
+
+def test_bytes_that_are_not_utf8_name_file_and_line(tmp_path: Path) -> None:
+    root = write_suite(tmp_path / "s", [GOOD])
+    tools = (root / "tools.json").read_bytes()
+    (root / "tools.json").write_bytes(b"[\n" + tools[1:].replace(b"Look up", b"Look \xff up"))
+    with pytest.raises(InputError) as info:
+        load_suite(root)
+    assert info.value.path.endswith("tools.json") and info.value.line == 2
+    assert "UTF-8" in info.value.message
+    write_suite(root, [GOOD])
+    (root / "cases.jsonl").write_bytes((root / "cases.jsonl").read_bytes() + b'{"id": "\xe9"}\n')
+    with pytest.raises(InputError) as info:
+        load_suite(root)
+    assert info.value.path.endswith("cases.jsonl") and info.value.line == 2
+    write_suite(root, [GOOD])
+    (root / "suite.json").write_bytes(b'{"name": "caf\xe9"}')
+    with pytest.raises(InputError) as info:
+        load_suite(root)
+    assert info.value.path.endswith("suite.json") and "UTF-8" in info.value.message
+    responses = tmp_path / "r.jsonl"
+    responses.write_bytes(b'{"case_id": "ord", "response": {"content": "ok"}}\n'
+                          b'{"case_id": "ord", "repeat": 1, "response": {"content": "\xc3("}}\n')
+    with pytest.raises(InputError) as info:
+        list(read_responses(responses, {"ord"}))
+    assert info.value.path == str(responses) and info.value.line == 2
+    assert "UTF-8" in info.value.message
+
+
+@pytest.mark.parametrize(("meta", "field", "words"), [
+    ({"name": "s", "enviroment": "env:Shop"}, "enviroment", "did you mean 'environment'"),
+    ({"colour": "red"}, "colour", "unknown field"),
+    (["name"], None, "JSON object"),
+    ({"name": 3}, "name", "non-empty string"),
+])
+def test_bad_suite_json_names_the_field(tmp_path: Path, meta: object, field: str | None,
+                                        words: str) -> None:
+    root = write_suite(tmp_path / "s", [GOOD])
+    (root / "suite.json").write_text(json.dumps(meta))
+    with pytest.raises(InputError) as info:
+        load_suite(root)
+    assert info.value.path.endswith("suite.json") and info.value.field == field
+    assert words in info.value.message
+
+
+def test_any_call_expectation_errors_name_the_field_without_the_tag(tmp_path: Path) -> None:
+    err = load_error(tmp_path, [case("x", {"type": "any_call", "mode": "strict"})])
+    assert err.field == "expect.mode"

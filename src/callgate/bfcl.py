@@ -18,7 +18,10 @@ import copy
 import heapq
 import itertools
 import json
+import os
 import re
+import secrets
+import shutil
 import zipfile
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from callgate.errors import InputError, from_validation_error
+from callgate.errors import InputError, decode, from_validation_error, read_text
 from callgate.suite import ArgSpec, Case, ExpectedCall, Suite, canonical_json, load_suite
 
 Kind = Literal["ast", "irrelevance", "relevance"]
@@ -333,8 +336,11 @@ def read_category(source: Path | str, category: str) -> CategoryData:
             if picked is None:
                 raise InputError(root, f"no BFCL data file for category {category!r}")
             question_name, answer_name = picked
-            question_text = archive.read(question_name).decode("utf-8")
-            answer_text = archive.read(answer_name).decode("utf-8") if answer_name else None
+            question_text = decode(f"{root.name}!{question_name}", archive.read(question_name))
+            answer_text = (
+                decode(f"{root.name}!{answer_name}", archive.read(answer_name))
+                if answer_name else None
+            )
             metadata = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
             if metadata is not None:
                 header = archive.read(metadata).decode("utf-8", "replace")
@@ -348,8 +354,8 @@ def read_category(source: Path | str, category: str) -> CategoryData:
         if picked is None:
             raise InputError(root, f"no BFCL data file for category {category!r}")
         question_name, answer_name = picked
-        question_text = (root / question_name).read_text(encoding="utf-8")
-        answer_text = (root / answer_name).read_text(encoding="utf-8") if answer_name else None
+        question_text = read_text(root / question_name)
+        answer_text = read_text(root / answer_name) if answer_name else None
         origin = where_q = str(root / question_name)
         where_a = str(root / answer_name) if answer_name else ""
     else:
@@ -680,31 +686,68 @@ def convert_category(data: CategoryData) -> Converted:
     return Converted(catalogue.tools, cases, meta, catalogue, skipped)
 
 
-def import_category(source: Path | str, category: str, out: Path | str) -> ImportResult:
-    """Read a category, write it as a suite directory, and load it back as a check."""
-    target = Path(out)
+SUITE_FILES = ("tools.json", "cases.jsonl", "suite.json")
+
+
+def _imported_from_bfcl(meta_path: Path) -> bool:
+    try:
+        previous = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON: not ours to overwrite
+        return False
+    source_meta = previous.get("source") if isinstance(previous, dict) else None
+    return isinstance(source_meta, dict) and source_meta.get("benchmark") == "bfcl"
+
+
+def _check_target(target: Path) -> None:
+    """A directory that holds a suite not imported from BFCL is never overwritten."""
+    if target.exists() and not target.is_dir():
+        raise InputError(target, "exists and is not a directory")
     meta_path = target / "suite.json"
     if meta_path.exists():
-        try:
-            previous = json.loads(meta_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            previous = None
-        source_meta = previous.get("source") if isinstance(previous, dict) else None
-        if not (isinstance(source_meta, dict) and source_meta.get("benchmark") == "bfcl"):
-            raise InputError(target, "holds a suite not imported from BFCL; not overwritten")
+        if _imported_from_bfcl(meta_path):
+            return
+    elif not any((target / name).exists() for name in SUITE_FILES):
+        return
+    raise InputError(
+        target, "holds a suite not imported from BFCL; not overwritten (--force overwrites it)"
+    )
+
+
+def import_category(
+    source: Path | str, category: str, out: Path | str, *, force: bool = False
+) -> ImportResult:
+    """Read a category, write it as a suite directory, and load it back as a check.
+
+    The suite is written and checked in a temporary directory beside `out`, then moved in, so
+    a failure leaves `out` as it was. Other files in `out` are left alone. A directory holding
+    a suite that was not imported from BFCL is refused unless `force`."""
+    target = Path(out)
+    if not force:
+        _check_target(target)
     data = read_category(source, category)
     converted = convert_category(data)
-    target.mkdir(parents=True, exist_ok=True)
-    (target / "tools.json").write_text(
-        json.dumps(converted.tools, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    with (target / "cases.jsonl").open("w", encoding="utf-8") as handle:
-        for case in converted.cases:
-            handle.write(json.dumps(case, ensure_ascii=False) + "\n")
-    meta_path.write_text(
-        json.dumps(converted.meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    load_suite(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # A plain mkdir (not mkdtemp's 0700) so that a new `out` gets the usual permissions.
+    staging = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    staging.mkdir()
+    try:
+        (staging / "tools.json").write_text(
+            json.dumps(converted.tools, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        with (staging / "cases.jsonl").open("w", encoding="utf-8") as handle:
+            for case in converted.cases:
+                handle.write(json.dumps(case, ensure_ascii=False) + "\n")
+        (staging / "suite.json").write_text(
+            json.dumps(converted.meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        load_suite(staging)
+        if not target.exists():
+            staging.rename(target)
+        else:
+            for name in SUITE_FILES:
+                os.replace(staging / name, target / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return ImportResult(
         out=target,
         category=category,

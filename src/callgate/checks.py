@@ -285,33 +285,6 @@ def select_tools(
 # --------------------------------------------------------------------------- pairing
 
 
-def max_pairing(edges: Sequence[Sequence[int]], right_size: int) -> list[int | None]:
-    """Maximum bipartite matching (Kuhn's augmenting paths): left i -> right index or None.
-
-    Optimal rather than greedy, so a call is never paired away from the one expected call it
-    could match. Sizes are a handful of calls; O(V·E) is plenty.
-    """
-    owner: list[int | None] = [None] * right_size
-
-    def augment(left: int, seen: set[int]) -> bool:
-        for right in edges[left]:
-            if right in seen:
-                continue
-            seen.add(right)
-            if owner[right] is None or augment(owner[right], seen):  # type: ignore[arg-type]
-                owner[right] = left
-                return True
-        return False
-
-    for left in range(len(edges)):
-        augment(left, set())
-    pairing: list[int | None] = [None] * len(edges)
-    for right, left in enumerate(owner):
-        if left is not None:
-            pairing[left] = right
-    return pairing
-
-
 def first_fit_pairing(edges: Sequence[Sequence[int]]) -> list[int | None]:
     """Each left i, in order, takes the first right index still free (BFCL pairs this way)."""
     taken: set[int] = set()
@@ -340,7 +313,11 @@ def check_values(
     if rules.pairing == "first_fit":
         pairing = first_fit_pairing(edges)
     else:
-        pairing = max_pairing(edges, len(calls))
+        # Optimal, not greedy: a call is never paired away from the one it alone can match.
+        matched = trajectory._max_matching(
+            range(len(edges)), range(len(calls)), lambda e, j: j in edges[e]
+        )
+        pairing = [matched.get(e) for e in range(len(edges))]
     used = {j for j in pairing if j is not None}
     if mode == "subset":
         # Every call made must match a distinct expected call; left-out ones are fine.
@@ -397,17 +374,41 @@ def scripted_results(
     ]
 
 
-def answer_call(env: Environment, call: ParsedCall, offered: Collection[str]) -> Any:
-    """What one call gets back from the environment; EnvironmentError_ when it fails."""
+def schema_problem(
+    call: ParsedCall,
+    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Draft7Validator],
+) -> str | None:
+    """Why a call's arguments cannot be run, as the error a real API answers with; else None."""
+    if call.arguments is None:
+        return f"arguments are not valid JSON: {call.json_error}"
+    if call.name not in validators:
+        return None
+    found = schema_errors(call.name, schemas[call.name], validators[call.name], call.arguments)
+    if not found:
+        return None
+    return "arguments do not match the schema: " + "; ".join(message for _, message in found)
+
+
+def answer_call(
+    env: Environment,
+    call: ParsedCall,
+    offered: Collection[str],
+    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Draft7Validator],
+) -> Any:
+    """What one call gets back from the environment; EnvironmentError_ when it fails.
+
+    A call that is not valid JSON, names a tool not offered, or fails its tool's schema gets an
+    error back and is never run: only a schema-valid call can make the environment fail."""
     if call.arguments is None:
         return {"error": f"arguments are not valid JSON: {call.json_error}"}
     if call.name not in offered:
         return {"error": f"unknown tool {call.name}"}
+    problem = schema_problem(call, schemas, validators)
+    if problem is not None:
+        return {"error": problem}
     return call_tool(env, call.name, call.arguments)
-
-
-def offered_names(case: Case, schemas: Mapping[str, Any]) -> set[str]:
-    return set(case.tools) if case.tools is not None else set(schemas)
 
 
 @dataclass(frozen=True)
@@ -439,11 +440,14 @@ def _run_calls(
 
 def _agent_run(
     factory: EnvironmentFactory, case: Case, calls: Sequence[ParsedCall],
-    offered: Collection[str], track: bool,
+    schemas: Mapping[str, Mapping[str, Any]], validators: Mapping[str, Draft7Validator],
+    track: bool,
 ) -> _Run:
     # Tool results do not change the state, so the calls can be run without the turns between.
+    offered = case.offered_names(schemas)
     steps = [
-        (call.name, lambda env, call=call: answer_call(env, call, offered)) for call in calls
+        (call.name, lambda env, call=call: answer_call(env, call, offered, schemas, validators))
+        for call in calls
     ]
     return _run_calls(factory, case.state or {}, steps, track)
 
@@ -640,30 +644,26 @@ def check_response(
     expect = case.expect
 
     agent_run: _Run | None = None
+    failure: str | None = None  # why the environment failed, if it did
     if environment is not None:
         # Run the calls again: the environment failing on them is the environment's fault.
         try:
             agent_run = _agent_run(
-                environment,
-                case,
-                calls,
-                offered_names(case, schemas),
+                environment, case, calls, schemas, validators,
                 track=isinstance(expect, FinalState),
             )
         except EnvironmentError_ as exc:
-            return Verdict(
-                **base,
-                status="environment_error",
-                calls=len(calls),
-                tool_reason=f"environment error, not the model's: {exc}",
-            )
-    if response.finish_reason == "environment_error":  # set by the live loop
+            failure = str(exc)
+    if failure is None and response.finish_reason == "environment_error":  # set by the live loop
+        failure = "the environment failed during the run"
+    if failure is not None and problems is None:
+        # Only schema-valid calls are ever run, so the failure is not the model's. A JSON or
+        # schema problem, though, is the model's whatever the environment did: it is scored.
         return Verdict(
             **base,
             status="environment_error",
             calls=len(calls),
-            tool_reason="environment error, not the model's: the environment failed during "
-            "the run",
+            tool_reason=f"environment error, not the model's: {failure}",
         )
 
     if hit_limit:
@@ -735,8 +735,11 @@ def check_response(
         return _trajectory_verdict(base, expect, calls, steps, problems, rules, schemas)
 
     if isinstance(expect, FinalState):
-        if environment is None or agent_run is None:
+        if environment is None:
             raise ValueError(f"case {case.id}: a final_state expectation needs the environment")
+        if agent_run is None:  # the environment failed, and the arguments fail anyway
+            return _unknown_state_verdict(base, environment, case, expect, calls, problems,
+                                          failure or "")
         try:
             reference = _reference_run(environment, case, expect)
         except EnvironmentError_ as exc:
@@ -819,6 +822,28 @@ def _trajectory_verdict(
         return None if full.ok else full.reason
 
     return scored_verdict(base, len(calls), tool_verdict, tool_reason, problems, mismatch)
+
+
+def _unknown_state_verdict(
+    base: dict[str, Any],
+    environment: EnvironmentFactory,
+    case: Case,
+    expect: FinalState,
+    calls: Sequence[ParsedCall],
+    problems: Problems,
+    failure: str,
+) -> Verdict:
+    """A final_state attempt whose own run failed in the environment but whose arguments fail
+    their schema: scored on those, with a tool verdict from the calls to state-changing tools."""
+    try:
+        changed = _reference_run(environment, case, expect).changed
+    except EnvironmentError_:
+        changed = tuple(call.tool for call in expect.calls)
+    reference = _Run({}, changed)
+    tool_verdict, tool_reason = _state_tool_verdict(calls, expect, _Run({}, ()), reference)
+    unknown = f"the final state is unknown (environment error: {failure})"
+    tool_reason = f"{tool_reason}; {unknown}" if tool_reason else unknown
+    return scored_verdict(base, len(calls), tool_verdict, tool_reason, problems, lambda: None)
 
 
 def _final_state_verdict(

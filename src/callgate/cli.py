@@ -117,12 +117,15 @@ def import_bfcl(
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Suite directory to write.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite a suite in --out not imported from BFCL.")
+    ] = False,
 ) -> None:
     """Import a Berkeley Function Calling Leaderboard category as a suite (docs/bfcl.md)."""
     from callgate.bfcl import import_category
 
     try:
-        result = import_category(source, category, out)
+        result = import_category(source, category, out, force=force)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     typer.echo(

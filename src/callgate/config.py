@@ -21,10 +21,11 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from callgate.errors import InputError, pydantic_field
+from callgate.errors import InputError, pydantic_field, read_text
 
 DEFAULT_CONFIG = Path("callgate.toml")
 FLAGS = "command line"
@@ -54,6 +55,30 @@ RESERVED = {
     "extra_body": "put the parameters in `extra` directly",
 }
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# `extra` goes into every request record stored: parameters (and headers) whose names read as
+# credentials are refused. Words of a name (snake, kebab or camel case) checked; counts such as
+# max_tokens are "tokens", not "token".
+_SECRET_WORDS = frozenset({
+    "key", "keys", "apikey", "secret", "secrets", "token", "password", "passwd", "passphrase",
+    "authorization", "auth", "credential", "credentials", "bearer", "cookie",
+})
+NOT_SECRETS = frozenset({"prompt_cache_key", "stop_token_ids", "allowed_token_ids"})
+HEADER_PARAMS = ("extra_headers", "headers")
+USE_KEY_ENV = (
+    "would be stored with every request; put the key in an environment variable and give "
+    "that variable's name in api_key_env"
+)
+
+
+def looks_secret(name: str) -> bool:
+    """True when a parameter or header name reads as a credential (api_key, X-Api-Key,
+    aws_secret_access_key, Authorization, ...)."""
+    if name in NOT_SECRETS:
+        return False
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    words = [word for word in re.split(r"[^a-z0-9]+", spaced) if word]
+    return any(word in _SECRET_WORDS or word.endswith(("key", "secret")) for word in words)
 
 
 class _FieldError(ValueError):
@@ -122,6 +147,29 @@ class Candidate(BaseModel):
                 raise _FieldError(key, MAX_TOKENS_WHY)
             if key in RESERVED:
                 raise _FieldError(key, f"cannot be set here: {RESERVED[key]}")
+            if looks_secret(key):
+                raise _FieldError(key, f"looks like a credential, which {USE_KEY_ENV}")
+            headers = value[key] if key in HEADER_PARAMS else None
+            for header in headers if isinstance(headers, Mapping) else ():
+                if looks_secret(str(header)):
+                    raise _FieldError(
+                        key, f"the header {header!r} carries a credential, which {USE_KEY_ENV}"
+                    )
+        return value
+
+    @field_validator("api_base")
+    @classmethod
+    def _plain_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if "@" in parts.netloc or parts.query:
+            # Never echo the value: it may hold the secret.
+            raise ValueError(
+                "must not carry credentials (user:password@host) or a query string (?...): the "
+                "api_base is recorded with every run and request; put the key in an environment "
+                "variable and give that variable's name in api_key_env"
+            )
         return value
 
     @model_validator(mode="after")
@@ -189,7 +237,7 @@ def load_config(path: Path | str) -> ConfigFile:
     """Read and check a callgate.toml. Raises InputError naming the file and the field."""
     source = Path(path)
     try:
-        raw = tomllib.loads(source.read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_text(source))
     except FileNotFoundError:
         raise InputError(source, "file not found") from None
     except tomllib.TOMLDecodeError as exc:

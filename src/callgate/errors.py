@@ -56,7 +56,26 @@ _UNION_TAGS = {
     "calls",
     "alternatives",
     "judge",
+    "any_call",
     "trajectory",
     "final_state",
-    "function-after[_check(), Response]",
 }
+
+
+def decode(path: Path | str, data: bytes, *, line: int | None = None) -> str:
+    """`data` read from `path` as UTF-8 text; else an InputError naming the file and the line
+    (given, or counted in `data` when it is the whole file)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if line is None:
+            line = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start : exc.start + 1].hex()
+        raise InputError(
+            path, f"not UTF-8 text: byte 0x{bad} cannot be read ({exc.reason})", line=line
+        ) from None
+
+
+def read_text(path: Path) -> str:
+    """A whole UTF-8 text file; FileNotFoundError is left to the caller to word."""
+    return decode(path, path.read_bytes())

@@ -32,6 +32,7 @@ import aiohttp
 
 from callgate.config import FLAGS, Candidate
 from callgate.errors import InputError
+from callgate.responses import TOKEN_FIELDS
 from callgate.suite import canonical_json
 
 # Routes the lean client serves, with their default endpoints. litellm sends these the request
@@ -466,7 +467,7 @@ class LitellmClient:
         latency = _ms(started)
         payload = response.model_dump(mode="json")
         usage = payload.get("usage")
-        if isinstance(usage, dict) and not any(usage.get(k) for k in _TOKEN_COUNTS):
+        if isinstance(usage, dict) and not any(usage.get(k) for k in TOKEN_FIELDS):
             # litellm fills in zeros for a reply that reported no usage: unknown is not 0.
             payload["usage"] = None
         if self._key:
@@ -502,9 +503,6 @@ class LitellmClient:
 
     async def aclose(self) -> None:
         return None
-
-
-_TOKEN_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 def _litellm_message(exc: Exception) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from callgate.errors import InputError, from_validation_error
+from callgate.errors import InputError, decode, from_validation_error
 
 
 class ToolCall(BaseModel):
@@ -85,25 +85,45 @@ _LINE_FIELDS = {
 }
 
 
+def _text_or_none(value: Any, field: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{field}: must be a string")
+    return value
+
+
 def _message_from(raw: Any, field: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ValueError(f"{field}: must be an object")
+    tool_calls = raw.get("tool_calls")
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise ValueError(f"{field}.tool_calls: must be a list of tool calls")
     calls = []
-    for index, call in enumerate(raw.get("tool_calls") or ()):
-        function = call.get("function") if isinstance(call, dict) else None
+    for index, call in enumerate(tool_calls or ()):
+        where = f"{field}.tool_calls[{index}]"
+        if not isinstance(call, dict):
+            raise ValueError(f"{where}: must be an object")
+        function = call.get("function")
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise ValueError(f"{field}.tool_calls[{index}].function.name: missing")
+            raise ValueError(f"{where}.function.name: missing")
         arguments = function.get("arguments", "")
         if arguments is None:
             arguments = ""
         elif not isinstance(arguments, str):
             # Some servers send parsed objects; keep a faithful string form.
             arguments = json.dumps(arguments, ensure_ascii=False)
-        calls.append({"id": call.get("id"), "name": function["name"], "arguments": arguments})
+        calls.append({
+            "id": _text_or_none(call.get("id"), f"{where}.id"),
+            "name": function["name"],
+            "arguments": arguments,
+        })
     content = raw.get("content")
     if isinstance(content, list):  # content parts: keep the text
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return {"content": content, "tool_calls": calls}
+        texts = []
+        for index, part in enumerate(content):
+            if isinstance(part, dict):
+                texts.append(_text_or_none(part.get("text"), f"{field}.content[{index}].text"))
+        content = "".join(text for text in texts if text)
+    return {"content": _text_or_none(content, f"{field}.content"), "tool_calls": calls}
 
 
 def normalise(raw: dict[str, Any]) -> dict[str, Any]:
@@ -140,19 +160,23 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
     for key in ("finish_reason", "usage", "cost", "provider"):
         if found.get(key) is not None:
             out.setdefault(key, found[key])
-    usage = out.get("usage")
-    if isinstance(usage, dict):
-        if out.get("cost") is None and usage.get("cost") is not None:
-            out["cost"] = usage["cost"]
-        out["usage"] = _usage_counts(usage)
+    _usage_into(out)
     return out
 
 
-_TOKENS = ("prompt_tokens", "completion_tokens", "total_tokens")
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
-def _usage_counts(usage: dict[str, Any]) -> dict[str, Any]:
-    return {k: usage.get(k) for k in _TOKENS}
+def _usage_into(out: dict[str, Any]) -> bool:
+    """Keep the token counts of a usage object in `out`, and its cost when `out` has none.
+    False when `out` holds no usage object."""
+    usage = out.get("usage")
+    if not isinstance(usage, dict):
+        return False
+    if out.get("cost") is None and usage.get("cost") is not None:
+        out["cost"] = usage["cost"]
+    out["usage"] = {key: usage.get(key) for key in TOKEN_FIELDS}
+    return True
 
 
 def _one_response(response: Any, field: str) -> dict[str, Any]:
@@ -165,10 +189,14 @@ def _one_response(response: Any, field: str) -> dict[str, Any]:
     if not isinstance(choices, list) or not choices:
         raise ValueError(f"{field}.choices: must be a non-empty list")
     choice = choices[0]
+    if not isinstance(choice, dict):
+        raise ValueError(f"{field}.choices[0]: must be an object")
     found: dict[str, Any] = {
         "message": _message_from(choice.get("message"), f"{field}.choices[0].message"),
-        "finish_reason": choice.get("finish_reason"),
-        "provider": response.get("provider"),
+        "finish_reason": _text_or_none(
+            choice.get("finish_reason"), f"{field}.choices[0].finish_reason"
+        ),
+        "provider": _text_or_none(response.get("provider"), f"{field}.provider"),
     }
     usage = response.get("usage")
     if isinstance(usage, dict):
@@ -189,19 +217,14 @@ def _turns_into(out: dict[str, Any], turns: Any) -> None:
     provider = next((f["provider"] for f in found if f.get("provider")), None)
     if provider is not None:
         out.setdefault("provider", provider)
-    usage = out.get("usage")
-    if isinstance(usage, dict):
-        if out.get("cost") is None and usage.get("cost") is not None:
-            out["cost"] = usage["cost"]
-        out["usage"] = _usage_counts(usage)
-    else:
+    if not _usage_into(out):
         given = [f["usage"] for f in found if isinstance(f.get("usage"), dict)]
         if given:
             out["usage"] = {
                 key: sum(u[key] for u in given if isinstance(u.get(key), int))
                 if any(isinstance(u.get(key), int) for u in given)
                 else None
-                for key in _TOKENS
+                for key in TOKEN_FIELDS
             }
     if out.get("cost") is None:
         costs = [f.get("cost") for f in found]
@@ -231,11 +254,12 @@ def read_response_lines(
     source = Path(path)
     seen: set[tuple[str, int]] = set()
     try:
-        handle = source.open(encoding="utf-8")
+        handle = source.open("rb")
     except FileNotFoundError:
         raise InputError(source, "file not found") from None
     with handle:
-        for line_no, text in enumerate(handle, start=1):
+        for line_no, data in enumerate(handle, start=1):
+            text = decode(source, data, line=line_no)
             if not text.strip():
                 continue
             try:

@@ -42,8 +42,8 @@ from callgate.checks import (
     ParsedCall,
     Verdict,
     answer_call,
-    offered_names,
     parse_calls,
+    schema_problem,
     scripted_results,
 )
 from callgate.config import Candidate
@@ -206,28 +206,32 @@ class _Talk:
     cached: list[bool]
 
 
-class _ToolAnswers:
+class ToolAnswers:
     """What the calls of one conversation get back: the suite's environment (one fresh copy per
-    conversation, made at the first call) or the case's scripted results."""
+    conversation, made at the first call) or the case's scripted results. A call that fails its
+    tool's schema gets the schema error back, as from a real API, and is never run."""
 
     def __init__(self, suite: Suite, case: Case) -> None:
         self._suite = suite
         self._case = case
-        schemas = {name: t.function.parameters for name, t in suite.tools.items()}
-        self._offered = offered_names(case, schemas)
-        self._scripted = scripted_results(case, suite.match, schemas)
+        self._schemas = {name: t.function.parameters for name, t in suite.tools.items()}
+        self._offered = case.offered_names(self._schemas)
+        self._scripted = scripted_results(case, suite.match, self._schemas)
         self._env: Environment | None = None
 
     def __call__(self, call: ParsedCall) -> Any:
         """The call's result; raises EnvironmentError_ when the environment fails."""
         factory = self._suite.environment
+        validators = self._suite.validators
         if factory is None:
-            if call.arguments is None:
-                return {"error": f"arguments are not valid JSON: {call.json_error}"}
+            problem = schema_problem(call, self._schemas, validators)
+            if problem is not None:
+                return {"error": problem}
+            assert call.arguments is not None
             return scripted_answer(self._scripted, call.name, call.arguments)
         if self._env is None:
             self._env = fresh(factory, self._case.state or {})
-        return answer_call(self._env, call, self._offered)
+        return answer_call(self._env, call, self._offered, self._schemas, validators)
 
 
 @dataclass
@@ -409,9 +413,11 @@ class LiveRunner:
                 self.store.save_run_requests(self._links)
                 self.store.save_run_turns(self._turn_links)
                 recorder.keep_unjudged()
-                scores = recorder.finish()
-                if self._stopped or not completed:  # partial scores never serve as a baseline
+                if self._stopped or not completed:
+                    # Marked first: partial scores never serve as a baseline, nor replace the
+                    # release's earlier finished run (the store keeps that one).
                     self.store.set_run_status(run_id, "interrupted")
+                scores = recorder.finish()
         return scores
 
     def stop(self, reason: str = "interrupted") -> None:
@@ -537,36 +543,14 @@ class LiveRunner:
     def _record(
         self, outcome: _Outcome, client: Client, target: Target, recorder: Recorder
     ) -> None:
+        """Keep a single-turn attempt's request and answer, then check and score it."""
         attempt, response = outcome.attempt, outcome.response
+        self._save_request(outcome, client, target)
         self.called += 1
-        request = json.dumps(target.request_record(client.name, attempt.body), ensure_ascii=False)
-        error_kind = response.error.kind if response.error else None
-        self._pending.append(
-            (
-                attempt.key,
-                target.model,
-                attempt.case_id,
-                attempt.repeat,
-                request,
-                outcome.line,
-                error_kind,
-                outcome.tries,
-                now(),
-            )
-        )
+        if response.error is not None:
+            self.errors += 1
         self._links.append((recorder.run_id, attempt.case_id, attempt.repeat, attempt.key, 0))
         recorder.add(response, outcome.line)
-        if error_kind is not None:
-            self.errors += 1
-            if error_kind in FATAL:
-                self.stop(f"{error_kind}: {response.error.message}")  # type: ignore[union-attr]
-        elif response.cost is None:
-            self.cost_unknown += 1
-        else:
-            self.spend += response.cost
-            self.spend_known += 1
-        if len(self._pending) >= 64:
-            self._commit()
 
     # ------------------------------------------------------------------ one conversation
 
@@ -584,7 +568,7 @@ class LiveRunner:
         far, so a killed run resumes at the first unanswered turn. Without a client, only stored
         turns are read: None when a turn is not stored."""
         case = self.suite.cases[conversation.case_id]
-        answers = _ToolAnswers(self.suite, case)
+        answers = ToolAnswers(self.suite, case)
         messages = list(conversation.messages)
         lines: list[dict[str, Any]] = []  # the turn lines, as reply_line made them
         keys: list[str] = []
@@ -660,7 +644,8 @@ class LiveRunner:
         return row
 
     def _save_request(self, outcome: _Outcome, client: Client, target: Target) -> None:
-        """Keep one request and its answer (a turn of a conversation) for the cache."""
+        """Keep one request and its answer (an attempt, or a turn of a conversation) for the
+        cache; count its spend, and stop the run on a failure every request would repeat."""
         attempt, response = outcome.attempt, outcome.response
         request = json.dumps(target.request_record(client.name, attempt.body), ensure_ascii=False)
         error_kind = response.error.kind if response.error else None

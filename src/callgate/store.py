@@ -7,7 +7,7 @@ later (e.g. with Datasette). WAL mode; writes are batched inside transactions.
 from __future__ import annotations
 
 import json
-import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,10 +17,32 @@ from sqlite_utils import Database
 
 from callgate.suite import Suite, canonical_json
 
-DEFAULT_DB = "callgate.db"
-DB_ENV = "CALLGATE_DB"
+# A release may have several rows while it is re-run: the earlier finished run stays until the
+# new one finishes, and the reads see only the newest finished row of a (suite, model, release).
+RUNS_TABLE = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    suite_name TEXT NOT NULL,
+    suite TEXT NOT NULL REFERENCES suites(fingerprint),
+    model TEXT NOT NULL,
+    release TEXT NOT NULL,
+    source TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    callgate_version TEXT NOT NULL,
+    judge_fingerprint TEXT,
+    status TEXT NOT NULL,
+    scores TEXT
+);
+"""
+# Stores made before: one row per release, enforced; rebuilt without the constraint on opening.
+_OLD_UNIQUE = re.compile(r"UNIQUE\s*\(\s*suite_name\s*,\s*model\s*,\s*release\s*\)")
+_NEWEST_DONE = (
+    "status = 'done' AND id = (SELECT MAX(newer.id) FROM runs AS newer "
+    "WHERE newer.suite_name = runs.suite_name AND newer.model = runs.model "
+    "AND newer.release = runs.release AND newer.status = 'done')"
+)
 
-SCHEMA = """
+SCHEMA = RUNS_TABLE + """
 CREATE TABLE IF NOT EXISTS suites (
     fingerprint TEXT PRIMARY KEY,
     name TEXT NOT NULL,
@@ -35,20 +57,6 @@ CREATE TABLE IF NOT EXISTS cases (
     tags TEXT NOT NULL,
     body TEXT NOT NULL,
     PRIMARY KEY (suite, case_id)
-);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY,
-    suite_name TEXT NOT NULL,
-    suite TEXT NOT NULL REFERENCES suites(fingerprint),
-    model TEXT NOT NULL,
-    release TEXT NOT NULL,
-    source TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    callgate_version TEXT NOT NULL,
-    judge_fingerprint TEXT,
-    status TEXT NOT NULL,
-    scores TEXT,
-    UNIQUE (suite_name, model, release)
 );
 CREATE TABLE IF NOT EXISTS responses (
     run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -89,6 +97,7 @@ CREATE TABLE IF NOT EXISTS scores (
     PRIMARY KEY (run, scope)
 );
 CREATE INDEX IF NOT EXISTS runs_by_model ON runs (model, suite_name, created_at);
+CREATE INDEX IF NOT EXISTS runs_by_release ON runs (suite_name, model, release);
 CREATE TABLE IF NOT EXISTS live_responses (
     key TEXT PRIMARY KEY,
     model TEXT NOT NULL,
@@ -185,10 +194,6 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def default_db_path() -> Path:
-    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
-
-
 class Store:
     """A callgate database. Use as a context manager, or call `close()`."""
 
@@ -198,7 +203,28 @@ class Store:
         self.db.enable_wal()
         self.db.execute("PRAGMA foreign_keys = ON")
         self.db.execute("PRAGMA synchronous = NORMAL")
+        self._drop_old_unique_runs()
         self.db.conn.executescript(SCHEMA)
+
+    def _drop_old_unique_runs(self) -> None:
+        """Rebuild a `runs` table made with UNIQUE (suite_name, model, release), keeping every
+        row and id (the tables that refer to runs keep pointing at the same rows)."""
+        row = self.db.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+        ).fetchone()
+        if row is None or not _OLD_UNIQUE.search(row[0]):
+            return
+        self.db.conn.executescript(
+            "PRAGMA foreign_keys = OFF;"
+            "BEGIN;"
+            + RUNS_TABLE.replace("IF NOT EXISTS runs", "runs_rebuilt")
+            + "INSERT INTO runs_rebuilt SELECT id, suite_name, suite, model, release, source, "
+            "created_at, callgate_version, judge_fingerprint, status, scores FROM runs;"
+            "DROP TABLE runs;"
+            "ALTER TABLE runs_rebuilt RENAME TO runs;"
+            "COMMIT;"
+            "PRAGMA foreign_keys = ON;"
+        )
 
     def __enter__(self) -> Store:
         return self
@@ -248,16 +274,16 @@ class Store:
         version: str,
         judge_fingerprint: str | None = None,
     ) -> int:
-        """Create the run row for (suite, model, release), dropping an earlier one.
+        """Create the run row for (suite, model, release), with status "running".
 
+        An earlier run of the release is not dropped here: it stays, and stays the one that
+        find_run() and runs() see, until this run finishes (finish_run with status "done").
         A re-scored release keeps its original creation time, so its place in the model's
         history (and so which release is the baseline of which) does not move."""
-        earlier = self.find_run(suite.name, model, release)
-        created_at = earlier["created_at"] if earlier else now()
-        self.db.execute(
-            "DELETE FROM runs WHERE suite_name = ? AND model = ? AND release = ?",
+        earlier = self.db.execute(
+            "SELECT MIN(created_at) FROM runs WHERE suite_name = ? AND model = ? AND release = ?",
             [suite.name, model, release],
-        )
+        ).fetchone()[0]
         cursor = self.db.execute(
             "INSERT INTO runs (suite_name, suite, model, release, source, created_at, "
             "callgate_version, judge_fingerprint, status) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -267,7 +293,7 @@ class Store:
                 model,
                 release,
                 source,
-                created_at,
+                earlier or now(),
                 version,
                 judge_fingerprint,
                 "running",
@@ -296,12 +322,23 @@ class Store:
         )
 
     def finish_run(self, run_id: int, scores: dict[str, Any], status: str = "done") -> None:
+        """Write a run's scores and status. A run already marked "interrupted" stays so (its
+        scores are partial). A run that ends "done" replaces the release's earlier rows, in the
+        same transaction."""
         with self.db.atomic():
             self._write_scores(run_id, scores, status)
+            row = self.run(run_id)
+            if row is not None and row["status"] == "done":
+                self.db.execute(
+                    "DELETE FROM runs WHERE suite_name = ? AND model = ? AND release = ? "
+                    "AND id < ?",
+                    [row["suite_name"], row["model"], row["release"], run_id],
+                )
 
     def _write_scores(self, run_id: int, scores: dict[str, Any], status: str) -> None:
         self.db.execute(
-            "UPDATE runs SET scores = ?, status = ? WHERE id = ?",
+            "UPDATE runs SET scores = ?, "
+            "status = CASE WHEN status = 'interrupted' THEN status ELSE ? END WHERE id = ?",
             [json.dumps(scores, sort_keys=True), status, run_id],
         )
         figures = [("all", scores["figures"])] + [
@@ -327,17 +364,19 @@ class Store:
         return rows[0] if rows else None
 
     def find_run(self, suite_name: str, model: str, release: str) -> dict[str, Any] | None:
+        """The newest finished run of a release; None when it has none."""
         rows = list(
             self.db.query(
-                "SELECT * FROM runs WHERE suite_name = ? AND model = ? AND release = ?",
+                "SELECT * FROM runs WHERE suite_name = ? AND model = ? AND release = ? "
+                "AND status = 'done' ORDER BY id DESC LIMIT 1",
                 [suite_name, model, release],
             )
         )
         return rows[0] if rows else None
 
     def runs(self, model: str | None = None, suite_name: str | None = None) -> list[dict[str, Any]]:
-        """Finished runs, oldest first."""
-        sql = "SELECT * FROM runs WHERE status = 'done'"
+        """Finished runs, oldest first: the newest finished run of each release."""
+        sql = f"SELECT * FROM runs WHERE {_NEWEST_DONE}"
         params: list[Any] = []
         if model is not None:
             sql += " AND model = ?"
@@ -351,12 +390,6 @@ class Store:
         return self.db.query(
             "SELECT * FROM verdicts WHERE run = ? ORDER BY case_id, repeat", [run_id]
         )
-
-    def counts(self) -> dict[str, int]:
-        return {
-            name: self.db[name].count
-            for name in ("suites", "cases", "runs", "responses", "verdicts", "scores")
-        }
 
     # ----------------------------------------------------------------- live runs
     # live_responses caches what a provider answered, keyed by SHA-256 of the request and the

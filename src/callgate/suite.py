@@ -7,8 +7,10 @@ docs/formats.md for the format.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,7 +26,7 @@ from callgate.environment import (
     load_environment,
     replay,
 )
-from callgate.errors import InputError, from_validation_error
+from callgate.errors import InputError, decode, from_validation_error, read_text
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
 ArgRule = Literal["exact", "key", "ignore"]
@@ -212,6 +214,10 @@ class Case(_Strict):
             raise ValueError("the last message is the assistant's; nothing is left to answer")
         return self
 
+    def offered_names(self, catalogue: Iterable[str]) -> set[str]:
+        """The names of the tools offered in this case: its `tools`, else the whole catalogue."""
+        return set(self.tools) if self.tools is not None else set(catalogue)
+
     def expected_call_lists(self) -> list[list[ExpectedCall]]:
         """The listed valid answers: one list for `calls`, several for `alternatives`."""
         expect = self.expect
@@ -245,9 +251,6 @@ class Suite:
         names = set(case.tools) if case.tools is not None else None
         return [t for t in self.raw_tools if names is None or t["function"]["name"] in names]
 
-    def offered_names(self, case: Case) -> set[str]:
-        return set(case.tools) if case.tools is not None else set(self.tools)
-
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -255,7 +258,7 @@ def canonical_json(value: Any) -> str:
 
 def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator], list[dict]]:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(read_text(path))
     except FileNotFoundError:
         raise InputError(path, "file not found (a suite needs tools.json)") from None
     except json.JSONDecodeError as exc:
@@ -265,6 +268,11 @@ def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
     tools: dict[str, Tool] = {}
     validators: dict[str, Draft7Validator] = {}
     for index, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise InputError(
+                path, "must be an OpenAI function-tool object ({\"type\": \"function\", ...})",
+                field=f"[{index}]",
+            )
         try:
             tool = Tool.model_validate(item)
         except ValidationError as exc:
@@ -349,7 +357,7 @@ def _check_case(
 ) -> None:
     """Cross-checks pydantic cannot do alone: tool names and key arguments against the schema,
     and what a multi-turn case needs from its suite."""
-    offered = set(case.tools) if case.tools is not None else set(tools)
+    offered = case.offered_names(tools)
     if case.tools is not None:
         for index, name in enumerate(case.tools):
             if name not in tools:
@@ -482,11 +490,12 @@ def load_cases(
     cases: dict[str, Case] = {}
     raw_cases: dict[str, dict[str, Any]] = {}
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except FileNotFoundError:
         raise InputError(path, "file not found (a suite needs cases.jsonl)") from None
     with handle:
-        for line_no, text in enumerate(handle, start=1):
+        for line_no, data in enumerate(handle, start=1):
+            text = decode(path, data, line=line_no)
             if not text.strip():
                 continue
             try:
@@ -509,6 +518,10 @@ def load_cases(
     return cases, raw_cases
 
 
+# What suite.json may hold (docs/formats.md); source and skipped are written by importers.
+SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "source", "skipped")
+
+
 def load_suite(path: Path | str) -> Suite:
     """Load and check a suite directory. Raises InputError naming file, line and field."""
     root = Path(path)
@@ -521,11 +534,20 @@ def load_suite(path: Path | str) -> Suite:
     meta_path = root / "suite.json"
     if meta_path.exists():
         try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta = json.loads(read_text(meta_path))
         except json.JSONDecodeError as exc:
             raise InputError(meta_path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
         if not isinstance(meta, dict):
             raise InputError(meta_path, "must be a JSON object")
+        for key in meta:
+            if key not in SUITE_JSON_FIELDS:
+                close = difflib.get_close_matches(key, SUITE_JSON_FIELDS, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise InputError(
+                    meta_path,
+                    f"unknown field; {hint}suite.json holds {', '.join(SUITE_JSON_FIELDS)}",
+                    field=key,
+                )
         if "name" in meta:
             if not isinstance(meta["name"], str) or not meta["name"]:
                 raise InputError(meta_path, "must be a non-empty string", field="name")
