@@ -216,10 +216,16 @@ def test_judged_verdicts_never_override_schema_failures_and_are_corrected(
     assert by_case["j3"]["tool"] == "missing_call" and not by_case["j3"]["right_tool"]
     judged = doc["scores"]["judged"]
     assert judged["n"] == 4 and judged["certified"]
+    # tool choice over all 4 judged attempts: the judge passed j0, j1, j2
     assert judged["tool_choice"]["raw"] == pytest.approx(75.0)
-    assert judged["arguments"]["raw"] == pytest.approx(25.0)
+    assert judged["tool_choice"]["n"] == 4
+    # arguments over the judge's pass/fail where it passed the tool choice, as calibration
+    # measures them: j0 pass, j1 fail; j2 failed its schema (counted apart), j3 is out
+    assert judged["arguments"]["n"] == 2 and judged["arguments"]["raw"] == pytest.approx(50.0)
+    assert judged["arguments"]["deterministic_failures"] == 1
+    assert judged["arguments"]["not_applicable"] == 0
     # a perfect judge (TPR = TNR = 1) leaves the share unchanged
-    assert judged["arguments"]["corrected"] == pytest.approx(25.0)
+    assert judged["arguments"]["corrected"] == pytest.approx(50.0)
     assert doc["scores"]["uncalibrated"] is False
     assert len(loopback.requests) == 4
 
@@ -296,3 +302,58 @@ def test_live_run_with_the_judge(
     assert doc["scores"]["judged"]["n"] == 4 and doc["scores"]["excluded"]["pending_judge"] == 0
     judge_requests = [r for r in loopback.requests if r.body.get("model") == "judge-2026-01-01"]
     assert len(judge_requests) == 4 and len(loopback.requests) == 9
+
+
+def test_ctrl_c_while_judging_keeps_the_verdicts_already_paid_for(
+    setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    import signal
+    import sqlite3
+    import time
+
+    from loopback import Reply, completion
+
+    spec, _, _ = setup
+    for n in (0, 1, 3):
+        loopback.script(f"[case-{n}]", ok(content=verdict("pass", "pass"), provider=None,
+                                           cost=None))
+    # case 2's verdict is slow: Ctrl-C arrives while it is in flight
+    loopback.script("[case-2]", Reply(body=completion(content=verdict("pass", "pass"),
+                                                      provider=None, cost=None), delay=10))
+    suite = judged_suite(tmp_path / "suite")
+    responses = judged_responses(tmp_path / "r.jsonl")
+    score = ["score", str(suite), "-r", str(responses), "-m", "m", "--release", "r1",
+             "--db", "c.db", "--judge", str(spec), "--uncalibrated"]
+    db = tmp_path / "c.db"
+
+    def query(sql: str) -> list[tuple]:
+        with sqlite3.connect(db) as conn:
+            return conn.execute(sql).fetchall()
+
+    process = subprocess.Popen([callgate_exe, *score], cwd=tmp_path, env=cli_env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if query("SELECT count(*) FROM judge_cache")[0][0] == 3:
+                break
+        except sqlite3.OperationalError:  # not created yet
+            pass
+        time.sleep(0.05)
+    else:
+        process.kill()
+        raise AssertionError("the three quick verdicts never reached the cache")
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=30)
+    assert process.returncode != 0
+    assert query("SELECT count(*) FROM judge_cache")[0][0] == 3  # committed, not rolled back
+    assert query("SELECT status FROM runs") == [("interrupted",)]  # never shown as finished
+    assert dict(query("SELECT case_id, status FROM verdicts WHERE case_id LIKE 'j%'")) == {
+        "j0": "scored", "j1": "scored", "j2": "pending_judge", "j3": "scored"}
+
+    loopback.reset()
+    loopback.script("[case-2]", ok(content=verdict("pass", "pass"), provider=None, cost=None))
+    again = run(callgate_exe, cli_env, tmp_path, *score, "--json")
+    assert again.returncode == 0, again.stderr
+    assert len(loopback.requests) == 1 and "[case-2]" in loopback.requests[0].marker
+    assert query("SELECT status FROM runs") == [("done",)]

@@ -1,10 +1,12 @@
 """Calibrating a judge against hand-checked labels, and the certificate that results.
 
 A calibration set is JSON Lines: a case (messages, tools, rubric), a response (content and tool
-calls), a person's label per dimension and a split (`dev` for writing the prompt, `test` for
-certifying it). The judge is certified only when, on the test split, every dimension reaches the
-spec's TPR and TNR thresholds with enough items of each class. The certificate is bound to the
-judge's fingerprint: change one word of the prompt and it no longer applies.
+calls; or, for a multi-turn attempt, `turns`: the assistant turns with the `tool` messages
+between them, as the judge sees them in runs), a person's label per dimension and a split
+(`dev` for writing the prompt, `test` for certifying it). The judge is certified only when, on
+the test split, every dimension reaches the spec's TPR and TNR thresholds with enough items of
+each class. The certificate is bound to the judge's fingerprint: change one word of the prompt
+and it no longer applies.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from callgate.errors import CallgateError, InputError, from_validation_error
 from callgate.judge import (
@@ -31,6 +33,7 @@ from callgate.judge import (
 )
 from callgate.scores import wilson
 from callgate.store import Store
+from callgate.suite import Suite, load_suite
 
 CERT_FORMAT = "callgate.certificate/1"
 
@@ -48,10 +51,52 @@ class CalibrationCall(BaseModel):
     arguments: str
 
 
+class CalibrationAssistantTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    role: Literal["assistant"]
+    content: str | None = None
+    tool_calls: list[CalibrationCall] = Field(default_factory=list)
+
+
+class CalibrationToolTurn(BaseModel):
+    """The result one call got back: its JSON text, as the model was sent it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    role: Literal["tool"]
+    name: str
+    content: str
+
+
+CalibrationTurn = Annotated[CalibrationAssistantTurn | CalibrationToolTurn,
+                            Field(discriminator="role")]
+
+
 class CalibrationResponse(BaseModel):
+    """One turn (`content`, `tool_calls`) or a multi-turn trajectory (`turns`)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     content: str | None = None
     tool_calls: list[CalibrationCall] = Field(default_factory=list)
+    turns: list[CalibrationTurn] | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> CalibrationResponse:
+        if self.turns is None:
+            return self
+        if self.content is not None or self.tool_calls:
+            raise ValueError("a response has content and tool_calls, or turns, not both")
+        if not self.turns or self.turns[0].role != "assistant" or (
+            self.turns[-1].role != "assistant"
+        ):
+            raise ValueError("turns must begin and end with an assistant turn")
+        return self
+
+    def judged(self) -> dict[str, Any]:
+        """What the judge sees, and what its verdict is cached under: the same document a run
+        builds (pipeline.judge_payloads), so calibration measures the judge on what it reads."""
+        if self.turns is None:
+            return self.model_dump(exclude={"turns"})
+        return {"turns": [turn.model_dump() for turn in self.turns]}
 
 
 class Labels(BaseModel):
@@ -69,6 +114,12 @@ class CalibrationItem(BaseModel):
     response: CalibrationResponse
     label: Labels
     note: str = ""
+
+    def line(self) -> str:
+        """The item as a line of a calibration file (no `turns` key for a one-turn response)."""
+        exclude = {"response": {"turns"}} if self.response.turns is None else None
+        return json.dumps(self.model_dump(mode="json", exclude=exclude), ensure_ascii=False,
+                          separators=(",", ":"))
 
 
 def read_set(path: Path | str) -> tuple[list[CalibrationItem], str]:
@@ -246,7 +297,7 @@ async def run_judge_on_items(
             try:
                 output = await judge_once(
                     judge, complete, tools=item.case.tools, conversation=item.case.messages,
-                    rubric=item.case.rubric, response=item.response.model_dump())
+                    rubric=item.case.rubric, response=item.response.judged())
             except JudgeOutputError as exc:
                 output = JudgeOutput(tool_choice="fail", arguments="n/a",
                                      reason=f"no usable verdict: {exc}")
@@ -260,7 +311,7 @@ async def run_judge_on_items(
 
 def item_payloads(item: CalibrationItem) -> tuple[dict[str, Any], dict[str, Any]]:
     """The (case, response) documents a judge verdict is cached under."""
-    return item.case.model_dump(), item.response.model_dump()
+    return item.case.model_dump(), item.response.judged()
 
 
 # --------------------------------------------------------------------------- certificates
@@ -307,7 +358,7 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
     Returns the certificate, the disagreements and how many items were judged afresh."""
     items, digest = read_set(set_path)
     store.save_calibration_items(Path(set_path).name, [
-        (i.id, i.split, i.label.tool_choice, i.label.arguments, i.model_dump_json())
+        (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
         for i in items
     ])
     keys = {i.id: cache_key(judge.fingerprint, *item_payloads(i)) for i in items}
@@ -331,8 +382,25 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
 # --------------------------------------------------------------------------- labelling
 
 
+def _run_suite(store: Store, run: Mapping[str, Any]) -> Suite:
+    """The suite a run was scored on, loaded from its directory, when it is unchanged."""
+    path = store.db["suites"].get(run["suite"])["path"]
+    try:
+        suite: Suite | None = load_suite(path)
+        why = "it has changed since"
+    except CallgateError as exc:
+        suite, why = None, f"it cannot be loaded ({exc})"
+    if suite is None or suite.fingerprint != run["suite"]:
+        raise CallgateError(
+            f"run {run['id']} has multi-turn judged attempts; the tool results between their "
+            f"turns come from the suite at {path}, but {why}. Restore the suite to label them.")
+    return suite
+
+
 def _judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], CalibrationItem]]:
-    """The judged attempts of a run, each as (judgement row, an unlabelled item)."""
+    """The judged attempts of a run, each as (judgement row, an unlabelled item holding what
+    the judge saw: for a multi-turn attempt, the whole trajectory with its tool results)."""
+    from callgate.pipeline import judge_payloads
     from callgate.responses import parse_response
 
     run = store.run(run_id)
@@ -342,24 +410,33 @@ def _judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], Calib
     if not rows:
         raise CallgateError(f"run {run_id} has no attempts decided by a judge")
     tools = json.loads(store.db["suites"].get(run["suite"])["tools"])
+    suite: Suite | None = None  # loaded only for multi-turn attempts: their tool results
     out = []
     for row in rows:
         case = json.loads(store.db["cases"].get((run["suite"], row["case_id"]))["body"])
         body = store.db["responses"].get((run_id, row["case_id"], row["repeat"]))["body"]
-        message = parse_response(json.loads(body)).message
-        offered = case.get("tools")
-        item = CalibrationItem(
-            id=f"run{run_id}-{row['case_id']}-r{row['repeat']}", split="dev",
-            category="labelled_from_run",
-            case=CalibrationCase(
+        response = parse_response(json.loads(body))
+        if len(response.assistant_turns) > 1:
+            suite = suite or _run_suite(store, run)
+            case_doc, response_doc = judge_payloads(suite, suite.cases[row["case_id"]],
+                                                    response)
+            calibration_case = CalibrationCase.model_validate(case_doc)
+            calibration_response = CalibrationResponse.model_validate(response_doc)
+        else:
+            message = response.message
+            offered = case.get("tools")
+            calibration_case = CalibrationCase(
                 messages=case["messages"],
                 tools=[t for t in tools if offered is None or t["function"]["name"] in offered],
-                rubric=case["expect"].get("rubric", "")),
-            response=CalibrationResponse(
+                rubric=case["expect"].get("rubric", ""))
+            calibration_response = CalibrationResponse(
                 content=message.content if message else None,
                 tool_calls=[CalibrationCall(name=c.name, arguments=c.arguments)
-                            for c in (message.tool_calls if message else ())]),
-            label=Labels(tool_choice="pass", arguments="n/a"),
+                            for c in (message.tool_calls if message else ())])
+        item = CalibrationItem(
+            id=f"run{run_id}-{row['case_id']}-r{row['repeat']}", split="dev",
+            category="labelled_from_run", case=calibration_case,
+            response=calibration_response, label=Labels(tool_choice="pass", arguments="n/a"),
         )
         out.append((row, item))
     return out
@@ -378,7 +455,7 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
             continue
         show(f"\n── {item.id} ──\nrubric: {item.case.rubric}\n"
              f"last message: {item.case.messages[-1].get('content')}\n"
-             f"response: {item.response.model_dump_json()}\n"
+             f"response: {json.dumps(item.response.judged(), ensure_ascii=False)}\n"
              f"judge: tool_choice {row['tool_choice']}, arguments {row['arguments']}: "
              f"{row['reason']}")
         tool = ask("tool_choice [pass/fail, s skip, q quit]").strip().lower()
@@ -397,12 +474,12 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
                             f"{row['tool_choice']}/{row['arguments']}",
         })
         with set_path.open("a", encoding="utf-8") as handle:
-            handle.write(labelled.model_dump_json() + "\n")
+            handle.write(labelled.line() + "\n")
         added += 1
     if added:
         items, _ = read_set(set_path)
         store.save_calibration_items(set_path.name, [
-            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.model_dump_json())
+            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
             for i in items
         ])
     return added

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,8 @@ from typing import Any
 
 from callgate import __version__
 from callgate.calibration import Certificate, dimension_rates, require_certificate
-from callgate.checks import Verdict, check_response
+from callgate.checks import Verdict, check_response, parse_calls
+from callgate.environment import EnvironmentError_
 from callgate.errors import CallgateError
 from callgate.judge import (
     Complete,
@@ -29,7 +31,7 @@ from callgate.judge import (
     judge_once,
     load_judge,
 )
-from callgate.responses import Response, read_response_lines
+from callgate.responses import AssistantMessage, Response, read_response_lines
 from callgate.scores import ScoreBuilder, Scores
 from callgate.store import Store
 from callgate.suite import Case, Suite
@@ -69,32 +71,102 @@ def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
     return JudgeStep(judge, model.complete, certificate, concurrency, model.aclose)
 
 
-def judge_payloads(suite: Suite, case: Case, response: Response
-                   ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What the judge sees of a case and a response (and what its verdict is cached under)."""
-    rubric = case.expect.rubric if isinstance(case.expect, JudgeExpectation) else ""
-    case_doc = {"messages": suite.raw_cases[case.id]["messages"],
-                "tools": suite.offered_tools(case), "rubric": rubric}
-    message = response.message
-    response_doc = {
+def _message_doc(message: AssistantMessage | None) -> dict[str, Any]:
+    return {
         "content": message.content if message else None,
         "tool_calls": [{"name": c.name, "arguments": c.arguments}
                        for c in (message.tool_calls if message else ())],
     }
-    return case_doc, response_doc
 
 
-def judged_shares(tally: Any, step: JudgeStep) -> dict[str, Any]:
-    """Raw and Rogan–Gladen corrected shares of the judged attempts."""
-    out: dict[str, Any] = {"n": tally.scored, "fingerprint": step.judge.fingerprint,
+def trajectory_messages(suite: Suite, case: Case, response: Response) -> list[dict[str, Any]]:
+    """A multi-turn attempt as the judge reads it: each assistant turn the checks count (up to
+    max_turns) and, before the next turn, one `tool` message per call with the result it got
+    back, computed again by the live loop's own code on a fresh environment (so the same JSON
+    text the model was sent; a recorded attempt gets the results a live one would have). A turn
+    whose calls the environment failed on gets no results, as in the loop; so do the turns of
+    a case whose calls get no results at all."""
+    from callgate.run import ToolAnswers  # the live loop's own answers (run imports us)
+
+    turns = (response.turns or ())[: case.max_turns]
+    answer = ToolAnswers(suite, case) if suite.loops(case) else None
+    out: list[dict[str, Any]] = []
+    for index, turn in enumerate(turns):
+        out.append({"role": "assistant", **_message_doc(turn)})
+        if answer is None or index == len(turns) - 1:
+            continue
+        calls = parse_calls(turn.tool_calls)
+        try:
+            results = [answer(call) for call in calls]
+        except EnvironmentError_:
+            answer = None  # the loop stopped here; the state after it is unknown
+            continue
+        out.extend({"role": "tool", "name": call.name,
+                    "content": json.dumps(result, ensure_ascii=False)}
+                   for call, result in zip(calls, results, strict=True))
+    return out
+
+
+def judge_payloads(suite: Suite, case: Case, response: Response
+                   ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the judge sees of a case and a response (and what its verdict is cached under).
+
+    One turn: its `content` and `tool_calls`. Several turns: `turns`, the whole trajectory with
+    the tool results between the turns (see `trajectory_messages`)."""
+    rubric = case.expect.rubric if isinstance(case.expect, JudgeExpectation) else ""
+    case_doc = {"messages": suite.raw_cases[case.id]["messages"],
+                "tools": suite.offered_tools(case), "rubric": rubric}
+    turns = response.turns[: case.max_turns] if response.turns is not None else None
+    if turns is not None and len(turns) > 1:
+        return case_doc, {"turns": trajectory_messages(suite, case, response)}
+    return case_doc, _message_doc(turns[0] if turns else response.message)
+
+
+@dataclass
+class JudgedTally:
+    """What the judge decided over a run's judged attempts, on the quantities calibration
+    measures its error rates on.
+
+    tool_choice: the judge's tool_choice over every judged attempt. arguments: the judge's
+    pass/fail over the attempts whose tool choice it passed, leaving out its n/a (calibration
+    counts only items a person labelled pass or fail) and the attempts whose arguments already
+    failed JSON or schema validation (failures the judge did not decide; counted apart)."""
+
+    n: int = 0
+    tool_choice: int = 0
+    arguments_n: int = 0
+    arguments: int = 0
+    not_applicable: int = 0
+    deterministic_failures: int = 0
+
+    def add(self, verdict: Verdict, output: JudgeOutput) -> None:
+        """`verdict` is the attempt's verdict before the judge (its JSON/schema findings)."""
+        self.n += 1
+        if output.tool_choice != "pass":
+            return
+        self.tool_choice += 1
+        if verdict.arguments in ("invalid_json", "schema_violation"):
+            self.deterministic_failures += 1
+        elif output.arguments == "n/a":
+            self.not_applicable += 1
+        else:
+            self.arguments_n += 1
+            self.arguments += output.arguments == "pass"
+
+
+def judged_shares(tally: JudgedTally, step: JudgeStep) -> dict[str, Any]:
+    """Raw and Rogan–Gladen corrected shares of the judged attempts, per dimension, each over
+    the attempts its calibration rates apply to (see `JudgedTally`)."""
+    out: dict[str, Any] = {"n": tally.n, "fingerprint": step.judge.fingerprint,
                            "certified": step.certificate is not None}
-    for dim, successes in (("tool_choice", tally.right_tool),
-                           ("arguments", tally.right_arguments)):
+    for dim, successes, n in (("tool_choice", tally.tool_choice, tally.n),
+                              ("arguments", tally.arguments, tally.arguments_n)):
         rates = dimension_rates(step.certificate, dim) if step.certificate else None
-        raw = 100 * successes / tally.scored if tally.scored else None
-        out[dim] = (corrected_share(successes, tally.scored, *rates) if rates and tally.scored
-                    else {"raw": raw, "corrected": None, "low": None, "high": None,
-                          "n": tally.scored})
+        share = corrected_share(successes, n, *rates) if rates and n else None
+        out[dim] = share or {"raw": 100 * successes / n if n else None, "corrected": None,
+                             "low": None, "high": None, "n": n}
+    out["arguments"]["not_applicable"] = tally.not_applicable
+    out["arguments"]["deterministic_failures"] = tally.deterministic_failures
     return out
 
 
@@ -110,6 +182,7 @@ class Recorder:
     builder: ScoreBuilder = field(init=False)
     _awaiting_judge: list[tuple[Case, Response, str | None, Verdict]] = field(
         default_factory=list)
+    judged_tally: JudgedTally = field(default_factory=JudgedTally)
     verdicts: list[Verdict] = field(default_factory=list)
     failures: list[Verdict] = field(default_factory=list)
     _responses: list[tuple] = field(default_factory=list)
@@ -193,25 +266,38 @@ class Recorder:
             self._responses.clear()
             self._verdicts.clear()
 
+    @property
+    def awaiting_judge(self) -> int:
+        """How many attempts wait for the judge (recorded by judge_pending or keep_unjudged)."""
+        return len(self._awaiting_judge)
+
     async def judge_pending(self) -> None:
         """Send the attempts waiting for the judge to it, at most `concurrency` at a time.
 
-        Verdicts are cached by judge fingerprint + case + response, and stored with the
-        fingerprint and reason. A judge that cannot answer leaves the attempt pending."""
-        step, waiting = self.judge, self._awaiting_judge
+        Verdicts are cached by judge fingerprint + case + response, each committed as it
+        arrives (call this outside any transaction, so none is lost with a rollback), and stored
+        with the fingerprint and reason. A judge that cannot answer leaves the attempt pending.
+        If judging is cut short (an exception, Ctrl-C), the attempts judged so far are recorded
+        and the others stay waiting, for keep_unjudged to record as pending."""
+        step, waiting = self.judge, list(self._awaiting_judge)
         if step is None or not waiting:
             return
-        self._awaiting_judge = []
         gate = asyncio.Semaphore(step.concurrency)
         fingerprint = step.judge.fingerprint
+        done: dict[int, JudgeOutput | str] = {}
 
-        async def one(case: Case, response: Response) -> JudgeOutput | str:
-            case_doc, response_doc = judge_payloads(self.suite, case, response)
+        async def one(index: int, case: Case, response: Response) -> None:
+            try:
+                case_doc, response_doc = judge_payloads(self.suite, case, response)
+            except EnvironmentError_ as exc:  # the checks met it too: not the judge's to decide
+                done[index] = f"the environment failed while replaying the calls: {exc}"
+                return
             key = cache_key(fingerprint, case_doc, response_doc)
             cached = self.store.judge_outputs([key])
             if key in cached:
                 step.cache_hits += 1
-                return JudgeOutput.model_validate_json(cached[key])
+                done[index] = JudgeOutput.model_validate_json(cached[key])
+                return
             async with gate:
                 try:
                     output = await judge_once(
@@ -219,27 +305,46 @@ class Recorder:
                         conversation=case_doc["messages"], rubric=case_doc["rubric"],
                         response=response_doc)
                 except (JudgeOutputError, JudgeCallError) as exc:
-                    return str(exc)
+                    done[index] = str(exc)
+                    return
             self.store.save_judge_outputs([(key, fingerprint, output.model_dump_json())])
             step.calls += 1
-            return output
+            done[index] = output
 
+        tasks = [asyncio.ensure_future(one(index, case, response))
+                 for index, (case, response, _, _) in enumerate(waiting)]
         try:
-            outputs = await asyncio.gather(*(one(case, response)
-                                             for case, response, _, _ in waiting))
+            await asyncio.gather(*tasks)
         finally:
-            if step.aclose is not None:
-                await step.aclose()
+            for task in tasks:  # one failed: stop the others (their outputs so far are saved)
+                task.cancel()
+            try:
+                await asyncio.gather(*tasks, return_exceptions=True)
+                if step.aclose is not None:
+                    await step.aclose()
+            finally:
+                self._record_judged(waiting, done)
+
+    def _record_judged(self, waiting: list[tuple[Case, Response, str | None, Verdict]],
+                       done: Mapping[int, JudgeOutput | str]) -> None:
+        """Record the attempts the judge answered (or failed on); the rest keep waiting."""
+        fingerprint = self.judge.judge.fingerprint if self.judge else ""
+        self._awaiting_judge = [item for index, item in enumerate(waiting) if index not in done]
         judgements = []
-        for (_, response, body, verdict), output in zip(waiting, outputs, strict=True):
+        for index, (_, response, body, verdict) in enumerate(waiting):
+            output = done.get(index)
+            if output is None:
+                continue
             if isinstance(output, str):
                 pending = verdict.model_copy(update={"tool_reason": f"judge failed: {output}"})
                 self._record(response, body, pending)
                 continue
             self._record(response, body, apply_judgement(verdict, output), judged=True)
+            self.judged_tally.add(verdict, output)
             judgements.append((self.run_id, verdict.case_id, verdict.repeat, fingerprint,
                                output.tool_choice, output.arguments, output.reason))
-        self.store.save_judgements(judgements)
+        if judgements:
+            self.store.save_judgements(judgements)
 
     def keep_unjudged(self) -> None:
         """Record the attempts the judge did not get to (a run stopped early) as pending."""
@@ -247,17 +352,18 @@ class Recorder:
         for _, response, body, verdict in waiting:
             self._record(response, body, verdict)
 
-    def finish(self) -> Scores:
+    def finish(self, status: str = "done") -> Scores:
+        """Write the last rows and the scores, and set the run's status in the same step."""
         if self._awaiting_judge:
             raise RuntimeError("judge_pending() or keep_unjudged() must run before finish()")
         self.flush()
         scores = self.builder.build()
         if self.judge is not None:
             scores = scores.model_copy(update={
-                "judged": judged_shares(self.builder.judged, self.judge),
+                "judged": judged_shares(self.judged_tally, self.judge),
                 "uncalibrated": self.judge.certificate is None,
             })
-        self.store.finish_run(self.run_id, scores.model_dump(mode="json"))
+        self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status)
         return scores
 
 
@@ -284,10 +390,14 @@ def score_responses(
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
 ) -> RunResult:
-    """Check, score and store responses as one transaction: all of it lands, or none.
+    """Check, score and store responses. Without attempts for a judge, one transaction: all
+    of it lands, or none.
 
-    With a judge, attempts whose case expects one are judged after the deterministic checks
-    (the judge's own verdicts are cached and kept even if the rest is rolled back)."""
+    With a judge, attempts whose case expects one are judged after the deterministic checks,
+    outside the transaction, so each verdict the judge is paid for is committed as it arrives
+    and a re-run takes it from the cache whatever happens next. The run row stays `running`
+    until the judged rows and the scores are written together; if judging is cut short, the
+    attempts not judged are recorded as pending and the run is marked `interrupted`."""
     store.save_suite(suite)
     fingerprint = judge.judge.fingerprint if judge else None
     with store.atomic():
@@ -297,9 +407,19 @@ def score_responses(
         for response, body in responses:
             recorder.add(response, body)
             seen.add(response.case_id)
-        if judge is not None:
+        if recorder.awaiting_judge:
+            recorder.flush()  # the checked rows land with the run row, still `running`
+        else:
+            scores = recorder.finish()
+    if recorder.awaiting_judge:
+        completed = False
+        try:
             asyncio.run(recorder.judge_pending())
-        scores = recorder.finish()
+            completed = True
+        finally:
+            with store.atomic():
+                recorder.keep_unjudged()
+                scores = recorder.finish("done" if completed else "interrupted")
     missing = [case_id for case_id in suite.cases if case_id not in seen]
     return RunResult(run_id, suite, model, release, scores, recorder.verdicts,
                      recorder.failures, missing)
