@@ -32,10 +32,14 @@ def _judged(scores: Scores, dim: str) -> str:
         return "–"
     share = scores.judged[dim]
     raw = _num(share["raw"], "{:.1f}")
+    # Attempts outside the corrected population: schema/JSON failures the judge never decided.
+    beside = (f", +{share['deterministic_failures']} schema/JSON failures"
+              if share.get("deterministic_failures") else "")
     if share["corrected"] is None:
-        return f"{raw} (uncorrected: no certificate)" if scores.uncalibrated else raw
+        text = f"{raw} (uncorrected: no certificate)" if scores.uncalibrated else raw
+        return f"{text} (n={share['n']}{beside})"
     return (f"{raw} → {share['corrected']:.1f} [{share['low']:.1f}–{share['high']:.1f}] "
-            f"(n={share['n']})")
+            f"(n={share['n']}{beside})")
 
 
 def figures_row(fig: Figures) -> list[str]:
