@@ -8,11 +8,11 @@ from pathlib import Path
 from rich.console import Console
 
 from callgate.checks import Verdict
-from callgate.gate import decide, stored_release
+from callgate.gate import GateDecision, decide, stored_release
 from callgate.pipeline import RunResult, score_file
 from callgate.report import gate_lines, print_gate, scores_table, tags_table
 from callgate.store import Store
-from callgate.suite import load_suite
+from callgate.suite import Suite, load_suite
 
 EXAMPLE = "examples/order_support"
 MULTI_TURN_EXAMPLE = "examples/order_store"
@@ -33,17 +33,10 @@ def run_demo(db: Path, console: Console) -> None:
         f"{len(suite.tools)} tools), two releases of a hand-written example agent.\n"
         "Every response is a hand-written example, not the output of a real model."
     )
-    with Store(db) as store:
-        results = [
-            score_file(suite, root / f"responses-{release}.jsonl", store, model=MODEL,
-                       release=release, keep_verdicts=False)
-            for release in RELEASES
-        ]
-        columns = [(r.release, r.scores) for r in results]
-        console.print(scores_table(f"{suite.name}: {MODEL}", columns))
-        console.print(tags_table(columns))
-        baseline, current = (stored_release(store, store.run(r.run_id)) for r in results)
-    decision = decide(current, baseline, baseline_source=f"store {db}")
+    results, decision = _score_both_releases(suite, root, db)
+    columns = [(r.release, r.scores) for r in results]
+    console.print(scores_table(f"{suite.name}: {MODEL}", columns))
+    console.print(tags_table(columns))
     console.print(f"\n[bold]The gate[/bold]: `callgate gate --model {MODEL} --release "
                   f"{RELEASES[1]} --db {db}` decides:")
     print_gate(decision, console)
@@ -62,6 +55,20 @@ def run_multi_turn_demo(db: Path, console: Console) -> None:
         f"({len(suite.cases)} multi-turn cases run against {suite.environment_spec}), the same "
         "two releases. Tool results are recomputed by running the calls on the environment."
     )
+    results, decision = _score_both_releases(suite, root, db)
+    console.print(scores_table(f"{suite.name}: {MODEL}", [(r.release, r.scores) for r in results]))
+    console.print("[bold]cases that changed[/bold] (right attempts per release; the first "
+                  "failure):")
+    kinds = {case_id: case.expect.type for case_id, case in suite.cases.items()}
+    for line in _changed_cases(results, kinds):
+        console.print(f"  {line}", highlight=False, markup=False)
+    console.print(f"The gate on {suite.name}: {gate_lines(decision)[0]}", highlight=False,
+                  markup=False)
+
+
+def _score_both_releases(suite: Suite, root: Path, db: Path
+                         ) -> tuple[list[RunResult], GateDecision]:
+    """Score the example's two recorded releases and gate the second against the first."""
     with Store(db) as store:
         results = [
             score_file(suite, root / f"responses-{release}.jsonl", store, model=MODEL,
@@ -69,15 +76,7 @@ def run_multi_turn_demo(db: Path, console: Console) -> None:
             for release in RELEASES
         ]
         baseline, current = (stored_release(store, store.run(r.run_id)) for r in results)
-    console.print(scores_table(f"{suite.name}: {MODEL}", [(r.release, r.scores) for r in results]))
-    console.print("[bold]cases that changed[/bold] (right attempts per release; the first "
-                  "failure):")
-    kinds = {case_id: case.expect.type for case_id, case in suite.cases.items()}
-    for line in _changed_cases(results, kinds):
-        console.print(f"  {line}", highlight=False, markup=False)
-    decision = decide(current, baseline, baseline_source=f"store {db}")
-    console.print(f"The gate on {suite.name}: {gate_lines(decision)[0]}", highlight=False,
-                  markup=False)
+    return results, decide(current, baseline, baseline_source=f"store {db}")
 
 
 def _changed_cases(results: list[RunResult], kinds: dict[str, str]) -> list[str]:
