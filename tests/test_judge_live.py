@@ -357,3 +357,17 @@ def test_ctrl_c_while_judging_keeps_the_verdicts_already_paid_for(
     assert again.returncode == 0, again.stderr
     assert len(loopback.requests) == 1 and "[case-2]" in loopback.requests[0].marker
     assert query("SELECT status FROM runs") == [("done",)]
+
+
+def test_a_certificate_earned_under_looser_thresholds_does_not_count(
+    setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    spec, calib, labels = setup
+    script_judge(loopback, labels)
+    assert run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+               str(calib), "--db", "c.db").returncode == 0
+    fingerprint = load_judge(spec).fingerprint
+    spec.write_text(spec.read_text().replace("tpr = 0.9", "tpr = 0.99"))
+    assert load_judge(spec).fingerprint == fingerprint  # thresholds decide no verdict
+    show = run(callgate_exe, cli_env, tmp_path, "judge", "show", str(spec), "--db", "c.db")
+    assert "NOT CERTIFIED" in show.stdout and "other thresholds" in show.stdout

@@ -327,10 +327,13 @@ def read_certificate(path: Path) -> Certificate | None:
 
 
 def require_certificate(judge: Judge, stored: Certificate | None = None) -> Certificate:
-    """The certificate for this exact judge, or a clear refusal."""
+    """The certificate for this exact judge, met under the spec's current thresholds, or a
+    clear refusal. (Thresholds are not in the fingerprint: they decide certification, not
+    verdicts; but a certificate earned under looser ones does not count.)"""
+    thresholds = judge.spec.thresholds.model_dump()
     for certificate in (read_certificate(judge.certificate_path), stored):
         if certificate is not None and certificate.fingerprint == judge.fingerprint and (
-            certificate.certified
+            certificate.certified and certificate.thresholds == thresholds
         ):
             return certificate
     found = read_certificate(judge.certificate_path)
@@ -338,6 +341,9 @@ def require_certificate(judge: Judge, stored: Certificate | None = None) -> Cert
     if found is not None and found.fingerprint != judge.fingerprint:
         detail = (f" {judge.certificate_path} is for fingerprint {found.fingerprint[:12]}, "
                   "not this one: the prompt, model or parameters changed since it was made.")
+    elif found is not None and found.thresholds != thresholds:
+        detail = (f" {judge.certificate_path} was earned under other thresholds "
+                  f"({found.thresholds}) than the spec sets now ({thresholds}).")
     raise CallgateError(
         f"judge {judge.spec.name} (fingerprint {judge.fingerprint[:12]}) has no certificate."
         f"{detail} Calibrate it first: callgate judge calibrate {judge.spec_path} --set FILE "
