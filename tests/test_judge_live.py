@@ -124,6 +124,14 @@ def test_certification_fails_below_the_thresholds(
     assert not (tmp_path / "tool_choice.cert.json").exists()
 
 
+def calibrate_perfect_judge(loopback: Loopback, labels: list, exe: str, env: dict,
+                            cwd: Path, spec: Path, calib: Path) -> None:
+    """Certify the judge with a loopback model that agrees with every label."""
+    script_judge(loopback, labels)
+    assert run(exe, env, cwd, "judge", "calibrate", str(spec), "--set", str(calib), "--db",
+               "c.db").returncode == 0
+
+
 def judged_suite(root: Path) -> Path:
     root.mkdir()
     (root / "tools.json").write_text(json.dumps(TOOLS))
@@ -166,9 +174,7 @@ def test_runs_refuse_an_uncertified_judge_and_a_changed_prompt(
     refused = run(callgate_exe, cli_env, tmp_path, *score)
     assert refused.returncode == 2 and "has no certificate" in refused.stderr
 
-    script_judge(loopback, labels)
-    assert run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
-               str(calib), "--db", "c.db").returncode == 0
+    calibrate_perfect_judge(loopback, labels, callgate_exe, cli_env, tmp_path, spec, calib)
     prompt = tmp_path / "tool_choice.md"
     prompt.write_text(prompt.read_text().replace("careful reviewer", "careful grader", 1))
     changed = run(callgate_exe, cli_env, tmp_path, *score)
@@ -192,9 +198,7 @@ def test_judged_verdicts_never_override_schema_failures_and_are_corrected(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
     spec, calib, labels = setup
-    script_judge(loopback, labels)
-    assert run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
-               str(calib), "--db", "c.db").returncode == 0
+    calibrate_perfect_judge(loopback, labels, callgate_exe, cli_env, tmp_path, spec, calib)
     loopback.reset()
     for n, tool, args in [(0, "pass", "pass"), (1, "pass", "fail"), (2, "pass", "pass"),
                           (3, "fail", "n/a")]:
@@ -276,9 +280,7 @@ def test_live_run_with_the_judge(
     from loopback import tool_call
 
     spec, calib, labels = setup
-    script_judge(loopback, labels)
-    assert run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
-               str(calib), "--db", "c.db").returncode == 0
+    calibrate_perfect_judge(loopback, labels, callgate_exe, cli_env, tmp_path, spec, calib)
     loopback.reset()
     suite = judged_suite(tmp_path / "suite")
     # The candidate's calls carry a word only the judge's prompt will contain (S<n>-...).
@@ -363,9 +365,7 @@ def test_a_certificate_earned_under_looser_thresholds_does_not_count(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
     spec, calib, labels = setup
-    script_judge(loopback, labels)
-    assert run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
-               str(calib), "--db", "c.db").returncode == 0
+    calibrate_perfect_judge(loopback, labels, callgate_exe, cli_env, tmp_path, spec, calib)
     fingerprint = load_judge(spec).fingerprint
     spec.write_text(spec.read_text().replace("tpr = 0.9", "tpr = 0.99"))
     assert load_judge(spec).fingerprint == fingerprint  # thresholds decide no verdict

@@ -326,11 +326,13 @@ def read_certificate(path: Path) -> Certificate | None:
         raise from_validation_error(path, None, exc) from None
 
 
-def require_certificate(judge: Judge, stored: Certificate | None = None) -> Certificate:
+def require_certificate(judge: Judge, store: Store | None = None) -> Certificate:
     """The certificate for this exact judge, met under the spec's current thresholds, or a
     clear refusal. (Thresholds are not in the fingerprint: they decide certification, not
     verdicts; but a certificate earned under looser ones does not count.)"""
     thresholds = judge.spec.thresholds.model_dump()
+    stored_json = store.certificate(judge.fingerprint) if store is not None else None
+    stored = Certificate.model_validate_json(stored_json) if stored_json else None
     for certificate in (read_certificate(judge.certificate_path), stored):
         if certificate is not None and certificate.fingerprint == judge.fingerprint and (
             certificate.certified and certificate.thresholds == thresholds

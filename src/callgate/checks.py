@@ -55,14 +55,6 @@ SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_para
 # What the JSON and schema checks found: (verdict, schema sub-kind, reason), or None.
 Problems = tuple[ArgsVerdict, SchemaKind | None, str] | None
 
-EXCLUDED_STATUSES: tuple[Status, ...] = (
-    "truncated",
-    "provider_error",
-    "environment_error",
-    "pending_judge",
-)
-
-
 class Verdict(BaseModel):
     """The outcome of one attempt (case × repeat), with reasons a person can act on."""
 

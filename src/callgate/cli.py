@@ -461,19 +461,18 @@ def judge_show(
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Print a judge's fingerprint and whether a certificate exists for it."""
-    from callgate.calibration import Certificate, require_certificate
+    from callgate.calibration import require_certificate
     from callgate.judge import load_judge
     from callgate.store import Store
 
     try:
         judge = load_judge(spec)
-        stored = None
-        if db.exists():
-            with Store(db) as store:
-                stored = store.certificate(judge.fingerprint)
         try:
-            cert = require_certificate(
-                judge, Certificate.model_validate_json(stored) if stored else None)
+            if db.exists():
+                with Store(db) as store:
+                    cert = require_certificate(judge, store)
+            else:
+                cert = require_certificate(judge)
             status = (f"certified {cert.created_at} on {cert.set_path} "
                       f"({cert.test_items} test items)")
         except CallgateError as exc:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from callgate.checks import Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
+from callgate.scores import Z95
 
 Dimension = Literal["tool_choice", "arguments"]
 DIMENSIONS: tuple[Dimension, ...] = ("tool_choice", "arguments")
@@ -334,7 +335,7 @@ def rogan_gladen(p: float, n: int, tpr: float, tnr: float, m1: int, m0: int
 
 
 def corrected_share(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: int,
-                    z: float = 1.959963984540054) -> dict[str, float] | None:
+                    z: float = Z95) -> dict[str, float] | None:
     """Raw and corrected share (points) with a 95% interval, using add-two adjustments of p
     and of the calibration rates for the interval (better coverage at small m)."""
     if n <= 0:

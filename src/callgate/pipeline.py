@@ -59,10 +59,8 @@ def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
     """Load a judge for a run: refuse it without a certificate for its exact fingerprint,
     unless the user knowingly scores uncalibrated."""
     judge = load_judge(spec_path)
-    stored = store.certificate(judge.fingerprint)
     try:
-        certificate = require_certificate(
-            judge, Certificate.model_validate_json(stored) if stored else None)
+        certificate = require_certificate(judge, store)
     except CallgateError:
         if not uncalibrated:
             raise

@@ -13,7 +13,7 @@ from rich.table import Table
 from callgate.calibration import Certificate, Disagreement
 from callgate.gate import GateDecision, ReleaseScores
 from callgate.pipeline import RunResult
-from callgate.scores import Figures, Scores, Share
+from callgate.scores import Scores, Share
 
 
 def pct(share: Share) -> str:
@@ -40,15 +40,6 @@ def _judged(scores: Scores, dim: str) -> str:
         return f"{text} (n={share['n']}{beside})"
     return (f"{raw} → {share['corrected']:.1f} [{share['low']:.1f}–{share['high']:.1f}] "
             f"(n={share['n']}{beside})")
-
-
-def figures_row(fig: Figures) -> list[str]:
-    return [
-        pct(fig.right_tool),
-        pct(fig.right_arguments),
-        _num(fig.calls_per_task),
-        str(fig.scored),
-    ]
 
 
 def run_document(result: RunResult) -> dict[str, Any]:
