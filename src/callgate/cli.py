@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -34,7 +34,20 @@ app.add_typer(judge_app, name="judge")
 EXIT_INPUT = 2
 
 JudgeOption = Annotated[Path | None, typer.Option(
-    "--judge", help="Judge spec (judges/NAME.toml) for cases whose expectation is `judge`.")]
+    "--judge", help="Judge spec (judges/NAME.toml), or the name of a bundled judge (tool_choice), "
+                    "for cases whose expectation is `judge`.")]
+JudgeApiBaseOption = Annotated[str | None, typer.Option(
+    "--judge-api-base", help="Reach the judge's model at this endpoint instead (e.g. a local "
+                             "vLLM or Ollama server); not part of the fingerprint.")]
+JudgeKeyEnvOption = Annotated[str | None, typer.Option(
+    "--judge-api-key-env", help="NAME of the variable holding the key for --judge-api-base "
+                                "(default: send no key).")]
+ApiBaseOption = Annotated[str | None, typer.Option(
+    "--api-base", help="Reach the judge's model at this endpoint instead (e.g. a local vLLM or "
+                       "Ollama server); not part of the fingerprint.")]
+ApiKeyEnvOption = Annotated[str | None, typer.Option(
+    "--api-key-env", help="NAME of the variable holding the key for --api-base (default: send "
+                          "no key; the spec's key is never sent to another endpoint).")]
 UncalibratedOption = Annotated[bool, typer.Option(
     "--uncalibrated", help="Use a judge that has no certificate; the scores are marked so and "
                            "the gate is inconclusive.")]
@@ -155,6 +168,8 @@ def score(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
     judge: JudgeOption = None,
     uncalibrated: UncalibratedOption = False,
+    judge_api_base: JudgeApiBaseOption = None,
+    judge_api_key_env: JudgeKeyEnvOption = None,
 ) -> None:
     """Score recorded responses against a suite, store everything and print the figures."""
     from callgate.pipeline import judge_step, score_file
@@ -167,7 +182,8 @@ def score(
         if not responses.is_file():
             raise _fail(f"{responses}: file not found")
         with Store(db) as store:
-            step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ)
+            step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
+                               api_base=judge_api_base, api_key_env=judge_api_key_env)
                     if judge else None)
             result = score_file(suite, responses, store, model=model, release=release,
                                 keep_verdicts=as_json, judge=step)
@@ -353,6 +369,8 @@ def run_command(
     ] = None,
     judge: JudgeOption = None,
     uncalibrated: UncalibratedOption = False,
+    judge_api_base: JudgeApiBaseOption = None,
+    judge_api_key_env: JudgeKeyEnvOption = None,
 ) -> None:
     """Call a model on every case (repeats × cases), then check, score and store as `score` does.
 
@@ -408,7 +426,8 @@ def run_command(
         )
         with Store(db) as store:
             step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
-                               concurrency=concurrency) if judge else None)
+                               concurrency=concurrency, api_base=judge_api_base,
+                               api_key_env=judge_api_key_env) if judge else None)
             live = run_live(
                 suite,
                 candidate,
@@ -457,16 +476,21 @@ def run_command(
 
 @judge_app.command("show")
 def judge_show(
-    spec: Annotated[Path, typer.Argument(help="Judge spec, e.g. judges/tool_choice.toml.")],
+    spec: Annotated[Path, typer.Argument(
+        help="Judge spec, e.g. judges/tool_choice.toml, or a bundled judge's name: tool_choice.")],
     db: DbOption = Path("callgate.db"),
+    api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
 ) -> None:
     """Print a judge's fingerprint and whether a certificate exists for it."""
+    from callgate.bundled import judge_spec
     from callgate.calibration import require_certificate
     from callgate.judge import load_judge
+    from callgate.pipeline import at_endpoint
     from callgate.store import Store
 
     try:
-        judge = load_judge(spec)
+        judge = at_endpoint(load_judge(judge_spec(spec)), api_base, api_key_env)
         try:
             if db.exists():
                 with Store(db) as store:
@@ -480,7 +504,11 @@ def judge_show(
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     p = judge.spec.parameters
-    typer.echo(f"judge        {judge.spec.name}\nmodel        {judge.spec.model}\n"
+    endpoint = judge.spec.api_base or "the provider's default"
+    key = judge.spec.api_key_env or "none sent"
+    typer.echo(f"judge        {judge.spec.name}\nspec         {judge.spec_path}\n"
+               f"model        {judge.spec.model}\n"
+               f"endpoint     {endpoint} (key: {key})\n"
                f"prompt       {judge.spec_path.parent / judge.spec.prompt}\n"
                f"parameters   temperature {p.temperature}, samples {p.samples}, "
                f"reasoning effort {p.reasoning_effort or 'not sent'}\n"
@@ -489,35 +517,53 @@ def judge_show(
 
 @judge_app.command("calibrate")
 def judge_calibrate(
-    spec: Annotated[Path, typer.Argument(help="Judge spec, e.g. judges/tool_choice.toml.")],
+    spec: Annotated[Path, typer.Argument(
+        help="Judge spec, e.g. judges/tool_choice.toml, or a bundled judge's name: tool_choice.")],
     calibration_set: Annotated[Path, typer.Option(
-        "--set", help="Hand-checked items, JSON Lines (calibration/*.jsonl).")],
+        "--set", help="Hand-checked items, JSON Lines (calibration/*.jsonl), or a bundled set's "
+                      "name: tool_choice.")],
     concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print the certificate as JSON.")
                        ] = False,
     db: DbOption = Path("callgate.db"),
+    api_base: ApiBaseOption = None,
+    api_key_env: ApiKeyEnvOption = None,
 ) -> None:
     """Run the judge on every hand-checked item and certify it if the thresholds hold.
 
     Exit 0 certified, 1 not certified, 2 bad input."""
     import asyncio
 
+    from callgate.bundled import calibration_set as bundled_set
+    from callgate.bundled import judge_spec
     from callgate.calibration import calibrate
     from callgate.judge import JudgeModel, load_judge
+    from callgate.pipeline import at_endpoint
     from callgate.report import print_calibration
     from callgate.store import Store
 
-    async def go(store: Store):
+    async def go(store: Store, set_path: Path):
         model = JudgeModel(judge, os.environ, concurrency=concurrency)
+        progress, calls_due = _judge_progress(judge, set_path, store)
+        task = progress.add_task(f"judge {judge.spec.name}", total=calls_due)
+
+        async def complete(messages):
+            try:
+                return await model.complete(messages)
+            finally:
+                progress.advance(task)
+
         try:
-            return await calibrate(judge, calibration_set, store, model.complete, concurrency)
+            with progress:
+                return await calibrate(judge, set_path, store, complete, concurrency)
         finally:
             await model.aclose()
 
     try:
-        judge = load_judge(spec)
+        judge = at_endpoint(load_judge(judge_spec(spec)), api_base, api_key_env)
         with Store(db) as store:
-            certificate, disagreements, judged = asyncio.run(go(store))
+            certificate, disagreements, judged = asyncio.run(
+                go(store, bundled_set(calibration_set)))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -525,6 +571,30 @@ def judge_calibrate(
     else:
         print_calibration(certificate, disagreements, judged, judge.certificate_path)
     raise typer.Exit(0 if certificate.certified else 1)
+
+
+def _judge_progress(judge: Any, set_path: Path, store: Any) -> tuple[Any, int]:
+    """A progress bar like `run`'s over the judge calls calibration will make: one per sample
+    of every item whose verdict is not cached yet."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from callgate.calibration import item_payloads, read_set
+    from callgate.judge import cache_key
+
+    items, _ = read_set(set_path)
+    keys = [cache_key(judge.fingerprint, *item_payloads(item)) for item in items]
+    due = len(keys) - len(store.judge_outputs(keys))
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("judge calls"), TimeElapsedColumn(), TimeRemainingColumn(),
+                        console=Console(stderr=True), disable=due == 0)
+    return progress, due * judge.spec.parameters.samples
 
 
 @judge_app.command("label")

@@ -54,11 +54,37 @@ class JudgeStep:
     cache_hits: int = 0
 
 
+def at_endpoint(judge: Judge, api_base: str | None, api_key_env: str | None = None) -> Judge:
+    """The same judge reached at another endpoint (a proxy, a local vLLM or Ollama server).
+
+    The fingerprint is kept: it names what decides (prompt, model snapshot, parameters), and
+    the endpoint only says where that model is served, as a key only says who pays. The key of
+    the spec's own endpoint is never sent elsewhere: only `api_key_env` given here is used."""
+    if api_base is None:
+        if api_key_env is None:
+            return judge
+        return judge.model_copy(update={"spec": judge.spec.model_copy(
+            update={"api_key_env": api_key_env})})
+    from callgate.config import Candidate
+
+    try:  # the candidates' rules: no credentials or query string in the URL, a NAME for the key
+        Candidate(model=judge.spec.model, api_base=api_base, api_key_env=api_key_env)
+    except ValueError as exc:
+        first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc)}
+        field = ".".join(str(part) for part in first.get("loc", ())) or "--api-base"
+        raise CallgateError(f"--{field.replace('_', '-')}: {first['msg']}") from None
+    spec = judge.spec.model_copy(update={"api_base": api_base, "api_key_env": api_key_env})
+    return judge.model_copy(update={"spec": spec})
+
+
 def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
-               environ: Mapping[str, str], concurrency: int = 8) -> JudgeStep:
+               environ: Mapping[str, str], concurrency: int = 8,
+               api_base: str | None = None, api_key_env: str | None = None) -> JudgeStep:
     """Load a judge for a run: refuse it without a certificate for its exact fingerprint,
-    unless the user knowingly scores uncalibrated."""
-    judge = load_judge(spec_path)
+    unless the user knowingly scores uncalibrated. `spec_path` may be a bundled judge's name."""
+    from callgate.bundled import judge_spec
+
+    judge = at_endpoint(load_judge(judge_spec(spec_path)), api_base, api_key_env)
     try:
         certificate = require_certificate(judge, store)
     except CallgateError:
