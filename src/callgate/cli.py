@@ -278,19 +278,30 @@ def history(
     model: Annotated[str, typer.Option("--model", "-m", help="Model to list.")],
     suite: Annotated[str | None, typer.Option("--suite", help="Only this suite.")] = None,
     db: DbOption = Path("callgate.db"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
 ) -> None:
-    """The figures of every stored release of a model, oldest first, with the change."""
-    from callgate.gate import stored_release
-    from callgate.report import history_table
+    """The figures of every stored release of a model, oldest first, with the change.
+
+    A 40-character commit SHA used as a release label is shown as its first 12 characters;
+    --json gives the full label."""
+    from callgate.history import history_document, history_rows, history_tables
     from callgate.store import Store
 
     if not db.exists():
         raise _fail(f"{db}: no such database")
     with Store(db) as store:
-        releases = [stored_release(store, run) for run in store.runs(model, suite)]
-    if not releases:
+        rows = history_rows(store.runs(model, suite))
+    if not rows:
         raise _fail(f"no stored release of {model!r}" + (f" on {suite}" if suite else ""))
-    Console().print(history_table(model, releases))
+    if as_json:
+        json.dump(history_document(model, rows), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return
+    console = Console()
+    for index, table in enumerate(history_tables(model, rows)):
+        if index:
+            console.print()
+        console.print(table)
 
 
 @app.command("run")

@@ -289,28 +289,6 @@ def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def history_table(model: str, releases: Sequence[ReleaseScores]) -> Table:
-    table = Table(title=escape(f"history of {model}, oldest first"), title_justify="left")
-    for name in ("suite", "release", "created", "right tool %", "Δ", "right arguments %", "Δ",
-                 "calls/task", "scored"):
-        table.add_column(name, justify="right")
-    previous: dict[str, ReleaseScores] = {}
-    for r in releases:
-        before = previous.get(r.suite_name)
-        deltas = []
-        for name in ("right_tool", "right_arguments"):
-            now_pct = getattr(r.figures, name).pct
-            then_pct = getattr(before.figures, name).pct if before else None
-            deltas.append("" if now_pct is None or then_pct is None
-                          else f"{now_pct - then_pct:+.1f}")
-        table.add_row(escape(r.suite_name), escape(r.release), r.created_at[:16].replace("T", " "),
-                      _points(r.figures.right_tool.pct), deltas[0],
-                      _points(r.figures.right_arguments.pct), deltas[1],
-                      _num(r.figures.calls_per_task), str(r.figures.scored))
-        previous[r.suite_name] = r
-    return table
-
-
 # --------------------------------------------------------------------------- calibration
 
 

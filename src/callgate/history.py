@@ -1,0 +1,114 @@
+"""A model's releases over time, from the figures stored with each run (never its attempts),
+so listing 100 releases costs what reading 100 rows does."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def short_release(release: str) -> str:
+    """A 40-character commit SHA as its first 12 characters (as git shows it); any other label
+    unchanged. The full label is in `history --json`."""
+    return release[:12] if _SHA.fullmatch(release) else release
+
+
+class HistoryRow(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    suite_name: str
+    suite_fingerprint: str
+    release: str
+    created_at: str
+    run_id: int
+    attempts: int
+    excluded: dict[str, int]
+    # The stored figures as scored (callgate.scores.Figures as JSON): not re-validated, and
+    # callgate.scores is not imported, so `callgate history` starts fast.
+    figures: dict[str, Any]
+    # Points since the previous release of the same model on the same suite; None for the first.
+    change_right_tool: float | None = None
+    change_right_arguments: float | None = None
+    judge_fingerprint: str | None = None
+    uncalibrated: bool = False
+
+
+def _pct(figures: Mapping[str, Any] | None, name: str) -> float | None:
+    return None if figures is None else figures[name]["pct"]
+
+
+def _change(now: float | None, then: float | None) -> float | None:
+    return None if now is None or then is None else round(now - then, 6)
+
+
+def history_rows(runs: Iterable[Mapping[str, Any]]) -> list[HistoryRow]:
+    """Rows for finished runs given oldest first (Store.runs), each with its change since the
+    previous release on the same suite."""
+    rows: list[HistoryRow] = []
+    previous: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        scores = json.loads(run["scores"])
+        figures = scores["figures"]
+        before = previous.get(run["suite_name"])
+        rows.append(HistoryRow(
+            suite_name=run["suite_name"], suite_fingerprint=run["suite"],
+            release=run["release"], created_at=run["created_at"], run_id=run["id"],
+            attempts=scores["attempts"], excluded=scores["excluded"], figures=figures,
+            change_right_tool=_change(_pct(figures, "right_tool"), _pct(before, "right_tool")),
+            change_right_arguments=_change(_pct(figures, "right_arguments"),
+                                           _pct(before, "right_arguments")),
+            judge_fingerprint=run.get("judge_fingerprint"),
+            uncalibrated=bool(scores.get("uncalibrated", False)),
+        ))
+        previous[run["suite_name"]] = figures
+    return rows
+
+
+def history_document(model: str, rows: Iterable[HistoryRow]) -> dict[str, Any]:
+    """The `history --json` document: full release labels, figures with intervals."""
+    return {"model": model, "releases": [row.model_dump(mode="json") for row in rows]}
+
+
+# --------------------------------------------------------------------------- the table
+# Here rather than in callgate.report, which imports the whole pipeline (about a second).
+
+
+def _num(value: float | None, fmt: str = "{:.1f}") -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def history_tables(model: str, rows: Sequence[HistoryRow]) -> list[Table]:
+    """One table per suite, laid out to fit 80 columns; release labels are never cut (a commit
+    SHA shows as its first 12 characters, longer labels wrap)."""
+    tables = []
+    for suite_name in dict.fromkeys(r.suite_name for r in rows):
+        table = Table(title=escape(f"history of {model} on {suite_name}, oldest first"),
+                      title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                      padding=(0, 0))
+        table.add_column("release", overflow="fold", min_width=12)
+        for name in ("created UTC", "tool %", "Δ", "args %", "Δ", "calls/task", "scored"):
+            table.add_column(name, justify="right", no_wrap=True)
+        for r in rows:
+            if r.suite_name != suite_name:
+                continue
+            table.add_row(escape(short_release(r.release)),
+                          r.created_at[:16].replace("T", " "),
+                          _num(_pct(r.figures, "right_tool")), _delta(r.change_right_tool),
+                          _num(_pct(r.figures, "right_arguments")),
+                          _delta(r.change_right_arguments),
+                          _num(r.figures["calls_per_task"], "{:.2f}"),
+                          str(r.figures["scored"]))
+        tables.append(table)
+    return tables
+
+
+def _delta(value: float | None) -> str:
+    return "" if value is None else f"{value:+.1f}"
