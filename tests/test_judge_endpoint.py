@@ -81,3 +81,20 @@ def test_bundled_judge_and_set_by_name(tmp_path: Path, callgate_exe: str, cli_en
     calib = run(callgate_exe, env, tmp_path, "judge", "calibrate", "tool_choice", "--set",
                 "tool_choice", "--db", "c.db")
     assert calib.returncode == 2 and "OPENAI_API_KEY is not set" in calib.stderr
+
+
+def test_calibration_tables_fit_80_columns(
+    tmp_path: Path, loopback: Loopback, callgate_exe: str, cli_env: dict
+) -> None:
+    spec = keyless_spec(tmp_path)
+    labels = make_set(tmp_path / "set.jsonl")
+    script_judge(loopback, labels, wrong={"[item-05]"})  # not certified: a reason, a disagreement
+    env = {**cli_env, "COLUMNS": "80"}
+    result = run(callgate_exe, env, tmp_path, "judge", "calibrate", str(spec), "--set",
+                 "set.jsonl", "--db", "c.db", "--api-base", loopback.base_url)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "…" not in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    for label in ("TPR [95% CI]", "TNR [95% CI]", "Cohen's kappa", "TP / FN / TN / FP",
+                  "meets thresholds", "tool_choice", "arguments"):
+        assert label in result.stdout

@@ -192,16 +192,26 @@ def gate_lines(decision: GateDecision) -> list[str]:
 
 
 def gate_table(decision: GateDecision) -> Table:
+    """One column per figure, one row per measure: fits 80 columns, nothing cut."""
     table = Table(title="figures on the paired cases", title_justify="left")
-    for name in ("figure", "baseline % [95% CI]", "now % [95% CI]", "change", "McNemar p",
-                 "flips −/+", "detectable drop (paired / unpaired)"):
-        table.add_column(name, justify="right")
+    table.add_column("", style="bold", overflow="fold")
     for c in decision.checks:
-        table.add_row(c.name.replace("_", " "), _share(c.baseline), _share(c.current),
-                      ("[red]" if c.failed else "") + _points(c.change),
-                      _p(c.mcnemar_p), f"{c.flipped_worse} / {c.flipped_better}",
-                      f"{_points(c.detectable_drop_paired)} / "
-                      f"{_points(c.detectable_drop_unpaired)} pts")
+        table.add_column(c.name.replace("_", " "), justify="right", overflow="fold")
+    rows = [
+        ("baseline % [95% CI]", [_share(c.baseline) for c in decision.checks]),
+        ("now % [95% CI]", [_share(c.current) for c in decision.checks]),
+        ("change (points)", [("[red]" if c.failed else "") + _points(c.change)
+                             for c in decision.checks]),
+        ("McNemar p", [_p(c.mcnemar_p) for c in decision.checks]),
+        ("cases worse / better", [f"{c.flipped_worse} / {c.flipped_better}"
+                                  for c in decision.checks]),
+        ("detectable drop, paired", [f"{_points(c.detectable_drop_paired)} pts"
+                                     for c in decision.checks]),
+        ("detectable drop, unpaired", [f"{_points(c.detectable_drop_unpaired)} pts"
+                                       for c in decision.checks]),
+    ]
+    for name, cells in rows:
+        table.add_row(name, *cells)
     return table
 
 
@@ -305,15 +315,24 @@ def print_calibration(certificate: Certificate, disagreements: Sequence[Disagree
     table = Table(title=f"judge {escape(certificate.judge)} on the test split "
                         f"({certificate.test_items} of {certificate.items} items; "
                         f"{judged} judged now, the rest from the cache)", title_justify="left")
-    for name in ("dimension", "TPR [95% CI]", "TNR [95% CI]", "accuracy", "kappa",
-                 "TP / FN / TN / FP", "pass / fail items", "meets thresholds"):
-        table.add_column(name, justify="right")
-    for dim, r in certificate.dimensions.items():
-        c = r.confusion
-        table.add_row(dim, _rate(r.tpr, r.tpr_ci), _rate(r.tnr, r.tnr_ci),
-                      _num(r.accuracy, "{:.3f}"), _num(r.kappa, "{:.3f}"),
-                      f"{c.tp} / {c.fn} / {c.tn} / {c.fp}", f"{r.m1} / {r.m0}",
-                      "yes" if r.passed else f"[red]no[/red]: {r.why_not}")
+    # One column per dimension, one row per measure: fits 80 columns, nothing cut.
+    dims = list(certificate.dimensions.items())
+    table.add_column("", style="bold", overflow="fold")
+    for dim, _ in dims:
+        table.add_column(escape(dim), justify="right", overflow="fold")
+    measures = [
+        ("TPR [95% CI]", lambda r: _rate(r.tpr, r.tpr_ci)),
+        ("TNR [95% CI]", lambda r: _rate(r.tnr, r.tnr_ci)),
+        ("accuracy", lambda r: _num(r.accuracy, "{:.3f}")),
+        ("Cohen's kappa", lambda r: _num(r.kappa, "{:.3f}")),
+        ("TP / FN / TN / FP", lambda r: f"{r.confusion.tp} / {r.confusion.fn} / "
+                                        f"{r.confusion.tn} / {r.confusion.fp}"),
+        ("pass / fail items", lambda r: f"{r.m1} / {r.m0}"),
+        ("meets thresholds", lambda r: "yes" if r.passed else f"[red]no[/red]: "
+                                                               f"{escape(r.why_not or '')}"),
+    ]
+    for name, cell in measures:
+        table.add_row(name, *(cell(r) for _, r in dims))
     console.print(table)
     if disagreements:
         dis = Table(title=f"disagreements ({len(disagreements)}, both splits)",
