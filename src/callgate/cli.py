@@ -198,6 +198,29 @@ def score(
 
 
 @app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(
+        metavar="[DIR]", help="Where to create the project (default: here).")] = Path("."),
+) -> None:
+    """Create a tiny working project: a suite, recorded responses, callgate.toml, releases/
+    and a GitHub Actions workflow. Never overwrites a file (exit 2, naming it)."""
+    from callgate.scaffold import RESPONSES, SUITE, write_scaffold
+
+    try:
+        written = write_scaffold(directory)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    for path in written:
+        typer.echo(f"created {path}")
+    where = "" if directory == Path(".") else f"cd {directory} && "
+    typer.echo(f"\nnext:\n  {where}callgate suite check {SUITE}\n"
+               f"  callgate score {SUITE} --responses {RESPONSES} --model my-agent "
+               "--release first\n"
+               "  then edit suite/tools.json and suite/cases.jsonl for your agent, and "
+               "commit releases/.gitkeep")
+
+
+@app.command()
 def demo(
     db: DbOption = Path("callgate.db"),
 ) -> None:

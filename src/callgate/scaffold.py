@@ -1,0 +1,196 @@
+"""`callgate init`: a tiny working project to start from.
+
+Everything written is a starting point to edit: a suite of five cases (one expects no call,
+one two parallel calls, one accepts any of several values), recorded responses that score at
+once with no key and no network, a candidates file, the releases folder the gate keeps its
+baselines in, and a GitHub Actions workflow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from callgate import __version__
+from callgate.errors import CallgateError
+
+SUITE = "suite"
+RESPONSES = "responses/first.jsonl"
+
+_SYSTEM = ("You are the assistant of a small travel agency. Use the tools for live weather "
+           "and flights; answer general questions yourself.")
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather",
+        "description": "Current weather in one city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "City name, e.g. Paris"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"],
+                         "description": "Temperature unit; celsius when not asked otherwise"},
+            },
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    }},
+    {"type": "function", "function": {
+        "name": "find_flights",
+        "description": "Direct flights between two cities on one day.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "origin": {"type": "string", "description": "City or IATA airport code"},
+                "destination": {"type": "string", "description": "City or IATA airport code"},
+                "date": {"type": "string", "format": "date", "description": "YYYY-MM-DD"},
+            },
+            "required": ["origin", "destination", "date"],
+            "additionalProperties": False,
+        },
+    }},
+]
+
+
+def _case(case_id: str, text: str, tags: list[str], expect: dict, note: str) -> dict:
+    return {"id": case_id, "messages": [{"role": "system", "content": _SYSTEM},
+                                        {"role": "user", "content": text}],
+            "tags": tags, "expect": expect, "note": note}
+
+
+def _call(tool: str, args: dict) -> dict:
+    return {"tool": tool, "args": args}
+
+
+CASES = [
+    _case("weather-paris", "What's the weather in Paris right now?", ["clean"],
+          {"type": "calls", "calls": [_call("get_weather", {"city": "Paris"})]},
+          "One call, one key argument; unit is not compared (but is schema-checked)."),
+    _case("weather-nyc", "Is it cold in NYC today? In fahrenheit please.", ["imprecise"],
+          {"type": "calls", "calls": [_call("get_weather", {
+              "city": {"one_of": ["New York", "New York City", "NYC"]},
+              "unit": "fahrenheit"})]},
+          "one_of: any listed spelling of the city is right."),
+    _case("weather-two-cities", "Compare the weather in Oslo and Lisbon.", ["parallel"],
+          {"type": "calls", "mode": "unordered", "calls": [
+              _call("get_weather", {"city": "Oslo"}), _call("get_weather", {"city": "Lisbon"})]},
+          "Two calls in one message, in any order."),
+    _case("flight-bos-ord", "Find me a flight from Boston to Chicago on 2026-12-05.", ["clean"],
+          {"type": "calls", "calls": [_call("find_flights", {
+              "origin": {"one_of": ["Boston", "BOS"]},
+              "destination": {"one_of": ["Chicago", "ORD", "MDW"]},
+              "date": "2026-12-05"})]},
+          "A city or its airport code."),
+    _case("no-call-cloudy", "Thanks! By the way, what does 'partly cloudy' mean?", ["no-tool"],
+          {"type": "no_call"},
+          "Answerable without a tool: any call here is a needless call."),
+]
+
+
+def _response(case_id: str, calls: list[tuple[str, dict]], content: str | None = None) -> dict:
+    message: dict = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"id": f"call_{index}", "type": "function",
+             "function": {"name": name, "arguments": json.dumps(args)}}
+            for index, (name, args) in enumerate(calls, start=1)]
+    finish = "tool_calls" if calls else "stop"
+    return {"case_id": case_id, "repeat": 0, "response": {
+        "object": "chat.completion", "model": "example/travel-agent",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}]}}
+
+
+RECORDED = [
+    _response("weather-paris", [("get_weather", {"city": "Paris", "unit": "celsius"})]),
+    _response("weather-nyc", [("get_weather", {"city": "New York", "unit": "fahrenheit"})]),
+    _response("weather-two-cities", [("get_weather", {"city": "Lisbon"}),
+                                     ("get_weather", {"city": "Oslo"})]),
+    _response("flight-bos-ord", [("find_flights", {"origin": "BOS", "destination": "ORD",
+                                                   "date": "2026-12-05"})]),
+    _response("no-call-cloudy", [], "Partly cloudy means clouds cover part of the sky, "
+                                    "roughly three to five eighths of it."),
+]
+
+CONFIG = '''\
+# Candidates for `callgate run --model NAME` (see the callgate README, "Asking a model").
+[[candidates]]
+name = "my-agent"                               # what runs are filed under
+model = "openrouter/openai/gpt-4.1-mini"        # litellm model id
+api_key_env = "OPENROUTER_API_KEY"              # the NAME of the variable, never the key
+reasoning_effort = "low"                        # "omit" for models that reject it
+# provider = { order = ["openai"], allow_fallbacks = false }   # pin one endpoint (OpenRouter)
+# extra = { temperature = 0 }
+# A local OpenAI-compatible server (vLLM, Ollama) needs no key:
+# model = "openai/qwen2.5-7b-instruct"
+# api_base = "http://localhost:8000/v1"
+'''
+
+WORKFLOW = f'''\
+name: tool-calling gate
+on: [pull_request]
+permissions:
+  contents: write
+jobs:
+  gate:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{{{ github.head_ref }}}}
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - run: pip install "callgate=={__version__}"
+      - name: Score the candidate's recorded responses
+        run: >
+          callgate score {SUITE} --responses {RESPONSES} --model my-agent
+          --release "${{{{ github.sha }}}}"
+      # Or ask the model itself (add the key as a repository secret):
+      # - name: Ask the candidate model
+      #   env:
+      #     OPENROUTER_API_KEY: ${{{{ secrets.OPENROUTER_API_KEY }}}}
+      #   run: callgate run {SUITE} --model my-agent --repeats 3 --release "${{{{ github.sha }}}}"
+      - name: Gate against the last kept release
+        run: >
+          callgate gate --model my-agent --release "${{{{ github.sha }}}}"
+          --baseline releases/ --scores-out "releases/${{{{ github.sha }}}}.json"
+          --junit junit.xml --markdown summary.md
+      - name: Summary
+        if: always()
+        run: cat summary.md >> "$GITHUB_STEP_SUMMARY"
+      - name: Keep the scores with the release
+        if: success()
+        run: |
+          git config user.name callgate && git config user.email callgate@users.noreply.github.com
+          git add releases/ && git commit -m "callgate scores for ${{{{ github.sha }}}}" && git push
+'''
+
+
+def scaffold_files() -> dict[str, str]:
+    """Relative path -> text of every file `callgate init` writes."""
+    return {
+        f"{SUITE}/suite.json": json.dumps({
+            "name": "starter",
+            "description": "A starter suite from `callgate init`: edit the tools and cases."},
+            indent=2) + "\n",
+        f"{SUITE}/tools.json": json.dumps(TOOLS, indent=2) + "\n",
+        f"{SUITE}/cases.jsonl": "".join(json.dumps(case) + "\n" for case in CASES),
+        RESPONSES: "".join(json.dumps(line) + "\n" for line in RECORDED),
+        "callgate.toml": CONFIG,
+        "releases/.gitkeep": "",
+        ".github/workflows/callgate.yml": WORKFLOW,
+    }
+
+
+def write_scaffold(root: Path) -> list[Path]:
+    """Write the project under root. Refuses, writing nothing, if any file already exists."""
+    files = {root / relative: text for relative, text in scaffold_files().items()}
+    existing = [path for path in files if path.exists()]
+    if existing:
+        raise CallgateError("not overwriting existing file(s): "
+                            + ", ".join(str(path) for path in existing)
+                            + "; choose another directory or move them away")
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return list(files)

@@ -1,0 +1,73 @@
+"""`callgate init`: the scaffold checks, scores and gates at once, through the installed CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+CALLGATE = str(Path(sys.executable).with_name("callgate"))
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+    env.pop("CALLGATE_DB", None)
+    return subprocess.run([CALLGATE, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=120)
+
+
+def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> None:
+    made = cli("init", "proj", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    proj = tmp_path / "proj"
+    for name in ("suite/tools.json", "suite/cases.jsonl", "responses/first.jsonl",
+                 "callgate.toml", "releases/.gitkeep", ".github/workflows/callgate.yml"):
+        assert (proj / name).is_file(), name
+        assert f"created {Path('proj') / name}" in made.stdout
+
+    cases = [json.loads(line) for line in (proj / "suite/cases.jsonl").read_text().splitlines()]
+    kinds = {c["expect"]["type"] for c in cases}
+    assert "no_call" in kinds
+    assert any(c["expect"].get("mode") == "unordered" and len(c["expect"]["calls"]) == 2
+               for c in cases)
+    assert any("one_of" in json.dumps(c["expect"]) for c in cases)
+
+    check = cli("suite", "check", "suite", cwd=proj)
+    assert check.returncode == 0, check.stderr
+    assert "5 cases" in check.stdout and "warning" not in check.stdout
+
+    scored = cli("score", "suite", "--responses", "responses/first.jsonl", "--model", "my-agent",
+                 "--release", "first", "--json", cwd=proj)
+    assert scored.returncode == 0, scored.stderr
+    figures = json.loads(scored.stdout)["scores"]["figures"]
+    assert figures["scored"] == 5 and figures["right_arguments"]["pct"] == 100.0
+
+    # The workflow's gate step works on the scaffold: releases/ exists, the first release passes.
+    gate = cli("gate", "--model", "my-agent", "--release", "first", "--baseline", "releases/",
+               "--scores-out", "releases/first.json", cwd=proj)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    assert (proj / "releases/first.json").is_file()
+
+    # Every path the workflow names exists in the scaffold.
+    workflow = (proj / ".github/workflows/callgate.yml").read_text()
+    for path in re.findall(r"callgate (?:score|run) (\S+)|--responses (\S+)", workflow):
+        for part in filter(None, path):
+            assert (proj / part).exists(), part
+
+    # The candidates file loads (`run` reads ./callgate.toml whenever it exists).
+    from callgate.config import load_config
+
+    assert load_config(proj / "callgate.toml").find("my-agent") is not None
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "callgate.toml").write_text("# mine\n")
+    refused = cli("init", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "callgate.toml" in refused.stderr and "not overwriting" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert (tmp_path / "callgate.toml").read_text() == "# mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["callgate.toml"]
