@@ -161,12 +161,15 @@ def test_detectable_drop_inverts_the_sample_size() -> None:
 def test_small_suite_warns_that_the_rule_cannot_see_two_points() -> None:
     d = decide(release("r2", uniform(50, 45, 45)), release("r1", uniform(50, 45, 45)))
     assert d.outcome == "pass"
-    assert any("smallest drop detectable" in w for w in d.warnings)
     # no flips observed (one assumed): 2% flip share, and 50 cases cannot see even that
     assert d.checks[0].detectable_drop_paired is None
-    assert any("none at all at this flip rate" in w for w in d.warnings)
+    assert any("50 paired cases cannot detect any drop with 80% power at a flip rate of 2%" in w
+               for w in d.warnings)
+    assert not any("none at all" in w or "smallest drop" in w for w in d.warnings)
+    assert any(m.startswith("right tool unchanged (90.0 → 90.0") for m in d.messages)
     wide = decide(release("r2", uniform(200, 160, 160)), release("r1", uniform(200, 180, 180)))
     assert 2 < wide.checks[0].detectable_drop_paired <= 10  # 10% of cases flipped
+    assert any("smallest drop detectable with 80% power is" in w for w in wide.warnings)
 
 
 def test_junit_parsed_back() -> None:

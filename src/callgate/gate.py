@@ -368,13 +368,17 @@ def decide(
             detectable_drop_paired=None if paired is None else 100 * paired,
             detectable_drop_unpaired=None if unpaired is None else 100 * unpaired,
         ))
-        if shared and (paired is None or 100 * paired > max_drop):
-            shown = ("none at all at this flip rate" if paired is None
-                     else f"{100 * paired:.1f} points")
+        if shared and paired is None:
+            warnings.append(
+                f"{name.replace('_', ' ')}: {len(shared)} paired cases cannot detect any "
+                f"drop with 80% power at a flip rate of {discordant:.0%} (at least one flip "
+                f"assumed), so a drop of more than the {max_drop:g} points allowed can pass "
+                "unseen; add cases or repeats")
+        elif shared and 100 * paired > max_drop:
             warnings.append(
                 f"{name.replace('_', ' ')}: with {len(shared)} paired cases the smallest drop "
-                f"detectable with 80% power is {shown}, more than the {max_drop:g} allowed: "
-                "smaller real drops can pass unseen; add cases or repeats")
+                f"detectable with 80% power is {100 * paired:.1f} points, more than the "
+                f"{max_drop:g} allowed: smaller real drops can pass unseen; add cases or repeats")
 
     worse_ids, better_ids = changed_cases({c: baseline.cases[c] for c in shared},
                                           {c: current.cases[c] for c in shared})
@@ -383,9 +387,12 @@ def decide(
     for check in checks:
         if check.change is None:
             continue
-        verb = "fell" if check.change < 0 else "rose"
+        if round(check.change, 1) == 0:
+            verb = "unchanged"
+        else:
+            verb = f"{'fell' if check.change < 0 else 'rose'} {abs(check.change):.1f} points"
         messages.append(
-            f"{check.name.replace('_', ' ')} {verb} {abs(check.change):.1f} points "
+            f"{check.name.replace('_', ' ')} {verb} "
             f"({check.baseline.pct:.1f} → {check.current.pct:.1f}; allowed drop {max_drop:g})"
             + (" — REGRESSION" if check.failed else ""))
     if failed:

@@ -209,6 +209,8 @@ class Recorder:
     judged_tally: JudgedTally = field(default_factory=JudgedTally)
     verdicts: list[Verdict] = field(default_factory=list)
     failures: list[Verdict] = field(default_factory=list)
+    _failed_cases: set[str] = field(default_factory=set)
+    _repeat_slots: list[int] = field(default_factory=list)  # failures[i] repeats a kept case
     _responses: list[tuple] = field(default_factory=list)
     _verdicts: list[tuple] = field(default_factory=list)
     _schemas: dict[str, Any] = field(init=False)
@@ -276,13 +278,24 @@ class Recorder:
         )
         if self.keep_verdicts:
             self.verdicts.append(verdict)
-        if not (verdict.status == "scored" and verdict.right_arguments) and (
-            len(self.failures) < FAILURES_KEPT
-        ):
-            self.failures.append(verdict)
+        if not (verdict.status == "scored" and verdict.right_arguments):
+            self._keep_failure(verdict)
         if len(self._verdicts) >= BATCH:
             self.flush()
         return verdict
+
+    def _keep_failure(self, verdict: Verdict) -> None:
+        """Keep up to FAILURES_KEPT failed attempts, as many distinct cases as there are: a
+        case's further failed repeats give way to the first failure of another case."""
+        if verdict.case_id not in self._failed_cases:
+            self._failed_cases.add(verdict.case_id)
+            if len(self.failures) < FAILURES_KEPT:
+                self.failures.append(verdict)
+            elif self._repeat_slots:
+                self.failures[self._repeat_slots.pop(0)] = verdict  # keeps arrival order
+        elif len(self.failures) < FAILURES_KEPT:
+            self._repeat_slots.append(len(self.failures))
+            self.failures.append(verdict)
 
     def flush(self) -> None:
         if self._verdicts:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from callgate.calibration import Certificate, Disagreement
+from callgate.checks import Verdict
 from callgate.gate import GateDecision, ReleaseScores
 from callgate.pipeline import RunResult
 from callgate.scores import Scores, Share
@@ -130,11 +131,25 @@ def tags_table(columns: Sequence[tuple[str, Scores]]) -> Table:
     return table
 
 
+def distinct_cases_first(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """Each case's first failed attempt, then its further repeats, each part in the given order:
+    twenty repeats of one case must not hide nineteen other cases."""
+    seen: set[str] = set()
+    first, again = [], []
+    for v in verdicts:
+        (again if v.case_id in seen else first).append(v)
+        seen.add(v.case_id)
+    return first + again
+
+
 def failures_table(result: RunResult, limit: int = 20) -> Table:
-    table = Table(title=f"attempts not fully right (first {limit})", title_justify="left")
+    shown = distinct_cases_first(result.failures)[:limit]
+    cases = len({v.case_id for v in shown})
+    table = Table(title=f"attempts not fully right (first {len(shown)}, {cases} distinct "
+                        "case(s), each case's first failure first)", title_justify="left")
     for name in ("case", "rep", "tool", "arguments", "reason"):
         table.add_column(name, overflow="fold")
-    for v in result.failures[:limit]:
+    for v in shown:
         table.add_row(escape(v.case_id), str(v.repeat), v.tool or v.status, v.arguments or "",
                       escape(v.reason))
     return table
