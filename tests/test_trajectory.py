@@ -66,7 +66,7 @@ def test_order_swap_fails_strict_but_passes_unordered() -> None:
     strict = match_trajectory(actual, [LOOKUP, CANCEL], "strict")
     assert not strict.ok
     assert strict.reason == (
-        "order: cancel_order (step 0, call 0) came before lookup_order (step 1, call 1)"
+        "order: cancel_order (step 1, call 1) came before lookup_order (step 2, call 2)"
     )
     assert strict.mismatches[0].expected == ("lookup_order", "cancel_order")
     assert strict.mismatches[0].got == ("cancel_order", "lookup_order")
@@ -106,7 +106,7 @@ def test_strict_rejects_a_call_moved_past_a_later_step() -> None:
     actual = [call("a", 0), call("c", 1), call("b", 2)]
     result = match_trajectory(actual, expected, "strict")
     assert not result.ok
-    assert result.reason == "order: c (step 1, call 1) came before b (step 2, call 2)"
+    assert result.reason == "order: c (step 2, call 2) came before b (step 3, call 3)"
     assert match_trajectory(actual, expected, "unordered").ok
 
 
@@ -143,13 +143,13 @@ def test_unordered_counts_duplicates() -> None:
 
     missing = match_trajectory(once, expected_twice, "unordered")
     assert not missing.ok
-    assert missing.reason == "missing call to refund at step 1"
+    assert missing.reason == "missing call to refund at step 2"
     assert missing.mismatches[0].call_index is None
     assert missing.mismatches[0].expected == {"amount": 5}
 
     extra = match_trajectory(twice, expected_twice[:1], "unordered")
     assert not extra.ok
-    assert extra.reason == "unexpected call to refund at step 1, call 1"
+    assert extra.reason == "unexpected call to refund at step 2, call 2"
     assert extra.mismatches[0].got == {"amount": 5}
 
     assert match_trajectory(twice, expected_twice, "unordered").ok
@@ -165,7 +165,7 @@ def test_superset_allows_extra_calls_but_not_missing_ones() -> None:
     twice = [want("refund", 0, amount=5), want("refund", 1, amount=5)]
     short = match_trajectory([call("refund", 0, amount=5)], twice, "superset")
     assert not short.ok
-    assert short.reason == "missing call to refund at step 1"
+    assert short.reason == "missing call to refund at step 2"
 
 
 def test_subset_allows_missing_calls_but_not_extra_ones() -> None:
@@ -176,14 +176,14 @@ def test_subset_allows_missing_calls_but_not_extra_ones() -> None:
 
     extra = match_trajectory([call("refund", 0, amount=5), call("delete", 1)], expected, "subset")
     assert not extra.ok
-    assert extra.reason == "unexpected call to delete at step 1, call 1"
+    assert extra.reason == "unexpected call to delete at step 2, call 2"
 
 
 def test_empty_sequences() -> None:
     assert match_trajectory([], [], "strict").ok
     assert match_trajectory([call("a", 0)], [], "superset").ok
     assert match_trajectory([], [want("a", 0)], "subset").ok
-    assert match_trajectory([], [want("a", 0)], "strict").reason == "missing call to a at step 0"
+    assert match_trajectory([], [want("a", 0)], "strict").reason == "missing call to a at step 1"
 
 
 # --- optimal pairing ------------------------------------------------------------------------
@@ -229,14 +229,14 @@ def test_exact_rejects_an_extra_argument_that_key_accepts() -> None:
 
     result = match_trajectory(actual, expected, args="exact")
     assert not result.ok
-    assert result.reason == "step 0, call 0 search: unexpected argument limit=10"
+    assert result.reason == "step 1, call 1 search: unexpected argument limit=10"
     assert result.mismatches[0].argument == "limit"
 
 
 def test_key_rule_requires_listed_arguments() -> None:
     result = match_trajectory([call("search", 3, limit=10)], [want("search", 0, query="shoes")])
     assert not result.ok
-    assert result.reason == "step 3, call 0 search: argument query missing, expected 'shoes'"
+    assert result.reason == 'step 4, call 1 search: argument query missing, expected "shoes"'
 
 
 def test_ignore_compares_names_only() -> None:
@@ -262,7 +262,7 @@ def test_bool_never_equals_an_integer() -> None:
     expected = [want("lookup", 0, include=True)]
     result = match_trajectory([call("lookup", 0, include=1)], expected)
     assert not result.ok
-    assert result.reason == "step 0, call 0 lookup: argument include expected True, got 1"
+    assert result.reason == "step 1, call 1 lookup: argument include expected true, got 1"
     assert match_trajectory([call("lookup", 0, include=True)], expected).ok
     assert match_trajectory([call("count", 0, n=2.0)], [want("count", 0, n=2)]).ok
 
@@ -302,8 +302,8 @@ def test_mismatch_names_step_call_and_argument() -> None:
             argument="reason",
             expected="duplicate",
             got="other",
-            message="step 2, call 3 cancel_order: argument reason expected 'duplicate', "
-            "got 'other'",
+            message='step 3, call 4 cancel_order: argument reason expected "duplicate", '
+            'got "other"',
         ),
     )
     assert result.reason == result.mismatches[0].message
@@ -330,8 +330,8 @@ def test_reason_counts_further_mismatches() -> None:
     )
     assert not result.ok
     assert len(result.mismatches) == 3
-    assert result.reason == "step 0, call 0 pay: argument amount expected 2, got 1 (and 2 more)"
-    assert result.mismatches[-1].message == "missing call to email at step 1"
+    assert result.reason == "step 1, call 1 pay: argument amount expected 2, got 1 (and 2 more)"
+    assert result.mismatches[-1].message == "missing call to email at step 2"
 
 
 def test_long_values_are_shortened_in_messages() -> None:

@@ -50,17 +50,17 @@ def test_strict_mode_over_turns(tmp_path: Path) -> None:
     ])
     assert got["ok"].right_arguments and got["ok"].calls == 2
     assert got["reversed"].tool == "wrong_tool"
-    assert got["reversed"].tool_reason.startswith("order: cancel_order (step 0, call 0) came "
-                                                  "before lookup_order (step 1, call 1)")
+    assert got["reversed"].tool_reason.startswith("order: cancel_order (step 1, call 1) came "
+                                                  "before lookup_order (step 2, call 2)")
     assert got["skipped"].tool == "missing_call"
-    assert got["skipped"].tool_reason == "missing call to lookup_order at step 0"
+    assert got["skipped"].tool_reason == "missing call to lookup_order at step 1"
     assert got["extra"].tool == "extra_call" and got["extra"].calls == 3
-    assert got["extra"].tool_reason == "unexpected call to track_shipment at step 1, call 1"
+    assert got["extra"].tool_reason == "unexpected call to track_shipment at step 2, call 2"
     assert got["swapped"].tool == "wrong_tool"
     value = got["value"]
     assert value.right_tool and value.arguments == "wrong_value" and not value.right_arguments
     assert value.arguments_reason == (
-        "step 1, call 1 cancel_order: argument reason expected 'duplicate', got 'other'")
+        'step 2, call 2 cancel_order: argument reason expected "duplicate", got "other"')
 
 
 def test_unordered_superset_and_subset(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_unordered_superset_and_subset(tmp_path: Path) -> None:
     assert got["unordered"].right_arguments
     dup = got["unordered-dup"]
     assert dup.right_tool and dup.arguments == "wrong_value"
-    assert "argument order_id expected 'ord_2', got 'ord_1'" in dup.arguments_reason
+    assert 'argument order_id expected "ord_2", got "ord_1"' in dup.arguments_reason
     assert got["superset"].right_arguments
     assert got["superset-missing"].tool == "missing_call"
     assert got["subset"].right_arguments
@@ -125,12 +125,12 @@ def test_argument_rules_exact_key_ignore_and_per_tool(tmp_path: Path) -> None:
     ])
     assert got["exact"].arguments == "wrong_value"
     assert got["exact"].arguments_reason == (
-        "step 0, call 0 lookup_order: unexpected argument include_items=True")
+        "step 1, call 1 lookup_order: unexpected argument include_items=true")
     assert got["key"].right_arguments
     assert got["ignore"].right_arguments
     assert got["per-tool"].right_arguments
     assert got["per-tool-strict"].arguments == "wrong_value"
-    assert "cancel_order: argument order_id expected 'ord_1', got 'ord_2'" in (
+    assert 'cancel_order: argument order_id expected "ord_1", got "ord_2"' in (
         got["per-tool-strict"].arguments_reason)
 
 
@@ -145,7 +145,7 @@ def test_duplicated_calls(tmp_path: Path) -> None:
         turns("thrice", one, one, one, "Here."),
     ])
     assert got["once"].tool == "missing_call"
-    assert got["once"].tool_reason == "missing call to lookup_order at step 1"
+    assert got["once"].tool_reason == "missing call to lookup_order at step 2"
     assert got["twice"].right_arguments
     assert got["thrice"].tool == "extra_call" and got["thrice"].calls == 3
 
@@ -165,8 +165,8 @@ def test_parallel_reference_calls_split_across_turns(tmp_path: Path) -> None:
     assert got["one-message"].right_arguments
     assert got["split"].right_arguments and got["split"].calls == 3
     assert got["too-late"].tool == "wrong_tool"
-    assert got["too-late"].tool_reason.startswith("order: cancel_order (step 1, call 1) came "
-                                                  "before lookup_order (step 2, call 2)")
+    assert got["too-late"].tool_reason.startswith("order: cancel_order (step 2, call 2) came "
+                                                  "before lookup_order (step 3, call 3)")
 
 
 def test_optimal_pairing_where_greedy_first_fit_fails(tmp_path: Path) -> None:
@@ -202,8 +202,8 @@ def test_optional_key_arguments_and_messages(tmp_path: Path) -> None:
     ])
     assert got["left-out"].right_arguments and got["given"].right_arguments
     assert got["wrong"].arguments_reason == (
-        "step 0, call 0 lookup_order: argument include_items expected True (or left out), "
-        "got False")
+        "step 1, call 1 lookup_order: argument include_items expected true (or left out), "
+        "got false")
 
 
 def test_json_and_schema_checks_cover_every_turn(tmp_path: Path) -> None:

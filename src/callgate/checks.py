@@ -469,9 +469,7 @@ class _Accepts:
         return arg_matches(self.spec, True, got, self.rules, self.schema)
 
     def __repr__(self) -> str:
-        values = self.spec.one_of
-        text = repr(values[0]) if len(values) == 1 else "one of " + ", ".join(map(repr, values))
-        return text + (" (or left out)" if self.spec.optional else "")
+        return _describe(self.spec)  # JSON values, as in every other reason
 
 
 def _accepts(want: Any, got: Any) -> bool:

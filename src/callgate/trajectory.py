@@ -7,6 +7,7 @@ looser argument rule can never produce a false negative through an unlucky early
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -143,7 +144,7 @@ def _argument_diffs(
 ) -> list[Mismatch]:
     if rule == "ignore":
         return []
-    where = f"step {call.step}, call {index} {call.name}"
+    where = f"step {call.step + 1}, call {index + 1} {call.name}"  # counted from 1, as shown
     found = []
     for key, want in exp.arguments.items():
         if key not in call.arguments:
@@ -164,7 +165,11 @@ def _argument_diffs(
 
 
 def _show(value: Any, limit: int = 60) -> str:
-    text = repr(value)
+    """A value as JSON, as every other reason shows it (true, "C"; not True, 'C')."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except TypeError:  # a key-argument rule (callgate.checks) describes itself in JSON terms
+        text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -279,8 +284,8 @@ def _order_mismatches(
             early, late = pairs[e2], pairs[e1]
             a, b = actual[early], actual[late]
             message = (
-                f"order: {a.name} (step {a.step}, call {early}) came before "
-                f"{b.name} (step {b.step}, call {late})"
+                f"order: {a.name} (step {a.step + 1}, call {early + 1}) came before "
+                f"{b.name} (step {b.step + 1}, call {late + 1})"
             )
             wanted = (expected[e1].name, expected[e2].name)
             found.append(Mismatch(a.step, early, a.name, None, wanted, (a.name, b.name), message))
@@ -317,7 +322,7 @@ def _leftover_mismatches(
         for e in unpaired_e:
             if e not in explained_e:
                 call = expected[e]
-                message = f"missing call to {call.name} at step {call.step}"
+                message = f"missing call to {call.name} at step {call.step + 1}"
                 found.append(
                     Mismatch(call.step, None, call.name, None, dict(call.arguments), None, message)
                 )
@@ -325,7 +330,7 @@ def _leftover_mismatches(
         for a in unpaired_a:
             if a not in explained_a:
                 call = actual[a]
-                message = f"unexpected call to {call.name} at step {call.step}, call {a}"
+                message = f"unexpected call to {call.name} at step {call.step + 1}, call {a + 1}"
                 found.append(
                     Mismatch(call.step, a, call.name, None, None, dict(call.arguments), message)
                 )
