@@ -98,3 +98,16 @@ def test_calibration_tables_fit_80_columns(
     for label in ("TPR [95% CI]", "TNR [95% CI]", "Cohen's kappa", "TP / FN / TN / FP",
                   "meets thresholds", "tool_choice", "arguments"):
         assert label in result.stdout
+
+
+def test_score_takes_a_bundled_judge_by_name(tmp_path: Path, callgate_exe: str,
+                                             cli_env: dict) -> None:
+    from callgate.demo import example_path
+
+    root = example_path()
+    result = run(callgate_exe, cli_env, tmp_path, "score", str(root), "-r",
+                 str(root / "responses-2026.10.jsonl"), "-m", "m", "--release", "1",
+                 "--db", "c.db", "--judge", "tool_choice")
+    # Found by name; refused only because no certificate exists for its fingerprint.
+    assert result.returncode == 2
+    assert "judge tool_choice (fingerprint" in result.stderr and "no certificate" in result.stderr
