@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from callgate import __version__
 from callgate.errors import CallgateError
+from callgate.thresholds import DEFAULT_MAX_EXCLUDED
 
 app = typer.Typer(
     name="callgate",
@@ -64,6 +65,34 @@ def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False,
                                soft_wrap=True)
     return typer.Exit(code)
+
+
+MaxExcludedOption = Annotated[float, typer.Option(
+    "--max-excluded", min=0.0, max=1.0,
+    help="Exit 3 (not a result, never a baseline) above this share of truncated or "
+         "provider-error attempts.")]
+EXIT_INCONCLUSIVE = 3
+
+
+def _record_if_not_a_result(store, by: str, result, max_excluded: float):
+    """Mark a run that is mostly excluded attempts as inconclusive in the store; the record
+    (or None when the run is a result)."""
+    from callgate.gate import not_a_result
+
+    record = not_a_result(by, result.scores.attempts, result.scores.excluded, max_excluded)
+    if record is not None:
+        store.set_run_gate(result.run_id, record.model_dump_json())
+    return record
+
+
+def _exit_if_not_a_result(record) -> None:
+    if record is None:
+        return
+    Console(stderr=True).print(
+        f"[yellow]inconclusive:[/yellow] {escape(record.messages[0])}. This run is not a "
+        "result: it is stored, marked inconclusive, and never used as a baseline (a run "
+        "of the same command calls the provider errors again).", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INCONCLUSIVE)
 
 
 def _version(value: bool) -> None:
@@ -170,8 +199,11 @@ def score(
     uncalibrated: UncalibratedOption = False,
     judge_api_base: JudgeApiBaseOption = None,
     judge_api_key_env: JudgeKeyEnvOption = None,
+    max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
 ) -> None:
-    """Score recorded responses against a suite, store everything and print the figures."""
+    """Score recorded responses against a suite, store everything and print the figures.
+
+    Exit 3 when more than --max-excluded of the attempts were truncated or provider errors."""
     from callgate.pipeline import judge_step, score_file
     from callgate.report import print_run, run_document
     from callgate.store import Store
@@ -187,6 +219,7 @@ def score(
                     if judge else None)
             result = score_file(suite, responses, store, model=model, release=release,
                                 keep_verdicts=as_json, judge=step)
+            not_a_result = _record_if_not_a_result(store, "score", result, max_excluded)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -195,6 +228,7 @@ def score(
     else:
         print_run(result)
         Console().print(f"stored as run {result.run_id} in {db}")
+    _exit_if_not_a_result(not_a_result)
 
 
 @app.command()
@@ -249,7 +283,8 @@ def gate(
                              "release, e.g. releases/2026.11.json).")] = None,
     max_excluded: Annotated[float, typer.Option(
         "--max-excluded", min=0.0, max=1.0,
-        help="Inconclusive above this share of truncated or provider-error attempts.")] = 0.05,
+        help="Inconclusive above this share of truncated or provider-error attempts.")
+    ] = DEFAULT_MAX_EXCLUDED,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
     markdown: Annotated[Path | None, typer.Option("--markdown",
                                                   help="Write a Markdown summary here.")] = None,
@@ -262,6 +297,7 @@ def gate(
         baseline_from_store,
         decide,
         find_current,
+        record_of,
         stored_release,
     )
     from callgate.report import gate_junit, gate_markdown, print_gate
@@ -274,11 +310,17 @@ def gate(
             run = find_current(store, model, release, suite)
             current = stored_release(store, run)
             if baseline == "auto":
-                base, source = baseline_from_store(store, run), f"store {db}"
+                base, skipped = baseline_from_store(store, run, max_excluded)
+                source = f"store {db}"
             else:
-                base, source = baseline_from_path(Path(baseline), current), baseline
-        decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
-                          baseline_source=source if base else None)
+                base, skipped = baseline_from_path(Path(baseline), current, max_excluded)
+                source = baseline
+            decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
+                              baseline_source=source if base else None, baseline_notes=skipped)
+            # Recorded so that only a release that passed can be a later one's baseline.
+            record = record_of(decision, max_excluded)
+            store.set_run_gate(run["id"], record.model_dump_json())
+            current = current.model_copy(update={"gate": record})
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if scores_out is not None:
@@ -405,8 +447,11 @@ def run_command(
     uncalibrated: UncalibratedOption = False,
     judge_api_base: JudgeApiBaseOption = None,
     judge_api_key_env: JudgeKeyEnvOption = None,
+    max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
 ) -> None:
     """Call a model on every case (repeats × cases), then check, score and store as `score` does.
+
+    Exit 3 when more than --max-excluded of the attempts were truncated or provider errors.
 
     Answers are stored as they arrive: run the same command again to resume, or to re-score
     with zero calls.
@@ -471,6 +516,8 @@ def run_command(
                 keep_verdicts=as_json,
                 judge=step,
             )
+            not_a_result = (None if live.stopped else
+                            _record_if_not_a_result(store, "run", live.result, max_excluded))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -506,6 +553,7 @@ def run_command(
             f"stopped at the first request the provider refused ({live.stopped}); nothing more "
             "was sent. Fix the cause and run the same command again to resume."
         )
+    _exit_if_not_a_result(not_a_result)
 
 
 @judge_app.command("show")

@@ -22,15 +22,16 @@ from callgate.checks import Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
 from callgate.scores import Figures, Share
 from callgate.store import Store
+from callgate.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 
 FORMAT = "callgate.release/1"
 DEFAULT_MAX_DROP = 2.0
-DEFAULT_MAX_EXCLUDED = 0.05
 EPSILON = 1e-9  # so that a drop of exactly max_drop, computed in floating point, passes
 
 Outcome = Literal["pass", "first_release", "regression", "inconclusive"]
 EXIT_CODES: dict[Outcome, int] = {"pass": 0, "first_release": 0, "regression": 1,
                                   "inconclusive": 3}
+RELEASED: frozenset[Outcome] = frozenset({"pass", "first_release"})
 
 
 # --------------------------------------------------------------------------- per case
@@ -98,6 +99,54 @@ def figures_of(records: Iterable[CaseRecord]) -> Figures:
 # --------------------------------------------------------------------------- release file
 
 
+class GateRecord(BaseModel):
+    """The decision taken on a release: only a released one (it passed its gate, or was the
+    model's first) can be a later release's baseline. `decided_by` is "gate", or "run" /
+    "score" when those found the run mostly excluded attempts (exit 3)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    outcome: Outcome
+    released: bool
+    decided_by: Literal["gate", "run", "score"] = "gate"
+    baseline_release: str | None = None
+    max_drop: float | None = None
+    max_excluded: float
+    messages: list[str] = Field(default_factory=list)
+
+
+def record_of(decision: GateDecision, max_excluded: float) -> GateRecord:
+    return GateRecord(outcome=decision.outcome, released=decision.outcome in RELEASED,
+                      baseline_release=decision.baseline_release, max_drop=decision.max_drop,
+                      max_excluded=max_excluded, messages=decision.messages)
+
+
+def not_a_result(by: Literal["run", "score"], attempts: int, excluded: Mapping[str, int],
+                 max_excluded: float) -> GateRecord | None:
+    """The record a run or a score leaves when most of its attempts were excluded."""
+    why = too_many_excluded(attempts, excluded, max_excluded)
+    if why is None:
+        return None
+    return GateRecord(outcome="inconclusive", released=False, decided_by=by,
+                      max_excluded=max_excluded, messages=[why])
+
+
+def why_not_a_baseline(gate: GateRecord | None, attempts: int, excluded: Mapping[str, int],
+                       uncalibrated: bool, max_excluded: float) -> str | None:
+    """None when a release can be a baseline, else why not. The newest recorded decision
+    counts; a release never gated (scored, or kept by an older callgate) counts as released
+    unless its own figures would make any gate inconclusive."""
+    if gate is not None:
+        if gate.released:
+            return None
+        return f"its {gate.decided_by} decided {gate.outcome}: not released"
+    why = too_many_excluded(attempts, excluded, max_excluded)
+    if why is not None:
+        return f"{why}: not a result, not released"
+    if uncalibrated:
+        return "it was scored by an uncalibrated judge: not released"
+    return None
+
+
 class ReleaseScores(BaseModel):
     """The scores kept with a release: what a later release is gated against."""
 
@@ -119,6 +168,8 @@ class ReleaseScores(BaseModel):
     # Every case id of the suite, answered or not: tells "removed from the suite" apart from
     # "not scored this time" (a partial responses file, a run stopped early).
     suite_cases: list[str] = Field(default_factory=list)
+    # The decision taken on this release (absent: never gated, or kept by an older callgate).
+    gate: GateRecord | None = None
 
     def to_json(self) -> str:
         """Stable key order and formatting, so the file diffs well in git."""
@@ -127,11 +178,11 @@ class ReleaseScores(BaseModel):
 
     @property
     def excluded_share(self) -> float:
-        bad = sum(
-            self.excluded.get(kind, 0)
-            for kind in ("truncated", "provider_error", "environment_error")
-        )
-        return bad / self.attempts if self.attempts else 0.0
+        return excluded_share(self.attempts, self.excluded)
+
+    def why_not_a_baseline(self, max_excluded: float = DEFAULT_MAX_EXCLUDED) -> str | None:
+        return why_not_a_baseline(self.gate, self.attempts, self.excluded, self.uncalibrated,
+                                  max_excluded)
 
 
 def read_release_file(path: Path | str) -> ReleaseScores:
@@ -167,7 +218,13 @@ def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict],
         by_tag={k: Figures.model_validate(v) for k, v in scores["by_tag"].items()},
         cases=case_records(verdicts),
         suite_cases=sorted(suite_cases),
+        gate=gate_of(run),
     )
+
+
+def gate_of(run: Mapping[str, Any]) -> GateRecord | None:
+    raw = run.get("gate")
+    return GateRecord.model_validate_json(raw) if raw else None
 
 
 # --------------------------------------------------------------------------- statistics
@@ -289,13 +346,15 @@ def decide(
     max_drop: float = DEFAULT_MAX_DROP,
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
     baseline_source: str | None = None,
+    baseline_notes: Iterable[str] = (),
 ) -> GateDecision:
-    """Apply the rule. Regression wins over inconclusive; inconclusive is never green."""
+    """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
+    `baseline_notes` (releases passed over as baselines) are shown among the warnings."""
     common = {"model": current.model, "release": current.release,
               "suite_name": current.suite_name, "max_drop": max_drop,
               "excluded_share": current.excluded_share}
     inconclusive: list[str] = []
-    warnings: list[str] = []
+    warnings: list[str] = list(baseline_notes)
     if current.excluded_share > max_excluded:
         inconclusive.append(
             f"{current.excluded_share:.1%} of attempts were excluded (truncated or provider "
@@ -306,6 +365,9 @@ def decide(
     if baseline is None:
         messages = [f"first release of {current.model} on {current.suite_name}: no baseline; "
                     "recorded, passes"]
+        if warnings:  # earlier releases exist, none of them released
+            messages = [f"no earlier release of {current.model} on {current.suite_name} was "
+                        "released: no baseline; recorded, passes as a first release"]
         outcome: Outcome = "inconclusive" if inconclusive else "first_release"
         return GateDecision(outcome=outcome, exit_code=EXIT_CODES[outcome],
                             baseline_release=None, baseline_source=None, shared_cases=0,
@@ -436,19 +498,34 @@ def find_current(store: Store, model: str, release: str, suite_name: str | None
     return runs[0]
 
 
-def baseline_from_store(store: Store, current: Mapping[str, Any]) -> ReleaseScores | None:
-    """The most recent other release of the same model on the same suite before `current`."""
+def baseline_from_store(store: Store, current: Mapping[str, Any],
+                        max_excluded: float = DEFAULT_MAX_EXCLUDED
+                        ) -> tuple[ReleaseScores | None, list[str]]:
+    """The most recent other *released* run of the same model and suite before `current`, and
+    a note for every newer one passed over because it was not released."""
     earlier = [r for r in store.runs(model=current["model"], suite_name=current["suite_name"])
                if r["release"] != current["release"]
                and (r["created_at"], r["id"]) < (current["created_at"], current["id"])]
-    return stored_release(store, earlier[-1]) if earlier else None
+    skipped = []
+    for run in reversed(earlier):
+        scores = json.loads(run["scores"])
+        why = why_not_a_baseline(gate_of(run), scores["attempts"], scores["excluded"],
+                                 bool(scores.get("uncalibrated", False)), max_excluded)
+        if why is None:
+            return stored_release(store, run), skipped
+        skipped.append(f"release {run['release']} is not a baseline: {why}")
+    return None, skipped
 
 
-def baseline_from_path(path: Path, current: ReleaseScores) -> ReleaseScores | None:
-    """A scores file, or the newest file in a folder that is of the same model and suite.
+def baseline_from_path(path: Path, current: ReleaseScores,
+                       max_excluded: float = DEFAULT_MAX_EXCLUDED
+                       ) -> tuple[ReleaseScores | None, list[str]]:
+    """A scores file, or the newest released one in a folder of the same model and suite; and
+    a note for every newer file passed over because its release was not released.
 
     A path that does not exist is an error, never "no baseline": a mistyped folder would
-    otherwise pass every release as a first release. Start with an empty folder."""
+    otherwise pass every release as a first release. Start with an empty folder. A file named
+    on its own whose release was not released is an error too."""
     if not path.exists():
         raise InputError(path, "no such scores file or folder (for the first release, create "
                                "the folder, e.g. releases/ with a .gitkeep, and commit it)")
@@ -458,12 +535,21 @@ def baseline_from_path(path: Path, current: ReleaseScores) -> ReleaseScores | No
             raise InputError(
                 path, f"holds {baseline.model} on {baseline.suite_name}, not {current.model} "
                       f"on {current.suite_name}")
-        return baseline
+        why = baseline.why_not_a_baseline(max_excluded)
+        if why is not None:
+            raise InputError(path, f"release {baseline.release} cannot be a baseline: {why}")
+        return baseline, []
     candidates = []
     for file in sorted(path.glob("*.json")):
         release = read_release_file(file)
         if (release.model, release.suite_name) == (current.model, current.suite_name) and (
             release.release != current.release and release.created_at < current.created_at
         ):
-            candidates.append(release)
-    return max(candidates, key=lambda r: r.created_at) if candidates else None
+            candidates.append((file, release))
+    skipped = []
+    for file, release in sorted(candidates, key=lambda c: c[1].created_at, reverse=True):
+        why = release.why_not_a_baseline(max_excluded)
+        if why is None:
+            return release, skipped
+        skipped.append(f"release {release.release} ({file.name}) is not a baseline: {why}")
+    return None, skipped

@@ -205,6 +205,7 @@ class Store:
         self.db.execute("PRAGMA synchronous = NORMAL")
         self._drop_old_unique_runs()
         self.db.conn.executescript(SCHEMA)
+        self._add_gate_column()
 
     def _drop_old_unique_runs(self) -> None:
         """Rebuild a `runs` table made with UNIQUE (suite_name, model, release), keeping every
@@ -225,6 +226,12 @@ class Store:
             "COMMIT;"
             "PRAGMA foreign_keys = ON;"
         )
+
+    def _add_gate_column(self) -> None:
+        """runs.gate: the gate decision on the run (JSON, callgate.gate.GateRecord), NULL
+        until one is taken. Added to stores made before it existed."""
+        if "gate" not in self.db["runs"].columns_dict:
+            self.db["runs"].add_column("gate", str)
 
     def __enter__(self) -> Store:
         return self
@@ -445,6 +452,11 @@ class Store:
                 "VALUES (?,?,?,?,?,?)",
                 rows,
             )
+
+    def set_run_gate(self, run_id: int, decision: str) -> None:
+        """Record the gate decision on a run (JSON); the newest decision replaces the last."""
+        with self.db.atomic():
+            self.db.execute("UPDATE runs SET gate = ? WHERE id = ?", [decision, run_id])
 
     def set_run_status(self, run_id: int, status: str) -> None:
         with self.db.atomic():

@@ -1,0 +1,160 @@
+"""Which release is a baseline: only one that passed its gate (or was the model's first), and
+never a run that is mostly excluded attempts. End to end through the installed CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import lookup_case, write_suite
+from loopback import Loopback, error, ok, tool_call
+from test_run_cli import config
+
+from callgate.demo import example_path
+from callgate.gate import read_release_file
+
+CALLGATE = str(Path(sys.executable).with_name("callgate"))
+EXAMPLE = example_path()
+RIGHT = tool_call("lookup_order", {"order_id": "ord_1"})
+WRONG = tool_call("lookup_order", {"order_id": "ord_2"})
+
+
+def cli(cwd: Path, *args: str, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    env = {**(env or os.environ), "COLUMNS": "200", "NO_COLOR": "1"}
+    env.pop("CALLGATE_DB", None)
+    return subprocess.run([CALLGATE, *args], cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def score(cwd: Path, responses: str, release: str) -> None:
+    done = cli(cwd, "score", str(EXAMPLE), "-r", str(EXAMPLE / f"responses-{responses}.jsonl"),
+               "-m", "agent", "--release", release)
+    assert done.returncode == 0, done.stderr
+
+
+def gate(cwd: Path, release: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli(cwd, "gate", "-m", "agent", "--release", release, "--json", *args)
+
+
+def stored_gate(db: Path, release: str) -> dict | None:
+    with sqlite3.connect(db) as conn:
+        (raw,) = conn.execute("SELECT gate FROM runs WHERE release = ?", [release]).fetchone()
+    return None if raw is None else json.loads(raw)
+
+
+# --------------------------------------------------------------------------- point 6
+
+
+def test_a_failed_release_never_becomes_the_baseline(tmp_path: Path) -> None:
+    """A passes; B (worse) fails; C, with B's very answers, must fail against A, not pass
+    against B: from a folder of scores files and from the store alike."""
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    score(tmp_path, "2026.10", "A")
+    first = gate(tmp_path, "A", "--baseline", str(releases), "--scores-out",
+                 str(releases / "A.json"))
+    assert first.returncode == 0, first.stdout + first.stderr
+    score(tmp_path, "2026.11", "B")
+    failed = gate(tmp_path, "B", "--baseline", str(releases), "--scores-out",
+                  str(releases / "B.json"))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+
+    # B's scores are kept for the record, marked as not released.
+    kept = read_release_file(releases / "B.json")
+    assert kept.gate is not None and kept.gate.outcome == "regression"
+    assert not kept.gate.released and kept.gate.baseline_release == "A"
+    assert read_release_file(releases / "A.json").gate.released
+    assert stored_gate(tmp_path / "callgate.db", "B")["outcome"] == "regression"
+    assert stored_gate(tmp_path / "callgate.db", "A")["released"] is True
+
+    score(tmp_path, "2026.11", "C")  # the same answers as B
+    for baseline in (str(releases), "auto"):
+        again = gate(tmp_path, "C", "--baseline", baseline)
+        assert again.returncode == 1, (baseline, again.stdout, again.stderr)
+        decision = json.loads(again.stdout)
+        assert decision["outcome"] == "regression" and decision["baseline_release"] == "A"
+        assert any("B" in w and "not released" in w for w in decision["warnings"])
+
+    # Named explicitly, a release that failed its gate is refused as a baseline.
+    named = gate(tmp_path, "C", "--baseline", str(releases / "B.json"))
+    assert named.returncode == 2
+    assert "B.json" in named.stderr and "regression" in named.stderr
+
+
+def test_an_inconclusive_release_is_not_a_baseline_but_a_regated_one_is(tmp_path: Path) -> None:
+    """The newest decision of a release counts: gated again and passing, it is a baseline."""
+    score(tmp_path, "2026.10", "A")
+    assert gate(tmp_path, "A").returncode == 0
+    score(tmp_path, "2026.11", "B")
+    assert gate(tmp_path, "B").returncode == 1
+    score(tmp_path, "2026.11", "C")
+    assert json.loads(gate(tmp_path, "C").stdout)["baseline_release"] == "A"
+    # Someone accepts B on purpose (a larger allowed drop): B was released after all.
+    assert gate(tmp_path, "B", "--max-drop", "50").returncode == 0
+    accepted = gate(tmp_path, "C")
+    assert accepted.returncode == 0, accepted.stdout
+    assert json.loads(accepted.stdout)["baseline_release"] == "B"
+
+
+# --------------------------------------------------------------------------- point 7
+
+
+def test_an_all_error_run_exits_3_and_is_never_a_baseline(
+    loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    suite = write_suite(tmp_path / "suite", [lookup_case(f"c{i}") for i in range(6)])
+    cfg = config(tmp_path, loopback)
+
+    def run(release: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [callgate_exe, "run", str(suite), "-m", "router", "-k", "2", "--config", str(cfg),
+             "--db", "c.db", "--release", release, "--no-cache", "--max-retries", "0", *extra],
+            env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+    def gate_run(release: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [callgate_exe, "gate", "-m", "router", "--release", release, "--db", "c.db",
+             "--json"], env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+    loopback.script("[", ok(calls=[RIGHT]))
+    assert run("r1").returncode == 0
+    assert gate_run("r1").returncode == 0
+
+    loopback.script("[", error(500, "upstream is down"))
+    broken = run("r2")
+    assert broken.returncode == 3, broken.stdout + broken.stderr
+    assert "12 of 12 attempts (100.0%) were excluded" in broken.stderr
+    assert "not a result" in broken.stderr
+    assert stored_gate(tmp_path / "c.db", "r2")["outcome"] == "inconclusive"
+    # Allowing more exclusions is the user's explicit choice.
+    assert run("r2", "--max-excluded", "1").returncode == 0
+
+    loopback.script("[", ok(calls=[WRONG]))
+    worse = run("r3")
+    assert worse.returncode == 0, worse.stderr
+    decided = gate_run("r3")
+    assert decided.returncode == 1, decided.stdout + decided.stderr
+    decision = json.loads(decided.stdout)
+    assert decision["baseline_release"] == "r1"
+    assert any("r2" in w and "excluded" in w for w in decision["warnings"])
+
+
+def test_score_of_mostly_truncated_responses_exits_3(tmp_path: Path) -> None:
+    lines = [json.loads(x) for x in
+             (EXAMPLE / "responses-2026.10.jsonl").read_text().splitlines() if x.strip()]
+    for entry in lines[: len(lines) // 2]:
+        if "choices" in entry["response"]:
+            entry["response"]["choices"][0]["finish_reason"] = "length"
+        else:
+            entry["finish_reason"] = "length"
+    (tmp_path / "cut.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    done = cli(tmp_path, "score", str(EXAMPLE), "-r", "cut.jsonl", "-m", "agent",
+               "--release", "cut")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "were excluded" in done.stderr and "--max-excluded" in done.stderr
+    assert stored_gate(tmp_path / "callgate.db", "cut")["outcome"] == "inconclusive"
