@@ -64,14 +64,6 @@ def test_a_failed_release_never_becomes_the_baseline(tmp_path: Path) -> None:
                   str(releases / "B.json"))
     assert failed.returncode == 1, failed.stdout + failed.stderr
 
-    # B's scores are kept for the record, marked as not released.
-    kept = read_release_file(releases / "B.json")
-    assert kept.gate is not None and kept.gate.outcome == "regression"
-    assert not kept.gate.released and kept.gate.baseline_release == "A"
-    assert read_release_file(releases / "A.json").gate.released
-    assert stored_gate(tmp_path / "callgate.db", "B")["outcome"] == "regression"
-    assert stored_gate(tmp_path / "callgate.db", "A")["released"] is True
-
     score(tmp_path, "2026.11", "C")  # the same answers as B
     for baseline in (str(releases), "auto"):
         again = gate(tmp_path, "C", "--baseline", baseline)
@@ -80,13 +72,21 @@ def test_a_failed_release_never_becomes_the_baseline(tmp_path: Path) -> None:
         assert decision["outcome"] == "regression" and decision["baseline_release"] == "A"
         assert any("B" in w and "not released" in w for w in decision["warnings"])
 
+    # B's scores are kept for the record, marked as not released.
+    kept = read_release_file(releases / "B.json")
+    assert kept.gate is not None and kept.gate.outcome == "regression"
+    assert not kept.gate.released and kept.gate.baseline_release == "A"
+    assert read_release_file(releases / "A.json").gate.released
+    assert stored_gate(tmp_path / "callgate.db", "B")["outcome"] == "regression"
+    assert stored_gate(tmp_path / "callgate.db", "A")["released"] is True
+
     # Named explicitly, a release that failed its gate is refused as a baseline.
     named = gate(tmp_path, "C", "--baseline", str(releases / "B.json"))
     assert named.returncode == 2
     assert "B.json" in named.stderr and "regression" in named.stderr
 
 
-def test_an_inconclusive_release_is_not_a_baseline_but_a_regated_one_is(tmp_path: Path) -> None:
+def test_the_newest_gate_decision_of_a_release_counts(tmp_path: Path) -> None:
     """The newest decision of a release counts: gated again and passing, it is a baseline."""
     score(tmp_path, "2026.10", "A")
     assert gate(tmp_path, "A").returncode == 0
@@ -131,8 +131,6 @@ def test_an_all_error_run_exits_3_and_is_never_a_baseline(
     assert "12 of 12 attempts (100.0%) were excluded" in broken.stderr
     assert "not a result" in broken.stderr
     assert stored_gate(tmp_path / "c.db", "r2")["outcome"] == "inconclusive"
-    # Allowing more exclusions is the user's explicit choice.
-    assert run("r2", "--max-excluded", "1").returncode == 0
 
     loopback.script("[", ok(calls=[WRONG]))
     worse = run("r3")
@@ -142,6 +140,15 @@ def test_an_all_error_run_exits_3_and_is_never_a_baseline(
     decision = json.loads(decided.stdout)
     assert decision["baseline_release"] == "r1"
     assert any("r2" in w and "excluded" in w for w in decision["warnings"])
+
+    # Allowing more exclusions is the user's explicit choice: the run exits 0 and is not
+    # marked, yet the gate's own --max-excluded still keeps it from being a baseline.
+    loopback.script("[", error(500, "upstream is down"))
+    allowed = run("r2", "--max-excluded", "1")
+    assert allowed.returncode == 0, allowed.stderr
+    assert stored_gate(tmp_path / "c.db", "r2") is None
+    decision = json.loads(gate_run("r3").stdout)
+    assert decision["outcome"] == "regression" and decision["baseline_release"] == "r1"
 
 
 def test_score_of_mostly_truncated_responses_exits_3(tmp_path: Path) -> None:
