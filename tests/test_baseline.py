@@ -139,7 +139,7 @@ def test_an_all_error_run_exits_3_and_is_never_a_baseline(
     assert decided.returncode == 1, decided.stdout + decided.stderr
     decision = json.loads(decided.stdout)
     assert decision["baseline_release"] == "r1"
-    assert any("r2" in w and "excluded" in w for w in decision["warnings"])
+    assert any("r2" in w and "excluded" in w for w in decision["warnings"]), decision["warnings"]
 
     # Allowing more exclusions is the user's explicit choice: the run exits 0 and is not
     # marked, yet the gate's own --max-excluded still keeps it from being a baseline.

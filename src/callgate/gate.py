@@ -138,7 +138,8 @@ def why_not_a_baseline(gate: GateRecord | None, attempts: int, excluded: Mapping
     if gate is not None:
         if gate.released:
             return None
-        return f"its {gate.decided_by} decided {gate.outcome}: not released"
+        why = f" ({'; '.join(gate.messages)})" if gate.messages else ""
+        return f"its {gate.decided_by} decided {gate.outcome}{why}: not released"
     why = too_many_excluded(attempts, excluded, max_excluded)
     if why is not None:
         return f"{why}: not a result, not released"

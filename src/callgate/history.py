@@ -39,6 +39,8 @@ class HistoryRow(BaseModel):
     change_right_arguments: float | None = None
     judge_fingerprint: str | None = None
     uncalibrated: bool = False
+    # The outcome of the release's latest gate decision, None when it was never gated.
+    gate: str | None = None
 
 
 def _pct(figures: Mapping[str, Any] | None, name: str) -> float | None:
@@ -67,6 +69,7 @@ def history_rows(runs: Iterable[Mapping[str, Any]]) -> list[HistoryRow]:
                                            _pct(before, "right_arguments")),
             judge_fingerprint=run.get("judge_fingerprint"),
             uncalibrated=bool(scores.get("uncalibrated", False)),
+            gate=json.loads(run["gate"])["outcome"] if run.get("gate") else None,
         ))
         previous[run["suite_name"]] = figures
     return rows
@@ -94,7 +97,7 @@ def history_tables(model: str, rows: Sequence[HistoryRow]) -> list[Table]:
                       title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                       padding=(0, 0))
         table.add_column("release", overflow="fold", min_width=12)
-        for name in ("created UTC", "tool %", "Δ", "args %", "Δ", "calls/task", "scored"):
+        for name in ("created UTC", "tool %", "Δ", "args %", "Δ", "calls", "scored", "gate"):
             table.add_column(name, justify="right", no_wrap=True)
         for r in rows:
             if r.suite_name != suite_name:
@@ -105,7 +108,7 @@ def history_tables(model: str, rows: Sequence[HistoryRow]) -> list[Table]:
                           _num(_pct(r.figures, "right_arguments")),
                           _delta(r.change_right_arguments),
                           _num(r.figures["calls_per_task"], "{:.2f}"),
-                          str(r.figures["scored"]))
+                          str(r.figures["scored"]), r.gate or "–")
         tables.append(table)
     return tables
 
