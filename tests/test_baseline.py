@@ -165,3 +165,46 @@ def test_score_of_mostly_truncated_responses_exits_3(tmp_path: Path) -> None:
     assert done.returncode == 3, done.stdout + done.stderr
     assert "were excluded" in done.stderr and "--max-excluded" in done.stderr
     assert stored_gate(tmp_path / "callgate.db", "cut")["outcome"] == "inconclusive"
+
+
+# --------------------------------------------------------------------------- the rule itself
+
+
+def test_which_kept_files_are_baselines(tmp_path: Path) -> None:
+    """Files kept by an older callgate have no decision: a baseline unless their own figures
+    say they are not a result. A newer not-released file is passed over, with a note."""
+    from test_gate import release, uniform
+
+    from callgate.gate import GateRecord, baseline_from_path
+
+    old = release("r1", uniform(20, 20, 20))
+    broken = release("r2", uniform(2, 2, 2), excluded=18)  # 90% truncated, never gated
+    failed = release("r3", uniform(20, 10, 10)).model_copy(update={"gate": GateRecord(
+        outcome="regression", released=False, baseline_release="r1", max_drop=2.0,
+        max_excluded=0.05, messages=["right tool fell 50.0 points"])})
+    for r in (old, broken, failed):
+        (tmp_path / f"{r.release}.json").write_text(r.to_json())
+    current = release("r4", uniform(20, 10, 10))
+    base, notes = baseline_from_path(tmp_path, current)
+    assert base == old
+    assert [n.split(":")[0] for n in notes] == ["release r3 (r3.json) is not a baseline",
+                                               "release r2 (r2.json) is not a baseline"]
+    assert "right tool fell 50.0 points" in notes[0] and "90.0%" in notes[1]
+    assert broken.why_not_a_baseline(max_excluded=0.95) is None  # the gate's limit decides
+
+
+def test_a_store_made_before_the_gate_column_gets_it(tmp_path: Path) -> None:
+    from callgate.store import RUNS_TABLE, Store
+
+    db = tmp_path / "old.db"
+    with sqlite3.connect(db) as conn:
+        conn.executescript(RUNS_TABLE)
+        conn.execute("INSERT INTO runs (suite_name, suite, model, release, source, created_at, "
+                     "callgate_version, status) VALUES ('s', 'f', 'm', 'r1', 'recorded', "
+                     "'2026-01-01', '0.1.0', 'done')")
+    with Store(db) as store:
+        (row,) = store.runs("m")
+        assert row["gate"] is None
+        store.set_run_gate(row["id"], '{"outcome": "pass"}')
+    with Store(db) as store:  # opening again adds nothing twice
+        assert store.run(row["id"])["gate"] == '{"outcome": "pass"}'
