@@ -94,6 +94,10 @@ def test_the_newest_gate_decision_of_a_release_counts(tmp_path: Path) -> None:
     assert gate(tmp_path, "B").returncode == 1
     score(tmp_path, "2026.11", "C")
     assert json.loads(gate(tmp_path, "C").stdout)["baseline_release"] == "A"
+    # Re-scoring B does not wash its refusal away: only gating it again does.
+    score(tmp_path, "2026.11", "B")
+    assert stored_gate(tmp_path / "callgate.db", "B")["outcome"] == "regression"
+    assert json.loads(gate(tmp_path, "C").stdout)["baseline_release"] == "A"
     # Someone accepts B on purpose (a larger allowed drop): B was released after all.
     assert gate(tmp_path, "B", "--max-drop", "50").returncode == 0
     accepted = gate(tmp_path, "C")

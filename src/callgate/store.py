@@ -336,11 +336,24 @@ class Store:
             self._write_scores(run_id, scores, status)
             row = self.run(run_id)
             if row is not None and row["status"] == "done":
+                self._keep_refusal(run_id)
                 self.db.execute(
                     "DELETE FROM runs WHERE suite_name = ? AND model = ? AND release = ? "
                     "AND id < ?",
                     [row["suite_name"], row["model"], row["release"], run_id],
                 )
+
+    def _keep_refusal(self, run_id: int) -> None:
+        """A release re-scored after its gate refused it stays refused until gated again:
+        otherwise re-scoring would silently turn a failed release into a baseline."""
+        self.db.execute(
+            "UPDATE runs SET gate = (SELECT older.gate FROM runs AS older "
+            "WHERE older.suite_name = runs.suite_name AND older.model = runs.model "
+            "AND older.release = runs.release AND older.id < runs.id AND older.gate IS NOT NULL "
+            "ORDER BY older.id DESC LIMIT 1) WHERE id = ? AND gate IS NULL", [run_id])
+        self.db.execute(
+            "UPDATE runs SET gate = NULL WHERE id = ? AND (json_extract(gate, '$.released') "
+            "OR json_extract(gate, '$.decided_by') != 'gate')", [run_id])
 
     def _write_scores(self, run_id: int, scores: dict[str, Any], status: str) -> None:
         self.db.execute(
