@@ -43,7 +43,7 @@ def test_history_and_gate_fit_80_columns_with_sha_releases(tmp_path: Path) -> No
     history = cli80("history", "-m", "agent", "--db", "c.db", cwd=tmp_path)
     assert history.returncode == 0, history.stderr
     assert_fits(history.stdout)
-    for header in ("release", "created UTC", "tool %", "args %", "calls/task", "scored"):
+    for header in ("release", "created UTC", "tool %", "args %", "calls", "scored", "gate"):
         assert header in history.stdout
     rows = [line for line in history.stdout.splitlines() if line.startswith(SHA_NEW[:12])]
     assert len(rows) == 1 and rows[0].split()[-1] == "98"  # the last column, scored, is there
