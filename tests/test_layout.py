@@ -46,7 +46,8 @@ def test_history_and_gate_fit_80_columns_with_sha_releases(tmp_path: Path) -> No
     for header in ("release", "created UTC", "tool %", "args %", "calls", "scored", "gate"):
         assert header in history.stdout
     rows = [line for line in history.stdout.splitlines() if line.startswith(SHA_NEW[:12])]
-    assert len(rows) == 1 and rows[0].split()[-1] == "98"  # the last column, scored, is there
+    # the last columns, scored and gate (never gated yet), are there
+    assert len(rows) == 1 and rows[0].split()[-2:] == ["98", "–"]
     assert SHA_OLD[:12] in history.stdout
 
     document = json.loads(cli80("history", "-m", "agent", "--db", "c.db", "--json",
@@ -65,6 +66,10 @@ def test_history_and_gate_fit_80_columns_with_sha_releases(tmp_path: Path) -> No
     for label in ("right tool", "right arguments", "detectable drop, paired",
                   "detectable drop, unpaired", "McNemar p"):
         assert label in gate.stdout
+    gated = cli80("history", "-m", "agent", "--db", "c.db", cwd=tmp_path)
+    assert_fits(gated.stdout)
+    rows = [line for line in gated.stdout.splitlines() if line.startswith(SHA_NEW[:12])]
+    assert rows[0].split()[-1] == "regression"
 
 
 def test_a_long_release_label_wraps_instead_of_being_cut(tmp_path: Path) -> None:
