@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -39,6 +39,14 @@ MAX_TOKENS_WHY = (
     "is refused: a response cut off at a token limit truncates the tool-call JSON, which then "
     "looks like invalid JSON, an argument error the model did not make; leave it unset"
 )
+
+
+def refuse_max_tokens(keys: Iterable[str]) -> None:
+    """The one max-tokens rule, for candidates and judges alike: raise on the first key that
+    sets a token limit (a cut-off reply is unreadable JSON, never the model's mistake)."""
+    for key in keys:
+        if key in MAX_TOKENS_KEYS:
+            raise _FieldError(key, MAX_TOKENS_WHY)
 # Parameters callgate sets itself; `extra` may not override them.
 RESERVED = {
     "model": "set the candidate's `model`",
@@ -116,9 +124,8 @@ class Candidate(BaseModel):
     @classmethod
     def _refused_fields(cls, raw: Any) -> Any:
         if isinstance(raw, Mapping):
+            refuse_max_tokens(raw)
             for key in raw:
-                if key in MAX_TOKENS_KEYS:
-                    raise _FieldError(key, MAX_TOKENS_WHY)
                 if key == "api_key":
                     raise _FieldError(
                         key,
@@ -142,9 +149,8 @@ class Candidate(BaseModel):
     @field_validator("extra")
     @classmethod
     def _extra(cls, value: dict[str, Any]) -> dict[str, Any]:
+        refuse_max_tokens(value)
         for key in value:
-            if key in MAX_TOKENS_KEYS:
-                raise _FieldError(key, MAX_TOKENS_WHY)
             if key in RESERVED:
                 raise _FieldError(key, f"cannot be set here: {RESERVED[key]}")
             if looks_secret(key):

@@ -19,10 +19,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from callgate.checks import Verdict
-from callgate.errors import CallgateError, InputError, from_validation_error
+from callgate.config import Candidate, input_error, refuse_max_tokens
+from callgate.errors import CallgateError, InputError
 from callgate.scores import Z95
 
 Dimension = Literal["tool_choice", "arguments"]
@@ -42,6 +50,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 # A dated snapshot: 2025-04-14, 20250414, @20250414 or -0613 style suffixes.
 _DATED = re.compile(r"(\d{4}-\d{2}-\d{2}|\d{8}|-\d{4}$)")
 _PLACEHOLDER = re.compile(r"\{\{(tools|conversation|rubric|response)\}\}")
+NO_KEY_IN_FILE = ("a key is never written in the spec: put it in an environment variable and "
+                  "give that variable's name in api_key_env")
+# Fields of the candidate a judge is called as, by the spec field they come from.
+_CANDIDATE_FIELDS = {"extra": "parameters.extra", "reasoning_effort": "parameters.reasoning_effort"}
 
 
 class Thresholds(BaseModel):
@@ -65,11 +77,17 @@ class JudgeParameters(BaseModel):
             raise ValueError("use an odd number of samples, so the majority vote has no ties")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_max_tokens_here(cls, raw: Any) -> Any:
+        if isinstance(raw, Mapping):
+            refuse_max_tokens(raw)
+        return raw
+
     @field_validator("extra")
     @classmethod
     def _no_max_tokens(cls, value: dict[str, Any]) -> dict[str, Any]:
-        if "max_tokens" in value or "max_completion_tokens" in value:
-            raise ValueError("max_tokens is not allowed: a cut-off verdict is unreadable")
+        refuse_max_tokens(value)  # the candidates' rule: a cut-off verdict is unreadable
         return value
 
 
@@ -85,6 +103,27 @@ class JudgeSpec(BaseModel):
     dimensions: tuple[Dimension, ...] = DIMENSIONS
     parameters: JudgeParameters = Field(default_factory=JudgeParameters)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    # Times a reply that is not a verdict is asked again before it counts as a judge error.
+    # Not in the fingerprint: it decides what happens to an unreadable reply, not a verdict.
+    retries: int = Field(2, ge=0, le=5)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refused_fields(cls, raw: Any) -> Any:
+        if isinstance(raw, Mapping):
+            refuse_max_tokens(raw)
+            if "api_key" in raw:
+                raise ValueError(f"api_key: {NO_KEY_IN_FILE}")
+        return raw
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_named(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError(
+                "is empty: name the environment variable that holds the judge model's key "
+                "(e.g. OPENAI_API_KEY), or leave the field out")
+        return value
 
     @field_validator("model")
     @classmethod
@@ -96,6 +135,16 @@ class JudgeSpec(BaseModel):
         return value
 
 
+def judge_candidate(spec: JudgeSpec) -> Candidate:
+    """The judge's model as the candidate it is called as (same clients, same rules)."""
+    params = spec.parameters
+    return Candidate(
+        name=spec.name, model=spec.model, api_base=spec.api_base, api_key_env=spec.api_key_env,
+        reasoning_effort=params.reasoning_effort or "omit",  # type: ignore[arg-type]
+        extra={"temperature": params.temperature, **params.extra},
+    )
+
+
 class Judge(BaseModel):
     """A loaded spec with its prompt text and fingerprint."""
 
@@ -104,6 +153,7 @@ class Judge(BaseModel):
     spec_path: Path
     template: str
     fingerprint: str
+    candidate: Candidate
 
     @property
     def certificate_path(self) -> Path:
@@ -138,10 +188,18 @@ def load_judge(path: Path | str) -> Judge:
         raise InputError(source, "judge spec not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(source, f"invalid TOML: {exc}") from None
+    # Every mistake is an input error naming the field; no value is echoed (it may be a key).
     try:
         spec = JudgeSpec.model_validate(raw)
     except ValidationError as exc:
-        raise from_validation_error(source, None, exc) from None
+        raise input_error(source, exc) from None
+    try:
+        candidate = judge_candidate(spec)
+    except ValidationError as exc:
+        error = input_error(source, exc)
+        head, dot, rest = (error.field or "").partition(".")
+        field = _CANDIDATE_FIELDS.get(head, head) + dot + rest
+        raise InputError(source, error.message, field=field) from None
     prompt_path = source.parent / spec.prompt
     try:
         template = prompt_path.read_text(encoding="utf-8")
@@ -151,7 +209,7 @@ def load_judge(path: Path | str) -> Judge:
     if missing:
         raise InputError(prompt_path, f"missing placeholder(s): {', '.join(sorted(missing))}")
     return Judge(spec=spec, spec_path=source, template=template,
-                 fingerprint=fingerprint(spec, template))
+                 fingerprint=fingerprint(spec, template), candidate=candidate)
 
 
 def _data(value: Any) -> str:
@@ -243,18 +301,10 @@ class JudgeModel:
 
     def __init__(self, judge: Judge, environ: Mapping[str, str], *, concurrency: int = 8,
                  timeout: float = 120.0, client: Any = None) -> None:
-        from callgate.config import Candidate
         from callgate.providers import target_for
         from callgate.run import RetryPolicy
 
-        spec = judge.spec
-        params = spec.parameters
-        self.candidate = Candidate(
-            name=spec.name, model=spec.model, api_base=spec.api_base,
-            api_key_env=spec.api_key_env,
-            reasoning_effort=params.reasoning_effort or "omit",  # type: ignore[arg-type]
-            extra={"temperature": params.temperature, **params.extra},
-        )
+        self.candidate = judge.candidate
         self.target = target_for(self.candidate)
         self._environ = environ
         self._concurrency = concurrency
