@@ -3,6 +3,8 @@ revocation and the labels a certificate is bound to."""
 
 from __future__ import annotations
 
+import json
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -65,3 +67,132 @@ def test_one_max_tokens_rule_for_candidates_and_judges(tmp_path: Path, key: str)
     with pytest.raises(InputError, match="is refused") as info:
         load_judge(write_spec(tmp_path, f"[parameters.extra]\n{key} = 10"))
     assert info.value.field == f"parameters.extra.{key}"
+
+
+# --------------------------------------------------------------------------- point 4
+
+
+def simulated_bias(tpr: float, tnr: float, seed: int, items: int = 20_000) -> float:
+    """Corrected arguments share minus the true share, in points, for a scripted judge with
+    these rates on both dimensions, through the real calibration (evaluate) and the real
+    scoring tally (JudgedTally) and correction.
+
+    Every attempt: the tool is right with p 0.75; when it is, the arguments are right with p
+    0.8 (a person labels pass/pass, pass/fail, or fail/n/a). The judge, as the default prompt
+    asks, grades the arguments only when it passes the tool choice; whenever it grades them,
+    "truly right" (right tool and right arguments) passes with p TPR and anything else with
+    p 1 − TNR."""
+    from callgate.calibration import CalibrationItem, Labels, evaluate
+    from callgate.checks import Verdict
+    from callgate.judge import JudgeOutput, corrected_share
+    from callgate.pipeline import JudgedTally
+
+    rng = random.Random(seed)
+    labels = {key: Labels(tool_choice=key[0], arguments=key[1])
+              for key in [("pass", "pass"), ("pass", "fail"), ("fail", "n/a")]}
+    outputs = {key: JudgeOutput(tool_choice=key[0], arguments=key[1], reason="")
+               for key in [("pass", "pass"), ("pass", "fail"), ("fail", "n/a")]}
+
+    def draw() -> tuple[tuple[str, str], tuple[str, str]]:
+        tool_right = rng.random() < 0.75
+        args_right = tool_right and rng.random() < 0.8
+        person = ("pass", "pass" if args_right else "fail") if tool_right else ("fail", "n/a")
+        judge_tool = rng.random() < (tpr if tool_right else 1 - tnr)
+        if not judge_tool:
+            return person, ("fail", "n/a")
+        judge_args = rng.random() < (tpr if args_right else 1 - tnr)
+        return person, ("pass", "pass" if judge_args else "fail")
+
+    judge = load_judge(ROOT / "judges" / "tool_choice.toml")
+    calibration = [draw() for _ in range(items)]
+    set_items = [CalibrationItem.model_construct(id=str(n), split="test", label=labels[person])
+                 for n, (person, _) in enumerate(calibration)]
+    certificate, _ = evaluate(judge, set_items, {str(n): outputs[judged] for n, (_, judged)
+                                                 in enumerate(calibration)}, "sim", "0" * 64)
+    rates = certificate.dimensions["arguments"]
+
+    tally, truly_right = JudgedTally(), 0
+    verdict = Verdict.model_construct(case_id="c", repeat=0, status="pending_judge",
+                                      arguments="not_applicable")
+    for _ in range(items):
+        person, judged = draw()
+        tally.add(verdict, outputs[judged])
+        if judged == ("pass", "pass") or judged == ("pass", "fail"):
+            truly_right += person == ("pass", "pass")
+    share = corrected_share(tally.arguments, tally.arguments_n, rates.tpr, rates.tnr,
+                            rates.m1, rates.m0)
+    return share["corrected"] - 100 * truly_right / tally.arguments_n
+
+
+@pytest.mark.parametrize(("tpr", "tnr"), [(0.97, 0.95), (0.90, 0.95)])
+def test_the_corrected_arguments_share_is_unbiased(tpr: float, tnr: float) -> None:
+    biases = [simulated_bias(tpr, tnr, seed) for seed in range(5)]
+    mean = sum(biases) / len(biases)
+    assert abs(mean) < 1.0, biases
+
+
+# --------------------------------------------------------------------------- point 3
+
+REFUSAL = "I am not able to grade this response."
+
+
+def test_a_judge_that_refuses_the_fail_items_is_not_certified(
+    tmp_path: Path, loopback, callgate_exe: str, cli_env: dict
+) -> None:
+    from loopback import ok
+    from test_judge_live import make_judge, make_set, run, script_judge
+
+    spec, calib = make_judge(tmp_path, loopback.base_url), tmp_path / "set.jsonl"
+    labels = make_set(calib)
+    script_judge(loopback, labels)
+    for marker, tool, _ in labels:
+        if tool == "fail":  # every fail-labelled item: a refusal, never a verdict
+            loopback.script(marker, ok(content=REFUSAL, provider=None, cost=None))
+    result = run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+                 str(calib), "--db", "c.db", "--json")
+    assert result.returncode == 1, result.stdout + result.stderr
+    cert = json.loads(result.stdout)
+    assert not cert["certified"] and cert["judge_errors"] == 6  # 5 test items + 1 dev item
+    tool = cert["dimensions"]["tool_choice"]
+    assert tool["confusion"] == {"tp": 10, "fn": 0, "tn": 0, "fp": 0, "judge_error": 5}
+    assert tool["tnr"] is None and tool["kappa"] is None and not tool["passed"]
+    assert "judge errors" in cert["why_not"]
+    # the spec's retries: each refusal was asked 3 times, and never cached as a verdict
+    fail_markers = [marker for marker, tool, _ in labels if tool == "fail"]
+    refused = [r for r in loopback.requests if any(m in r.marker for m in fail_markers)]
+    assert len(refused) == 6 * 3
+    shown = run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+                str(calib), "--db", "c.db")
+    assert shown.returncode == 1 and "judge_error" in shown.stdout  # listed as disagreements
+
+
+def test_a_reply_that_is_not_a_verdict_is_excluded_from_the_scores(
+    tmp_path: Path, loopback, callgate_exe: str, cli_env: dict
+) -> None:
+    from loopback import ok
+    from test_judge_live import judged_responses, judged_suite, make_judge, run, verdict
+
+    spec = make_judge(tmp_path, loopback.base_url)
+    loopback.script("[case-0]", ok(content=verdict("pass", "pass"), provider=None, cost=None))
+    loopback.script("[case-1]", ok(content=REFUSAL, provider=None, cost=None))
+    # off-schema once, then a verdict: the retry saves it
+    loopback.script("[case-2]", ok(content='{"tool_choice": "maybe"}', provider=None, cost=None),
+                    ok(content=verdict("pass", "pass"), provider=None, cost=None))
+    loopback.script("[case-3]", ok(content=verdict("fail", "n/a"), provider=None, cost=None))
+    suite, responses = judged_suite(tmp_path / "suite"), judged_responses(tmp_path / "r.jsonl")
+    result = run(callgate_exe, cli_env, tmp_path, "score", str(suite), "-r", str(responses),
+                 "-m", "m", "--release", "r1", "--db", "c.db", "--judge", str(spec),
+                 "--uncalibrated", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    by_case = {a["case_id"]: a for a in doc["attempts"]}
+    assert by_case["j1"]["status"] == "judge_error" and not by_case["j1"]["right_tool"]
+    assert REFUSAL[:20] in by_case["j1"]["tool_reason"]
+    assert by_case["j2"]["status"] == "scored"
+    scores = doc["scores"]
+    assert scores["excluded"]["judge_error"] == 1 and scores["figures"]["scored"] == 4
+    assert scores["judged"]["n"] == 3 and scores["judged"]["judge_errors"] == 1
+    table = run(callgate_exe, cli_env, tmp_path, "score", str(suite), "-r", str(responses),
+                "-m", "m", "--release", "r2", "--db", "c.db", "--judge", str(spec),
+                "--uncalibrated")
+    assert "excluded: judge error" in table.stdout

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from callgate.errors import CallgateError, InputError, from_validation_error
 from callgate.judge import (
+    JUDGE_ERROR,
     Complete,
     Dimension,
     Judge,
@@ -153,13 +154,16 @@ def read_set(path: Path | str) -> tuple[list[CalibrationItem], str]:
 
 
 class Confusion(BaseModel):
-    """Positive class = pass. tp: both pass; fn: person pass, judge not; and so on."""
+    """Positive class = pass. tp: both pass; fn: person pass, judge not; and so on.
+    judge_error: items a person graded that the judge answered with no verdict; they are in
+    none of the four cells (a non-answer is never agreement, nor a rate's evidence)."""
 
     model_config = ConfigDict(frozen=True)
     tp: int = 0
     fn: int = 0
     tn: int = 0
     fp: int = 0
+    judge_error: int = 0
 
 
 class DimensionReport(BaseModel):
@@ -177,14 +181,56 @@ class DimensionReport(BaseModel):
     why_not: str = ""
 
 
+class NoVerdict(BaseModel):
+    """The judge's reply to an item was not a verdict (unreadable, refused, off-schema) even
+    after the spec's retries: the outcome `judge_error`."""
+
+    model_config = ConfigDict(frozen=True)
+    reason: str
+
+
+Outcome = JudgeOutput | NoVerdict
+
+
+def rate_pair(dim: str, label: Labels, outcome: Outcome) -> tuple[str, str] | None:
+    """(person, judge) for one item in the population a dimension's rates are measured on, or
+    None when the item is not in it. The population is the one the rates are applied to in
+    scoring, selected by what the judge said (the only thing scoring can see):
+
+    - tool_choice: every item.
+    - arguments: the items whose tool choice the judge passed and whose arguments it graded
+      pass or fail, as in scoring (pipeline.JudgedTally). There the person's verdict is
+      `pass` when they passed both tool and arguments, `fail` when they failed either (the
+      arguments of a wrong tool are not right); an item with no arguments to grade (a person's
+      n/a on a passed tool choice) says nothing about the rates.
+
+    A judge error is in every population whose person label is defined: it is counted, never
+    placed in a cell (the judge did not say pass or fail)."""
+    if dim == "tool_choice":
+        person = label.tool_choice
+    else:
+        person = "fail" if label.tool_choice == "fail" else label.arguments
+        if person == "n/a":
+            return None
+    if isinstance(outcome, NoVerdict):
+        return person, JUDGE_ERROR
+    if dim == "tool_choice":
+        return person, outcome.tool_choice
+    if outcome.tool_choice != "pass" or outcome.arguments == "n/a":
+        return None
+    return person, outcome.arguments
+
+
 def confusion(pairs: Iterable[tuple[str, str]]) -> Confusion:
     """(person's label, judge's label) pairs; a person's n/a is not counted, a judge's n/a
-    counts as not passing."""
-    counts = {"tp": 0, "fn": 0, "tn": 0, "fp": 0}
+    counts as not passing, a judge error only as a judge error."""
+    counts = {"tp": 0, "fn": 0, "tn": 0, "fp": 0, "judge_error": 0}
     for human, judged in pairs:
         if human == "n/a":
             continue
-        if human == "pass":
+        if judged == JUDGE_ERROR:
+            counts["judge_error"] += 1
+        elif human == "pass":
             counts["tp" if judged == "pass" else "fn"] += 1
         else:
             counts["fp" if judged == "pass" else "tn"] += 1
@@ -197,7 +243,8 @@ def cohen_kappa(c: Confusion) -> float | None:
         return None
     observed = (c.tp + c.tn) / n
     expected = ((c.tp + c.fn) * (c.tp + c.fp) + (c.tn + c.fp) * (c.tn + c.fn)) / (n * n)
-    return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+    # One class only on both sides: agreement beyond chance is undefined, not perfect.
+    return None if expected == 1 else (observed - expected) / (1 - expected)
 
 
 def dimension_report(c: Confusion, tpr_min: float, tnr_min: float, min_items: int
@@ -246,37 +293,55 @@ class Certificate(BaseModel):
     thresholds: dict[str, float]
     dimensions: dict[str, DimensionReport]
     certified: bool
+    judge_errors: int = 0  # items of the whole set the judge answered with no verdict
+    why_not: str = ""  # why it is not certified (void), in words
+    # The labels it was earned on, id -> "split tool_choice/arguments": what changed, if the
+    # set changes (see check_labels).
+    labels: dict[str, str] = Field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
 
 
+def label_text(item: CalibrationItem) -> str:
+    return f"{item.split} {item.label.tool_choice}/{item.label.arguments}"
+
+
 def evaluate(judge: Judge, items: Sequence[CalibrationItem],
-             outputs: Mapping[str, JudgeOutput], set_path: str, set_sha256: str
+             outputs: Mapping[str, Outcome], set_path: str, set_sha256: str
              ) -> tuple[Certificate, list[Disagreement]]:
     """Pure: compare the judge's outputs with the labels and decide certification."""
     thresholds = judge.spec.thresholds
     test = [item for item in items if item.split == "test"]
     reports = {}
     for dim in judge.spec.dimensions:
-        pairs = [(getattr(i.label, dim), getattr(outputs[i.id], dim)) for i in test]
+        pairs = [pair for i in test if (pair := rate_pair(dim, i.label, outputs[i.id]))]
         reports[dim] = dimension_report(confusion(pairs), thresholds.tpr, thresholds.tnr,
                                         thresholds.min_items_per_class)
     disagreements = []
     for item in items:
         out = outputs[item.id]
         for dim in judge.spec.dimensions:
-            person, judged = getattr(item.label, dim), getattr(out, dim)
-            if person != "n/a" and (person == "pass") != (judged == "pass"):
+            person = getattr(item.label, dim)
+            judged = JUDGE_ERROR if isinstance(out, NoVerdict) else getattr(out, dim)
+            if person != "n/a" and (judged == JUDGE_ERROR or (person == "pass") != (
+                    judged == "pass")):
                 disagreements.append(Disagreement(item=item.id, split=item.split, dimension=dim,
                                                   person=person, judge=judged,
                                                   reason=out.reason))
+    errors = sum(isinstance(outputs[item.id], NoVerdict) for item in items)
+    problems = [f"{dim}: {r.why_not}" for dim, r in reports.items() if not r.passed]
+    if errors > thresholds.max_judge_errors * len(items):
+        problems.append(f"{errors} of {len(items)} replies were not a verdict (judge errors), "
+                        f"above the {thresholds.max_judge_errors:.0%} allowed")
     certificate = Certificate(
         judge=judge.spec.name, fingerprint=judge.fingerprint, model=judge.spec.model,
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"), set_path=set_path,
+        created_at=datetime.now(UTC).isoformat(timespec="microseconds"), set_path=set_path,
         set_sha256=set_sha256, items=len(items), test_items=len(test),
         thresholds=thresholds.model_dump(), dimensions=reports,
-        certified=bool(reports) and all(r.passed for r in reports.values()),
+        certified=bool(reports) and not problems, judge_errors=errors,
+        why_not="; ".join(problems) or ("" if reports else "no dimension to certify"),
+        labels={item.id: label_text(item) for item in items},
     )
     return certificate, disagreements
 
@@ -285,11 +350,12 @@ async def run_judge_on_items(
     judge: Judge, items: Sequence[CalibrationItem], complete: Complete, concurrency: int = 8,
     cached: Mapping[str, JudgeOutput] | None = None,
     on_output: Callable[[CalibrationItem, JudgeOutput], None] | None = None,
-) -> dict[str, JudgeOutput]:
+) -> dict[str, Outcome]:
     """Judge every item not in `cached`, at most `concurrency` at a time; `on_output` sees each
-    new output as it arrives (to store it at once). A reply that is not a verdict counts
-    against the judge: tool_choice fail."""
-    outputs = dict(cached or {})
+    new verdict as it arrives (to store it at once). A reply that is not a verdict, after the
+    spec's retries, is a NoVerdict: not cached (the next calibration asks again), never read
+    as a verdict."""
+    outputs: dict[str, Outcome] = dict(cached or {})
     gate = asyncio.Semaphore(concurrency)
 
     async def one(item: CalibrationItem) -> None:
@@ -299,8 +365,8 @@ async def run_judge_on_items(
                     judge, complete, tools=item.case.tools, conversation=item.case.messages,
                     rubric=item.case.rubric, response=item.response.judged())
             except JudgeOutputError as exc:
-                output = JudgeOutput(tool_choice="fail", arguments="n/a",
-                                     reason=f"no usable verdict: {exc}")
+                outputs[item.id] = NoVerdict(reason=f"no verdict: {exc}")
+                return
         outputs[item.id] = output
         if on_output is not None:
             on_output(item, output)

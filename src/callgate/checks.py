@@ -50,7 +50,10 @@ ToolVerdict = Literal[
     "right", "wrong_tool", "unexpected_call", "missing_call", "extra_call", "turn_limit"
 ]
 ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value", "not_applicable"]
-Status = Literal["scored", "truncated", "provider_error", "environment_error", "pending_judge"]
+# judge_error: the judge's reply was not a verdict (after the spec's retries); excluded and
+# counted like a provider error.
+Status = Literal["scored", "truncated", "provider_error", "environment_error", "pending_judge",
+                 "judge_error"]
 SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_param", "other"]
 # What the JSON and schema checks found: (verdict, schema sub-kind, reason), or None.
 Problems = tuple[ArgsVerdict, SchemaKind | None, str] | None

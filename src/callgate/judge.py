@@ -61,6 +61,8 @@ class Thresholds(BaseModel):
     tpr: float = Field(0.90, ge=0, le=1)
     tnr: float = Field(0.90, ge=0, le=1)
     min_items_per_class: int = Field(30, ge=1)
+    # Largest share of the set's items the judge may answer with no verdict (judge errors).
+    max_judge_errors: float = Field(0.02, ge=0, le=1)
 
 
 class JudgeParameters(BaseModel):
@@ -284,12 +286,24 @@ Complete = Callable[[list[dict[str, Any]]], Awaitable[str | None]]
 async def judge_once(judge: Judge, complete: Complete, *, tools: Sequence[Mapping[str, Any]],
                      conversation: Sequence[Mapping[str, Any]], rubric: str,
                      response: Mapping[str, Any]) -> JudgeOutput:
-    """Ask the judge model `samples` times and take the majority."""
+    """Ask the judge model `samples` times and take the majority. A reply that is not a
+    verdict is asked again up to the spec's `retries` times; after that JudgeOutputError (the
+    outcome `judge_error`: never a verdict, never agreement)."""
     prompt = render_prompt(judge.template, tools, conversation, rubric, response)
     messages = [{"role": "user", "content": prompt}]
-    outputs = [parse_output(await complete(messages))
-               for _ in range(judge.spec.parameters.samples)]
+    outputs = []
+    for _ in range(judge.spec.parameters.samples):
+        for attempt in range(judge.spec.retries + 1):
+            try:
+                outputs.append(parse_output(await complete(messages)))
+                break
+            except JudgeOutputError as exc:
+                if attempt == judge.spec.retries:
+                    raise JudgeOutputError(f"{exc} (asked {attempt + 1} times)") from None
     return majority(outputs)
+
+
+JUDGE_ERROR = "judge_error"  # the outcome of a reply that is not a verdict
 
 
 class JudgeCallError(CallgateError):

@@ -162,6 +162,7 @@ class JudgedTally:
     arguments: int = 0
     not_applicable: int = 0
     deterministic_failures: int = 0
+    judge_errors: int = 0  # replies that were not a verdict: in no share, counted here
 
     def add(self, verdict: Verdict, output: JudgeOutput) -> None:
         """`verdict` is the attempt's verdict before the judge (its JSON/schema findings)."""
@@ -190,6 +191,7 @@ def judged_shares(tally: JudgedTally, step: JudgeStep) -> dict[str, Any]:
         out[dim] = share or {"raw": 100 * successes / n if n else None, "corrected": None,
                              "low": None, "high": None, "n": n}
     out["arguments"]["not_applicable"] = tally.not_applicable
+    out["judge_errors"] = tally.judge_errors
     out["arguments"]["deterministic_failures"] = tally.deterministic_failures
     return out
 
@@ -313,7 +315,8 @@ class Recorder:
 
         Verdicts are cached by judge fingerprint + case + response, each committed as it
         arrives (call this outside any transaction, so none is lost with a rollback), and stored
-        with the fingerprint and reason. A judge that cannot answer leaves the attempt pending.
+        with the fingerprint and reason. A judge that cannot be reached leaves the attempt
+        pending; a reply that is not a verdict (after the spec's retries) makes it a judge_error.
         If judging is cut short (an exception, Ctrl-C), the attempts judged so far are recorded
         and the others stay waiting, for keep_unjudged to record as pending."""
         step, waiting = self.judge, list(self._awaiting_judge)
@@ -321,7 +324,8 @@ class Recorder:
             return
         gate = asyncio.Semaphore(step.concurrency)
         fingerprint = step.judge.fingerprint
-        done: dict[int, JudgeOutput | str] = {}
+        # A verdict; a JudgeOutputError (no verdict: judge_error); or why it is still pending.
+        done: dict[int, JudgeOutput | JudgeOutputError | str] = {}
 
         async def one(index: int, case: Case, response: Response) -> None:
             try:
@@ -341,7 +345,10 @@ class Recorder:
                         step.judge, step.complete, tools=case_doc["tools"],
                         conversation=case_doc["messages"], rubric=case_doc["rubric"],
                         response=response_doc)
-                except (JudgeOutputError, JudgeCallError) as exc:
+                except JudgeOutputError as exc:
+                    done[index] = exc
+                    return
+                except JudgeCallError as exc:
                     done[index] = str(exc)
                     return
             self.store.save_judge_outputs([(key, fingerprint, output.model_dump_json())])
@@ -363,7 +370,7 @@ class Recorder:
                 self._record_judged(waiting, done)
 
     def _record_judged(self, waiting: list[tuple[Case, Response, str | None, Verdict]],
-                       done: Mapping[int, JudgeOutput | str]) -> None:
+                       done: Mapping[int, JudgeOutput | JudgeOutputError | str]) -> None:
         """Record the attempts the judge answered (or failed on); the rest keep waiting."""
         fingerprint = self.judge.judge.fingerprint if self.judge else ""
         self._awaiting_judge = [item for index, item in enumerate(waiting) if index not in done]
@@ -375,6 +382,11 @@ class Recorder:
             if isinstance(output, str):
                 pending = verdict.model_copy(update={"tool_reason": f"judge failed: {output}"})
                 self._record(response, body, pending)
+                continue
+            if isinstance(output, JudgeOutputError):
+                self.judged_tally.judge_errors += 1
+                self._record(response, body, verdict.model_copy(update={
+                    "status": "judge_error", "tool_reason": f"judge error: {output}"}))
                 continue
             self._record(response, body, apply_judgement(verdict, output), judged=True)
             self.judged_tally.add(verdict, output)

@@ -78,6 +78,7 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
             [str(s.excluded.get("environment_error", 0)) for _, s in columns],
         ),
         ("excluded: pending judge", [str(s.excluded["pending_judge"]) for _, s in columns]),
+        ("excluded: judge error", [str(s.excluded.get("judge_error", 0)) for _, s in columns]),
     ]
     ks = sorted({k for _, s in columns for k in s.pass_hat_k})
     rows += [
@@ -342,6 +343,7 @@ def print_calibration(certificate: Certificate, disagreements: Sequence[Disagree
         ("Cohen's kappa", lambda r: _num(r.kappa, "{:.3f}")),
         ("TP / FN / TN / FP", lambda r: f"{r.confusion.tp} / {r.confusion.fn} / "
                                         f"{r.confusion.tn} / {r.confusion.fp}"),
+        ("judge errors", lambda r: str(r.confusion.judge_error)),
         ("pass / fail items", lambda r: f"{r.m1} / {r.m0}"),
         ("meets thresholds", lambda r: "yes" if r.passed else f"[red]no[/red]: "
                                                                f"{escape(r.why_not or '')}"),
@@ -361,5 +363,6 @@ def print_calibration(certificate: Certificate, disagreements: Sequence[Disagree
         console.print(f"[green]certified[/green]: fingerprint {certificate.fingerprint[:12]}; "
                       f"certificate written to {cert_path}", highlight=False)
     else:
-        console.print(f"[red]not certified[/red]: fingerprint {certificate.fingerprint[:12]} "
-                      "may not score runs (use --uncalibrated to score anyway)", highlight=False)
+        console.print(f"[red]not certified[/red]: {escape(certificate.why_not)}. Fingerprint "
+                      f"{certificate.fingerprint[:12]} may not score runs (use --uncalibrated "
+                      "to score anyway)", highlight=False)

@@ -198,7 +198,8 @@ class ScoreBuilder:
             figures=self.total.figures(),
             excluded={
                 k: self.excluded.get(k, 0)
-                for k in ("truncated", "provider_error", "environment_error", "pending_judge")
+                for k in ("truncated", "provider_error", "environment_error", "pending_judge",
+                          "judge_error")
             },
             by_tag={tag: tally.figures() for tag, tally in sorted(self.tags.items())},
             pass_hat_k=mean_pass_hat_k(self.per_case.values()),
