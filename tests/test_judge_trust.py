@@ -196,3 +196,114 @@ def test_a_reply_that_is_not_a_verdict_is_excluded_from_the_scores(
                 "-m", "m", "--release", "r2", "--db", "c.db", "--judge", str(spec),
                 "--uncalibrated")
     assert "excluded: judge error" in table.stdout
+
+
+# --------------------------------------------------------------------------- points 1 and 2
+
+
+def relabel(calib: Path, changes: dict[str, str]) -> None:
+    """Give items new arguments labels, in place (same path)."""
+    lines = []
+    for line in calib.read_text().splitlines():
+        item = json.loads(line)
+        if item["id"] in changes:
+            item["label"]["arguments"] = changes[item["id"]]
+        lines.append(json.dumps(item))
+    calib.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def certified(tmp_path: Path, loopback, callgate_exe: str, cli_env: dict):
+    """A judge certified over loopback on a 17-item set; returns (call, spec, set)."""
+    from test_judge_live import calibrate_perfect_judge, make_judge, make_set, run
+
+    spec, calib = make_judge(tmp_path, loopback.base_url), tmp_path / "set.jsonl"
+    labels = make_set(calib)
+    calibrate_perfect_judge(loopback, labels, callgate_exe, cli_env, tmp_path, spec, calib)
+    assert json.loads((tmp_path / "tool_choice.cert.json").read_text())["certified"]
+
+    def call(*args: str) -> subprocess.CompletedProcess:
+        return run(callgate_exe, cli_env, tmp_path, *args)
+
+    return call, spec, calib
+
+
+def score_args(tmp_path: Path, spec: Path, release: str) -> list[str]:
+    from test_judge_live import judged_responses, judged_suite
+
+    suite = tmp_path / "suite"
+    if not suite.exists():
+        judged_suite(suite)
+    responses = judged_responses(tmp_path / "r.jsonl")
+    return ["score", str(suite), "-r", str(responses), "-m", "m", "--release", release,
+            "--db", "c.db", "--judge", str(spec), "--json"]
+
+
+def test_a_failed_recalibration_revokes_the_certificate_end_to_end(
+    certified, tmp_path: Path, loopback
+) -> None:
+    call, spec, calib = certified
+    # A person corrects three labels: the judge, unchanged, now misses them.
+    relabel(calib, {"i00": "fail", "i01": "fail", "i02": "fail"})
+    loopback.reset()
+    again = call("judge", "calibrate", str(spec), "--set", str(calib), "--db", "c.db")
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert loopback.requests == []  # the verdicts came from the cache; only the labels moved
+    assert "not certified" in again.stdout and "earlier certificate is void" in again.stdout
+    cert = json.loads((tmp_path / "tool_choice.cert.json").read_text())
+    assert not cert["certified"] and "TNR 0.625 below 0.9" in cert["why_not"]
+
+    show = call("judge", "show", str(spec), "--db", "c.db")
+    assert "certificate void" in show.stdout and "TNR 0.625 below 0.9" in show.stdout
+    refused = call(*score_args(tmp_path, spec, "r1"))
+    assert refused.returncode == 2 and "certificate void" in refused.stderr
+    assert "TNR 0.625" in refused.stderr
+
+    # The store alone revokes too: the certificate file restored from git still loses.
+    restored = json.loads((tmp_path / "tool_choice.cert.json").read_text())
+    (tmp_path / "tool_choice.cert.json").write_text(json.dumps(
+        {**restored, "certified": True, "why_not": "",
+         "created_at": "2026-01-01T00:00:00+00:00"}))
+    assert "certificate void" in call("judge", "show", str(spec), "--db", "c.db").stdout
+
+    for n in range(4):
+        from loopback import ok
+        from test_judge_live import verdict
+
+        loopback.script(f"[case-{n}]", ok(content=verdict("pass", "pass"), provider=None,
+                                           cost=None))
+    anyway = call(*score_args(tmp_path, spec, "r1"), "--uncalibrated")
+    assert anyway.returncode == 0, anyway.stderr
+    assert json.loads(anyway.stdout)["scores"]["uncalibrated"] is True
+
+
+def test_a_certificate_is_bound_to_the_labels_it_was_earned_on(
+    certified, tmp_path: Path, loopback
+) -> None:
+    call, spec, calib = certified
+    original = calib.read_text()
+    relabel(calib, {"i03": "fail", "i12": "pass"})  # i12 is a (fail, n/a) item
+    refused = call(*score_args(tmp_path, spec, "r1"))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    message = refused.stderr
+    assert str(calib) in message and "has changed since" in message
+    assert "2 label(s) changed" in message and "i03 test pass/pass -> test pass/fail" in message
+    show = call("judge", "show", str(spec), "--db", "c.db")
+    assert "NOT CERTIFIED" in show.stdout and "i12 test fail/n/a -> test fail/pass" in show.stdout
+
+    calib.write_text(original + "\n")  # same labels, other bytes: still not the set it was
+    reformatted = call(*score_args(tmp_path, spec, "r1"))
+    assert reformatted.returncode == 2 and "no label changed" in reformatted.stderr
+
+    # Without the file, the labels stored for the set decide.
+    calib.unlink()
+    show = call("judge", "show", str(spec), "--db", "c.db")
+    assert "certified" in show.stdout and "NOT" not in show.stdout, show.stdout
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        conn.execute("UPDATE calibration_items SET label_tool_choice = 'pass', "
+                     "label_arguments = 'pass' WHERE item_id = 'i10'")
+    show = call("judge", "show", str(spec), "--db", "c.db")
+    assert "NOT CERTIFIED" in show.stdout and "labels stored for it" in show.stdout
+    assert "i10 test fail/n/a -> test pass/pass" in show.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -366,3 +367,6 @@ def print_calibration(certificate: Certificate, disagreements: Sequence[Disagree
         console.print(f"[red]not certified[/red]: {escape(certificate.why_not)}. Fingerprint "
                       f"{certificate.fingerprint[:12]} may not score runs (use --uncalibrated "
                       "to score anyway)", highlight=False)
+        if Path(cert_path).is_file():
+            console.print(f"{escape(str(cert_path))} now records this failed calibration: the "
+                          "earlier certificate is void", highlight=False)

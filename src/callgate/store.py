@@ -520,11 +520,19 @@ class Store:
                 "body) VALUES (?, ?, ?, ?, ?)", [fingerprint, judge, now(), int(certified), body])
 
     def certificate(self, fingerprint: str) -> str | None:
-        """The newest certified certificate for a fingerprint (JSON text)."""
+        """The certificate of a fingerprint's newest calibration (JSON text), certified or
+        not: a failed re-calibration voids an earlier success."""
         row = self.db.execute(
-            "SELECT body FROM certificates WHERE fingerprint = ? AND certified = 1 "
-            "ORDER BY created_at DESC LIMIT 1", [fingerprint]).fetchone()
+            "SELECT body FROM certificates WHERE fingerprint = ? "
+            "ORDER BY created_at DESC, rowid DESC LIMIT 1", [fingerprint]).fetchone()
         return row[0] if row else None
+
+    def calibration_labels(self, set_name: str) -> dict[str, str]:
+        """The labels last loaded for a calibration set: item id -> "split tool/arguments"."""
+        rows = self.db.execute(
+            "SELECT item_id, split, label_tool_choice, label_arguments FROM calibration_items "
+            "WHERE set_name = ?", [set_name]).fetchall()
+        return {item: f"{split} {tool}/{arguments}" for item, split, tool, arguments in rows}
 
     def judgements(self, run_id: int) -> list[dict[str, Any]]:
         return list(self.db.query("SELECT * FROM judgements WHERE run = ? ORDER BY case_id, "
