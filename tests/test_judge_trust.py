@@ -249,15 +249,14 @@ def test_a_failed_recalibration_revokes_the_certificate_end_to_end(
     again = call("judge", "calibrate", str(spec), "--set", str(calib), "--db", "c.db")
     assert again.returncode == 1, again.stdout + again.stderr
     assert loopback.requests == []  # the verdicts came from the cache; only the labels moved
-    assert "not certified" in again.stdout and "earlier certificate is void" in again.stdout
-    cert = json.loads((tmp_path / "tool_choice.cert.json").read_text())
-    assert not cert["certified"] and "TNR 0.625 below 0.9" in cert["why_not"]
-
-    show = call("judge", "show", str(spec), "--db", "c.db")
-    assert "certificate void" in show.stdout and "TNR 0.625 below 0.9" in show.stdout
     refused = call(*score_args(tmp_path, spec, "r1"))
     assert refused.returncode == 2 and "certificate void" in refused.stderr
     assert "TNR 0.625" in refused.stderr
+    show = call("judge", "show", str(spec), "--db", "c.db")
+    assert "certificate void" in show.stdout and "TNR 0.625 below 0.9" in show.stdout
+    assert "not certified" in again.stdout and "earlier certificate is void" in again.stdout
+    cert = json.loads((tmp_path / "tool_choice.cert.json").read_text())
+    assert not cert["certified"] and "TNR 0.625 below 0.9" in cert["why_not"]
 
     # The store alone revokes too: the certificate file restored from git still loses.
     restored = json.loads((tmp_path / "tool_choice.cert.json").read_text())
