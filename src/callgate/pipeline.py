@@ -25,9 +25,11 @@ from callgate.judge import (
     JudgeModel,
     JudgeOutput,
     JudgeOutputError,
+    JudgeSpec,
     apply_judgement,
     cache_key,
     corrected_share,
+    judge_candidate,
     judge_once,
     load_judge,
 )
@@ -63,8 +65,7 @@ def at_endpoint(judge: Judge, api_base: str | None, api_key_env: str | None = No
     if api_base is None:
         if api_key_env is None:
             return judge
-        return judge.model_copy(update={"spec": judge.spec.model_copy(
-            update={"api_key_env": api_key_env})})
+        return _with_spec(judge, judge.spec.model_copy(update={"api_key_env": api_key_env}))
     from callgate.config import Candidate
 
     try:  # the candidates' rules: no credentials or query string in the URL, a NAME for the key
@@ -74,7 +75,12 @@ def at_endpoint(judge: Judge, api_base: str | None, api_key_env: str | None = No
         field = ".".join(str(part) for part in first.get("loc", ())) or "--api-base"
         raise CallgateError(f"--{field.replace('_', '-')}: {first['msg']}") from None
     spec = judge.spec.model_copy(update={"api_base": api_base, "api_key_env": api_key_env})
-    return judge.model_copy(update={"spec": spec})
+    return _with_spec(judge, spec)
+
+
+def _with_spec(judge: Judge, spec: JudgeSpec) -> Judge:
+    """The judge with another endpoint: the client (its candidate) follows the spec."""
+    return judge.model_copy(update={"spec": spec, "candidate": judge_candidate(spec)})
 
 
 def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
