@@ -212,3 +212,11 @@ def test_a_store_made_before_the_gate_column_gets_it(tmp_path: Path) -> None:
         store.set_run_gate(row["id"], '{"outcome": "pass"}')
     with Store(db) as store:  # opening again adds nothing twice
         assert store.run(row["id"])["gate"] == '{"outcome": "pass"}'
+
+
+def test_judge_errors_count_toward_the_excluded_share() -> None:
+    from callgate.thresholds import excluded_share, too_many_excluded
+
+    excluded = {"judge_error": 3, "pending_judge": 40}
+    assert excluded_share(50, excluded) == 3 / 50  # cases never judged are not a fault
+    assert "3 judge error" in (too_many_excluded(50, excluded, 0.05) or "")

@@ -203,7 +203,8 @@ def score(
 ) -> None:
     """Score recorded responses against a suite, store everything and print the figures.
 
-    Exit 3 when more than --max-excluded of the attempts were truncated or provider errors."""
+    Exit 3 when more than --max-excluded of the attempts were excluded
+    (truncated, provider, environment or judge errors)."""
     from callgate.pipeline import judge_step, score_file
     from callgate.report import print_run, run_document
     from callgate.store import Store
@@ -283,7 +284,8 @@ def gate(
                              "release, e.g. releases/2026.11.json).")] = None,
     max_excluded: Annotated[float, typer.Option(
         "--max-excluded", min=0.0, max=1.0,
-        help="Inconclusive above this share of truncated or provider-error attempts.")
+        help="Inconclusive above this share of excluded attempts (truncated, provider, "
+             "environment or judge errors).")
     ] = DEFAULT_MAX_EXCLUDED,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
     markdown: Annotated[Path | None, typer.Option("--markdown",
@@ -451,7 +453,8 @@ def run_command(
 ) -> None:
     """Call a model on every case (repeats × cases), then check, score and store as `score` does.
 
-    Exit 3 when more than --max-excluded of the attempts were truncated or provider errors.
+    Exit 3 when more than --max-excluded of the attempts were excluded
+    (truncated, provider, environment or judge errors).
 
     Answers are stored as they arrive: run the same command again to resume, or to re-score
     with zero calls.

@@ -358,8 +358,8 @@ def decide(
     warnings: list[str] = list(baseline_notes)
     if current.excluded_share > max_excluded:
         inconclusive.append(
-            f"{current.excluded_share:.1%} of attempts were excluded (truncated or provider "
-            f"errors), above the {max_excluded:.0%} allowed")
+            f"{current.excluded_share:.1%} of attempts were excluded (truncated, provider, "
+            f"environment or judge errors), above the {max_excluded:.0%} allowed")
     if current.uncalibrated:
         inconclusive.append("the judge that scored this release is not calibrated")
 
