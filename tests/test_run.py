@@ -355,6 +355,8 @@ def test_a_store_made_with_one_row_per_release_is_upgraded(
 ) -> None:
     import sqlite3
 
+    from callgate.store import SCHEMA
+
     db = tmp_path / "callgate.db"
     with sqlite3.connect(db) as conn:  # the runs table as callgate made it before
         conn.execute(
@@ -364,6 +366,7 @@ def test_a_store_made_with_one_row_per_release_is_upgraded(
             "callgate_version TEXT NOT NULL, judge_fingerprint TEXT, status TEXT NOT NULL, "
             "scores TEXT, UNIQUE (suite_name, model, release))"
         )
+        conn.executescript(SCHEMA)  # the other tables, as that callgate made them too
     suite = suite_of(tmp_path, "a")
     first = run(tmp_path, suite, candidate(loopback), settings())
     loopback.script("[", error(401, "bad key"))

@@ -733,6 +733,10 @@ def entry() -> None:
     except BrokenPipeError:  # e.g. `callgate gate ... | head`: the reader went away
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141
+    except CallgateError as exc:  # e.g. a store that cannot be used, where no command caught it
+        Console(stderr=True).print(f"error: {exc}", highlight=False, markup=False,
+                                   soft_wrap=True)
+        code = EXIT_INPUT
     except UnicodeDecodeError as exc:
         Console(stderr=True).print(f"error: a file is not UTF-8 text ({exc.reason} at byte "
                                    f"{exc.start})", highlight=False, markup=False)

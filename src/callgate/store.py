@@ -7,14 +7,22 @@ later (e.g. with Datasette). WAL mode; writes are batched inside transactions.
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterator
+import socket
+import sqlite3
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from sqlite_utils import Database
 
+from callgate.errors import CallgateError
 from callgate.suite import Suite, canonical_json
 
 # A release may have several rows while it is re-run: the earlier finished run stays until the
@@ -161,6 +169,279 @@ CREATE TABLE IF NOT EXISTS certificates (
 );
 """
 
+# ----------------------------------------------------------------- marks and migrations
+# A callgate store carries APPLICATION_ID (PRAGMA application_id) and its schema version
+# (PRAGMA user_version = how many of MIGRATIONS it has had); the names of the migrations applied
+# are rows of MIGRATIONS_TABLE_NAME. To change the schema, append a migration function below;
+# never edit or rename one that has shipped. Tables added to SCHEMA are also created on opening.
+
+APPLICATION_ID = 0x43474154  # "CGAT"
+MIGRATIONS_TABLE_NAME = "_callgate_migrations"
+MIGRATIONS_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE_NAME} "
+    "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+)
+# The tables every callgate store has had since the first release: an unmarked file holding
+# them is a store made before the marks (e.g. by commit 673342a) and is upgraded.
+CORE_TABLES = frozenset({"suites", "cases", "runs", "responses", "verdicts", "scores"})
+BUSY_TIMEOUT_ENV = "CALLGATE_BUSY_TIMEOUT"
+DEFAULT_BUSY_TIMEOUT = 60.0
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[Migration] = []
+
+
+def migration(function: Migration) -> Migration:
+    MIGRATIONS.append(function)
+    return function
+
+
+def _statements(script: str) -> list[str]:
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+@migration
+def m001_tables(conn: sqlite3.Connection) -> None:
+    """The tables and indexes of SCHEMA (a store made before the marks keeps its own)."""
+    for statement in _statements(SCHEMA):
+        conn.execute(statement)
+
+
+@migration
+def m002_runs_without_unique_release(conn: sqlite3.Connection) -> None:
+    """Rebuild a `runs` table made with UNIQUE (suite_name, model, release), keeping every row
+    and id, so a release can hold a finished run and the run replacing it."""
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+    ).fetchone()
+    if row is None or not _OLD_UNIQUE.search(row[0]):
+        return
+    conn.execute(RUNS_TABLE.replace("IF NOT EXISTS runs", "runs_rebuilt"))
+    columns = ("id, suite_name, suite, model, release, source, created_at, callgate_version, "
+               "judge_fingerprint, status, scores")
+    conn.execute(f"INSERT INTO runs_rebuilt ({columns}) SELECT {columns} FROM runs")
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_rebuilt RENAME TO runs")
+    for statement in _statements(SCHEMA):
+        if statement.startswith("CREATE INDEX") and " ON runs " in statement:
+            conn.execute(statement)
+
+
+@migration
+def m003_run_owners(conn: sqlite3.Connection) -> None:
+    """Which process writes a running run, so a finished run of the same release removes only
+    the runs no live process is still writing."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS run_owners ("
+        "run INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE, "
+        "host TEXT NOT NULL, pid INTEGER NOT NULL)"
+    )
+
+
+@migration
+def m004_runs_gate_column(conn: sqlite3.Connection) -> None:
+    """runs.gate: the gate decision on the run (JSON, callgate.gate.GateRecord), NULL until
+    one is taken. (An unmarked store made by a callgate that added it on opening has it.)"""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "gate" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN gate TEXT")
+
+
+SCHEMA_VERSION = len(MIGRATIONS)
+_SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
+
+
+class StoreError(CallgateError):
+    """The store file cannot be used: one line naming it and what to do (exit 2)."""
+
+
+class StoreLocked(StoreError):
+    """Another process held the write lock for longer than the busy timeout."""
+
+
+def busy_timeout() -> float:
+    """Seconds a write waits for other writers: CALLGATE_BUSY_TIMEOUT, else 60."""
+    raw = os.environ.get(BUSY_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_BUSY_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86_400:
+        raise CallgateError(
+            f"{BUSY_TIMEOUT_ENV}: {raw!r} is not a number of seconds between 0 and 86400"
+        )
+    return value
+
+
+def _writer_alive(host: str | None, pid: int | None) -> bool:
+    """Whether the process that created a running run may still be writing it (one on
+    another host is assumed to be)."""
+    if host is None or pid is None:
+        return False  # made before owners were recorded, or its owner finished
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _print_notice(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return "database is locked" in text or "busy" in text
+
+
+def _writable(path: Path) -> bool:
+    """Writable, and not marked read-only by its mode bits (which root would otherwise
+    ignore: a store someone made read-only is not written to)."""
+    return os.access(path, os.W_OK) and bool(stat.S_IMODE(path.stat().st_mode) & 0o222)
+
+
+def check_store_file(path: Path) -> None:
+    """Refuse, with one line naming the path and what to do, a path that cannot be a store:
+    a folder, a missing or read-only folder, a file that is not SQLite or is cut short, a
+    read-only file. Reads at most the file's first 100 bytes; writes nothing."""
+    folder = path.parent
+    if path.is_dir():
+        raise StoreError(f"{path}: is a folder, not a callgate store; pass --db a file path "
+                         f"(e.g. {path / 'callgate.db'})")
+    if not folder.is_dir():
+        raise StoreError(f"{path}: folder {folder} does not exist; create it or pass --db a "
+                         "path in an existing folder")
+    if not path.exists():
+        if not _writable(folder):
+            raise StoreError(f"{path}: folder {folder} is read-only, so the store cannot be "
+                             "created; make it writable or pass --db a path in a writable "
+                             "folder")
+        return
+    if not path.is_file():
+        raise StoreError(f"{path}: not a regular file; pass --db a callgate store or a new "
+                         "file")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror}); fix its permissions or "
+                         "pass --db another file") from None
+    size = path.stat().st_size
+    if header:
+        if not (header.startswith(SQLITE_HEADER) or SQLITE_HEADER.startswith(header)):
+            raise StoreError(f"{path}: not a SQLite database (it lacks the SQLite header); "
+                             "callgate leaves it alone: pass --db a callgate store or a new "
+                             "file")
+        page_size = int.from_bytes(header[16:18], "big") if len(header) >= 18 else 0
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big") if len(header) >= 32 else 0
+        counted = len(header) == 100 and header[24:28] == header[92:96]
+        if size < 100 or (counted and pages and size < pages * page_size):
+            expected = f", its header says {pages * page_size}" if counted and pages else ""
+            raise StoreError(f"{path}: truncated SQLite file ({size} bytes{expected}); restore "
+                             "it from a copy or pass --db a new file")
+    if not _writable(path):
+        raise StoreError(f"{path}: the store is read-only; make it writable (chmod u+w) or "
+                         "pass --db another file")
+    if not _writable(folder):
+        raise StoreError(f"{path}: folder {folder} is read-only, and SQLite must create "
+                         f"{path.name}-wal and {path.name}-shm beside the store; make the "
+                         "folder writable or pass --db a path in a writable folder")
+
+
+class StoreState:
+    """What an open SQLite file holds, read without writing to it."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.application_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        self.user_version = conn.execute("PRAGMA user_version").fetchone()[0]
+        self.tables = {
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+        self.applied: set[str] = set()
+        if MIGRATIONS_TABLE_NAME in self.tables:
+            self.applied = {
+                row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE_NAME}")
+            }
+
+    @property
+    def marked(self) -> bool:
+        return self.application_id == APPLICATION_ID
+
+    @property
+    def new(self) -> bool:
+        return not self.marked and not self.tables
+
+    @property
+    def pending(self) -> bool:
+        known = {m.__name__ for m in MIGRATIONS}
+        return bool(known - self.applied) or not self.tables >= _SCHEMA_TABLES
+
+    def refusal(self, path: Path) -> str | None:
+        """Why callgate must not use this file, or None."""
+        if self.marked:
+            unknown = self.applied - {m.__name__ for m in MIGRATIONS}
+            if self.user_version > SCHEMA_VERSION or unknown:
+                return (f"{path}: made by a newer callgate (store schema {self.user_version}, "
+                        f"this callgate knows {SCHEMA_VERSION}); upgrade callgate or pass "
+                        "--db another file")
+            return None
+        unmarked = self.application_id == 0 and self.user_version == 0
+        if unmarked and (self.new or self.tables >= CORE_TABLES):
+            return None  # new, or a store made before the marks: migrated
+        tables = ", ".join(sorted(self.tables)[:5]) + (", ..." if len(self.tables) > 5 else "")
+        mark = f"application_id {self.application_id:#x}, " if self.application_id else ""
+        return (f"{path}: another program's SQLite database ({mark}tables: {tables or 'none'}); "
+                "callgate writes only to its own stores: pass --db a new file")
+
+
+def inspect_store(conn: sqlite3.Connection) -> StoreState:
+    return StoreState(conn)
+
+
+def lock_holders(path: Path) -> str:
+    """Who holds a write lock on the store (from /proc/locks on Linux): 'pid N (name)', or
+    'another process' when that cannot be told."""
+    wanted = set()
+    for candidate in (path, path.with_name(path.name + "-shm")):
+        try:
+            info = candidate.stat()
+        except OSError:
+            continue
+        wanted.add(f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}")
+    holders: list[str] = []
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        lines = []
+    for text in lines:
+        fields = text.split()
+        if len(fields) < 6 or "->" in fields or fields[3] != "WRITE":
+            continue
+        pid, device = fields[4], fields[5]
+        if device not in wanted or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            name = "?"
+        entry = f"pid {pid} ({name})"
+        if entry not in holders:
+            holders.append(entry)
+    return ", ".join(holders) if holders else "another process"
+
+
 RESPONSE_COLUMNS = (
     "run",
     "case_id",
@@ -195,43 +476,132 @@ def now() -> str:
 
 
 class Store:
-    """A callgate database. Use as a context manager, or call `close()`."""
+    """A callgate database. Use as a context manager, or call `close()`.
 
-    def __init__(self, path: Path | str) -> None:
+    Opening checks the file first: a path that is neither a callgate store nor an empty or new
+    file is refused with a StoreError naming it, and nothing is written to it. An older
+    callgate store is upgraded by the named MIGRATIONS, with a notice. Every write transaction
+    starts with BEGIN IMMEDIATE and waits up to the busy timeout (CALLGATE_BUSY_TIMEOUT
+    seconds) for other writers."""
+
+    def __init__(
+        self, path: Path | str, *, notify: Callable[[str], None] | None = None
+    ) -> None:
         self.path = Path(path)
-        self.db = Database(self.path)
-        self.db.enable_wal()
-        self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.execute("PRAGMA synchronous = NORMAL")
-        self._drop_old_unique_runs()
-        self.db.conn.executescript(SCHEMA)
-        self._add_gate_column()
+        self.busy_timeout = busy_timeout()
+        self._notify = notify or _print_notice
+        check_store_file(self.path)
+        if self.path.stat().st_size if self.path.exists() else 0:
+            self._refuse_foreign()
+        conn = self._connect()
+        self.db = Database(conn)
+        try:
+            self._open()
+        except BaseException:
+            conn.close()
+            raise
 
-    def _drop_old_unique_runs(self) -> None:
-        """Rebuild a `runs` table made with UNIQUE (suite_name, model, release), keeping every
-        row and id (the tables that refer to runs keep pointing at the same rows)."""
-        row = self.db.execute(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
-        ).fetchone()
-        if row is None or not _OLD_UNIQUE.search(row[0]):
-            return
-        self.db.conn.executescript(
-            "PRAGMA foreign_keys = OFF;"
-            "BEGIN;"
-            + RUNS_TABLE.replace("IF NOT EXISTS runs", "runs_rebuilt")
-            + "INSERT INTO runs_rebuilt SELECT id, suite_name, suite, model, release, source, "
-            "created_at, callgate_version, judge_fingerprint, status, scores FROM runs;"
-            "DROP TABLE runs;"
-            "ALTER TABLE runs_rebuilt RENAME TO runs;"
-            "COMMIT;"
-            "PRAGMA foreign_keys = ON;"
-        )
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            # isolation_level=None: no implicit (deferred) transactions; every write goes
+            # through atomic(), which takes the write lock up front with BEGIN IMMEDIATE.
+            conn = sqlite3.connect(
+                str(self.path), timeout=self.busy_timeout, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot be opened ({exc}); pass --db another file"
+                             ) from None
+        return conn
 
-    def _add_gate_column(self) -> None:
-        """runs.gate: the gate decision on the run (JSON, callgate.gate.GateRecord), NULL
-        until one is taken. Added to stores made before it existed."""
-        if "gate" not in self.db["runs"].columns_dict:
-            self.db["runs"].add_column("gate", str)
+    def _refuse_foreign(self) -> None:
+        """Look at an existing file through a read-only connection (which never writes, nor
+        checkpoints on closing) and refuse it unless it is a callgate store."""
+        uri = self.path.absolute().as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        try:
+            refusal = inspect_store(conn).refusal(self.path)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        finally:
+            conn.close()
+        if refusal:
+            raise StoreError(refusal)
+
+    def _open(self) -> None:
+        try:
+            found = inspect_store(self.db.conn)
+            refusal = found.refusal(self.path)
+            if refusal:
+                raise StoreError(refusal)
+            if found.pending:
+                self._migrate()
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self.db.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def _migrate(self) -> None:
+        """Apply the migrations this store lacks, in one write transaction (another process
+        may be doing the same: the one that gets the lock second finds nothing left to do)."""
+        conn = self.db.conn
+        deadline = time.monotonic() + self.busy_timeout
+        while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError as exc:  # another process is switching it too
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
+        # A table rebuild must not cascade deletes into the tables that refer to it.
+        conn.execute("PRAGMA foreign_keys = OFF")
+        with self.atomic():
+            found = inspect_store(conn)
+            refusal = found.refusal(self.path)
+            if refusal:
+                raise StoreError(refusal)
+            conn.execute(MIGRATIONS_TABLE)
+            applied = []
+            for migration in MIGRATIONS:
+                if migration.__name__ not in found.applied:
+                    migration(conn)
+                    conn.execute(
+                        f"INSERT INTO {MIGRATIONS_TABLE_NAME} (name, applied_at) VALUES (?, ?)",
+                        [migration.__name__, now()],
+                    )
+                    applied.append(migration.__name__)
+            for statement in _statements(SCHEMA):  # tables added to SCHEMA since
+                conn.execute(statement)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if applied and not found.new:
+            marked = "marked as a callgate store and " if not found.marked else ""
+            self._notify(
+                f"callgate: {self.path}: {marked}upgraded to store schema {SCHEMA_VERSION} "
+                f"(migrations: {', '.join(applied)})"
+            )
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        """A StoreError naming the store for an error SQLite reported on it."""
+        text = str(exc)
+        if _is_busy(exc):
+            return StoreLocked(
+                f"{self.path}: locked by another writer ({lock_holders(self.path)}) for "
+                f"{self.busy_timeout:g} s; wait for it to finish and run again "
+                f"({BUSY_TIMEOUT_ENV} sets how many seconds to wait)"
+            )
+        if "readonly" in text or "read-only" in text:
+            return StoreError(f"{self.path}: the store cannot be written ({text}); make it and "
+                              "its folder writable, or pass --db another file")
+        if isinstance(exc, sqlite3.DatabaseError) and (
+            "malformed" in text or "not a database" in text
+        ):
+            return StoreError(f"{self.path}: damaged SQLite file ({text}); restore it from a "
+                              "copy or pass --db a new file")
+        return StoreError(f"{self.path}: {text}; pass --db another file")
 
     def __enter__(self) -> Store:
         return self
@@ -242,14 +612,47 @@ class Store:
     def close(self) -> None:
         self.db.close()
 
-    def atomic(self):
-        return self.db.atomic()
+    @contextmanager
+    def atomic(self) -> Iterator[Database]:
+        """A write transaction: BEGIN IMMEDIATE, so the write lock is taken (waiting up to the
+        busy timeout) before anything is read; a savepoint inside an open transaction."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            with self.db.atomic():
+                yield self.db
+            return
+        self._begin_immediate()
+        try:
+            yield self.db
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise self._error(exc) from None
+
+    def _begin_immediate(self) -> None:
+        """BEGIN IMMEDIATE, retried while SQLite says busy until the busy timeout has passed
+        (SQLite's own busy handler waits inside each try; some busy states skip it)."""
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                self.db.conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() >= deadline:
+                    raise self._error(exc) from None
+                time.sleep(0.02)
 
     # ----------------------------------------------------------------- writes
 
     def save_suite(self, suite: Suite) -> None:
         """Store the suite and its cases (idempotent: keyed by fingerprint)."""
-        with self.db.atomic():
+        with self.atomic():
             if self.db["suites"].count_where("fingerprint = ?", [suite.fingerprint]):
                 return
             self.db["suites"].insert(
@@ -287,6 +690,18 @@ class Store:
         find_run() and runs() see, until this run finishes (finish_run with status "done").
         A re-scored release keeps its original creation time, so its place in the model's
         history (and so which release is the baseline of which) does not move."""
+        with self.atomic():  # read, then write: under the write lock
+            return self._insert_run(suite, model, release, source, version, judge_fingerprint)
+
+    def _insert_run(
+        self,
+        suite: Suite,
+        model: str,
+        release: str,
+        source: str,
+        version: str,
+        judge_fingerprint: str | None,
+    ) -> int:
         earlier = self.db.execute(
             "SELECT MIN(created_at) FROM runs WHERE suite_name = ? AND model = ? AND release = ?",
             [suite.name, model, release],
@@ -306,13 +721,18 @@ class Store:
                 "running",
             ],
         )
-        return int(cursor.lastrowid)
+        run_id = int(cursor.lastrowid)
+        self.db.execute(
+            "INSERT INTO run_owners (run, host, pid) VALUES (?, ?, ?)",
+            [run_id, socket.gethostname(), os.getpid()],
+        )
+        return run_id
 
     def add_attempts(self, responses: list[tuple], verdicts: list[tuple]) -> None:
         """Insert a batch of response rows and verdict rows (tuples in *_COLUMNS order).
 
         One transaction per batch, or a savepoint inside the caller's transaction."""
-        with self.db.atomic():
+        with self.atomic():
             self._insert_attempts(responses, verdicts)
 
     def _insert_attempts(self, responses: list[tuple], verdicts: list[tuple]) -> None:
@@ -332,16 +752,23 @@ class Store:
         """Write a run's scores and status. A run already marked "interrupted" stays so (its
         scores are partial). A run that ends "done" replaces the release's earlier rows, in the
         same transaction."""
-        with self.db.atomic():
+        with self.atomic():
             self._write_scores(run_id, scores, status)
             row = self.run(run_id)
             if row is not None and row["status"] == "done":
                 self._keep_refusal(run_id)
-                self.db.execute(
-                    "DELETE FROM runs WHERE suite_name = ? AND model = ? AND release = ? "
-                    "AND id < ?",
+                earlier = self.db.execute(
+                    "SELECT runs.id, runs.status, run_owners.host, run_owners.pid FROM runs "
+                    "LEFT JOIN run_owners ON run_owners.run = runs.id "
+                    "WHERE suite_name = ? AND model = ? AND release = ? AND id < ?",
                     [row["suite_name"], row["model"], row["release"], run_id],
-                )
+                ).fetchall()
+                # A run another live process is still writing stays: deleting it would pull
+                # its rows from under that process (FOREIGN KEY constraint failed).
+                stale = [[rid] for rid, status, host, pid in earlier
+                         if status != "running" or not _writer_alive(host, pid)]
+                self.db.conn.executemany("DELETE FROM runs WHERE id = ?", stale)
+            self.db.execute("DELETE FROM run_owners WHERE run = ?", [run_id])
 
     def _keep_refusal(self, run_id: int) -> None:
         """A release re-scored after its gate refused it stays refused until gated again:
@@ -432,7 +859,7 @@ class Store:
     def save_live_responses(self, rows: list[tuple]) -> None:
         """Upsert (key, model, case_id, repeat, request, line, error_kind, tries, created_at)
         rows in one transaction. A failure never replaces a stored answer."""
-        with self.db.atomic():
+        with self.atomic():
             self.db.conn.executemany(
                 "INSERT INTO live_responses (key, model, case_id, repeat, request, line, "
                 "error_kind, tries, created_at) VALUES (?,?,?,?,?,?,?,?,?) "
@@ -447,7 +874,7 @@ class Store:
 
     def save_run_requests(self, rows: list[tuple]) -> None:
         """Link a run's attempts to their cache keys: (run, case_id, repeat, cache_key, cached)."""
-        with self.db.atomic():
+        with self.atomic():
             self.db.conn.executemany(
                 "INSERT OR REPLACE INTO run_requests (run, case_id, repeat, cache_key, cached) "
                 "VALUES (?,?,?,?,?)",
@@ -459,7 +886,7 @@ class Store:
         (live_responses): (run, case_id, repeat, turn, cache_key, cached)."""
         if not rows:
             return
-        with self.db.atomic():
+        with self.atomic():
             self.db.conn.executemany(
                 "INSERT OR REPLACE INTO run_turns (run, case_id, repeat, turn, cache_key, cached) "
                 "VALUES (?,?,?,?,?,?)",
@@ -468,11 +895,11 @@ class Store:
 
     def set_run_gate(self, run_id: int, decision: str) -> None:
         """Record the gate decision on a run (JSON); the newest decision replaces the last."""
-        with self.db.atomic():
+        with self.atomic():
             self.db.execute("UPDATE runs SET gate = ? WHERE id = ?", [decision, run_id])
 
     def set_run_status(self, run_id: int, status: str) -> None:
-        with self.db.atomic():
+        with self.atomic():
             self.db.execute("UPDATE runs SET status = ? WHERE id = ?", [status, run_id])
 
     # ----------------------------------------------------------------- the judge
@@ -491,14 +918,14 @@ class Store:
 
     def save_judge_outputs(self, rows: list[tuple[str, str, str]]) -> None:
         """(key, fingerprint, output JSON) rows."""
-        with self.db.atomic():
+        with self.atomic():
             self.db.conn.executemany(
                 "INSERT OR REPLACE INTO judge_cache (key, fingerprint, output, created_at) "
                 "VALUES (?, ?, ?, ?)", [(*row, now()) for row in rows])
 
     def save_judgements(self, rows: list[tuple]) -> None:
         """(run, case_id, repeat, fingerprint, tool_choice, arguments, reason) rows."""
-        with self.db.atomic():
+        with self.atomic():
             self.db.conn.executemany(
                 "INSERT OR REPLACE INTO judgements (run, case_id, repeat, fingerprint, "
                 "tool_choice, arguments, reason) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
@@ -506,7 +933,7 @@ class Store:
     def save_calibration_items(self, set_name: str, rows: list[tuple]) -> None:
         """Load a calibration set idempotently: (item_id, split, tool, arguments, body) rows
         replace what the set held, so a removed item leaves the store too."""
-        with self.db.atomic():
+        with self.atomic():
             self.db.execute("DELETE FROM calibration_items WHERE set_name = ?", [set_name])
             self.db.conn.executemany(
                 "INSERT INTO calibration_items (set_name, item_id, split, label_tool_choice, "
@@ -514,7 +941,7 @@ class Store:
                 [(set_name, *row) for row in rows])
 
     def save_certificate(self, fingerprint: str, judge: str, certified: bool, body: str) -> None:
-        with self.db.atomic():
+        with self.atomic():
             self.db.execute(
                 "INSERT OR REPLACE INTO certificates (fingerprint, judge, created_at, certified, "
                 "body) VALUES (?, ?, ?, ?, ?)", [fingerprint, judge, now(), int(certified), body])
