@@ -492,3 +492,23 @@ def test_four_scores_and_two_runs_at_once_all_succeed(tmp_path: Path, loopback: 
     print(f"concurrency: 5 rounds x {len(commands)} processes, {len(failures)} failures, "
           f"{wall:.1f} s")
     assert failures == []
+
+
+def test_a_bad_line_after_committed_batches_leaves_the_store_unchanged(
+    tmp_path: Path, suite_dir: Path, responses: Path
+) -> None:
+    """score writes its rows in short transactions (other writers go on meanwhile); a bad
+    line after the first batches were committed still leaves no trace."""
+    db = tmp_path / "c.db"
+    assert cli("score", str(suite_dir), "-r", str(responses), "-m", "m", "--release", "r1",
+               "--db", str(db)).returncode == 0
+    dump_before = dump_hash(db)
+    good = message(tool_call("lookup_order", {"order_id": "ord_7281"}))
+    lines = [line("ord", good, repeat=repeat) for repeat in range(4500)]
+    lines.append({"case_id": "ord", "repeat": 4500, "response": good, "latency_ms": "slow"})
+    bad = write_lines(tmp_path / "big.jsonl", lines)
+    for release in ("r1", "r2"):
+        result = cli("score", str(suite_dir), "-r", str(bad), "-m", "m", "--release", release,
+                     "--db", str(db))
+        assert result.returncode == 2 and "big.jsonl:4501: latency_ms" in result.stderr
+        assert dump_hash(db) == dump_before

@@ -445,8 +445,10 @@ def score_responses(
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
 ) -> RunResult:
-    """Check, score and store responses. Without attempts for a judge, one transaction: all
-    of it lands, or none.
+    """Check, score and store responses: all of it lands, or none. The rows are written in
+    short transactions under a run that stays `running` (unseen by every read) until its
+    scores are written; if anything fails before, the run and its rows are deleted. Other
+    processes can write to the store meanwhile.
 
     With a judge, attempts whose case expects one are judged after the deterministic checks,
     outside the transaction, so each verdict the judge is paid for is committed as it arrives
@@ -455,10 +457,10 @@ def score_responses(
     attempts not judged are recorded as pending and the run is marked `interrupted`."""
     store.save_suite(suite)
     fingerprint = judge.judge.fingerprint if judge else None
-    with store.atomic():
-        run_id = store.replace_run(suite, model, release, source, __version__, fingerprint)
-        recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge)
-        seen: set[str] = set()
+    run_id = store.replace_run(suite, model, release, source, __version__, fingerprint)
+    recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge)
+    seen: set[str] = set()
+    try:
         for response, body in responses:
             recorder.add(response, body)
             seen.add(response.case_id)
@@ -466,6 +468,9 @@ def score_responses(
             recorder.flush()  # the checked rows land with the run row, still `running`
         else:
             scores = recorder.finish()
+    except BaseException:
+        store.discard_run(run_id)
+        raise
     if recorder.awaiting_judge:
         completed = False
         try:

@@ -782,6 +782,11 @@ class Store:
             "UPDATE runs SET gate = NULL WHERE id = ? AND (json_extract(gate, '$.released') "
             "OR json_extract(gate, '$.decided_by') != 'gate')", [run_id])
 
+    def discard_run(self, run_id: int) -> None:
+        """Delete a run that did not finish and every row under it."""
+        with self.atomic():
+            self.db.execute("DELETE FROM runs WHERE id = ?", [run_id])
+
     def _write_scores(self, run_id: int, scores: dict[str, Any], status: str) -> None:
         self.db.execute(
             "UPDATE runs SET scores = ?, "
