@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import sqlite3
-import stat
 import subprocess
 import sys
 import time
@@ -241,8 +241,8 @@ BAD_STORES = [
     BadStore("foreign-lookalike", _foreign_with_some_callgate_tables, ("another program",)),
     BadStore("newer-schema", _newer, ("newer callgate", "upgrade")),
     BadStore("newer-migration", _newer_migration, ("newer callgate",)),
-    BadStore("bad-busy-timeout", lambda tmp: callgate_store(tmp / "ok.db"), ("CALLGATE_BUSY_TIMEOUT",),
-             env=(("CALLGATE_BUSY_TIMEOUT", "soon"),)),
+    BadStore("bad-busy-timeout", lambda tmp: callgate_store(tmp / "ok.db"),
+             ("CALLGATE_BUSY_TIMEOUT",), env=(("CALLGATE_BUSY_TIMEOUT", "soon"),)),
 ]
 
 
@@ -381,7 +381,7 @@ def test_a_store_made_by_673342a_is_migrated_with_a_notice(
     assert len(notice) == 1 and str(db) in notice[0] and "upgraded" in notice[0], notice
     assert "m002_runs_without_unique_release" in notice[0]
     app_id, version, applied = marks(db)
-    assert (app_id, version) == (APPLICATION_ID, SCHEMA_VERSION)
+    assert (app_id, version, len(applied)) == (APPLICATION_ID, SCHEMA_VERSION, SCHEMA_VERSION)
     conn = sqlite3.connect(db)
     runs_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'runs'").fetchone()[0]
     kept = conn.execute("SELECT * FROM verdicts WHERE run = 1 ORDER BY case_id, repeat").fetchall()
@@ -455,22 +455,28 @@ def figures(db: Path) -> dict[tuple[str, str], tuple]:
         return found
 
 
-def test_four_scores_and_two_runs_at_once_all_succeed(tmp_path: Path, loopback: Loopback
-                                                      ) -> None:
-    commands = concurrency_inputs(tmp_path, loopback)
-    env = {"CALLGATE_TEST_KEY": "sk-test-concurrency"}
-    base = {k: v for k, v in os.environ.items() if not k.startswith("CALLGATE_")}
-    base.update(env, COLUMNS="200", NO_COLOR="1")
+def test_four_scores_and_two_runs_at_once_all_succeed(
+    tmp_path: Path, loopback: Loopback, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from callgate.cli import app
 
+    commands = concurrency_inputs(tmp_path, loopback)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CALLGATE_")}
+    base.update(CALLGATE_TEST_KEY="sk-test-concurrency", COLUMNS="200", NO_COLOR="1")
+
+    # The reference: the same six commands one after another (in this process: the CPU of
+    # starting six more interpreters goes to the parallel rounds instead).
+    monkeypatch.setenv("CALLGATE_TEST_KEY", "sk-test-concurrency")
+    monkeypatch.delenv("CALLGATE_BUSY_TIMEOUT", raising=False)
     sequential = tmp_path / "sequential.db"
     for command in commands:
-        done = cli(*command, "--db", str(sequential), env=env)
-        assert done.returncode == 0, done.stderr
+        app([*command, "--db", str(sequential)], standalone_mode=False)
     expected = figures(sequential)
     assert len(expected) == 5
 
     failures: list[str] = []
     started = time.monotonic()
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     for round_ in range(5):
         db = tmp_path / f"parallel-{round_}.db"
         processes = [subprocess.Popen([CALLGATE, *command, "--db", str(db)], env=base,
@@ -489,8 +495,10 @@ def test_four_scores_and_two_runs_at_once_all_succeed(tmp_path: Path, loopback: 
                     "SELECT count(*) FROM runs WHERE status != 'done'").fetchone()[0]
             assert leftover == 0
     wall = time.monotonic() - started
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     print(f"concurrency: 5 rounds x {len(commands)} processes, {len(failures)} failures, "
-          f"{wall:.1f} s")
+          f"{wall:.1f} s wall, {cpu:.1f} CPU-s in the processes")
     assert failures == []
 
 
@@ -512,3 +520,58 @@ def test_a_bad_line_after_committed_batches_leaves_the_store_unchanged(
                      "--db", str(db))
         assert result.returncode == 2 and "big.jsonl:4501: latency_ms" in result.stderr
         assert dump_hash(db) == dump_before
+
+
+def _suite_for_runs(tmp_path: Path):
+    from callgate.suite import load_suite
+
+    return load_suite(write_suite(tmp_path / "runs-suite", [
+        case("ord", calls(("lookup_order", {"order_id": "ord_7281"}))),
+    ], name="runs"))
+
+
+def _attempt_rows(run_id: int) -> tuple[list[tuple], list[tuple]]:
+    response = (run_id, "ord", 0, "tool_calls", None, None, None, None, None, None, "{}")
+    verdict = (run_id, "ord", 0, "scored", "right", "", "right", None, "", 1, 1, 1)
+    return [response], [verdict]
+
+
+SCORES = {"figures": {"scored": 1, "right_tool": {"pct": 100.0},
+                      "right_arguments": {"pct": 100.0}, "calls_per_task": 1.0}, "by_tag": {}}
+
+
+def test_a_run_finishing_keeps_a_run_of_the_release_another_process_still_writes(
+    tmp_path: Path
+) -> None:
+    """The FOREIGN KEY constraint failed of two parallel `callgate run`s: the first to finish
+    deleted the other's run row (and, by cascade, its rows) while it was still writing."""
+    suite = _suite_for_runs(tmp_path)
+    db = tmp_path / "c.db"
+    with Store(db) as first, Store(db) as second:
+        first.save_suite(suite)
+        slow = first.replace_run(suite, "m", "r1", "live", "test")
+        fast = second.replace_run(suite, "m", "r1", "live", "test")
+        second.add_attempts(*_attempt_rows(fast))
+        second.finish_run(fast, SCORES)
+        first.add_attempts(*_attempt_rows(slow))  # its run row is still there
+        first.finish_run(slow, SCORES)
+        assert [run["id"] for run in first.runs()] == [fast]  # the newest run id wins
+        assert first.db.execute("SELECT count(*) FROM verdicts").fetchone()[0] == 2
+
+
+def test_a_run_left_running_by_a_dead_process_is_removed_by_the_next_finish(
+    tmp_path: Path
+) -> None:
+    suite = _suite_for_runs(tmp_path)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    with Store(tmp_path / "c.db") as store:
+        store.save_suite(suite)
+        killed = store.replace_run(suite, "m", "r1", "live", "test")
+        store.add_attempts(*_attempt_rows(killed))
+        with store.atomic():
+            store.db.execute("UPDATE run_owners SET pid = ? WHERE run = ?", [dead.pid, killed])
+        later = store.replace_run(suite, "m", "r1", "live", "test")
+        store.finish_run(later, SCORES)
+        assert [row[0] for row in store.db.execute("SELECT id FROM runs")] == [later]
+        assert store.db.execute("SELECT count(*) FROM verdicts").fetchone()[0] == 0
