@@ -263,7 +263,7 @@ READ_CHECKED = ("not-sqlite", "truncated", "folder", "foreign", "newer-schema")
 BAD_STORE_RUNS = [(bad, "score") for bad in BAD_STORES] + [
     (bad, command) for command in ("gate", "history") for bad in BAD_STORES
     if bad.name in READ_CHECKED
-]
+] + [(bad, "judge-show") for bad in BAD_STORES if bad.name in ("not-sqlite", "foreign")]
 
 
 @pytest.mark.parametrize(("bad", "command"), BAD_STORE_RUNS,
@@ -277,6 +277,7 @@ def test_a_bad_store_exits_2_naming_it_and_stays_unchanged(
         "score": ["score", str(suite_dir), "-r", str(responses), "-m", "m", "--release", "r1"],
         "gate": ["gate", "-m", "m", "--release", "r1"],
         "history": ["history", "-m", "m"],
+        "judge-show": ["judge", "show", "tool_choice"],
     }[command]
     try:
         result = cli(*args, "--db", str(db), env=dict(bad.env))

@@ -572,7 +572,7 @@ def judge_show(
     from callgate.calibration import require_certificate
     from callgate.judge import load_judge
     from callgate.pipeline import at_endpoint
-    from callgate.store import Store
+    from callgate.store import Store, StoreError
 
     try:
         judge = at_endpoint(load_judge(judge_spec(spec)), api_base, api_key_env)
@@ -584,6 +584,8 @@ def judge_show(
                 cert = require_certificate(judge)
             status = (f"certified {cert.created_at} on {cert.set_path} "
                       f"({cert.test_items} test items)")
+        except StoreError:
+            raise  # a store that cannot be read says nothing about the judge
         except CallgateError as exc:
             status = f"NOT CERTIFIED: {exc}"
     except CallgateError as exc:
