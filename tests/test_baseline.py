@@ -198,11 +198,11 @@ def test_which_kept_files_are_baselines(tmp_path: Path) -> None:
 
 
 def test_a_store_made_before_the_gate_column_gets_it(tmp_path: Path) -> None:
-    from callgate.store import RUNS_TABLE, Store
+    from callgate.store import SCHEMA, Store
 
     db = tmp_path / "old.db"
-    with sqlite3.connect(db) as conn:
-        conn.executescript(RUNS_TABLE)
+    with sqlite3.connect(db) as conn:  # every table as callgate made them before runs.gate
+        conn.executescript(SCHEMA)
         conn.execute("INSERT INTO runs (suite_name, suite, model, release, source, created_at, "
                      "callgate_version, status) VALUES ('s', 'f', 'm', 'r1', 'recorded', "
                      "'2026-01-01', '0.1.0', 'done')")

@@ -405,7 +405,8 @@ def test_the_migration_is_a_named_step_applied_once(tmp_path: Path) -> None:
     with Store(db, notify=notices.append):
         pass
     assert len(notices) == 1
-    assert marks(db)[2] == ["m001_tables", "m002_runs_without_unique_release", "m003_run_owners"]
+    assert marks(db)[2] == ["m001_tables", "m002_runs_without_unique_release", "m003_run_owners",
+                            "m004_runs_gate_column"]
 
 
 # ----------------------------------------------------------------- concurrent writers
