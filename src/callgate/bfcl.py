@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from callgate.errors import InputError, decode, from_validation_error, read_text
+from callgate.errors import InputError, decode
+from callgate.reading import json_lines_in, read_text, validate
 from callgate.suite import ArgSpec, Case, ExpectedCall, Suite, canonical_json, load_suite
 
 Kind = Literal["ast", "irrelevance", "relevance"]
@@ -309,17 +310,8 @@ def _pick(names: Sequence[str], category: str) -> tuple[str, str | None] | None:
 
 
 def _parse_lines(text: str, where: str, model: type[BaseModel]) -> list[Any]:
-    out = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            out.append(model.model_validate(json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise InputError(where, f"invalid JSON: {exc.msg}", line=line_no) from None
-        except ValidationError as exc:
-            raise from_validation_error(where, line_no, exc) from None
-    return out
+    return [validate(model, raw, where, line=line_no)
+            for line_no, raw, _ in json_lines_in(where, text.splitlines())]
 
 
 def read_category(source: Path | str, category: str) -> CategoryData:

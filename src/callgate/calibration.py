@@ -32,6 +32,7 @@ from callgate.judge import (
     cache_key,
     judge_once,
 )
+from callgate.reading import json_lines_in, read_bytes, validate
 from callgate.scores import wilson
 from callgate.store import Store
 from callgate.suite import Suite, load_suite
@@ -105,6 +106,13 @@ class Labels(BaseModel):
     tool_choice: Literal["pass", "fail"]
     arguments: Literal["pass", "fail", "n/a"]
 
+    @model_validator(mode="after")
+    def _arguments_need_the_tool(self) -> Labels:
+        # Arguments are judged only on the right tool (as apply_judgement scores them).
+        if self.tool_choice == "fail" and self.arguments == "pass":
+            raise ValueError("arguments: cannot pass when tool_choice fails (use n/a or fail)")
+        return self
+
 
 class CalibrationItem(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -126,21 +134,11 @@ class CalibrationItem(BaseModel):
 def read_set(path: Path | str) -> tuple[list[CalibrationItem], str]:
     """Read a calibration set; returns the items and the SHA-256 of the file."""
     source = Path(path)
-    try:
-        data = source.read_bytes()
-    except FileNotFoundError:
-        raise InputError(source, "calibration set not found") from None
+    data = read_bytes(source, missing="calibration set not found")
     items: list[CalibrationItem] = []
     seen: set[str] = set()
-    for line_no, text in enumerate(data.decode("utf-8").splitlines(), start=1):
-        if not text.strip():
-            continue
-        try:
-            item = CalibrationItem.model_validate(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise InputError(source, f"invalid JSON: {exc.msg}", line=line_no) from None
-        except ValidationError as exc:
-            raise from_validation_error(source, line_no, exc) from None
+    for line_no, raw, _ in json_lines_in(source, data.splitlines(keepends=True)):
+        item = validate(CalibrationItem, raw, source, line=line_no)
         if item.id in seen:
             raise InputError(source, f"duplicate item id {item.id!r}", line=line_no, field="id")
         seen.add(item.id)

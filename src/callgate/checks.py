@@ -18,7 +18,7 @@ from typing import Any, Literal
 from jsonschema import Draft7Validator
 from pydantic import BaseModel, ConfigDict
 
-from callgate import bfcl, trajectory
+from callgate import bfcl, reading, trajectory
 from callgate.environment import (
     Environment,
     EnvironmentError_,
@@ -30,6 +30,7 @@ from callgate.environment import (
     state_difference,
     state_hash,
 )
+from callgate.reading import MAX_ARGUMENTS_CHARS
 from callgate.responses import Response, ToolCall
 from callgate.suite import (
     DEFAULT_MATCH,
@@ -173,10 +174,20 @@ def parse_calls(tool_calls: Sequence[ToolCall]) -> list[ParsedCall]:
             # Several servers send "" for a call without arguments.
             parsed.append(ParsedCall(index, call.name, {}, None))
             continue
+        if len(text) > MAX_ARGUMENTS_CHARS:
+            parsed.append(ParsedCall(index, call.name, None, (
+                f"arguments are {len(text)} characters long; callgate reads at most "
+                f"{MAX_ARGUMENTS_CHARS}")))
+            continue
         try:
-            value = json.loads(text)
+            value = reading.loads(text)
         except json.JSONDecodeError as exc:
             parsed.append(ParsedCall(index, call.name, None, f"{exc.msg} at character {exc.pos}"))
+            continue
+        except reading.JSONLimitError as exc:  # too deep, NaN: refused, never a crash
+            where = f" at character {exc.pos}" if exc.pos is not None else ""
+            field = f" ({exc.field})" if exc.field else ""
+            parsed.append(ParsedCall(index, call.name, None, f"{exc.message}{field}{where}"))
             continue
         if isinstance(value, dict):
             parsed.append(ParsedCall(index, call.name, value, None))

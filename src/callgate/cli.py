@@ -623,7 +623,7 @@ def judge_calibrate(
 
     from callgate.bundled import calibration_set as bundled_set
     from callgate.bundled import judge_spec
-    from callgate.calibration import calibrate
+    from callgate.calibration import calibrate, read_set
     from callgate.judge import JudgeModel, load_judge
     from callgate.pipeline import at_endpoint
     from callgate.report import print_calibration
@@ -648,9 +648,10 @@ def judge_calibrate(
 
     try:
         judge = at_endpoint(load_judge(judge_spec(spec)), api_base, api_key_env)
+        set_path = bundled_set(calibration_set)
+        read_set(set_path)  # the whole set is checked before the store is touched
         with Store(db) as store:
-            certificate, disagreements, judged = asyncio.run(
-                go(store, bundled_set(calibration_set)))
+            certificate, disagreements, judged = asyncio.run(go(store, set_path))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -741,18 +742,18 @@ def entry() -> None:
         code = EXIT_INPUT
     except UnicodeDecodeError as exc:
         Console(stderr=True).print(f"error: a file is not UTF-8 text ({exc.reason} at byte "
-                                   f"{exc.start})", highlight=False, markup=False)
+                                   f"{exc.start})", highlight=False, markup=False, soft_wrap=True)
         code = EXIT_INPUT
     except OSError as exc:
         Console(stderr=True).print(f"error: {exc.filename or ''}: {exc.strerror or exc}",
-                                   highlight=False, markup=False)
+                                   highlight=False, markup=False, soft_wrap=True)
         code = EXIT_INPUT
     except Exception as exc:
         if os.environ.get("CALLGATE_DEBUG"):
             raise
         Console(stderr=True).print(
             f"internal error: {exc!r} (set CALLGATE_DEBUG=1 for the traceback; please report it)",
-            highlight=False, markup=False)
+            highlight=False, markup=False, soft_wrap=True)
         code = EXIT_INTERNAL
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from callgate.errors import InputError, pydantic_field, read_text
+from callgate.errors import InputError
+from callgate.reading import read_toml, validate
 
 DEFAULT_CONFIG = Path("callgate.toml")
 FLAGS = "command line"
@@ -223,35 +223,10 @@ class ConfigFile(BaseModel):
         return next((c for c in self.candidates if c.name == name), None)
 
 
-def input_error(path: Path | str, exc: ValidationError, prefix: str = "") -> InputError:
-    """The first pydantic error as an InputError naming the field (validators name sub-fields)."""
-    errors = exc.errors()
-    first = errors[0]
-    field = pydantic_field(first["loc"])
-    message = str(first["msg"]).removeprefix("Value error, ")
-    sub, sep, rest = message.partition(": ")
-    if sep and re.fullmatch(r"[\w\[\].]+", sub):
-        field = f"{field}{sub}" if sub.startswith("[") else f"{field}.{sub}"
-        message = rest
-    field = field.removeprefix("(root).")
-    if len(errors) > 1:
-        message += f" (and {len(errors) - 1} more)"
-    return InputError(path, message, field=f"{prefix}{field}" if prefix else field)
-
-
 def load_config(path: Path | str) -> ConfigFile:
     """Read and check a callgate.toml. Raises InputError naming the file and the field."""
     source = Path(path)
-    try:
-        raw = tomllib.loads(read_text(source))
-    except FileNotFoundError:
-        raise InputError(source, "file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(source, f"invalid TOML: {exc}") from None
-    try:
-        return ConfigFile.model_validate(raw)
-    except ValidationError as exc:
-        raise input_error(source, exc) from None
+    return validate(ConfigFile, read_toml(source), source)
 
 
 def parse_params(items: Sequence[str]) -> dict[str, Any]:
@@ -302,7 +277,4 @@ def resolve_candidate(
             merged[key] = {**(base.get(key) or {}), **value}
         else:
             merged[key] = value
-    try:
-        return Candidate.model_validate(merged)
-    except ValidationError as exc:
-        raise input_error(where, exc) from None
+    return validate(Candidate, merged, where)

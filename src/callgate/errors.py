@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 
@@ -39,16 +40,38 @@ def pydantic_field(loc: tuple[int | str, ...]) -> str:
     return out or "(root)"
 
 
-def from_validation_error(path: Path | str, line: int | None, exc: Exception) -> InputError:
-    """Turn the first error of a pydantic ValidationError into an InputError."""
-    errors = exc.errors()  # type: ignore[attr-defined]
+def from_validation_error(path: Path | str, line: int | None, exc: Exception,
+                          prefix: str = "") -> InputError:
+    """The first error of a pydantic ValidationError as an InputError naming the field.
+
+    The one converter for every input: discriminated-union tags are dropped from the path,
+    pydantic's "Value error, " goes, and a validator's "sub.field: message" names the
+    sub-field. Input values are never quoted (they may hold a secret)."""
+    errors = exc.errors(include_url=False, include_input=False)  # type: ignore[attr-defined]
     first = errors[0]
-    # Discriminated-union tags ('calls', 'no_call', ...) appear in loc; drop them from the path.
-    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and p in _UNION_TAGS))
-    message = first["msg"]
+    loc: list[int | str] = []
+    for part in first["loc"]:
+        previous = loc[-1] if loc else None
+        # Union tags: expect.calls (not expect.calls.calls), turns[0] (not turns[0].tool).
+        if isinstance(part, str) and (
+            (previous == "expect" and part in _UNION_TAGS)
+            or (isinstance(previous, int) and part in _ROLE_TAGS)
+        ):
+            continue
+        loc.append(part)
+    field = pydantic_field(tuple(loc))
+    message = str(first["msg"])
+    for noise in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(noise)
+    sub, sep, rest = message.partition(": ")
+    if sep and re.fullmatch(r"[\w\[\].]+", sub):
+        field = f"{field}{sub}" if sub.startswith("[") else f"{field}.{sub}"
+        message = rest
+    field = field.removeprefix("(root).").removeprefix("(root)")
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more)"
-    return InputError(path, message, line=line, field=pydantic_field(loc))
+    field = f"{prefix}{field}" if prefix else field
+    return InputError(path, message, line=line, field=field or None)
 
 
 _UNION_TAGS = {
@@ -60,6 +83,7 @@ _UNION_TAGS = {
     "trajectory",
     "final_state",
 }
+_ROLE_TAGS = {"assistant", "tool"}
 
 
 def decode(path: Path | str, data: bytes, *, line: int | None = None) -> str:
@@ -74,8 +98,3 @@ def decode(path: Path | str, data: bytes, *, line: int | None = None) -> str:
         raise InputError(
             path, f"not UTF-8 text: byte 0x{bad} cannot be read ({exc.reason})", line=line
         ) from None
-
-
-def read_text(path: Path) -> str:
-    """A whole UTF-8 text file; FileNotFoundError is left to the caller to word."""
-    return decode(path, path.read_bytes())

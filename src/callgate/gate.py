@@ -15,11 +15,12 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from callgate import __version__
 from callgate.checks import Verdict
-from callgate.errors import CallgateError, InputError, from_validation_error
+from callgate.errors import CallgateError, InputError
+from callgate.reading import read_json, validate
 from callgate.scores import Figures, Share
 from callgate.store import Store
 from callgate.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
@@ -188,16 +189,7 @@ class ReleaseScores(BaseModel):
 
 def read_release_file(path: Path | str) -> ReleaseScores:
     source = Path(path)
-    try:
-        raw = json.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(source, "scores file not found") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(source, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
-    try:
-        return ReleaseScores.model_validate(raw)
-    except ValidationError as exc:
-        raise from_validation_error(source, None, exc) from None
+    return validate(ReleaseScores, read_json(source, missing="scores file not found"), source)
 
 
 def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict],

@@ -13,7 +13,6 @@ import asyncio
 import hashlib
 import json
 import re
-import tomllib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -29,8 +28,9 @@ from pydantic import (
 )
 
 from callgate.checks import Verdict
-from callgate.config import Candidate, input_error, refuse_max_tokens
-from callgate.errors import CallgateError, InputError
+from callgate.config import Candidate, refuse_max_tokens
+from callgate.errors import CallgateError, InputError, from_validation_error
+from callgate.reading import loads, read_text, read_toml
 from callgate.scores import Z95
 
 Dimension = Literal["tool_choice", "arguments"]
@@ -184,29 +184,22 @@ def load_judge(path: Path | str) -> Judge:
         candidate = source.with_suffix(".toml") if not source.is_dir() else None
         if candidate is not None and candidate.is_file():
             source = candidate
-    try:
-        raw = tomllib.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(source, "judge spec not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(source, f"invalid TOML: {exc}") from None
-    # Every mistake is an input error naming the field; no value is echoed (it may be a key).
+    raw = read_toml(source, missing="judge spec not found")
     try:
         spec = JudgeSpec.model_validate(raw)
     except ValidationError as exc:
-        raise input_error(source, exc) from None
+        raise from_validation_error(source, None, exc) from None
     try:
         candidate = judge_candidate(spec)
     except ValidationError as exc:
-        error = input_error(source, exc)
+        error = from_validation_error(source, None, exc)
         head, dot, rest = (error.field or "").partition(".")
         field = _CANDIDATE_FIELDS.get(head, head) + dot + rest
         raise InputError(source, error.message, field=field) from None
     prompt_path = source.parent / spec.prompt
-    try:
-        template = prompt_path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, f"prompt file {prompt_path} not found", field="prompt") from None
+    if not prompt_path.exists():
+        raise InputError(source, f"prompt file {prompt_path} not found", field="prompt")
+    template = read_text(prompt_path)
     missing = {"tools", "conversation", "rubric", "response"} - set(_PLACEHOLDER.findall(template))
     if missing:
         raise InputError(prompt_path, f"missing placeholder(s): {', '.join(sorted(missing))}")
@@ -255,8 +248,8 @@ def parse_output(text: str | None) -> JudgeOutput:
     if start < 0 or end < start:
         raise JudgeOutputError(f"no JSON object in the judge's reply: {body[:80]!r}")
     try:
-        return JudgeOutput.model_validate(json.loads(body[start:end + 1]))
-    except (json.JSONDecodeError, ValidationError) as exc:
+        return JudgeOutput.model_validate(loads(body[start:end + 1]))
+    except (ValueError, ValidationError) as exc:  # JSON errors and limits (too deep) included
         raise JudgeOutputError(f"the judge's reply is not a valid verdict: {exc}") from None
 
 

@@ -455,8 +455,8 @@ def score_responses(
     and a re-run takes it from the cache whatever happens next. The run row stays `running`
     until the judged rows and the scores are written together; if judging is cut short, the
     attempts not judged are recorded as pending and the run is marked `interrupted`."""
-    store.save_suite(suite)
     fingerprint = judge.judge.fingerprint if judge else None
+    new_suite = store.save_suite(suite)
     run_id = store.replace_run(suite, model, release, source, __version__, fingerprint)
     recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge)
     seen: set[str] = set()
@@ -470,6 +470,8 @@ def score_responses(
             scores = recorder.finish()
     except BaseException:
         store.discard_run(run_id)
+        if new_suite:  # a bad responses file leaves the store as it was
+            store.discard_suite_if_unused(suite.fingerprint)
         raise
     if recorder.awaiting_judge:
         completed = False
@@ -496,6 +498,7 @@ def score_file(
     judge: JudgeStep | None = None,
 ) -> RunResult:
     """Score a recorded-responses file (JSON Lines) against a suite and store everything."""
-    stream = read_response_lines(responses_path, set(suite.cases))
+    multi_turn = {case_id for case_id, case in suite.cases.items() if suite.loops(case)}
+    stream = read_response_lines(responses_path, set(suite.cases), multi_turn)
     return score_responses(suite, stream, store, model=model, release=release,
                            keep_verdicts=keep_verdicts, judge=judge)

@@ -32,7 +32,8 @@ import aiohttp
 
 from callgate.config import FLAGS, Candidate
 from callgate.errors import InputError
-from callgate.responses import TOKEN_FIELDS
+from callgate.reading import loads
+from callgate.responses import INT64_MAX, TOKEN_FIELDS
 from callgate.suite import canonical_json
 
 # Routes the lean client serves, with their default endpoints. litellm sends these the request
@@ -348,8 +349,8 @@ class LeanClient:
         if self._key and self._key in text:
             text = _redact(text, self._key)
         try:
-            payload = json.loads(text)
-        except ValueError as exc:
+            payload = loads(text, constants=True)  # NaN costs are cleaned in reply_line
+        except ValueError as exc:  # not JSON, or nested too deep to read
             if status >= 400:
                 return self._status_failure(status, text, headers, latency)
             return ProviderFailure(
@@ -588,13 +589,15 @@ def reply_line(
     case_id: str, repeat: int, reply: Reply, *, target: Target, pricing: Pricing
 ) -> dict[str, Any]:
     """A recorded-response line (docs/formats.md) for a completion: parse it with parse_response."""
-    body = reply.body
+    body, notes = _sane_usage(reply.body)
     line: dict[str, Any] = {
         "case_id": case_id,
         "repeat": repeat,
         "response": body,
         "latency_ms": round(reply.latency_ms, 3),
     }
+    if notes:
+        line["note"] = "; ".join(notes)
     if reply.finish_reason is not None:
         line["finish_reason"] = reply.finish_reason
     if _filtered(body, reply.finish_reason):
@@ -612,6 +615,27 @@ def reply_line(
         if provider:
             line["provider"] = provider
     return line
+
+
+def _sane_usage(body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The body with token counts SQLite cannot hold and NaN/Infinity costs set to null
+    (unknown), and a note on each: a provider's bad bookkeeping never stops a run."""
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return body, []
+    clean, notes = dict(usage), []
+    for key in TOKEN_FIELDS:
+        value = clean.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and not (
+            0 <= value <= INT64_MAX
+        ):
+            clean[key] = None
+            notes.append(f"usage.{key} is out of range; kept as unknown (null)")
+    cost = clean.get("cost")
+    if isinstance(cost, float) and not math.isfinite(cost):
+        clean["cost"] = None
+        notes.append(f"usage.cost is {cost}; kept as unknown (null)")
+    return ({**body, "usage": clean}, notes) if notes else (body, [])
 
 
 def _filtered(body: Mapping[str, Any], normalised: str | None) -> bool:

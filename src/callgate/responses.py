@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from callgate.errors import InputError, decode, from_validation_error
+from callgate.errors import InputError, from_validation_error
+from callgate.reading import json_lines
 
 
 class ToolCall(BaseModel):
@@ -36,11 +37,18 @@ class ProviderError(BaseModel):
     status: int | None = None
 
 
+# What SQLite's INTEGER holds: counts beyond it are input errors, not OverflowErrors.
+INT64_MAX = 2**63 - 1
+TokenCount = Annotated[int, Field(ge=0, le=INT64_MAX)]
+# Costs and latencies are stored as numbers: NaN or Infinity is an input error (unknown is null).
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
 class Usage(BaseModel):
     model_config = ConfigDict(frozen=True)
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    total_tokens: int | None = None
+    prompt_tokens: TokenCount | None = None
+    completion_tokens: TokenCount | None = None
+    total_tokens: TokenCount | None = None
 
 
 class Response(BaseModel):
@@ -52,14 +60,14 @@ class Response(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     case_id: str
-    repeat: int = Field(default=0, ge=0)
+    repeat: int = Field(default=0, ge=0, le=INT64_MAX)
     message: AssistantMessage | None = None
     turns: tuple[AssistantMessage, ...] | None = None
     finish_reason: str | None = None
     error: ProviderError | None = None
     usage: Usage | None = None
-    cost: float | None = None
-    latency_ms: float | None = None
+    cost: Finite | None = None
+    latency_ms: Finite | None = None
     provider: str | None = None
 
     @property
@@ -245,52 +253,56 @@ def read_responses(path: Path | str, case_ids: set[str] | None = None) -> Iterat
 
 
 def read_response_lines(
-    path: Path | str, case_ids: set[str] | None = None
+    path: Path | str, case_ids: set[str] | None = None, multi_turn: set[str] | None = None
 ) -> Iterator[tuple[Response, str]]:
     """Stream (response, raw line) pairs from a JSON Lines file, checking each line.
 
-    Raises InputError naming file, line and field on the first bad line.
+    `multi_turn`: the case ids whose calls get results (the model gets further turns); their
+    attempts must be recorded as `turns`. Raises InputError naming file, line and field on the
+    first bad line, and on a file with no response at all.
     """
     source = Path(path)
     seen: set[tuple[str, int]] = set()
-    try:
-        handle = source.open("rb")
-    except FileNotFoundError:
-        raise InputError(source, "file not found") from None
-    with handle:
-        for line_no, data in enumerate(handle, start=1):
-            text = decode(source, data, line=line_no)
-            if not text.strip():
-                continue
-            try:
-                raw = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(source, f"invalid JSON: {exc.msg}", line=line_no) from None
-            if not isinstance(raw, dict):
-                raise InputError(source, "each line must be a JSON object", line=line_no)
-            try:
-                response = parse_response(raw)
-            except ValidationError as exc:
-                raise from_validation_error(source, line_no, exc) from None
-            except (ValueError, AttributeError, TypeError) as exc:
-                field, _, message = str(exc).partition(": ")
-                raise InputError(
-                    source, message or field, line=line_no, field=field if message else None
-                ) from None
-            if case_ids is not None and response.case_id not in case_ids:
-                raise InputError(
-                    source,
-                    f"no case {response.case_id!r} in the suite",
-                    line=line_no,
-                    field="case_id",
-                )
-            key = (response.case_id, response.repeat)
-            if key in seen:
-                raise InputError(
-                    source,
-                    f"a second response for case {key[0]!r} repeat {key[1]}",
-                    line=line_no,
-                    field="repeat",
-                )
-            seen.add(key)
-            yield response, text.strip()
+    for line_no, raw, text in json_lines(source):
+        if raw.get("response") is not None and raw.get("error") is not None:
+            # (A live run keeps a content-filter refusal with its body; a file says one thing.)
+            raise InputError(source, "a line has a response or an error, not both",
+                             line=line_no, field="error")
+        try:
+            response = parse_response(raw)
+        except ValidationError as exc:
+            raise from_validation_error(source, line_no, exc) from None
+        except (ValueError, AttributeError, TypeError) as exc:
+            field, _, message = str(exc).partition(": ")
+            raise InputError(
+                source, message or field, line=line_no, field=field if message else None
+            ) from None
+        if case_ids is not None and response.case_id not in case_ids:
+            raise InputError(
+                source,
+                f"no case {response.case_id!r} in the suite",
+                line=line_no,
+                field="case_id",
+            )
+        if multi_turn is not None and response.case_id in multi_turn and (
+            response.turns is None and response.message is not None
+        ):
+            raise InputError(
+                source,
+                f"case {response.case_id!r} is multi-turn: record its assistant messages "
+                "under `turns`, not `response`",
+                line=line_no,
+                field="response",
+            )
+        key = (response.case_id, response.repeat)
+        if key in seen:
+            raise InputError(
+                source,
+                f"a second response for case {key[0]!r} repeat {key[1]}",
+                line=line_no,
+                field="repeat",
+            )
+        seen.add(key)
+        yield response, text
+    if not seen:
+        raise InputError(source, "no responses (the file is empty)")

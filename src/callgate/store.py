@@ -650,11 +650,12 @@ class Store:
 
     # ----------------------------------------------------------------- writes
 
-    def save_suite(self, suite: Suite) -> None:
-        """Store the suite and its cases (idempotent: keyed by fingerprint)."""
+    def save_suite(self, suite: Suite) -> bool:
+        """Store the suite and its cases (idempotent: keyed by fingerprint). True when they
+        were not stored before."""
         with self.atomic():
             if self.db["suites"].count_where("fingerprint = ?", [suite.fingerprint]):
-                return
+                return False
             self.db["suites"].insert(
                 {
                     "fingerprint": suite.fingerprint,
@@ -674,6 +675,15 @@ class Store:
                 }
                 for case_id, raw in suite.raw_cases.items()
             )
+        return True
+
+    def discard_suite_if_unused(self, fingerprint: str) -> None:
+        """Delete a suite and its cases that no run refers to (after a run that failed)."""
+        with self.atomic():
+            if self.db["runs"].count_where("suite = ?", [fingerprint]):
+                return
+            self.db.execute("DELETE FROM cases WHERE suite = ?", [fingerprint])
+            self.db.execute("DELETE FROM suites WHERE fingerprint = ?", [fingerprint])
 
     def replace_run(
         self,

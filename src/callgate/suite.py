@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from callgate.environment import (
     EnvironmentError_,
@@ -26,7 +26,8 @@ from callgate.environment import (
     load_environment,
     replay,
 )
-from callgate.errors import InputError, decode, from_validation_error, read_text
+from callgate.errors import InputError
+from callgate.reading import json_lines, read_json, validate
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
 ArgRule = Literal["exact", "key", "ignore"]
@@ -257,12 +258,7 @@ def canonical_json(value: Any) -> str:
 
 
 def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator], list[dict]]:
-    try:
-        raw = json.loads(read_text(path))
-    except FileNotFoundError:
-        raise InputError(path, "file not found (a suite needs tools.json)") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    raw = read_json(path, missing="file not found (a suite needs tools.json)")
     if not isinstance(raw, list):
         raise InputError(path, "must be a JSON array of OpenAI function-tool objects")
     tools: dict[str, Tool] = {}
@@ -273,11 +269,7 @@ def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
                 path, "must be an OpenAI function-tool object ({\"type\": \"function\", ...})",
                 field=f"[{index}]",
             )
-        try:
-            tool = Tool.model_validate(item)
-        except ValidationError as exc:
-            err = from_validation_error(path, None, exc)
-            raise InputError(path, err.message, field=f"[{index}].{err.field}") from None
+        tool = validate(Tool, item, path, prefix=f"[{index}].")
         name = tool.function.name
         if name in tools:
             raise InputError(
@@ -489,30 +481,13 @@ def load_cases(
 ) -> tuple[dict[str, Case], dict[str, dict[str, Any]]]:
     cases: dict[str, Case] = {}
     raw_cases: dict[str, dict[str, Any]] = {}
-    try:
-        handle = path.open("rb")
-    except FileNotFoundError:
-        raise InputError(path, "file not found (a suite needs cases.jsonl)") from None
-    with handle:
-        for line_no, data in enumerate(handle, start=1):
-            text = decode(path, data, line=line_no)
-            if not text.strip():
-                continue
-            try:
-                raw = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(path, f"invalid JSON: {exc.msg}", line=line_no) from None
-            if not isinstance(raw, dict):
-                raise InputError(path, "each line must be a JSON object", line=line_no)
-            try:
-                case = Case.model_validate(raw)
-            except ValidationError as exc:
-                raise from_validation_error(path, line_no, exc) from None
-            if case.id in cases:
-                raise InputError(path, f"duplicate case id {case.id!r}", line=line_no, field="id")
-            _check_case(path, line_no, case, tools, validators, environment)
-            cases[case.id] = case
-            raw_cases[case.id] = raw
+    for line_no, raw, _ in json_lines(path, missing="file not found (a suite needs cases.jsonl)"):
+        case = validate(Case, raw, path, line=line_no)
+        if case.id in cases:
+            raise InputError(path, f"duplicate case id {case.id!r}", line=line_no, field="id")
+        _check_case(path, line_no, case, tools, validators, environment)
+        cases[case.id] = case
+        raw_cases[case.id] = raw
     if not cases:
         raise InputError(path, "no cases")
     return cases, raw_cases
@@ -533,10 +508,7 @@ def load_suite(path: Path | str) -> Suite:
     environment_spec: str | None = None
     meta_path = root / "suite.json"
     if meta_path.exists():
-        try:
-            meta = json.loads(read_text(meta_path))
-        except json.JSONDecodeError as exc:
-            raise InputError(meta_path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+        meta = read_json(meta_path)
         if not isinstance(meta, dict):
             raise InputError(meta_path, "must be a JSON object")
         for key in meta:
@@ -553,11 +525,7 @@ def load_suite(path: Path | str) -> Suite:
                 raise InputError(meta_path, "must be a non-empty string", field="name")
             name = meta["name"]
         if "match" in meta:
-            try:
-                match = MatchRules.model_validate(meta["match"])
-            except ValidationError as exc:
-                err = from_validation_error(meta_path, None, exc)
-                raise InputError(meta_path, err.message, field=f"match.{err.field}") from None
+            match = validate(MatchRules, meta["match"], meta_path, prefix="match.")
         if "environment" in meta:
             environment_spec = meta["environment"]
             if not isinstance(environment_spec, str) or not environment_spec:

@@ -1,0 +1,247 @@
+"""The one reader of input files: text, JSON, JSON Lines and TOML, within sane limits.
+
+Every input callgate reads (suites, recorded responses, calibration sets, scores files,
+callgate.toml, judge specs) goes through here, so every file error names the file and, where
+the file has lines, the line: a byte that is not UTF-8, a file that is missing or a folder,
+JSON that does not parse, a document nested deeper than MAX_DEPTH, `NaN` or `Infinity` (not
+JSON, and a NaN figure compares false with everything). Model output that is parsed as JSON
+(tool-call arguments, judge replies) uses `loads`, which raises ValueError instead of
+RecursionError for the same limits.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from callgate.errors import InputError, decode, from_validation_error
+
+# Deeper than any real tool schema, case or answer; far below what Python's recursion
+# (json, jsonschema, pydantic, the checks) can take.
+MAX_DEPTH = 100
+# Tool-call arguments longer than this are not read (a model looping on output, an attack).
+MAX_ARGUMENTS_CHARS = 1_000_000
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class JSONLimitError(ValueError):
+    """JSON that parses in principle but is refused: too deep, NaN/Infinity, a giant number."""
+
+    def __init__(self, message: str, *, pos: int | None = None, field: str | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.pos = pos
+        self.field = field
+
+
+# A JSON string (skipped: brackets inside it are text) or a bracket.
+_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def too_deep_at(text: str, limit: int = MAX_DEPTH) -> int | None:
+    """The position where `text` opens its (limit+1)-th nested array or object, else None.
+    Cheap for ordinary documents: the scan runs only when there are enough brackets."""
+    if text.count("[") + text.count("{") <= limit:
+        return None
+    depth = 0
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return match.start()
+        elif token in "]}":
+            depth -= 1
+    return None
+
+
+class _Constant:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def loads(text: str, *, constants: bool = False) -> Any:
+    """`json.loads` for input that may be hostile. Raises json.JSONDecodeError for text that is
+    not JSON, JSONLimitError (a ValueError) for JSON nested deeper than MAX_DEPTH, holding NaN
+    or Infinity (with the field's path; unless `constants`, which reads them as floats for the
+    caller to clean) or a number too long for Python to read."""
+    where = too_deep_at(text)
+    if where is not None:
+        raise JSONLimitError(f"nested more than {MAX_DEPTH} levels deep", pos=where)
+    allow_constants, found = constants, []
+
+    def constant(name: str) -> Any:
+        if allow_constants:
+            return float(name)
+        found.append(name)
+        return _Constant(name)
+
+    try:
+        value = json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:  # not expected under MAX_DEPTH; never let it escape as a crash
+        raise JSONLimitError("nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise JSONLimitError(f"a value cannot be read: {exc}") from None
+    if found:
+        raise JSONLimitError(f"{found[0]} is not a JSON number (use null for unknown)",
+                             field=_path_of(value, lambda v: isinstance(v, _Constant)))
+    return value
+
+
+def _path_of(value: Any, wanted: Any) -> str | None:
+    """The path (a.b[0]) of the first value `wanted` accepts, searched without recursion."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        node, path = stack.pop()
+        if wanted(node):
+            return path or "(root)"
+        if isinstance(node, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k))
+                         for k, v in reversed(list(node.items())))
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(node))))
+    return None
+
+
+def depth_of(value: Any) -> int:
+    """Nesting depth of parsed data (arrays and objects), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:
+                stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict)
+                                                      else node))
+    return deepest
+
+
+# --------------------------------------------------------------------------- files
+
+
+def read_bytes(path: Path | str, *, missing: str = "file not found") -> bytes:
+    """A file's bytes; a missing file, a folder or an unreadable file is an InputError."""
+    source = Path(path)
+    try:
+        return source.read_bytes()
+    except FileNotFoundError:
+        raise InputError(source, missing) from None
+    except IsADirectoryError:
+        raise InputError(source, "is a folder, not a file") from None
+    except PermissionError:
+        raise InputError(source, "cannot be read: permission denied") from None
+    except OSError as exc:
+        raise InputError(source, f"cannot be read: {exc.strerror or exc}") from None
+
+
+def read_text(path: Path | str, *, missing: str = "file not found") -> str:
+    """A whole UTF-8 text file; a bad byte names its line."""
+    return decode(path, read_bytes(path, missing=missing))
+
+
+def _line_of(text: str, pos: int | None) -> int | None:
+    return None if pos is None else text.count("\n", 0, pos) + 1
+
+
+def _limit_error(where: Path | str, exc: JSONLimitError, text: str,
+                 line: int | None = None) -> InputError:
+    return InputError(where, exc.message, line=line or _line_of(text, exc.pos), field=exc.field)
+
+
+def parse_json(where: Path | str, text: str, *, line: int | None = None) -> Any:
+    """JSON text from `where` (a whole file, or its line `line`), or an InputError."""
+    try:
+        return loads(text)
+    except json.JSONDecodeError as exc:
+        at = line if line is not None else exc.lineno
+        raise InputError(where, f"invalid JSON: {exc.msg}", line=at) from None
+    except JSONLimitError as exc:
+        raise _limit_error(where, exc, text, line) from None
+
+
+def read_json(path: Path | str, *, missing: str = "file not found") -> Any:
+    """A whole JSON file (tools.json, suite.json, a scores file)."""
+    return parse_json(path, read_text(path, missing=missing))
+
+
+class JsonLine(NamedTuple):
+    number: int
+    value: dict[str, Any]
+    text: str  # the line as read, stripped
+
+
+def json_lines_in(where: Path | str, lines: Iterable[bytes | str]) -> Iterator[JsonLine]:
+    """The JSON objects of JSON Lines (blank lines skipped), each with its line number."""
+    for number, data in enumerate(lines, start=1):
+        text = decode(where, data, line=number) if isinstance(data, bytes) else data
+        if not text.strip():
+            continue
+        value = parse_json(where, text, line=number)
+        if not isinstance(value, dict):
+            raise InputError(where, "each line must be a JSON object", line=number)
+        yield JsonLine(number, value, text.strip())
+
+
+def json_lines(path: Path | str, *, missing: str = "file not found") -> Iterator[JsonLine]:
+    """Stream the lines of a JSON Lines file (cases, responses, calibration items)."""
+    source = Path(path)
+    try:
+        handle = source.open("rb")
+    except FileNotFoundError:
+        raise InputError(source, missing) from None
+    except IsADirectoryError:
+        raise InputError(source, "is a folder, not a file") from None
+    except PermissionError:
+        raise InputError(source, "cannot be read: permission denied") from None
+    except OSError as exc:
+        raise InputError(source, f"cannot be read: {exc.strerror or exc}") from None
+    with handle:
+        try:
+            yield from json_lines_in(source, handle)
+        except IsADirectoryError:  # some systems open a folder and fail on the first read
+            raise InputError(source, "is a folder, not a file") from None
+
+
+_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+def read_toml(path: Path | str, *, missing: str = "file not found") -> dict[str, Any]:
+    """A TOML file (callgate.toml, a judge spec); a syntax error names its line."""
+    text = read_text(path, missing=missing)
+    try:
+        value = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = _TOML_LINE.search(str(exc))
+        message = _TOML_LINE.sub("", str(exc)).strip()
+        raise InputError(path, f"invalid TOML: {message}",
+                         line=int(found.group(1)) if found else None) from None
+    except RecursionError:
+        raise InputError(path, f"nested more than {MAX_DEPTH} levels deep",
+                         line=_line_of(text, too_deep_at(text))) from None
+    if depth_of(value) > MAX_DEPTH:
+        raise InputError(path, f"nested more than {MAX_DEPTH} levels deep",
+                         line=_line_of(text, too_deep_at(text)))
+    return value
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate(model: type[Model], raw: Any, where: Path | str, *, line: int | None = None,
+             prefix: str = "") -> Model:
+    """`raw` as a `model`, or an InputError naming the file, the line and the field."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation_error(where, line, exc, prefix=prefix) from None
