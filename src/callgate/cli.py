@@ -213,7 +213,8 @@ def score(
     try:
         suite = load_suite(suite_path)
         if not responses.is_file():
-            raise _fail(f"{responses}: file not found")
+            raise _fail(f"{responses}: "
+                        + ("is a folder, not a file" if responses.is_dir() else "file not found"))
         with Store(db) as store:
             step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
                                api_base=judge_api_base, api_key_env=judge_api_key_env)

@@ -50,17 +50,21 @@ def from_validation_error(path: Path | str, line: int | None, exc: Exception,
     errors = exc.errors(include_url=False, include_input=False)  # type: ignore[attr-defined]
     first = errors[0]
     loc: list[int | str] = []
-    for part in first["loc"]:
-        previous = loc[-1] if loc else None
+    raw_loc = first["loc"]
+    for index, part in enumerate(raw_loc):
+        previous = raw_loc[index - 1] if index else None
         # Union tags: expect.calls (not expect.calls.calls), turns[0] (not turns[0].tool).
         if isinstance(part, str) and (
             (previous == "expect" and part in _UNION_TAGS)
-            or (isinstance(previous, int) and part in _ROLE_TAGS)
+            or (isinstance(previous, int) and index >= 2 and raw_loc[index - 2] == "turns"
+                and part in _ROLE_TAGS)
         ):
             continue
         loc.append(part)
     field = pydantic_field(tuple(loc))
     message = str(first["msg"])
+    if first["type"] in ("model_type", "dict_type", "model_attributes_type"):
+        message = "must be a JSON object"
     for noise in ("Value error, ", "Assertion failed, "):
         message = message.removeprefix(noise)
     sub, sep, rest = message.partition(": ")

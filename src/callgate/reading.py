@@ -63,6 +63,9 @@ def too_deep_at(text: str, limit: int = MAX_DEPTH) -> int | None:
     return None
 
 
+_LONG_NUMBER = re.compile(r"\d{4300,}")
+
+
 class _Constant:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -90,8 +93,10 @@ def loads(text: str, *, constants: bool = False) -> Any:
         raise
     except RecursionError:  # not expected under MAX_DEPTH; never let it escape as a crash
         raise JSONLimitError("nested too deeply to read") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise JSONLimitError(f"a value cannot be read: {exc}") from None
+    except ValueError:  # an integer of more than 4300 digits (Python's limit)
+        long_number = _LONG_NUMBER.search(text)
+        raise JSONLimitError("a number too long to be read (more than 4300 digits)",
+                             pos=long_number.start() if long_number else None) from None
     if found:
         raise JSONLimitError(f"{found[0]} is not a JSON number (use null for unknown)",
                              field=_path_of(value, lambda v: isinstance(v, _Constant)))

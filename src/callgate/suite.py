@@ -212,7 +212,8 @@ class Case(_Strict):
     @model_validator(mode="after")
     def _last_message_is_not_assistant(self) -> Case:
         if self.messages[-1].role == "assistant":
-            raise ValueError("the last message is the assistant's; nothing is left to answer")
+            raise ValueError(
+                "messages: the last message is the assistant's; nothing is left to answer")
         return self
 
     def offered_names(self, catalogue: Iterable[str]) -> set[str]:
