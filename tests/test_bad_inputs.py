@@ -30,7 +30,8 @@ from conftest import KEY, KEY_ENV
 from factories import LOOKUP_ORDER, TOOLS
 from loopback import Loopback, Reply, completion, ok, tool_call
 
-from callgate import cli
+from callgate import cli, reading
+from callgate.judge import JudgeOutputError, parse_output
 
 DEEP = "[" * 10_000 + "]" * 10_000
 DEEP_OBJ = '{"a":' * 10_000 + "1" + "}" * 10_000
@@ -311,7 +312,7 @@ responses("Infinity latency", response_line(latency_ms=1).replace(
     '"latency_ms": 1', '"latency_ms": Infinity'), "latency_ms", "Infinity")
 responses("-Infinity cost in usage", response_line(usage={"cost": 0}).replace(
     '"cost": 0', '"cost": -Infinity'), "usage.cost", "-Infinity")
-responses("repeat beyond 64 bits", response_line(repeat=2**70), "repeat")
+responses("repeat beyond 64 bits", response_line(repeat=2**70), "repeat", "2^63-1")
 responses("repeat negative", response_line(repeat=-1), "repeat")
 responses("repeat fractional", response_line(repeat=1.5), "repeat")
 responses("repeat a 5000-digit number", response_line().replace('"repeat": 1',
@@ -819,4 +820,27 @@ def test_calibrate_checks_the_whole_set_before_the_store_exists(
     assert not (root / "fresh.db").exists()
 
 
-CORPUS_SIZE = len(CORPUS) + len(HOSTILE)
+def test_the_limits_of_the_reader() -> None:
+    assert reading.loads("[" * 100 + "]" * 100) is not None
+    with pytest.raises(reading.JSONLimitError, match="nested more than 100"):
+        reading.loads("[" * 101 + "]" * 101)
+    # Brackets inside strings are text, not nesting.
+    assert reading.loads(j({"s": "[" * 5000})) == {"s": "[" * 5000}
+    with pytest.raises(reading.JSONLimitError) as found:
+        reading.loads('{"a": [1, {"b": NaN}]}')
+    assert found.value.field == "a[1].b"
+    assert reading.loads('{"c": NaN}', constants=True)["c"] != 0  # read, for reply_line to clean
+
+
+@pytest.mark.parametrize("reply", ['{"tool_choice": ' + DEEP + "}", DEEP_OBJ,
+                                   '{"tool_choice": "pass", "arguments": NaN, "reason": ""}'])
+def test_a_hostile_judge_reply_is_a_judge_error(reply: str) -> None:
+    with pytest.raises(JudgeOutputError):
+        parse_output(reply)
+
+
+def test_corpus_size_by_kind() -> None:
+    by_kind = Counter(e.kind for e in CORPUS)
+    by_kind["model_output"] = len(HOSTILE)
+    print(dict(by_kind), sum(by_kind.values()))
+    assert sum(by_kind.values()) >= 140

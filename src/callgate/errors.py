@@ -65,6 +65,8 @@ def from_validation_error(path: Path | str, line: int | None, exc: Exception,
     message = str(first["msg"])
     if first["type"] in ("model_type", "dict_type", "model_attributes_type"):
         message = "must be a JSON object"
+    elif first["type"] == "less_than_equal" and first.get("ctx", {}).get("le") == 2**63 - 1:
+        message = "must be at most 2^63-1, the largest integer SQLite stores"
     for noise in ("Value error, ", "Assertion failed, "):
         message = message.removeprefix(noise)
     sub, sep, rest = message.partition(": ")
