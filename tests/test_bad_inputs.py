@@ -242,10 +242,10 @@ tools_file("empty file", "", "invalid JSON")
 tools_file("an item that is a number", tools(LOOKUP_ORDER, 1), "[1]")
 tools_file("no function", tools({"type": "function"}), "[0].function")
 tools_file("function without a name", tools({"type": "function", "function": {}}),
-           "[0].function.name")
+           "tools.json:4: [0].function.name")
 tools_file("type is not function", tools({**LOOKUP_ORDER, "type": "retrieval"}), "[0].type")
-tools_file("duplicate tool name", tools(LOOKUP_ORDER, LOOKUP_ORDER), "[1].function.name",
-           "duplicate")
+tools_file("duplicate tool name", tools(LOOKUP_ORDER, LOOKUP_ORDER),
+           "tools.json:27: [1].function.name", "duplicate")
 tools_file("schema with an unknown type", tools(tool_with({"type": "objekt"})),
            "[0].function.parameters", "Draft 7")
 tools_file("schema of an array", tools(tool_with({"type": "array"})),
@@ -257,7 +257,7 @@ tools_file("schema nested 10,000 deep", '[{"type": "function", "function": {"nam
            '"parameters": ' + DEEP_OBJ + "}}]", "nested more than 100")
 tools_file("NaN in a schema", tools(tool_with({"type": "object", "properties": {
     "n": {"type": "number", "minimum": 0}}})).replace('"minimum": 0', '"minimum": NaN'),
-    "[0].function.parameters.properties.n.minimum", "NaN")
+    "tools.json:11: [0].function.parameters.properties.n.minimum", "NaN")
 tools_file("a 5000-digit number", tools(tool_with({"type": "object", "properties": {
     "n": {"type": "number", "minimum": 0}}})).replace('"minimum": 0', f'"minimum": {HUGE_INT}'),
     "tools.json:", "too long to be read")
@@ -278,7 +278,8 @@ def meta(name: str, text: str | bytes, *where: str) -> None:
 
 meta("not JSON", '{"name": ', "invalid JSON")
 meta("an array", "[]", "JSON object")
-meta("misspelt environment", j({"enviroment": "env:X"}), "enviroment", "did you mean")
+meta("misspelt environment", '{"name": "s",\n "enviroment": "env:X"}', "suite.json:2: enviroment",
+     "did you mean")
 meta("empty name", j({"name": ""}), "name")
 meta("name is a number", j({"name": 3}), "name")
 meta("unknown match rule value", j({"match": {"values": "fuzzy"}}), "match.values")

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from callgate import __version__
 from callgate.checks import Verdict
 from callgate.errors import CallgateError, InputError
-from callgate.reading import read_json, validate
+from callgate.reading import names_lines, read_json, validate
 from callgate.scores import Figures, Share
 from callgate.store import Store
 from callgate.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
@@ -187,6 +187,7 @@ class ReleaseScores(BaseModel):
                                   max_excluded)
 
 
+@names_lines
 def read_release_file(path: Path | str) -> ReleaseScores:
     source = Path(path)
     return validate(ReleaseScores, read_json(source, missing="scores file not found"), source)

@@ -11,12 +11,13 @@ RecursionError for the same limits.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,6 +30,8 @@ MAX_DEPTH = 100
 MAX_ARGUMENTS_CHARS = 1_000_000
 
 Model = TypeVar("Model", bound=BaseModel)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class JSONLimitError(ValueError):
@@ -238,6 +241,78 @@ def read_toml(path: Path | str, *, missing: str = "file not found") -> dict[str,
         raise InputError(path, f"nested more than {MAX_DEPTH} levels deep",
                          line=_line_of(text, too_deep_at(text)))
     return value
+
+
+# --------------------------------------------------------------------------- field lines
+
+_FIELD_PART = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def line_of_field(text: str, field: str) -> int | None:
+    """The line of a whole-file JSON document where `field` (a.b[0].c) is, or where the
+    deepest part of it that exists is (a missing field: its parent object). None when the
+    field's first part is not there."""
+    decoder = json.JSONDecoder()
+    parts = [int(m.group(1)) if m.group(1) is not None else m.group(2)
+             for m in _FIELD_PART.finditer(field)]
+    try:
+        pos: int | None = _SPACE.match(text, 0).end()  # type: ignore[union-attr]
+        found = pos
+        for part in parts:
+            pos = _child(decoder, text, pos, part)  # type: ignore[arg-type]
+            if pos is None:
+                break
+            found = pos
+    except (ValueError, IndexError):  # not the document we think: no line rather than a crash
+        return None
+    return _line_of(text, found)
+
+
+def _child(decoder: json.JSONDecoder, text: str, pos: int, part: int | str) -> int | None:
+    """Where the value of key or index `part` of the container at `pos` starts."""
+    def skip(at: int) -> int:
+        return _SPACE.match(text, at).end()  # type: ignore[union-attr]
+
+    if text[pos] == "{" and isinstance(part, str):
+        pos = skip(pos + 1)
+        while text[pos] != "}":
+            key, pos = json.decoder.scanstring(text, pos + 1)
+            pos = skip(skip(pos) + 1)  # the colon
+            if key == part:
+                return pos
+            pos = skip(decoder.raw_decode(text, pos)[1])
+            if text[pos] == ",":
+                pos = skip(pos + 1)
+        return None
+    if text[pos] == "[" and isinstance(part, int):
+        pos = skip(pos + 1)
+        for _ in range(part):
+            if text[pos] == "]":
+                return None
+            pos = skip(decoder.raw_decode(text, pos)[1])
+            if text[pos] == ",":
+                pos = skip(pos + 1)
+        return None if text[pos] == "]" else pos
+    return None
+
+
+def names_lines(function: Callable[P, R]) -> Callable[P, R]:
+    """Give the InputErrors `function` raises about a field of a whole-file JSON document
+    (tools.json, suite.json, a scores file) the line the field is on."""
+    @functools.wraps(function)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return function(*args, **kwargs)
+        except InputError as exc:
+            if exc.line is None and exc.field and exc.path.endswith(".json"):
+                try:
+                    text = Path(exc.path).read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError):
+                    raise exc from None
+                exc.line = line_of_field(text, exc.field)
+            raise
+    return wrapper
 
 
 # --------------------------------------------------------------------------- validation

@@ -27,7 +27,7 @@ from callgate.environment import (
     replay,
 )
 from callgate.errors import InputError
-from callgate.reading import json_lines, read_json, validate
+from callgate.reading import json_lines, names_lines, read_json, validate
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
 ArgRule = Literal["exact", "key", "ignore"]
@@ -498,6 +498,7 @@ def load_cases(
 SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "source", "skipped")
 
 
+@names_lines
 def load_suite(path: Path | str) -> Suite:
     """Load and check a suite directory. Raises InputError naming file, line and field."""
     root = Path(path)
