@@ -405,6 +405,8 @@ config("no candidate of that name", CONFIG, "no candidate named 'maxi'",
        args=("run", "suite", "--model", "maxi", "--config", "callgate.toml", "--offline",
              "--db", "callgate.db"))
 bad("config", "a folder", "run", "callgate.toml", "folder", folders=("callgate.toml",))
+bad("config", "--param nested 10,000 deep", "run", "--param x", "nested more than 100",
+    args=(*COMMANDS["run"], "--param", "x=" + DEEP))
 
 
 # --------------------------------------------------------------------------- judge specs

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from callgate.errors import InputError
-from callgate.reading import read_toml, validate
+from callgate.reading import JSONLimitError, loads, read_toml, validate
 
 DEFAULT_CONFIG = Path("callgate.toml")
 FLAGS = "command line"
@@ -237,9 +237,11 @@ def parse_params(items: Sequence[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise InputError(FLAGS, f"--param {item!r}: expected KEY=VALUE")
         try:
-            value = json.loads(text)
+            value = loads(text)
         except json.JSONDecodeError:
             value = text
+        except JSONLimitError as exc:
+            raise InputError(FLAGS, f"--param {key.strip()}: {exc.message}") from None
         params[key.strip()] = value
     return params
 
