@@ -421,3 +421,33 @@ def test_a_looser_rule_never_turns_a_pass_into_a_fail(
     assert verdicts == sorted(verdicts)  # False... then True...
     if match_trajectory(actual, expected, "strict").ok:
         assert match_trajectory(actual, expected, "unordered").ok
+
+
+# --- size: no input makes strict matching exponential -----------------------------------------
+# These sizes took the old subset search minutes and gigabytes (issue 13); they carry no timing
+# assertion, but a return to an exponential search makes them hang the suite.
+
+
+def test_issue_13_reproduction_is_decided_with_the_order_reason() -> None:
+    n = 22  # the old search: 174 s and 1.9 GB
+    expected = [ExpectedCall("gw", {}, i) for i in range(n)] + [ExpectedCall("book", {}, n)]
+    actual = [Call("gw", {}, 0) for _ in range(n - 1)] + [Call("book", {}, 0), Call("gw", {}, 1)]
+    result = match_trajectory(actual, expected, "strict", args="ignore")
+    assert not result.ok
+    assert result.reason == f"order: book (step 0, call {n - 1}) came before gw (step 1, call {n})"
+    assert match_trajectory(actual, expected, "unordered", args="ignore").ok
+
+
+def test_a_turn_of_50_same_name_calls_is_decided() -> None:
+    n = 50
+    expected = [want("weather", i // 10, city=f"c{i}") for i in range(n)] + [want("book", 5)]
+    # All 50 weather calls in one message in reverse order, then the booking.
+    actual = [call("weather", 0, city=f"c{i}") for i in reversed(range(n))] + [call("book", 1)]
+    result = match_trajectory(actual, expected, "strict")
+    assert result.ok
+    assert result.pairs == (*((i, n - 1 - i) for i in range(n)), (n, n))
+    # The last city asked for after the booking: an order mismatch, found without a search.
+    late = [*actual[1:n], call("book", 1), call("weather", 2, city=f"c{n - 1}")]
+    result = match_trajectory(late, expected, "strict")
+    assert not result.ok
+    assert result.reason.startswith("order: book (step 1, call 49) came before weather")

@@ -10,13 +10,11 @@ import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, Literal
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
 ArgRule = Literal["exact", "key", "ignore"]
 ValueMatch = Callable[[Any, Any], bool]  # (expected spec, got) -> bool
-_Pairs = tuple[tuple[int, int], ...]
 
 
 class _Missing:
@@ -176,71 +174,81 @@ def _show(value: Any, limit: int = 60) -> str:
 def _max_matching(
     left: Sequence[int], right: Sequence[int], linked: Callable[[int, int], bool]
 ) -> dict[int, int]:
-    """Maximum bipartite matching by augmenting paths (Kuhn), O(V * E); returns left -> right."""
+    """Maximum bipartite matching by augmenting paths (Kuhn), O(V * E); returns left -> right.
+
+    The depth-first search is iterative so a step with thousands of calls cannot overflow
+    Python's recursion limit.
+    """
+    adjacent = {u: [v for v in right if linked(u, v)] for u in left}
     owner: dict[int, int] = {}
-
-    def augment(u: int, seen: set[int]) -> bool:
-        for v in right:
-            if v not in seen and linked(u, v):
-                seen.add(v)
-                if v not in owner or augment(owner[v], seen):
-                    owner[v] = u
-                    return True
-        return False
-
-    for u in left:
-        augment(u, set())
+    for root in left:
+        seen: set[int] = set()
+        # Each frame: a left vertex and the position of the next neighbour to try.
+        path: list[tuple[int, int]] = [(root, 0)]
+        tried: list[int] = []  # the right vertex each frame but the last went through
+        while path:
+            u, position = path[-1]
+            neighbours = adjacent[u]
+            while position < len(neighbours) and neighbours[position] in seen:
+                position += 1
+            if position == len(neighbours):
+                path.pop()
+                if tried:
+                    tried.pop()
+                continue
+            v = neighbours[position]
+            path[-1] = (u, position + 1)
+            seen.add(v)
+            if v in owner:
+                tried.append(v)
+                path.append((owner[v], 0))
+                continue
+            # Free right vertex: flip the path.
+            tried.append(v)
+            for (u_on_path, _), v_on_path in zip(path, tried, strict=True):
+                owner[v_on_path] = u_on_path
+            break
     return {u: v for v, u in owner.items()}
 
 
-def _steps(calls: Sequence[Call] | Sequence[ExpectedCall]) -> list[frozenset[int]]:
-    by_step: dict[int, set[int]] = {}
-    for index, call in enumerate(calls):
-        by_step.setdefault(call.step, set()).add(index)
-    return [frozenset(by_step[step]) for step in sorted(by_step)]
+def _step_spans(calls: Sequence[Call] | Sequence[ExpectedCall]) -> list[tuple[int, int]]:
+    """For each call, the positions [first, last] its step occupies in step order."""
+    size: dict[int, int] = {}
+    for call in calls:
+        size[call.step] = size.get(call.step, 0) + 1
+    first: dict[int, int] = {}
+    position = 0
+    for step in sorted(size):
+        first[step] = position
+        position += size[step]
+    return [(first[call.step], first[call.step] + size[call.step] - 1) for call in calls]
 
 
 def _ordered_pairing(
     actual: Sequence[Call], expected: Sequence[ExpectedCall], edges: list[set[int]]
 ) -> dict[int, int] | None:
-    """A perfect pairing whose step order agrees on both sides, or None (both non-empty).
+    """A perfect pairing whose step order agrees on both sides, or None.
 
-    In an order-respecting pairing the (expected step, actual step) cells in use form a
-    chain, so we walk both step lists together. At each cell either the rest of the current
-    expected step is paired into the current actual step (which may keep leftovers for the
-    next expected step), or the other way round. The state is the two step positions plus the
-    calls still unpaired in each, memoised. With S_e and S_a steps and at most g calls in one
-    step there are O(S_e * S_a * 2^g) states, each trying O(2^g) subsets with a small
-    matching, so the search is exponential only in the size of a single parallel step.
+    Both sides have the same number n of calls here. Sort each side by step (any order inside
+    a step): in an order-respecting perfect pairing the pairs, listed in order, pair the k-th
+    expected position with the k-th actual position, since no pair may cross. So the number
+    of pairs between expected step i and actual step j is fixed by the step sizes alone: the
+    overlap of the two steps' position ranges. Conversely, any perfect matching that only
+    links steps whose ranges overlap is order-respecting (those cells form a chain, and one
+    group at each end of the chain can only be filled inside its own cell, which forces every
+    cell's count in turn). So the search is one bipartite matching on the links whose steps
+    overlap: O(n * E), with no enumeration of subsets or permutations.
     """
-    exp_steps, act_steps = _steps(expected), _steps(actual)
+    exp_spans, act_spans = _step_spans(expected), _step_spans(actual)
 
-    def advance(i: int, j: int, left_e: frozenset[int], left_a: frozenset[int]) -> _Pairs | None:
-        ni, nj = (i if left_e else i + 1), (j if left_a else j + 1)
-        if ni == len(exp_steps) or nj == len(act_steps):
-            return () if (ni, nj) == (len(exp_steps), len(act_steps)) else None
-        return solve(ni, nj, left_e or exp_steps[ni], left_a or act_steps[nj])
+    def linked(e: int, a: int) -> bool:
+        (e_first, e_last), (a_first, a_last) = exp_spans[e], act_spans[a]
+        return a in edges[e] and e_first <= a_last and a_first <= e_last
 
-    @cache
-    def solve(i: int, j: int, rem_e: frozenset[int], rem_a: frozenset[int]) -> _Pairs | None:
-        # Finish expected step i inside actual step j.
-        for used in itertools.combinations(sorted(rem_a), len(rem_e)):
-            cell = _max_matching(sorted(rem_e), used, lambda e, a: a in edges[e])
-            if len(cell) == len(rem_e):
-                rest = advance(i, j, frozenset(), rem_a.difference(used))
-                if rest is not None:
-                    return tuple(cell.items()) + rest
-        # Finish actual step j inside expected step i.
-        for used in itertools.combinations(sorted(rem_e), len(rem_a)):
-            cell = _max_matching(sorted(rem_a), used, lambda a, e: a in edges[e])
-            if len(cell) == len(rem_a):
-                rest = advance(i, j, rem_e.difference(used), frozenset())
-                if rest is not None:
-                    return tuple((e, a) for a, e in cell.items()) + rest
-        return None
-
-    found = solve(0, 0, exp_steps[0], act_steps[0])
-    return None if found is None else dict(found)
+    left = sorted(range(len(expected)), key=lambda e: (expected[e].step, e))
+    right = sorted(range(len(actual)), key=lambda a: (actual[a].step, a))
+    found = _max_matching(left, right, linked)
+    return found if len(found) == len(expected) else None
 
 
 def _inverted(
