@@ -46,6 +46,7 @@ from callgate.suite import (
     Trajectory,
 )
 from callgate.trajectory import MISSING, json_equal
+from callgate.validation import surely_valid
 
 ToolVerdict = Literal[
     "right", "wrong_tool", "unexpected_call", "missing_call", "extra_call", "turn_limit"
@@ -236,6 +237,8 @@ def schema_errors(
         for key in args:
             if key not in properties:
                 problems.append(("unknown_param", f"{tool}: {key!r} is not a parameter of {tool}"))
+    if not problems and surely_valid(validator, args):
+        return problems  # the compiled fast path; jsonschema explains only failing calls
     for error in validator.iter_errors(args):
         path = ".".join(str(p) for p in error.absolute_path)
         where = f"{tool}.{path}" if path else tool

@@ -1,0 +1,167 @@
+"""A compiled fast path for Draft 7 validation of tool-call arguments.
+
+jsonschema's `iter_errors` builds several validator objects per call and explains every
+error; on a scoring run almost every call is valid and needs no explanation. So each tool's
+schema is also compiled once with jsonschema-rs (Rust), and a call it accepts is valid. A call
+it rejects (or cannot judge: a schema or value it refuses) goes to jsonschema, which stays the
+only judge of failures and writes every reason, so verdicts, reasons and sub-kinds do not
+change. The fast path must never accept what jsonschema rejects: `format` is checked by
+jsonschema's own format checkers (date-time through rfc3339-validator, ...), plugged into the
+compiled validator, and tests/test_validation.py compares both paths on every bundled suite,
+the BFCL fixtures and generated payloads.
+
+jsonschema-rs was measured against fastjsonschema on the same calls, formats plugged in
+(benchmarks/validator_choice.py): two to three times as fast in the same run, and it builds a
+validator without generating and exec'ing Python source. Both need the same guards here
+(fastjsonschema also divides floats differently for multipleOf).
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jsonschema_rs
+from jsonschema import Draft7Validator
+
+_Accepts = Callable[[Any], bool]
+# id(validator) -> (weak reference to it, compiled check or None when it cannot be compiled).
+# Draft7Validator is unhashable, so it cannot key a WeakKeyDictionary itself.
+_compiled: dict[int, tuple[weakref.ref[Draft7Validator], _Accepts | None]] = {}
+
+
+# Keywords whose value is a schema, a list of schemas or a map of names to schemas (Draft 7).
+_ONE_SCHEMA = (
+    "additionalItems", "additionalProperties", "contains", "else", "if", "items", "not",
+    "propertyNames", "then",
+)
+_SCHEMA_LISTS = ("allOf", "anyOf", "items", "oneOf")
+_SCHEMA_MAPS = ("definitions", "dependencies", "properties")
+_BOUNDS = ("maximum", "minimum", "exclusiveMaximum", "exclusiveMinimum")
+_ANY_TYPE = ["array", "boolean", "null", "number", "object", "string"]
+# Where jsonschema-rs could accept what jsonschema rejects, the compiled path is not used:
+# multipleOf (jsonschema divides floats: 0.3 is not a multiple of 0.1 there) and
+# patternProperties (which keys a regular expression picks: Python's re, not ECMA's).
+
+
+def _walk(schema: Any) -> Iterator[dict[str, Any]]:
+    """Every subschema (dict) of a Draft 7 schema, by the keywords that hold schemas."""
+    if not isinstance(schema, dict):
+        return
+    yield schema
+    for keyword in _ONE_SCHEMA:
+        if isinstance(schema.get(keyword), dict):
+            yield from _walk(schema[keyword])
+    for keyword in _SCHEMA_LISTS:
+        if isinstance(schema.get(keyword), list):
+            for item in schema[keyword]:
+                yield from _walk(item)
+    for keyword in _SCHEMA_MAPS:
+        if isinstance(schema.get(keyword), dict):
+            for item in schema[keyword].values():
+                yield from _walk(item)
+
+
+def _mentions(value: Any, keyword: str) -> bool:
+    """Whether `keyword` is a key anywhere in `value` (schema-blind, so never misses one)."""
+    if isinstance(value, dict):
+        return keyword in value or any(_mentions(item, keyword) for item in value.values())
+    if isinstance(value, list):
+        return any(_mentions(item, keyword) for item in value)
+    return False
+
+
+def _unsafe(schema: Any) -> bool:
+    return _mentions(schema, "multipleOf") or _mentions(schema, "patternProperties")
+
+
+def _for_jsonschema_rs(schema: Any, formats: dict[str, Callable[[str], bool]]) -> Any:
+    """A copy of the schema that jsonschema-rs judges as jsonschema does, or more strictly.
+
+    A `pattern` becomes a format that runs Python's re.search, as jsonschema does (ECMA
+    regular expressions differ: \\s takes U+FEFF, $ never matches before a final newline).
+    Beside a bound, a type list of every JSON type makes jsonschema-rs reject an infinite
+    number, which it sees as no type at all and lets past the bound (json.loads reads
+    Infinity and 1e999; jsonschema compares them as numbers)."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for keyword in _ONE_SCHEMA:
+        if isinstance(out.get(keyword), dict):
+            out[keyword] = _for_jsonschema_rs(out[keyword], formats)
+    for keyword in _SCHEMA_LISTS:
+        if isinstance(out.get(keyword), list):
+            out[keyword] = [_for_jsonschema_rs(item, formats) for item in out[keyword]]
+    for keyword in _SCHEMA_MAPS:
+        if isinstance(out.get(keyword), dict):
+            out[keyword] = {
+                name: _for_jsonschema_rs(item, formats) for name, item in out[keyword].items()
+            }
+    also: list[dict[str, Any]] = []
+    pattern = out.pop("pattern", None)
+    if isinstance(pattern, str):
+        name = f"callgate-pattern-{len(formats)}"
+        formats[name] = lambda value, pattern=re.compile(pattern): bool(pattern.search(value))
+        also.append({"format": name})
+    elif pattern is not None:
+        out["pattern"] = pattern
+    if any(keyword in out for keyword in _BOUNDS):
+        also.append({"type": _ANY_TYPE})
+    if also:
+        out["allOf"] = [*out.get("allOf", []), *also]
+    return out
+
+
+def _compile(validator: Draft7Validator) -> _Accepts | None:
+    if not isinstance(validator.schema, dict) or _unsafe(validator.schema):
+        return None
+    formats: dict[str, Callable[[str], bool]] = {}
+    try:
+        schema = _for_jsonschema_rs(validator.schema, formats)
+    except re.error:  # jsonschema reports the bad pattern when a call reaches it
+        return None
+    checker = validator.format_checker
+    for sub in _walk(schema):
+        name = sub.get("format")
+        if isinstance(name, str) and name not in formats:
+            # Every format is decided as jsonschema decides it: by its own checker (which
+            # accepts formats it does not know), or not at all without one.
+            formats[name] = (
+                (lambda value, name=name: checker.conforms(value, name))
+                if checker is not None
+                else (lambda value: True)
+            )
+    try:
+        compiled = jsonschema_rs.Draft7Validator(
+            schema, formats=formats, validate_formats=True, offline=True
+        )
+    except Exception:  # a schema jsonschema accepts and jsonschema-rs does not: always explain
+        return None
+    return compiled.is_valid
+
+
+def _forget(key: int) -> Callable[[Any], None]:
+    return lambda _: _compiled.pop(key, None)
+
+
+def compiled_check(validator: Draft7Validator) -> _Accepts | None:
+    """The compiled check for this validator's schema, built on first use and kept with it."""
+    key = id(validator)
+    entry = _compiled.get(key)
+    if entry is None or entry[0]() is not validator:
+        entry = (weakref.ref(validator, _forget(key)), _compile(validator))
+        _compiled[key] = entry
+    return entry[1]
+
+
+def surely_valid(validator: Draft7Validator, instance: Any) -> bool:
+    """True when the compiled check accepts `instance`; False means "ask jsonschema"."""
+    check = compiled_check(validator)
+    if check is None:
+        return False
+    try:
+        return check(instance)
+    except Exception:  # a value jsonschema-rs cannot take in: let jsonschema decide
+        return False
