@@ -434,7 +434,7 @@ def test_issue_13_reproduction_is_decided_with_the_order_reason() -> None:
     actual = [Call("gw", {}, 0) for _ in range(n - 1)] + [Call("book", {}, 0), Call("gw", {}, 1)]
     result = match_trajectory(actual, expected, "strict", args="ignore")
     assert not result.ok
-    assert result.reason == f"order: book (step 0, call {n - 1}) came before gw (step 1, call {n})"
+    assert result.reason == f"order: book (step 1, call {n}) came before gw (step 2, call {n + 1})"
     assert match_trajectory(actual, expected, "unordered", args="ignore").ok
 
 
@@ -450,4 +450,4 @@ def test_a_turn_of_50_same_name_calls_is_decided() -> None:
     late = [*actual[1:n], call("book", 1), call("weather", 2, city=f"c{n - 1}")]
     result = match_trajectory(late, expected, "strict")
     assert not result.ok
-    assert result.reason.startswith("order: book (step 1, call 49) came before weather")
+    assert result.reason.startswith("order: book (step 2, call 50) came before weather")
