@@ -6,11 +6,19 @@ The responses are the bundled example's two releases, cycled with new repeat ind
 ATTEMPTS lines exist, written to a temporary file first (not timed). The timed part is the
 whole `callgate score` path through the Python API: read and parse each line, check it, score
 it, and store the response and verdict rows in SQLite. The reference figure is the time to
-merely read and json-parse the same file, measured in the same run.
+merely read and json-parse the same file, measured in the same run. The same file then goes
+through the installed CLI, as a user runs it (the "mixed workload" of issue 13).
+
+Also, measured in the same run: callgate's in-process check rate beside BFCL's own checker
+(vendored in tests/fixtures/bfcl) on the same BFCL responses, and strict trajectory matching
+on one turn of 50 same-name calls (more sizes: benchmarks/trajectory_speed.py; peak RSS as
+the suite and the attempts grow: benchmarks/score_memory.py).
 """
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import json
 import resource
 import subprocess
@@ -19,11 +27,16 @@ import tempfile
 import time
 from itertools import cycle
 from pathlib import Path
+from typing import Any
 
+from callgate.bfcl import import_category, read_category
+from callgate.checks import check_response
 from callgate.demo import example_path
 from callgate.pipeline import score_file
+from callgate.responses import parse_response
 from callgate.store import Store
 from callgate.suite import load_suite
+from callgate.trajectory import match_trajectory
 
 
 def write_responses(path: Path, attempts: int) -> None:
@@ -40,6 +53,100 @@ def write_responses(path: Path, attempts: int) -> None:
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+BFCL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "bfcl"
+BFCL_CATEGORIES = ("simple_python", "live_multiple")
+
+
+def _harness() -> Any:
+    spec = importlib.util.spec_from_file_location("bfcl_harness", BFCL / "harness.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bfcl_harness"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def bfcl_rates(
+    tmp: Path, only_right: bool, rounds: int = 3
+) -> tuple[int, float, float, int]:
+    """(responses, callgate checks/s, BFCL checker checks/s, verdicts that differ).
+
+    The same responses (each BFCL fixture case answered right and perturbed in the ways the
+    tests use; with `only_right`, only the right answers) go through callgate's
+    `check_response` (schema + values, no store) and BFCL's own `ast_checker` (its AST
+    check, given the calls already decoded, as BFCL's runner hands them over). Best of
+    `rounds` for each, alternating, so both see the same machine load.
+    """
+    harness = _harness()
+    ast_checker = harness.load_ast_checker()
+    reference = harness.Reference(ast_checker)
+    ours: list[tuple[Any, Any, Any]] = []  # (case, response, schemas, validators, rules)
+    theirs: list[tuple[Any, ...]] = []
+    differ = 0
+    for category in BFCL_CATEGORIES:
+        target = tmp / f"{category}-{only_right}"
+        suite = load_suite(import_category(BFCL / "data", category, target).out)
+        data = read_category(BFCL / "data", category)
+        entries = {entry.id: entry for entry in data.entries}
+        schemas = {name: tool.function.parameters for name, tool in suite.tools.items()}
+        for case in suite.cases.values():
+            entry, answer = entries[case.id], data.answers.get(case.id)
+            names = harness.bfcl_names(case, entry)
+            functions = [function.model_dump() for function in entry.function]
+            for repeat, (label, message) in enumerate(harness.perturbations(suite, case)):
+                if only_right and label != "right":
+                    continue
+                response = parse_response(
+                    {"case_id": case.id, "repeat": repeat, "response": message}
+                )
+                verdict = check_response(case, response, schemas, suite.validators,
+                                         rules=suite.match)
+                valid = reference.valid(category, entry, answer, message, names)
+                differ += (verdict.status == "scored" and verdict.right_arguments) != valid
+                ours.append((case, response, (schemas, suite.validators, suite.match)))
+                try:
+                    decoded = [
+                        {names.get(c["function"]["name"], c["function"]["name"]):
+                         json.loads(c["function"]["arguments"])}
+                        for c in message["tool_calls"]
+                    ]
+                except (ValueError, KeyError, TypeError):
+                    continue  # BFCL rejects it before its checker runs
+                if not decoded or not harness.is_function_calling_format_output(decoded):
+                    continue
+                theirs.append((functions, decoded, answer.ground_truth, category))
+
+    def run_ours() -> None:
+        for case, response, (schemas, validators, rules) in ours:
+            check_response(case, response, schemas, validators, rules=rules)
+
+    def run_theirs(copies: list[tuple[Any, ...]]) -> None:
+        for functions, decoded, truth, category in copies:
+            ast_checker(functions, decoded, truth, harness.Language.PYTHON, category,
+                        harness.MODEL)
+
+    best_ours = best_theirs = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        run_ours()
+        best_ours = min(best_ours, time.perf_counter() - start)
+        copies = copy.deepcopy(theirs)  # the checker may change what it is given; not timed
+        start = time.perf_counter()
+        run_theirs(copies)
+        best_theirs = min(best_theirs, time.perf_counter() - start)
+    return len(ours), len(ours) / best_ours, len(theirs) / best_theirs, differ
+
+
+def trajectory_case(n: int) -> tuple[float, float]:
+    """(strict ms, unordered ms) on one turn of n same-name calls (trajectory_speed.py)."""
+    from trajectory_speed import best_of, parallel_turn
+
+    actual, expected, rule = parallel_turn(n)
+    strict = best_of(3, lambda: match_trajectory(actual, expected, "strict", args=rule))
+    plain = best_of(3, lambda: match_trajectory(actual, expected, "unordered", args=rule))
+    return strict * 1e3, plain * 1e3
 
 
 def main() -> None:
@@ -89,21 +196,33 @@ def main() -> None:
         cli_wall = time.perf_counter() - start
         cli_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
+        bfcl = {only_right: bfcl_rates(Path(tmp), only_right) for only_right in (True, False)}
+
+    strict_ms, unordered_ms = trajectory_case(50)
     fig = result.scores.figures
+    for only_right, (count, ours, theirs, differ) in bfcl.items():
+        kind = "right answers" if only_right else "right and perturbed"
+        print(f"BFCL {kind:<19}: {count:,} responses ({' + '.join(BFCL_CATEGORIES)}); "
+              f"{differ} verdicts differ from BFCL's")
+        print(f"  callgate check_response  : {ours:,.0f} checks/s in process (schema + values)")
+        print(f"  BFCL's own ast_checker   : {theirs:,.0f} checks/s, same run, same responses")
+        print(f"  ratio callgate / BFCL    : {ours / theirs:.2f}  (goal >= 1.0)")
+    print(f"trajectory, 50 same-name calls in one turn: strict {strict_ms:.1f} ms, unordered "
+          f"(one plain matching, same input) {unordered_ms:.1f} ms")
     print(f"attempts scored and stored : {result.scores.attempts:,}")
     print(f"wall time                  : {wall:.2f} s  (CPU {cpu:.2f} s, one core)")
-    print(f"attempts per second        : {result.scores.attempts / wall:,.0f}  (goal >= 10,000)")
+    print(f"attempts per second        : {result.scores.attempts / wall:,.0f}  (in process)")
     print(
         f"reference: read+json only  : {parse_only:.2f} s  -> full path is "
         f"{wall / parse_only:.1f}x that"
     )
     print(
         f"peak RSS                   : {peak_rss_mb():.0f} MB  (before scoring "
-        f"{rss_before:.0f} MB; goal < 300 MB)"
+        f"{rss_before:.0f} MB; growth with suite size: benchmarks/score_memory.py)"
     )
     print(
         f"CLI end to end             : {cli_wall:.2f} s = {attempts / cli_wall:,.0f} "
-        f"attempts/s, peak RSS {cli_rss:.0f} MB"
+        f"attempts/s (goal >= 25,000), peak RSS {cli_rss:.0f} MB"
     )
     print(f"database size              : {size_mb:.0f} MB")
     print(

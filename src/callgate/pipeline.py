@@ -36,7 +36,7 @@ from callgate.judge import (
 from callgate.responses import AssistantMessage, Response, read_response_lines
 from callgate.scores import ScoreBuilder, Scores
 from callgate.store import Store
-from callgate.suite import Case, Suite
+from callgate.suite import Case, Suite, case_tags
 from callgate.suite import Judge as JudgeExpectation
 
 BATCH = 2000
@@ -224,7 +224,7 @@ class Recorder:
     _schemas: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.builder = ScoreBuilder(tags_of={cid: c.tags for cid, c in self.suite.cases.items()})
+        self.builder = ScoreBuilder(tags_of=case_tags(self.suite.cases))
         self._schemas = {name: t.function.parameters for name, t in self.suite.tools.items()}
 
     def add(self, response: Response, body: str | None = None) -> Verdict:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from callgate.attempt_keys import AttemptKeys
 from callgate.errors import InputError, from_validation_error
 from callgate.reading import json_lines
 
@@ -262,7 +263,8 @@ def read_response_lines(
     first bad line, and on a file with no response at all.
     """
     source = Path(path)
-    seen: set[tuple[str, int]] = set()
+    seen = AttemptKeys()
+    count = 0
     for line_no, raw, text in json_lines(source):
         if raw.get("response") is not None and raw.get("error") is not None:
             # (A live run keeps a content-filter refusal with its body; a file says one thing.)
@@ -295,14 +297,14 @@ def read_response_lines(
                 field="response",
             )
         key = (response.case_id, response.repeat)
-        if key in seen:
+        if not seen.add(*key):
             raise InputError(
                 source,
                 f"a second response for case {key[0]!r} repeat {key[1]}",
                 line=line_no,
                 field="repeat",
             )
-        seen.add(key)
+        count += 1
         yield response, text
-    if not seen:
+    if not count:
         raise InputError(source, "no responses (the file is empty)")

@@ -7,6 +7,7 @@ size is scored while it streams; it keeps only counters, per-case tallies and la
 from __future__ import annotations
 
 import math
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -150,7 +151,8 @@ class ScoreBuilder:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usage_known: int = 0
-    latencies: list[float] = field(default_factory=list)
+    # 8 bytes an attempt (a list of floats takes 32); sorted only once, in build().
+    latencies: array[float] = field(default_factory=lambda: array("d"))
     providers: dict[str, int] = field(default_factory=lambda: defaultdict(int))
 
     def add(
@@ -192,7 +194,7 @@ class ScoreBuilder:
         tally[1] += 1
 
     def build(self) -> Scores:
-        self.latencies.sort()
+        latencies = sorted(self.latencies)
         return Scores(
             attempts=self.attempts,
             figures=self.total.figures(),
@@ -208,8 +210,8 @@ class ScoreBuilder:
             cost_unknown=self.cost_unknown,
             prompt_tokens=self.prompt_tokens if self.usage_known else None,
             completion_tokens=self.completion_tokens if self.usage_known else None,
-            latency_p50_ms=percentile(self.latencies, 50),
-            latency_p95_ms=percentile(self.latencies, 95),
+            latency_p50_ms=percentile(latencies, 50),
+            latency_p95_ms=percentile(latencies, 95),
             providers=dict(sorted(self.providers.items())),
         )
 

@@ -23,7 +23,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from callgate.errors import CallgateError
-from callgate.suite import Suite, canonical_json
+from callgate.suite import Suite, canonical_json, case_expect_types, case_tags
 
 # A release may have several rows while it is re-run: the earlier finished run stays until the
 # new one finishes, and the reads see only the newest finished row of a (suite, model, release).
@@ -665,12 +665,13 @@ class Store:
                     "loaded_at": now(),
                 }
             )
+            expect_types, tags = case_expect_types(suite.cases), case_tags(suite.cases)
             self.db["cases"].insert_all(
                 {
                     "suite": suite.fingerprint,
                     "case_id": case_id,
-                    "expect_type": suite.cases[case_id].expect.type,
-                    "tags": json.dumps(suite.cases[case_id].tags),
+                    "expect_type": expect_types[case_id],
+                    "tags": json.dumps(list(tags[case_id])),
                     "body": canonical_json(raw),
                 }
                 for case_id, raw in suite.raw_cases.items()

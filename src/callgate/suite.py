@@ -10,7 +10,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Iterable
+import sys
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -230,16 +232,113 @@ class Case(_Strict):
         return []
 
 
+class CaseTable(Mapping[str, "Case"]):
+    """A suite's cases by id, kept compact: each as its JSON text (about the size of its line)
+    plus its tags and expectation type, and built into a `Case` when used. The most recently
+    used cases stay built (CACHE of them), so a run over a suite of any size holds a bounded
+    number of models; a case built again costs about 10 µs.
+
+    `raw` is the same cases as decoded JSON objects (`Suite.raw_cases`)."""
+
+    CACHE = 1024
+
+    def __init__(self) -> None:
+        self._text: dict[str, str] = {}
+        self._tags: dict[str, tuple[str, ...]] = {}
+        self._expect_type: dict[str, str] = {}
+        self._built: OrderedDict[str, Case] = OrderedDict()
+        self._shared: dict[Any, Any] = {}  # one object per distinct tag tuple / type
+        self.raw = RawCases(self._text)
+        self.tags = _Column(self._text, self._tags)
+        self.expect_type = _Column(self._text, self._expect_type)
+
+    def add(self, case: Case, raw: dict[str, Any]) -> None:
+        self._text[case.id] = json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+        tags = tuple(sys.intern(tag) for tag in case.tags)
+        self._tags[case.id] = self._shared.setdefault(tags, tags)
+        self._expect_type[case.id] = self._shared.setdefault(case.expect.type, case.expect.type)
+        self._keep(case.id, case)
+
+    def _keep(self, case_id: str, case: Case) -> None:
+        self._built[case_id] = case
+        if len(self._built) > self.CACHE:
+            self._built.popitem(last=False)
+
+    def __getitem__(self, case_id: str) -> Case:
+        case = self._built.get(case_id)
+        if case is not None:
+            self._built.move_to_end(case_id)
+            return case
+        case = Case.model_validate_json(self._text[case_id])  # KeyError when unknown
+        self._keep(case_id, case)
+        return case
+
+    def __contains__(self, case_id: object) -> bool:
+        return case_id in self._text
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._text)
+
+    def __len__(self) -> int:
+        return len(self._text)
+
+
+class RawCases(Mapping[str, dict[str, Any]]):
+    """Cases as the JSON objects of their lines, decoded on each access."""
+
+    def __init__(self, text: dict[str, str]) -> None:
+        self._text = text
+
+    def __getitem__(self, case_id: str) -> dict[str, Any]:
+        return json.loads(self._text[case_id])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._text)
+
+    def __len__(self) -> int:
+        return len(self._text)
+
+
+class _Column(Mapping[str, Any]):
+    """One per-case field kept without building the case (tags, expectation type)."""
+
+    def __init__(self, text: dict[str, str], values: dict[str, Any]) -> None:
+        self._text, self._values = text, values
+
+    def __getitem__(self, case_id: str) -> Any:
+        return self._values[case_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._text)
+
+    def __len__(self) -> int:
+        return len(self._text)
+
+
+def case_tags(cases: Mapping[str, Case]) -> Mapping[str, Sequence[str]]:
+    """Tags by case id, without building every case of a CaseTable."""
+    if isinstance(cases, CaseTable):
+        return cases.tags
+    return {case_id: case.tags for case_id, case in cases.items()}
+
+
+def case_expect_types(cases: Mapping[str, Case]) -> Mapping[str, str]:
+    """Expectation type by case id, without building every case of a CaseTable."""
+    if isinstance(cases, CaseTable):
+        return cases.expect_type
+    return {case_id: case.expect.type for case_id, case in cases.items()}
+
+
 @dataclass(frozen=True)
 class Suite:
     name: str
     path: Path
     fingerprint: str
     tools: dict[str, Tool]
-    cases: dict[str, Case]
+    cases: Mapping[str, Case]  # a CaseTable when loaded from files
     validators: dict[str, Draft7Validator] = field(repr=False)
     raw_tools: list[dict[str, Any]] = field(repr=False)
-    raw_cases: dict[str, dict[str, Any]] = field(repr=False)
+    raw_cases: Mapping[str, dict[str, Any]] = field(repr=False)
     match: MatchRules = DEFAULT_MATCH
     environment: EnvironmentFactory | None = field(default=None, repr=False)
     environment_spec: str | None = None
@@ -479,19 +578,17 @@ def load_cases(
     tools: dict[str, Tool],
     validators: dict[str, Draft7Validator],
     environment: EnvironmentFactory | None = None,
-) -> tuple[dict[str, Case], dict[str, dict[str, Any]]]:
-    cases: dict[str, Case] = {}
-    raw_cases: dict[str, dict[str, Any]] = {}
+) -> tuple[CaseTable, Mapping[str, dict[str, Any]]]:
+    cases = CaseTable()
     for line_no, raw, _ in json_lines(path, missing="file not found (a suite needs cases.jsonl)"):
         case = validate(Case, raw, path, line=line_no)
         if case.id in cases:
             raise InputError(path, f"duplicate case id {case.id!r}", line=line_no, field="id")
         _check_case(path, line_no, case, tools, validators, environment)
-        cases[case.id] = case
-        raw_cases[case.id] = raw
+        cases.add(case, raw)
     if not cases:
         raise InputError(path, "no cases")
-    return cases, raw_cases
+    return cases, cases.raw
 
 
 # What suite.json may hold (docs/formats.md); source and skipped are written by importers.
@@ -542,7 +639,7 @@ def load_suite(path: Path | str) -> Suite:
             for tool_name, tool in tools.items()
         }
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment)
-    fingerprinted: dict[str, Any] = {"tools": raw_tools, "cases": list(raw_cases.values())}
+    fingerprinted: dict[str, Any] = {"tools": raw_tools}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
         fingerprinted["match"] = match.model_dump(by_alias=True)
     if environment is not None:  # its code decides results and verdicts
@@ -550,7 +647,7 @@ def load_suite(path: Path | str) -> Suite:
             "spec": environment_spec,
             "source": environment_fingerprint(environment),
         }
-    digest = hashlib.sha256(canonical_json(fingerprinted).encode()).hexdigest()
+    digest = _suite_digest(raw_cases.values(), fingerprinted)
     return Suite(
         name=name,
         path=root,
@@ -564,6 +661,22 @@ def load_suite(path: Path | str) -> Suite:
         environment=environment,
         environment_spec=environment_spec,
     )
+
+
+def _suite_digest(raw_cases: Iterable[dict[str, Any]], rest: dict[str, Any]) -> str:
+    """sha256 of canonical_json({"cases": [...], **rest}), without holding every case at once.
+
+    The bytes are those of canonical_json on the whole object (keys sorted, "cases" first of
+    "cases", "environment", "match", "tools"), so fingerprints stay as they were."""
+    assert all(key > "cases" for key in rest)
+    digest = hashlib.sha256(b'{"cases":[')
+    for index, raw in enumerate(raw_cases):
+        digest.update((b"," if index else b"") + canonical_json(raw).encode())
+    digest.update(b"]")
+    for key in sorted(rest):
+        digest.update(f",{json.dumps(key)}:{canonical_json(rest[key])}".encode())
+    digest.update(b"}")
+    return digest.hexdigest()
 
 
 def lint(suite: Suite) -> list[str]:
