@@ -411,9 +411,6 @@ bad("config", "--param nested 10,000 deep", "run", "--param x", "nested more tha
 
 # --------------------------------------------------------------------------- judge specs
 
-NEEDS_TRUST_JUDGE = "needs trust-judge branch"
-
-
 def spec(name: str, text: str | bytes, *where: str, files: dict | None = None,
          **kwargs: Any) -> None:
     named = where if any(w.startswith(("j.md", "sub")) for w in where) else ("j.toml", *where)
@@ -455,11 +452,9 @@ spec("prompt not UTF-8", SPEC, "j.md:2", "not UTF-8",
 spec("prompt is a folder", spec_with(prompt='"sub"'), "sub", "folder",
      files={"judges/sub/x": "x"})
 spec("the key itself in the spec", spec_with(api_key=f'"{KEY}"'), "api_key")
-spec("the key as the model", spec_with(model=f'"{KEY}"'), "model", xfail=NEEDS_TRUST_JUDGE)
-spec("the key as api_key_env", spec_with(api_key_env=f'"{KEY}"'), "api_key_env",
-     xfail=NEEDS_TRUST_JUDGE)
-spec("a key in api_base", spec_with(api_base=f'"http://u:{KEY}@127.0.0.1:9/v1"'), "api_base",
-     xfail=NEEDS_TRUST_JUDGE)
+spec("the key as the model", spec_with(model=f'"{KEY}"'), "model")
+spec("the key as api_key_env", spec_with(api_key_env=f'"{KEY}"'), "api_key_env")
+spec("a key in api_base", spec_with(api_base=f'"http://u:{KEY}@127.0.0.1:9/v1"'), "api_base")
 
 
 # --------------------------------------------------------------------------- calibration sets

@@ -204,12 +204,15 @@ def test_a_reply_that_is_not_a_verdict_is_excluded_from_the_scores(
 
 
 def relabel(calib: Path, changes: dict[str, str]) -> None:
-    """Give items new arguments labels, in place (same path)."""
+    """Give items new arguments labels ("fail"), or both labels ("pass/pass"), in place."""
     lines = []
     for line in calib.read_text().splitlines():
         item = json.loads(line)
         if item["id"] in changes:
-            item["label"]["arguments"] = changes[item["id"]]
+            tool, _, arguments = changes[item["id"]].rpartition("/")
+            item["label"]["arguments"] = arguments
+            if tool:
+                item["label"]["tool_choice"] = tool
         lines.append(json.dumps(item))
     calib.write_text("\n".join(lines) + "\n")
 
@@ -283,14 +286,14 @@ def test_a_certificate_is_bound_to_the_labels_it_was_earned_on(
 ) -> None:
     call, spec, calib = certified
     original = calib.read_text()
-    relabel(calib, {"i03": "fail", "i12": "pass"})  # i12 is a (fail, n/a) item
+    relabel(calib, {"i03": "fail", "i12": "pass/pass"})  # i12 is a (fail, n/a) item
     refused = call(*score_args(tmp_path, spec, "r1"))
     assert refused.returncode == 2, refused.stdout + refused.stderr
     message = refused.stderr
     assert str(calib) in message and "has changed since" in message
     assert "2 label(s) changed" in message and "i03 test pass/pass -> test pass/fail" in message
     show = call("judge", "show", str(spec), "--db", "c.db")
-    assert "NOT CERTIFIED" in show.stdout and "i12 test fail/n/a -> test fail/pass" in show.stdout
+    assert "NOT CERTIFIED" in show.stdout and "i12 test fail/n/a -> test pass/pass" in show.stdout
 
     calib.write_text(original + "\n")  # same labels, other bytes: still not the set it was
     reformatted = call(*score_args(tmp_path, spec, "r1"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -132,7 +133,8 @@ class JudgeSpec(BaseModel):
     def _dated(cls, value: str) -> str:
         if not _DATED.search(value):
             raise ValueError(
-                f"{value!r} looks like a floating alias; name a dated snapshot "
+                "looks like a floating alias (the value is not shown: it may be a pasted key); "
+                "name a dated snapshot "
                 "(e.g. openai/gpt-4.1-2025-04-14) so the judge cannot change under you")
         return value
 
@@ -185,6 +187,7 @@ def load_judge(path: Path | str) -> Judge:
         if candidate is not None and candidate.is_file():
             source = candidate
     raw = read_toml(source, missing="judge spec not found")
+    _refuse_the_key_itself(source, raw)
     try:
         spec = JudgeSpec.model_validate(raw)
     except ValidationError as exc:
@@ -205,6 +208,25 @@ def load_judge(path: Path | str) -> Judge:
         raise InputError(prompt_path, f"missing placeholder(s): {', '.join(sorted(missing))}")
     return Judge(spec=spec, spec_path=source, template=template,
                  fingerprint=fingerprint(spec, template), candidate=candidate)
+
+
+def _refuse_the_key_itself(source: Path, raw: Mapping[str, Any]) -> None:
+    """A spec that holds the key its api_key_env names (pasted as the model, say) is refused
+    before anything could print that field's value."""
+    name = raw.get("api_key_env")
+    secret = os.environ.get(name, "") if isinstance(name, str) and name else ""
+    if len(secret) < 8:  # nothing set, or too short to tell apart from ordinary text
+        return
+    stack: list[tuple[str, Any]] = [(key, value) for key, value in raw.items()]
+    while stack:
+        field, value = stack.pop()
+        if isinstance(value, str) and secret in value:
+            raise InputError(source, f"holds the value of ${name}, the key itself: name the "
+                             "variable in api_key_env, never the key", field=field)
+        if isinstance(value, dict):
+            stack.extend((f"{field}.{key}", item) for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{field}[{i}]", item) for i, item in enumerate(value))
 
 
 def _data(value: Any) -> str:
