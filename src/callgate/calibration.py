@@ -136,12 +136,17 @@ def read_set(path: Path | str) -> tuple[list[CalibrationItem], str]:
     source = Path(path)
     data = read_bytes(source, missing="calibration set not found")
     items: list[CalibrationItem] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for line_no, raw, _ in json_lines_in(source, data.splitlines(keepends=True)):
         item = validate(CalibrationItem, raw, source, line=line_no)
         if item.id in seen:
-            raise InputError(source, f"duplicate item id {item.id!r}", line=line_no, field="id")
-        seen.add(item.id)
+            earlier = items[seen[item.id]]
+            if (earlier.case, earlier.response) != (item.case, item.response):
+                raise InputError(source, f"duplicate item id {item.id!r}", line=line_no,
+                                 field="id")
+            items[seen[item.id]] = item  # a person relabelled the item: the later label wins
+            continue
+        seen[item.id] = len(items)
         items.append(item)
     if not items:
         raise InputError(source, "no items")
@@ -633,13 +638,57 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
             "note": note or f"labelled by hand from run {run_id}; the judge said "
                             f"{row['tool_choice']}/{row['arguments']}",
         })
-        with set_path.open("a", encoding="utf-8") as handle:
-            handle.write(labelled.line() + "\n")
+        append_item(set_path, labelled)
         added += 1
     if added:
-        items, _ = read_set(set_path)
-        store.save_calibration_items(set_path.name, [
-            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
-            for i in items
-        ])
+        reload_set(store, set_path)
     return added
+
+
+def append_item(set_path: Path, item: CalibrationItem) -> str:
+    """Append a labelled item to a calibration file; returns the line written."""
+    line = item.line()
+    with set_path.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+    return line
+
+
+def reload_set(store: Store, set_path: Path) -> list[CalibrationItem]:
+    """Load a calibration file into the store (replacing what the store held for it)."""
+    items, _ = read_set(set_path)
+    store.save_calibration_items(set_path.name, [
+        (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
+        for i in items
+    ])
+    return items
+
+
+def label_item(store: Store, set_path: Path, item: CalibrationItem, labeller: str,
+               tool_choice: str, arguments: str, note: str = "") -> dict[str, Any]:
+    """A person's label on an item of a set, as `judge label` keeps one: the item with the
+    label appended to the file, the file reloaded into the store; plus a person_labels row
+    with who labelled it and when (returned)."""
+    labelled = item.model_copy(update={
+        "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
+        "note": note or f"labelled by hand by {labeller}",
+    })
+    line = append_item(set_path, labelled)
+    reload_set(store, set_path)
+    return store.add_person_label(set_path.name, item.id, labeller, tool_choice, arguments,
+                                  labelled.note, line)
+
+
+def undo_label(store: Store, set_path: Path, labeller: str) -> dict[str, Any] | None:
+    """Take back a person's last label: its row, and its line when it is still the file's
+    last line (otherwise the line stays and an earlier label must be given again)."""
+    row = store.last_person_label(set_path.name, labeller)
+    if row is None:
+        return None
+    data = set_path.read_bytes()
+    tail = (row["line"] + "\n").encode("utf-8")
+    if data.endswith(tail):
+        with set_path.open("r+b") as handle:
+            handle.truncate(len(data) - len(tail))
+        reload_set(store, set_path)
+    store.delete_person_label(row["id"])
+    return row

@@ -715,6 +715,65 @@ def judge_label(
     typer.echo(f"added {added} item(s) to {calibration_set} and to {db}")
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@app.command()
+def serve(
+    db: DbOption = Path("callgate.db"),
+    host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but "
+                                      "loopback needs --token.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8765,
+    token: Annotated[str | None, typer.Option(
+        "--token", envvar="CALLGATE_TOKEN",
+        help="Every write (POST) must carry it: X-Callgate-Token header or token field.")] = None,
+    sets: Annotated[list[Path] | None, typer.Option(
+        "--set", help="Calibration file(s) people may label here; labels are appended to it, "
+                      "as `callgate judge label` does.")] = None,
+) -> None:
+    """A local web app and JSON API over the store: releases, attempts, calibration sessions."""
+    if host not in LOOPBACK and not token:
+        raise _fail(f"--host {host} is not a loopback address: anyone who can reach it could "
+                    "write labels; give --token T (or CALLGATE_TOKEN) so every write needs it")
+    if not db.exists():
+        raise _fail(f"{db}: no such database; score a release first (e.g. callgate demo)")
+    for path in sets or []:
+        if not path.is_file():
+            raise _fail(f"{path}: calibration set not found")
+    import uvicorn
+
+    from callgate.web.app import create_app
+
+    try:
+        web_app = create_app(db, list(sets or []), token)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    shown = f"[{host}]" if ":" in host else host
+    typer.echo(f"callgate serve: http://{shown}:{port}/ over {db} (Ctrl-C stops)")
+    uvicorn.run(web_app, host=host, port=port, log_level="warning")
+
+
+@app.command()
+def report(
+    model: Annotated[str, typer.Option("--model", "-m", help="Model to report on.")],
+    html: Annotated[Path, typer.Option("--html", help="Write one self-contained HTML file.")],
+    release: Annotated[str | None, typer.Option(
+        "--release", help="Release (default: the model's latest).")] = None,
+    suite: Annotated[str | None, typer.Option("--suite", help="Suite name, if several.")] = None,
+    db: DbOption = Path("callgate.db"),
+) -> None:
+    """A static HTML report of a release (chart, figures, flipped cases) for CI artifacts."""
+    if not db.exists():
+        raise _fail(f"{db}: no such database")
+    from callgate.web.report_html import write_report
+
+    try:
+        write_report(db, html, model, release, suite)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"wrote {html}")
+
+
 EXIT_INTERNAL = 4
 
 

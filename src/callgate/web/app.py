@@ -1,0 +1,368 @@
+"""The Starlette app behind `callgate serve`: pages (Jinja2, readable without JavaScript) and
+a JSON API under /api/ over the same reads (`views`, `calibration_views`).
+
+SQLite connections belong to the thread that opened them: every endpoint is `async` and runs on
+the event loop's thread, where the lifespan opened the store. A request's work is a few indexed
+queries, so serialising them costs a local, single-user tool nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from callgate.calibration import CalibrationItem, label_item, reload_set, undo_label
+from callgate.errors import CallgateError
+from callgate.gate import find_current
+from callgate.store import Store
+from callgate.web import calibration_views as cv
+from callgate.web.chart import release_chart
+from callgate.web.views import Views
+
+STATIC = Path(__file__).parent / "static"
+PAGE_SIZE = 100
+LABELS = {"tool_choice": ("pass", "fail"), "arguments": ("pass", "fail", "n/a")}
+
+
+def templates() -> Environment:
+    env = Environment(loader=PackageLoader("callgate.web", "templates"),
+                      autoescape=select_autoescape(["html"]), trim_blocks=True,
+                      lstrip_blocks=True)
+    env.filters["pct"] = lambda v: "–" if v is None else f"{v:.1f}"
+    env.filters["num"] = lambda v, f="{:.2f}": "–" if v is None else f.format(v)
+    env.filters["q"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")})
+    return env
+
+
+class Session:
+    """What the app holds: the store (opened on the loop's thread), the calibration files it
+    may append to, and the token every write needs (when set)."""
+
+    def __init__(self, db: Path, sets: list[Path], token: str | None) -> None:
+        self.db_path = db
+        self.set_paths = {path.name: path for path in sets}
+        self.token = token
+        self.store: Store | None = None
+        self.views: Views | None = None
+
+    def open(self) -> None:
+        self.store = Store(self.db_path)
+        self.views = Views(self.store)
+        for path in self.set_paths.values():
+            reload_set(self.store, path)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def create_app(db: Path, sets: list[Path] | None = None, token: str | None = None) -> Starlette:
+    session = Session(Path(db), list(sets or []), token)
+    env = templates()
+
+    def page(name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
+        body = env.get_template(name).render(request=request, token_required=bool(token),
+                                             db=str(session.db_path), **context)
+        return HTMLResponse(body, status_code=status)
+
+    def not_found(request: Request, what: str) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": what}, status_code=404)
+        return page("error.html", request, status=404, message=what)
+
+    def authorised(request: Request, form: Any = None) -> bool:
+        if not token:
+            return True
+        given = (request.headers.get("x-callgate-token")
+                 or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+                 or (form.get("token") if form is not None else None) or "")
+        return hmac.compare_digest(str(given), token)
+
+    def refused(request: Request) -> Response:
+        message = ("this server needs its token for every write (X-Callgate-Token header or "
+                   "token field)")
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": message}, status_code=403)
+        return page("error.html", request, status=403, message=message)
+
+    # ------------------------------------------------------------------ releases
+
+    async def index(request: Request) -> Response:
+        assert session.store is not None
+        store = session.store
+        certs = []
+        for row in store.certificate_rows():
+            body = json.loads(row["body"])
+            certs.append({"fingerprint": row["fingerprint"], "judge": row["judge"],
+                          "created_at": row["created_at"], "certified": bool(row["certified"]),
+                          "set": Path(body.get("set_path", "")).name})
+        return page("index.html", request, models=session.views.models(),
+                    sets=store.calibration_sets(), labelable=sorted(session.set_paths),
+                    certificates=certs)
+
+    async def releases_page(request: Request) -> Response:
+        model, suite = request.query_params.get("model"), request.query_params.get("suite")
+        if not model or not suite:
+            return not_found(request, "choose a model and a suite: /releases?model=M&suite=S")
+        history = session.views.history(model, suite)
+        if not history:
+            return not_found(request, f"no finished release of {model} on {suite}")
+        return page("releases.html", request, model=model, suite=suite, history=history,
+                    chart=release_chart(history, f"{model} on {suite}"))
+
+    async def releases_api(request: Request) -> Response:
+        model, suite = request.query_params.get("model"), request.query_params.get("suite")
+        if not model:
+            return JSONResponse({"models": session.views.models()})
+        suites = ([suite] if suite else
+                  [m["suite_name"] for m in session.views.models() if m["model"] == model])
+        return JSONResponse({"model": model, "suites": {
+            name: session.views.history(model, name) for name in suites}})
+
+    def _filters(request: Request) -> dict[str, Any]:
+        q = request.query_params
+        try:
+            offset = max(0, int(q.get("offset", 0)))
+            limit = min(1000, max(1, int(q.get("limit", PAGE_SIZE))))
+        except ValueError:
+            offset, limit = 0, PAGE_SIZE
+        return {"verdict": q.get("verdict") or None, "tag": q.get("tag") or None,
+                "tool": q.get("tool") or None, "offset": offset, "limit": limit}
+
+    async def release_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        release = session.views.release(run_id)
+        if release is None:
+            return not_found(request, f"no finished run {run_id}")
+        filters = _filters(request)
+        attempts = session.views.attempts(run_id, **filters)
+        return page("release.html", request, r=release, attempts=attempts, filters=filters,
+                    verdicts=VERDICT_FILTERS)
+
+    async def release_api(request: Request) -> Response:
+        release = session.views.release(request.path_params["run_id"])
+        if release is None:
+            return not_found(request, "no such finished run")
+        return JSONResponse(release)
+
+    async def attempts_api(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        if session.store.run(run_id) is None:
+            return not_found(request, "no such run")
+        return JSONResponse(session.views.attempts(run_id, **_filters(request)))
+
+    async def attempt_page(request: Request) -> Response:
+        p = request.path_params
+        found = session.views.attempt(p["run_id"], p["case_id"], p["repeat"])
+        if found is None:
+            return not_found(request, "no such attempt")
+        return page("attempt.html", request, a=found)
+
+    async def attempt_api(request: Request) -> Response:
+        p = request.path_params
+        found = session.views.attempt(p["run_id"], p["case_id"], p["repeat"])
+        if found is None:
+            return not_found(request, "no such attempt")
+        return JSONResponse(found)
+
+    async def gate_api(request: Request) -> Response:
+        q = request.query_params
+        if not q.get("model") or not q.get("release"):
+            return JSONResponse({"error": "model and release are required"}, status_code=400)
+        try:
+            run = find_current(session.store, q["model"], q["release"], q.get("suite"))
+        except CallgateError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=404)
+        _, decision = session.views.decision(run)
+        return JSONResponse(decision.model_dump(mode="json"))
+
+    # ------------------------------------------------------------------ calibration
+
+    def _set(request: Request) -> tuple[str, Path | None]:
+        name = request.path_params["set_name"]
+        return name, session.set_paths.get(name)
+
+    def _items(name: str, path: Path | None) -> list[CalibrationItem] | None:
+        if path is not None:
+            return cv.load_items(path)
+        rows = session.store.calibration_item_rows(name)
+        return [CalibrationItem.model_validate_json(r["body"]) for r in rows] or None
+
+    async def label_page(request: Request) -> Response:
+        name, path = _set(request)
+        items = _items(name, path)
+        if items is None:
+            return not_found(request, f"no calibration set {name}")
+        rows = session.store.person_labels(name)
+        order = cv.queue_order(items, {r["item_id"] for r in rows})
+        by_id = {i.id: i for i in items}
+        labeller = request.query_params.get("labeller", "")
+        current = request.query_params.get("item") or order[0]
+        if current not in by_id:
+            return not_found(request, f"no item {current} in {name}")
+        position = order.index(current)
+        latest = cv.latest_labels(rows)
+        return page(
+            "label.html", request, set_name=name, writable=path is not None,
+            item=cv.item_view(by_id[current]), position=position, total=len(order),
+            prev_id=order[position - 1] if position > 0 else None,
+            next_id=order[position + 1] if position + 1 < len(order) else None,
+            labeller=labeller, mine=latest.get((current, labeller)),
+            others=[r for (i, who), r in sorted(latest.items()) if i == current],
+            progress=cv.progress(items, rows))
+
+    async def _write_label(name: str, path: Path | None, fields: dict[str, Any]
+                           ) -> tuple[dict[str, Any] | None, str | None]:
+        if path is None:
+            return None, (f"set {name} was not given to callgate serve with --set, so its file "
+                          "cannot be appended to")
+        labeller = str(fields.get("labeller") or "").strip()
+        if not labeller:
+            return None, "a labeller name is required"
+        tool_choice, arguments = fields.get("tool_choice"), fields.get("arguments")
+        if tool_choice not in LABELS["tool_choice"] or arguments not in LABELS["arguments"]:
+            return None, "tool_choice must be pass or fail, arguments pass, fail or n/a"
+        items = {i.id: i for i in cv.load_items(path)}
+        item = items.get(str(fields.get("item_id")))
+        if item is None:
+            return None, f"no item {fields.get('item_id')!r} in {name}"
+        row = label_item(session.store, path, item, labeller, tool_choice, arguments,
+                         str(fields.get("note") or "").strip())
+        return row, None
+
+    async def label_post(request: Request) -> Response:
+        form = await request.form()
+        if not authorised(request, form):
+            return refused(request)
+        name, path = _set(request)
+        row, error = await _write_label(name, path, dict(form))
+        if error:
+            return page("error.html", request, status=400, message=error)
+        items = cv.load_items(path)
+        rows = session.store.person_labels(name)
+        done = {r["item_id"] for r in rows if r["labeller"] == row["labeller"]}
+        after = [i.id for i in items if i.id not in done]
+        target = {"labeller": row["labeller"]}
+        if after:
+            target["item"] = after[0]
+        return RedirectResponse(f"/calibration/{name}?{urlencode(target)}", status_code=303)
+
+    async def undo_post(request: Request) -> Response:
+        form = await request.form()
+        if not authorised(request, form):
+            return refused(request)
+        name, path = _set(request)
+        labeller = str(form.get("labeller") or "")
+        if path is None or not labeller:
+            return page("error.html", request, status=400,
+                        message="undo needs a set given with --set and a labeller")
+        row = undo_label(session.store, path, labeller)
+        target = {"labeller": labeller}
+        if row is not None:
+            target["item"] = row["item_id"]
+        return RedirectResponse(f"/calibration/{name}?{urlencode(target)}", status_code=303)
+
+    async def labels_api(request: Request) -> Response:
+        if not authorised(request):
+            return refused(request)
+        name, path = _set(request)
+        try:
+            fields = await request.json()
+        except ValueError:
+            return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+        if not isinstance(fields, dict):
+            return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+        row, error = await _write_label(name, path, fields)
+        if error:
+            return JSONResponse({"error": error}, status_code=400)
+        return JSONResponse({k: row[k] for k in ("id", "set_name", "item_id", "labeller",
+                                                 "tool_choice", "arguments", "note",
+                                                 "created_at")}, status_code=201)
+
+    async def progress_page(request: Request) -> Response:
+        name, path = _set(request)
+        items = _items(name, path)
+        if items is None:
+            return not_found(request, f"no calibration set {name}")
+        report = cv.progress(items, session.store.person_labels(name))
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"set": name, **report})
+        return page("progress.html", request, set_name=name, p=report)
+
+    async def review_page(request: Request) -> Response:
+        name, path = _set(request)
+        items = _items(name, path)
+        if items is None:
+            return not_found(request, f"no calibration set {name}")
+        certificates = cv.certificates_for_set(session.store, name)
+        rows = cv.disagreements(session.store, items, certificates[0]) if certificates else []
+        return page("review.html", request, set_name=name, rows=rows,
+                    certificate=certificates[0] if certificates else None,
+                    labeller=request.query_params.get("labeller", ""))
+
+    async def certificate_page(request: Request) -> Response:
+        fingerprint = request.path_params["fingerprint"]
+        rows = [r for r in session.store.certificate_rows() if r["fingerprint"] == fingerprint]
+        if not rows:
+            return not_found(request, f"no certificate for {fingerprint}")
+        from callgate.calibration import Certificate
+
+        certificate = Certificate.model_validate_json(rows[0]["body"])
+        set_path = session.set_paths.get(Path(certificate.set_path).name)
+        if set_path is None and Path(certificate.set_path).is_file():
+            set_path = Path(certificate.set_path)
+        status, why = cv.certificate_status(certificate, bool(rows[0]["certified"]), set_path)
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"status": status, "why": why,
+                                 "certificate": certificate.model_dump(mode="json")})
+        return page("certificate.html", request, c=certificate, status=status, why=why,
+                    history=rows)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        session.open()
+        try:
+            yield
+        finally:
+            session.close()
+
+    routes = [
+        Route("/", index),
+        Route("/releases", releases_page),
+        Route("/runs/{run_id:int}", release_page),
+        Route("/runs/{run_id:int}/attempts/{case_id}/{repeat:int}", attempt_page),
+        Route("/calibration/{set_name}", label_page),
+        Route("/calibration/{set_name}/label", label_post, methods=["POST"]),
+        Route("/calibration/{set_name}/undo", undo_post, methods=["POST"]),
+        Route("/calibration/{set_name}/progress", progress_page),
+        Route("/calibration/{set_name}/review", review_page),
+        Route("/certificates/{fingerprint}", certificate_page),
+        Route("/api/releases", releases_api),
+        Route("/api/runs/{run_id:int}", release_api),
+        Route("/api/runs/{run_id:int}/attempts", attempts_api),
+        Route("/api/runs/{run_id:int}/attempts/{case_id}/{repeat:int}", attempt_api),
+        Route("/api/gate", gate_api),
+        Route("/api/calibration/{set_name}/progress", progress_page),
+        Route("/api/calibration/{set_name}/labels", labels_api, methods=["POST"]),
+        Route("/api/certificates/{fingerprint}", certificate_page),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.session = session
+    return app
+
+
+VERDICT_FILTERS = ("fail", "right", "wrong_tool", "unexpected_call", "missing_call",
+                   "extra_call", "invalid_json", "schema_violation", "wrong_value", "truncated",
+                   "provider_error", "environment_error", "pending_judge")

@@ -1,0 +1,163 @@
+"""Calibration sessions: the labelling queue, progress, agreement between people, the review of
+where the judge and the person differ, and certificates. Reads and writes go through the store
+and `callgate.calibration` (the same code path as `callgate judge label`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from callgate.calibration import (
+    CalibrationItem,
+    Certificate,
+    item_payloads,
+    read_set,
+)
+from callgate.store import Store
+
+DIMENSIONS = ("tool_choice", "arguments")
+
+
+def latest_labels(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """(item_id, labeller) -> that person's latest label row."""
+    found: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for row in rows:
+        found[(row["item_id"], row["labeller"])] = row
+    return found
+
+
+def queue_order(items: Sequence[CalibrationItem], labelled: set[str]) -> list[str]:
+    """Item ids, those no person has labelled first (each group in file order)."""
+    return ([i.id for i in items if i.id not in labelled]
+            + [i.id for i in items if i.id in labelled])
+
+
+def kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
+    """Cohen's kappa between two raters over categorical labels (n/a is a category)."""
+    n = len(pairs)
+    if n == 0:
+        return None
+    observed = sum(a == b for a, b in pairs) / n
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    expected = sum(first[k] * second[k] for k in first) / (n * n)
+    return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def progress(items: Sequence[CalibrationItem], rows: Sequence[Mapping[str, Any]]
+             ) -> dict[str, Any]:
+    """Labelled / total, per category and per dimension; agreement between people."""
+    latest = latest_labels(rows)
+    by_item: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for (item_id, labeller), row in latest.items():
+        by_item.setdefault(item_id, {})[labeller] = row
+    labelled = {i.id for i in items if i.id in by_item}
+    categories: dict[str, list[int]] = {}
+    for item in items:
+        tally = categories.setdefault(item.category or "(none)", [0, 0])
+        tally[1] += 1
+        tally[0] += item.id in labelled
+    per_dimension = {dim: dict(Counter(row[dim] for row in latest.values()))
+                     for dim in DIMENSIONS}
+    labellers = sorted({labeller for _, labeller in latest})
+    agreement = []
+    conflicts = []
+    for i, first in enumerate(labellers):
+        for second in labellers[i + 1:]:
+            both = [item_id for item_id, people in by_item.items()
+                    if first in people and second in people]
+            entry: dict[str, Any] = {"labellers": [first, second], "items": len(both)}
+            for dim in DIMENSIONS:
+                entry[dim] = kappa([(by_item[x][first][dim], by_item[x][second][dim])
+                                    for x in both])
+            agreement.append(entry)
+    for item_id, people in sorted(by_item.items()):
+        if len(people) > 1 and len({(r["tool_choice"], r["arguments"])
+                                    for r in people.values()}) > 1:
+            conflicts.append({"item_id": item_id, "labels": {
+                name: {"tool_choice": r["tool_choice"], "arguments": r["arguments"],
+                       "note": r["note"], "at": r["created_at"]}
+                for name, r in sorted(people.items())}})
+    return {
+        "total": len(items), "labelled": len(labelled), "labels": len(rows),
+        "labellers": labellers,
+        "categories": {k: {"labelled": v[0], "total": v[1]} for k, v in sorted(categories.items())},
+        "per_dimension": per_dimension, "agreement": agreement, "conflicts": conflicts,
+    }
+
+
+def certificates_for_set(store: Store, set_name: str) -> list[Certificate]:
+    found = []
+    for row in store.certificate_rows():
+        certificate = Certificate.model_validate_json(row["body"])
+        if Path(certificate.set_path).name == set_name:
+            found.append(certificate)
+    return found
+
+
+def disagreements(store: Store, items: Sequence[CalibrationItem], certificate: Certificate
+                  ) -> list[dict[str, Any]]:
+    """Items where the judge of the certificate and the item's current label differ, with the
+    judge's reason beside the person's note. Outputs come from the judge cache (the verdicts
+    `judge calibrate` stored), keyed as calibration keys them."""
+    from callgate.judge import JudgeOutput, cache_key
+
+    keys = {i.id: cache_key(certificate.fingerprint, *item_payloads(i)) for i in items}
+    outputs = store.judge_outputs(list(keys.values()))
+    out = []
+    for item in items:
+        text = outputs.get(keys[item.id])
+        if text is None:
+            continue
+        judged = JudgeOutput.model_validate_json(text)
+        differ = [dim for dim in DIMENSIONS
+                  if getattr(item.label, dim) != "n/a"
+                  and (getattr(item.label, dim) == "pass") != (getattr(judged, dim) == "pass")]
+        if differ:
+            out.append({"item_id": item.id, "split": item.split, "dimensions": differ,
+                        "person": item.label.model_dump(), "note": item.note,
+                        "judge": {"tool_choice": judged.tool_choice,
+                                  "arguments": judged.arguments},
+                        "reason": judged.reason})
+    return out
+
+
+def certificate_status(certificate: Certificate, certified_row: bool,
+                       set_path: Path | None) -> tuple[str, list[str]]:
+    """("certified" or "void", why) for a stored certificate."""
+    why = [f"{dim}: {report.why_not}" for dim, report in certificate.dimensions.items()
+           if not report.passed]
+    if not certified_row and not why:
+        why.append("the calibration did not certify the judge")
+    if set_path is not None and set_path.is_file():
+        digest = hashlib.sha256(set_path.read_bytes()).hexdigest()
+        if digest != certificate.set_sha256:
+            why.append(f"the set {set_path.name} has changed since it was certified "
+                       f"(sha256 {certificate.set_sha256[:12]} then, {digest[:12]} now): "
+                       "calibrate again")
+    return ("certified" if certified_row and not why else "void"), why
+
+
+def item_view(item: CalibrationItem) -> dict[str, Any]:
+    response = item.response
+    turns = ([t.model_dump() for t in response.turns] if response.turns is not None
+             else [{"role": "assistant", "content": response.content,
+                    "tool_calls": [c.model_dump() for c in response.tool_calls]}])
+    for turn in turns:
+        for call in turn.get("tool_calls", []):
+            try:
+                call["pretty"] = json.dumps(json.loads(call["arguments"]), indent=2,
+                                            ensure_ascii=False)
+            except json.JSONDecodeError:
+                call["pretty"] = call["arguments"]
+    return {"id": item.id, "split": item.split, "category": item.category,
+            "messages": item.case.messages, "rubric": item.case.rubric,
+            "tools": [t.get("function", {}).get("name") for t in item.case.tools],
+            "turns": turns, "label": item.label.model_dump(), "note": item.note}
+
+
+def load_items(set_path: Path) -> list[CalibrationItem]:
+    return read_set(set_path)[0]

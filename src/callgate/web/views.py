@@ -1,0 +1,218 @@
+"""What the pages and the JSON API show, read from the store. No web framework here: the same
+functions feed `callgate serve`, its JSON API and `callgate report --html`.
+
+Decisions come from the gate (`callgate.gate`): a release's mark on the chart is exactly what
+`callgate gate --model M --release R` (baseline auto) would decide.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from callgate.gate import GateDecision, ReleaseScores, baseline_from_store, decide, stored_release
+from callgate.store import Store
+
+MARKS = {"pass": "pass", "first_release": "first", "regression": "regression",
+         "inconclusive": "inconclusive"}
+
+
+@dataclass
+class Views:
+    """Reads over one store, with the gate's decisions cached per run: a finished run never
+    changes (a re-run is a new run id), so a decision computed once stays true."""
+
+    store: Store
+    max_drop: float = 2.0
+    _decisions: dict[int, tuple[ReleaseScores, GateDecision]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ releases
+
+    def models(self) -> list[dict[str, Any]]:
+        return self.store.release_runs()
+
+    def decision(self, run: Mapping[str, Any]) -> tuple[ReleaseScores, GateDecision]:
+        """The release's scores and the gate's decision against its stored baseline, as
+        `callgate gate` takes them (baseline auto)."""
+        cached = self._decisions.get(run["id"])
+        if cached is None:
+            current = stored_release(self.store, run)
+            baseline = baseline_from_store(self.store, run)
+            decision = decide(current, baseline, max_drop=self.max_drop,
+                              baseline_source=f"store {self.store.path}" if baseline else None)
+            cached = self._decisions[run["id"]] = (current, decision)
+        return cached
+
+    def history(self, model: str, suite_name: str) -> list[dict[str, Any]]:
+        """Every finished release of a model on a suite, oldest first, with its figures and
+        the gate's decision."""
+        out = []
+        for run in self.store.runs(model=model, suite_name=suite_name):
+            release, decision = self.decision(run)
+            out.append(release_summary(run, release, decision))
+        return out
+
+    def release(self, run_id: int) -> dict[str, Any] | None:
+        run = self.store.run(run_id)
+        if run is None or run["status"] != "done" or not run["scores"]:
+            return None
+        release, decision = self.decision(run)
+        scores = json.loads(run["scores"])
+        summary = release_summary(run, release, decision)
+        summary.update({
+            "by_tag": {tag: fig.model_dump(mode="json") for tag, fig in release.by_tag.items()},
+            "excluded": release.excluded,
+            "attempts": release.attempts,
+            "cost": {"usd": scores.get("cost_usd"), "unknown": scores.get("cost_unknown"),
+                     "prompt_tokens": scores.get("prompt_tokens"),
+                     "completion_tokens": scores.get("completion_tokens")},
+            "latency": {"p50_ms": scores.get("latency_p50_ms"),
+                        "p95_ms": scores.get("latency_p95_ms")},
+            "providers": scores.get("providers") or {},
+            "pass_hat_k": scores.get("pass_hat_k") or {},
+            "gate": decision.model_dump(mode="json"),
+            "tools": self.store.suite_tool_names(run["suite"]),
+            "tags": sorted(release.by_tag),
+        })
+        return summary
+
+    def attempts(self, run_id: int, *, verdict: str | None = None, tag: str | None = None,
+                 tool: str | None = None, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+        total, rows = self.store.attempt_rows(run_id, verdict=verdict or None, tag=tag or None,
+                                              tool=tool or None, limit=limit, offset=offset)
+        return {"total": total, "limit": limit, "offset": offset,
+                "attempts": [attempt_summary(row) for row in rows]}
+
+    def attempt(self, run_id: int, case_id: str, repeat: int) -> dict[str, Any] | None:
+        found = self.store.attempt(run_id, case_id, repeat)
+        if found is None:
+            return None
+        return attempt_detail(found, self.store.run(run_id) or {})
+
+
+def release_summary(run: Mapping[str, Any], release: ReleaseScores,
+                    decision: GateDecision) -> dict[str, Any]:
+    checks = {c.name: c.model_dump(mode="json") for c in decision.checks}
+    return {
+        "run_id": run["id"], "model": run["model"], "suite": run["suite_name"],
+        "release": run["release"], "created_at": run["created_at"],
+        "figures": release.figures.model_dump(mode="json"),
+        "outcome": decision.outcome, "mark": MARKS[decision.outcome],
+        "exit_code": decision.exit_code,
+        "baseline_release": decision.baseline_release, "max_drop": decision.max_drop,
+        "checks": checks,
+        "worse": [c.model_dump() for c in decision.worse],
+        "better": [c.model_dump() for c in decision.better],
+        "messages": decision.messages, "warnings": decision.warnings,
+        "uncalibrated": release.uncalibrated,
+    }
+
+
+def attempt_summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "case_id": row["case_id"], "repeat": row["repeat"], "status": row["status"],
+        "tool": row["tool"], "arguments": row["arguments"], "schema_kind": row["schema_kind"],
+        "right_tool": bool(row["right_tool"]), "right_arguments": bool(row["right_arguments"]),
+        "calls": row["calls"], "tags": json.loads(row["tags"]) if row.get("tags") else [],
+        "expect": row.get("expect_type"),
+        "reason": "; ".join(p for p in (row["tool_reason"], row["arguments_reason"]) if p),
+    }
+
+
+# ---------------------------------------------------------------------- one attempt
+
+
+def _calls_of(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The assistant turns of a stored response line, each with its tool calls."""
+    from callgate.responses import parse_response
+
+    try:
+        response = parse_response(dict(body))
+    except Exception:  # an unreadable line is shown raw, never a crash
+        return []
+    return [{"content": turn.content,
+             "calls": [{"name": c.name, "arguments": c.arguments} for c in turn.tool_calls]}
+            for turn in response.assistant_turns]
+
+
+def highlights(reason: str, name: str) -> tuple[set[tuple[str, ...]], list[str]]:
+    """The argument paths of a call to `name` that the verdict reason blames, and the problems
+    that have no path of their own (a missing argument, a wrong tool)."""
+    paths: set[tuple[str, ...]] = set()
+    notes: list[str] = []
+    for part in re.split(r"; ", reason):
+        if re.search(rf"(^|\s|\(){re.escape(name)}\.[^\s:]+:", part):
+            path = re.search(rf"{re.escape(name)}\.([^\s:]+):", part)
+            if path:
+                paths.add(tuple(path.group(1).split(".")))
+        unknown = re.search(rf"{re.escape(name)}: '([^']+)' is not a parameter", part)
+        if unknown:
+            paths.add((unknown.group(1),))
+        if re.search(rf"(^|\s){re.escape(name)}(\.\S+)?: missing required", part):
+            notes.append(part)
+    return paths, notes
+
+
+def render_json(value: Any, marked: set[tuple[str, ...]], path: tuple[str, ...] = (),
+                indent: int = 0) -> str:
+    """Pretty-printed JSON as HTML (escaped), wrapping each member whose path is blamed in
+    <mark>."""
+    pad = "  " * (indent + 1)
+    if isinstance(value, dict) and value:
+        parts = []
+        for key, item in value.items():
+            sub = (*path, str(key))
+            text = (f"{pad}{html.escape(json.dumps(key, ensure_ascii=False))}: "
+                    f"{render_json(item, marked, sub, indent + 1)}")
+            parts.append(f'<mark class="blame">{text}</mark>' if sub in marked else text)
+        return "{\n" + ",\n".join(parts) + "\n" + "  " * indent + "}"
+    if isinstance(value, list) and value:
+        parts = []
+        for index, item in enumerate(value):
+            sub = (*path, str(index))
+            text = pad + render_json(item, marked, sub, indent + 1)
+            parts.append(f'<mark class="blame">{text}</mark>' if sub in marked else text)
+        return "[\n" + ",\n".join(parts) + "\n" + "  " * indent + "]"
+    return html.escape(json.dumps(value, ensure_ascii=False))
+
+
+def attempt_detail(found: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
+    verdict = found["verdict"]
+    reason = "; ".join(p for p in (verdict["tool_reason"], verdict["arguments_reason"]) if p)
+    case = json.loads(found["case"]["body"]) if found["case"] else {}
+    raw = json.loads(found["response"]["body"]) if found["response"] else {}
+    turns = _calls_of(raw) if raw else []
+    for turn in turns:
+        for call in turn["calls"]:
+            paths, notes = highlights(reason, call["name"])
+            call["blamed_paths"] = [".".join(p) for p in sorted(paths)]
+            call["notes"] = notes
+            call["wrong_tool"] = bool(verdict["tool"] not in (None, "right") and re.search(
+                rf"\b{re.escape(call['name'])}\b", verdict["tool_reason"] or "")) and bool(
+                verdict["tool"] in ("wrong_tool", "unexpected_call", "extra_call"))
+            try:
+                parsed = json.loads(call["arguments"])
+                call["valid_json"] = True
+                call["pretty"] = render_json(parsed, paths)
+            except json.JSONDecodeError:
+                call["valid_json"] = False
+                call["pretty"] = html.escape(call["arguments"])
+    judgement = found["judgement"]
+    return {
+        "run_id": run.get("id"), "model": run.get("model"), "release": run.get("release"),
+        "suite": run.get("suite_name"),
+        "verdict": attempt_summary({**verdict, "tags": found["case"]["tags"] if found["case"]
+                                    else None, "expect_type": case.get("expect", {}).get("type")}),
+        "messages": case.get("messages", []),
+        "expect": case.get("expect"),
+        "turns": turns,
+        "raw": json.dumps(raw, indent=2, ensure_ascii=False),
+        "response_meta": {k: found["response"][k] for k in (
+            "finish_reason", "provider", "cost", "latency_ms", "prompt_tokens",
+            "completion_tokens", "error_kind")} if found["response"] else {},
+        "judgement": dict(judgement) if judgement else None,
+    }
