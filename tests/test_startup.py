@@ -102,3 +102,20 @@ def test_litellm_is_imported_with_its_offline_switches_set() -> None:
         [sys.executable, "-c", SPY], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["true", "True"]
+
+
+WEB_STACK = ("starlette", "jinja2", "uvicorn", "callgate.web")
+
+
+def test_commands_other_than_serve_and_report_do_not_import_the_web_stack(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    env = {**cli_env, "PYTHONPROFILEIMPORTTIME": "1"}
+    for args in (["--help"], ["serve", "--help"], ["report", "--help"], ["gate", "--help"]):
+        done = subprocess.run([callgate_exe, *args], env=env, cwd=tmp_path, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        modules = imported(done.stderr)
+        assert modules, "no import-time report"
+        assert not [m for m in modules if m.split(".")[0] in WEB_STACK[:3]
+                    or m.startswith(WEB_STACK[3])], args

@@ -44,6 +44,9 @@ def run_demo(db: Path, console: Console) -> None:
                   f"it with any SQLite tool, e.g. `sqlite3 {db} 'select * from scores'`.",
                   highlight=False)
     run_multi_turn_demo(db, console)
+    console.print(f"\nTo look at what it stored (the chart, each attempt, calibration sessions): "
+                  f"run `callgate serve --db {db}` and open http://127.0.0.1:8765/",
+                  highlight=False, markup=False, soft_wrap=True)
 
 
 def run_multi_turn_demo(db: Path, console: Console) -> None:

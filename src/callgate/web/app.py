@@ -13,7 +13,7 @@ import hmac
 import json
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -80,6 +80,12 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": what}, status_code=404)
         return page("error.html", request, status=404, message=what)
+
+    async def read_form(request: Request) -> dict[str, str]:
+        """The pages' forms are urlencoded (no file uploads): parsed here, which spares the
+        python-multipart dependency Starlette's request.form() needs."""
+        body = (await request.body()).decode("utf-8", errors="replace")
+        return dict(parse_qsl(body, keep_blank_values=True))
 
     def authorised(request: Request, form: Any = None) -> bool:
         if not token:
@@ -242,11 +248,11 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         return row, None
 
     async def label_post(request: Request) -> Response:
-        form = await request.form()
+        form = await read_form(request)
         if not authorised(request, form):
             return refused(request)
         name, path = _set(request)
-        row, error = await _write_label(name, path, dict(form))
+        row, error = await _write_label(name, path, form)
         if error:
             return page("error.html", request, status=400, message=error)
         items = cv.load_items(path)
@@ -259,7 +265,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         return RedirectResponse(f"/calibration/{name}?{urlencode(target)}", status_code=303)
 
     async def undo_post(request: Request) -> Response:
-        form = await request.form()
+        form = await read_form(request)
         if not authorised(request, form):
             return refused(request)
         name, path = _set(request)

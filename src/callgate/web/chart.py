@@ -65,12 +65,14 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
     # legend
     lx = LEFT
     for _, label, colour in SERIES:
-        out.append(f'<rect x="{lx}" y="8" width="14" height="10" fill="{colour}" '
-                   f'opacity="0.8"/><text class="legend" x="{lx + 20}" y="17">{label} '
-                   '(band: 95% interval)</text>')
-        lx += 250
-    out.append(f'<line x1="{lx}" x2="{lx + 22}" y1="13" y2="13" class="rule"/>'
-               f'<text class="legend" x="{lx + 28}" y="17">gate line</text>')
+        out.append(f'<rect x="{lx}" y="8" width="14" height="10" fill="{colour}"/>'
+                   f'<text class="legend" x="{lx + 20}" y="17">{label}</text>')
+        lx += 26 + 8 * len(label)
+    out.append(f'<rect x="{lx}" y="8" width="14" height="10" fill="#64748b" opacity="0.25"/>'
+               f'<text class="legend" x="{lx + 20}" y="17">95% interval</text>'
+               f'<line x1="{lx + 125}" x2="{lx + 147}" y1="13" y2="13" class="rule" '
+               f'stroke="#4b5563"/><text class="legend" x="{lx + 153}" y="17">gate: baseline '
+               f'− {history[-1]["max_drop"]:g} points</text>')
 
     for key, label, colour in SERIES:
         shares = [item["figures"][key] for item in history]
@@ -97,7 +99,8 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
                 f'fill="{colour}"><title>{escape(item["release"])}: {label} '
                 f'{s["pct"]:.1f} (95% {s["low"]:.1f}–{s["high"]:.1f}, n {s["n"]})</title>'
                 '</circle>'
-                f'<text class="value" x="{_fmt(x + 8)}" y="{_fmt(y(s["pct"]) - 6)}" '
+                f'<text class="value" x="{_fmt(x - 10)}" y="{_fmt(y(s["pct"]) + 4)}" '
+                f'text-anchor="end" '
                 f'fill="{colour}">{s["pct"]:.1f}</text>')
 
     # the gate line: baseline (on shared cases) minus the allowed drop, over the compared span
@@ -112,12 +115,21 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
             follows = history[i - 1]["release"] == item["baseline_release"]
             x0 = xs[i - 1] if follows else xs[i] - step / 2
             out.append(
-                f'<line class="rule rule-{key}" x1="{_fmt(x0)}" x2="{_fmt(xs[i] + 14)}" '
+                f'<line class="rule rule-{key}" x1="{_fmt(x0)}" x2="{_fmt(xs[i] + 26)}" '
                 f'y1="{_fmt(y(floor))}" y2="{_fmt(y(floor))}" stroke="{colour}">'
                 f'<title>{escape(item["release"])}: {label} fails below {floor:.1f} '
                 f'(baseline {escape(str(item["baseline_release"]))} '
                 f'{check["baseline"]["pct"]:.1f} on {check["baseline"]["n"]} shared attempts '
-                f'− {item["max_drop"]:g} points)</title></line>')
+                f'− {item["max_drop"]:g} points)</title></line>'
+                f'<text class="rule-label" x="{_fmt(xs[i] + 30)}" y="{_fmt(y(floor) + 4)}" '
+                f'fill="{colour}">gate {floor:.1f}</text>')
+            if check["failed"] and check["current"]["pct"] is not None:
+                # where the figure fell through the gate line: ringed in red
+                share = item["figures"][key]
+                if share["pct"] is not None:
+                    out.append(f'<circle class="failed-point" cx="{_fmt(xs[i])}" '
+                               f'cy="{_fmt(y(share["pct"]))}" r="9" fill="none" '
+                               'stroke="#b91c1c" stroke-width="2.5"/>')
 
     # calls per task
     top2 = TOP + SHARES_H + GAP

@@ -1,0 +1,249 @@
+"""`callgate serve` over HTTP: the app under uvicorn on 127.0.0.1, reached through real sockets,
+over the demo's store; `callgate report --html`; the labels people write."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from webserver import Server, callgate_script
+
+from callgate.calibration import read_set
+
+ROOT = Path(__file__).resolve().parent.parent
+SET = ROOT / "calibration" / "tool_choice.jsonl"
+MODEL, SUITE = "example-agent", "order-support"
+
+
+def callgate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([callgate_script(), *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("demo") / "callgate.db"
+    done = callgate("demo", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    return db
+
+
+@pytest.fixture(scope="module")
+def server(demo_db: Path) -> Iterator[Server]:
+    running = Server(demo_db)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def run_id(demo_db: Path, release: str) -> int:
+    with sqlite3.connect(demo_db) as conn:
+        return conn.execute("SELECT id FROM runs WHERE model = ? AND suite_name = ? AND "
+                            "release = ? AND status = 'done'", [MODEL, SUITE, release]
+                            ).fetchone()[0]
+
+
+def test_another_address_than_loopback_needs_a_token(demo_db: Path) -> None:
+    done = callgate("serve", "--db", str(demo_db), "--host", "0.0.0.0", "--port", "1")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--token" in lines[0] and "0.0.0.0" in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_the_demo_tells_the_user_to_serve(tmp_path: Path) -> None:
+    done = callgate("demo", "--db", str(tmp_path / "c.db"))
+    last = done.stdout.strip().splitlines()[-1]
+    assert f"callgate serve --db {tmp_path / 'c.db'}" in last
+
+
+def test_releases_carry_the_gates_marks(server: Server) -> None:
+    data = server.json("/api/releases?" + urlencode({"model": MODEL, "suite": SUITE}))
+    history = data["suites"][SUITE]
+    assert [(h["release"], h["outcome"]) for h in history] == [
+        ("2026.10", "first_release"), ("2026.11", "regression")]
+    status, page = server.get("/releases?" + urlencode({"model": MODEL, "suite": SUITE}))
+    assert status == 200
+    svg = page[page.index("<svg"):page.index("</svg>")]
+    assert 'data-release="2026.10"' in svg and 'data-release="2026.11"' in svg
+    assert 'class="release mark mark-regression" data-release="2026.11"' in svg
+    # the gate line: the baseline's share on shared cases minus 2 points, for both figures
+    checks = history[1]["checks"]
+    for name in ("right_tool", "right_arguments"):
+        floor = checks[name]["baseline"]["pct"] - 2
+        assert f"gate {floor:.1f}" in svg
+
+
+def test_the_gate_api_prints_what_callgate_gate_json_prints(server: Server,
+                                                              demo_db: Path) -> None:
+    done = callgate("gate", "--model", MODEL, "--release", "2026.11", "--suite", SUITE,
+                    "--db", str(demo_db), "--json")
+    assert done.returncode == 1
+    api = server.json("/api/gate?" + urlencode({"model": MODEL, "release": "2026.11",
+                                                  "suite": SUITE}))
+    assert api == json.loads(done.stdout)
+    status, body = server.get("/api/gate?model=nobody&release=1")
+    assert status == 404 and "no finished run" in json.loads(body)["error"]
+
+
+def test_one_release_flipped_cases_and_filters(server: Server, demo_db: Path) -> None:
+    rid = run_id(demo_db, "2026.11")
+    release = server.json(f"/api/runs/{rid}")
+    worse = {c["case_id"]: c["reason"] for c in release["worse"]}
+    assert worse["clean-001"] == 'lookup_order.order_id: expected "ord_7281", got "ord_7282"'
+    assert release["excluded"]["truncated"] == 1
+    status, page = server.get(f"/runs/{rid}")
+    assert status == 200 and "clean-001" in page and "Passed before, fail now" in page
+
+    everything = server.json(f"/api/runs/{rid}/attempts?limit=1000")
+    assert everything["total"] == release["attempts"] == len(everything["attempts"])
+    wrong_value = server.json(f"/api/runs/{rid}/attempts?verdict=wrong_value&limit=1000")
+    assert wrong_value["total"] == sum(a["arguments"] == "wrong_value"
+                                       for a in everything["attempts"]) > 0
+    assert {a["arguments"] for a in wrong_value["attempts"]} == {"wrong_value"}
+    parallel = server.json(f"/api/runs/{rid}/attempts?tag=parallel&limit=1000")
+    assert parallel["total"] == sum("parallel" in a["tags"] for a in everything["attempts"]) > 0
+    assert all("parallel" in a["tags"] for a in parallel["attempts"])
+    cancels = server.json(f"/api/runs/{rid}/attempts?tool=cancel_order&limit=1000")
+    assert 0 < cancels["total"] < everything["total"]
+    page_two = server.json(f"/api/runs/{rid}/attempts?limit=10&offset=10")
+    assert [a["case_id"] for a in page_two["attempts"]] == [
+        a["case_id"] for a in everything["attempts"][10:20]]
+
+
+def test_the_attempt_page_marks_the_blamed_argument(server: Server, demo_db: Path) -> None:
+    rid = run_id(demo_db, "2026.11")
+    status, page = server.get(f"/runs/{rid}/attempts/clean-009/0")
+    assert status == 200
+    marked = re.findall(r'<mark class="blame">(.*?)</mark>', page, re.DOTALL)
+    assert [html.unescape(m.strip()) for m in marked] == ['"reason": "too slow"']
+    status, page = server.get(f"/runs/{rid}/attempts/clean-001/0")
+    marked = re.findall(r'<mark class="blame">(.*?)</mark>', page, re.DOTALL)
+    assert [html.unescape(m.strip()) for m in marked] == ['"order_id": "ord_7282"']
+    assert server.get(f"/runs/{rid}/attempts/no-such-case/0")[0] == 404
+
+
+def set_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "tool_choice.jsonl"
+    shutil.copyfile(SET, copy)
+    return copy
+
+
+def person_rows(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'person_labels'").fetchone():
+            return []
+        return conn.execute("SELECT item_id, labeller, tool_choice, arguments FROM "
+                            "person_labels ORDER BY id").fetchall()
+
+
+def test_labels_are_stored_appended_and_compared(tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    before = labels.read_text().splitlines()
+    server = Server(db, "--set", str(labels))
+    try:
+        url = f"/api/calibration/{labels.name}/labels"
+        assert server.post_json(url, {"item_id": "tc-001", "labeller": "ana",
+                                      "tool_choice": "fail", "arguments": "n/a"})[0] == 201
+        assert server.post_json(url, {"item_id": "tc-001", "labeller": "bo",
+                                      "tool_choice": "pass", "arguments": "pass"})[0] == 201
+        assert server.post_json(url, {"item_id": "tc-002", "labeller": "ana",
+                                      "tool_choice": "pass", "arguments": "pass"})[0] == 201
+        status, error = server.post_json(url, {"item_id": "tc-003", "labeller": "ana",
+                                               "tool_choice": "maybe", "arguments": "pass"})
+        assert status == 400 and "tool_choice" in error["error"]
+        progress = server.json(f"/api/calibration/{labels.name}/progress")
+    finally:
+        server.stop()
+    assert person_rows(db) == [("tc-001", "ana", "fail", "n/a"), ("tc-001", "bo", "pass", "pass"),
+                               ("tc-002", "ana", "pass", "pass")]
+    after = labels.read_text().splitlines()
+    assert after[:len(before)] == before and len(after) == len(before) + 3
+    items = {item.id: item for item in read_set(labels)[0]}
+    assert len(items) == len(before)  # a relabel, not a new item
+    assert items["tc-002"].label.model_dump() == {"tool_choice": "pass", "arguments": "pass"}
+    assert progress["labelled"] == 2 and progress["total"] == len(before)
+    assert progress["labellers"] == ["ana", "bo"]
+    assert progress["agreement"][0]["items"] == 1
+    assert [c["item_id"] for c in progress["conflicts"]] == ["tc-001"]
+
+
+def test_undo_takes_back_the_row_and_the_line(tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    original = labels.read_bytes()
+    server = Server(db, "--set", str(labels))
+    try:
+        status, _, _ = server.request(
+            f"/calibration/{labels.name}/label", method="POST",
+            data=urlencode({"item_id": "tc-004", "labeller": "ana", "tool_choice": "pass",
+                            "arguments": "fail"}).encode(),
+            headers={"content-type": "application/x-www-form-urlencoded"})
+        assert status == 200  # followed the redirect to the next item
+        assert person_rows(db) == [("tc-004", "ana", "pass", "fail")]
+        assert labels.read_bytes() != original
+        status, _, _ = server.request(
+            f"/calibration/{labels.name}/undo", method="POST",
+            data=urlencode({"labeller": "ana"}).encode(),
+            headers={"content-type": "application/x-www-form-urlencoded"})
+        assert status == 200
+    finally:
+        server.stop()
+    assert person_rows(db) == []
+    assert labels.read_bytes() == original
+
+
+def test_with_a_token_every_write_needs_it(tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    original = labels.read_bytes()
+    server = Server(db, "--set", str(labels), "--token", "s3cret-token")
+    try:
+        url = f"/api/calibration/{labels.name}/labels"
+        label = {"item_id": "tc-001", "labeller": "ana", "tool_choice": "pass",
+                 "arguments": "pass"}
+        assert server.post_json(url, label)[0] == 403
+        assert server.post_json(url, label, {"x-callgate-token": "wrong"})[0] == 403
+        status, _, _ = server.request(
+            f"/calibration/{labels.name}/label", method="POST",
+            data=urlencode({**label, "token": "nope"}).encode(),
+            headers={"content-type": "application/x-www-form-urlencoded"})
+        assert status == 403
+        assert person_rows(db) == [] and labels.read_bytes() == original
+        assert server.get("/")[0] == 200  # reading needs no token
+        assert server.post_json(url, label, {"x-callgate-token": "s3cret-token"})[0] == 201
+        status, _, _ = server.request(
+            f"/calibration/{labels.name}/label", method="POST",
+            data=urlencode({**label, "item_id": "tc-002", "token": "s3cret-token"}).encode(),
+            headers={"content-type": "application/x-www-form-urlencoded"})
+        assert status == 200
+    finally:
+        server.stop()
+    assert [row[0] for row in person_rows(db)] == ["tc-001", "tc-002"]
+
+
+def test_report_html_is_one_self_contained_file(tmp_path: Path, demo_db: Path) -> None:
+    out = tmp_path / "report.html"
+    done = callgate("report", "--html", str(out), "--model", MODEL, "--suite", SUITE,
+                    "--db", str(demo_db))
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert "<svg" in text and 'data-release="2026.10"' in text and "mark-regression" in text
+    assert "clean-001" in text and "Passed before, fail now" in text
+    assert not re.search(r'(src|href)=["\']?(https?:)?//', text)
+    assert "<script" not in text and "<link" not in text
+    assert callgate("report", "--html", str(out), "--model", "nobody",
+                    "--db", str(demo_db)).returncode == 2

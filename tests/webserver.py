@@ -1,0 +1,82 @@
+"""`callgate serve` as a real server for tests: the installed CLI in a subprocess on a free
+loopback port, waited for until it answers, stopped by its process id."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def callgate_script() -> str:
+    return str(Path(sys.executable).parent / "callgate")
+
+
+class Server:
+    def __init__(self, db: Path, *args: str) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [callgate_script(), "serve", "--db", str(db), "--port", str(self.port), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"serve exited: {self.process.stderr.read()}")
+            try:
+                urllib.request.urlopen(self.base + "/", timeout=2).read()
+                return
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("serve did not answer within 30 s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+
+    def request(self, path: str, *, data: bytes | None = None,
+                headers: dict[str, str] | None = None, method: str | None = None
+                ) -> tuple[int, str, dict[str, str]]:
+        req = urllib.request.Request(self.base + path, data=data, headers=headers or {},
+                                     method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as response:
+                return response.status, response.read().decode(), dict(response.headers)
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(), dict(exc.headers)
+
+    def get(self, path: str) -> tuple[int, str]:
+        status, body, _ = self.request(path)
+        return status, body
+
+    def json(self, path: str) -> Any:
+        status, body = self.get(path)
+        assert status == 200, body
+        return json.loads(body)
+
+    def post_json(self, path: str, payload: Any, headers: dict[str, str] | None = None
+                  ) -> tuple[int, Any]:
+        status, body, _ = self.request(
+            path, data=json.dumps(payload).encode(), method="POST",
+            headers={"content-type": "application/json", **(headers or {})})
+        return status, json.loads(body)
