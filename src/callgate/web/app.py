@@ -144,7 +144,8 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         except ValueError:
             offset, limit = 0, PAGE_SIZE
         return {"verdict": q.get("verdict") or None, "tag": q.get("tag") or None,
-                "tool": q.get("tool") or None, "offset": offset, "limit": limit}
+                "tool": q.get("tool") or None, "case": q.get("case") or None,
+                "offset": offset, "limit": limit}
 
     async def release_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]

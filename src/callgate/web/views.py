@@ -81,9 +81,12 @@ class Views:
         return summary
 
     def attempts(self, run_id: int, *, verdict: str | None = None, tag: str | None = None,
-                 tool: str | None = None, limit: int = 100, offset: int = 0) -> dict[str, Any]:
+                 tool: str | None = None, case: str | None = None, limit: int = 100,
+                 offset: int = 0) -> dict[str, Any]:
         total, rows = self.store.attempt_rows(run_id, verdict=verdict or None, tag=tag or None,
-                                              tool=tool or None, limit=limit, offset=offset)
+                                              tool=tool or None,
+                                              case_ids=[case] if case else None,
+                                              limit=limit, offset=offset)
         return {"total": total, "limit": limit, "offset": offset,
                 "attempts": [attempt_summary(row) for row in rows]}
 
@@ -166,16 +169,16 @@ def render_json(value: Any, marked: set[tuple[str, ...]], path: tuple[str, ...] 
         parts = []
         for key, item in value.items():
             sub = (*path, str(key))
-            text = (f"{pad}{html.escape(json.dumps(key, ensure_ascii=False))}: "
+            text = (f"{html.escape(json.dumps(key, ensure_ascii=False))}: "
                     f"{render_json(item, marked, sub, indent + 1)}")
-            parts.append(f'<mark class="blame">{text}</mark>' if sub in marked else text)
+            parts.append(pad + (f'<mark class="blame">{text}</mark>' if sub in marked else text))
         return "{\n" + ",\n".join(parts) + "\n" + "  " * indent + "}"
     if isinstance(value, list) and value:
         parts = []
         for index, item in enumerate(value):
             sub = (*path, str(index))
-            text = pad + render_json(item, marked, sub, indent + 1)
-            parts.append(f'<mark class="blame">{text}</mark>' if sub in marked else text)
+            text = render_json(item, marked, sub, indent + 1)
+            parts.append(pad + (f'<mark class="blame">{text}</mark>' if sub in marked else text))
         return "[\n" + ",\n".join(parts) + "\n" + "  " * indent + "]"
     return html.escape(json.dumps(value, ensure_ascii=False))
 
