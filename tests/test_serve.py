@@ -247,3 +247,44 @@ def test_report_html_is_one_self_contained_file(tmp_path: Path, demo_db: Path) -
     assert "<script" not in text and "<link" not in text
     assert callgate("report", "--html", str(out), "--model", "nobody",
                     "--db", str(demo_db)).returncode == 2
+
+
+def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path) -> None:
+    """Calibrate the real judge spec through the real code path with a judge model that says
+    pass to everything: every item a person labelled fail is a disagreement, and the
+    certificate is void with the reason."""
+    import asyncio
+
+    from callgate.calibration import calibrate
+    from callgate.judge import load_judge
+    from callgate.store import Store
+
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    # a certificate, were one earned, would be written beside spec_path: keep it in tmp_path
+    judge = load_judge(ROOT / "judges" / "tool_choice.toml").model_copy(
+        update={"spec_path": tmp_path / "tool_choice.toml"})
+
+    async def always_pass(messages: list[dict]) -> str:
+        return '{"tool_choice": "pass", "arguments": "pass", "reason": "the stub passes all"}'
+
+    with Store(db) as store:
+        certificate, disagreements, _ = asyncio.run(
+            calibrate(judge, labels, store, always_pass, 4))
+    assert not certificate.certified
+    fails = {d.item for d in disagreements}
+    server = Server(db, "--set", str(labels))
+    try:
+        status, page = server.get(f"/calibration/{labels.name}/review")
+        assert status == 200
+        listed = set(re.findall(r"<tr><td>(tc-\d+) <span", page))
+        assert listed == fails and len(listed) > 10
+        assert "the stub passes all" in page
+        status, page = server.get(f"/certificates/{certificate.fingerprint}")
+        assert status == 200 and ">void<" in page and "TNR 0.0 below" in page
+        api = server.json(f"/api/certificates/{certificate.fingerprint}")
+        assert api["status"] == "void"
+        assert api["certificate"]["dimensions"]["tool_choice"]["confusion"]["tn"] == 0
+    finally:
+        server.stop()

@@ -333,7 +333,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         if request.url.path.startswith("/api/"):
             return JSONResponse({"status": status, "why": why,
                                  "certificate": certificate.model_dump(mode="json")})
-        return page("certificate.html", request, c=certificate, status=status, why=why,
+        return page("certificate.html", request, c=certificate, cert_status=status, why=why,
                     history=rows)
 
     @contextlib.asynccontextmanager
