@@ -278,9 +278,19 @@ def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path)
     try:
         status, page = server.get(f"/calibration/{labels.name}/review")
         assert status == 200
-        listed = set(re.findall(r"<tr><td>(tc-\d+) <span", page))
+        listed = set(re.findall(r'<tr id="tc-\d+"><td>(tc-\d+) <span', page))
         assert listed == fails and len(listed) > 10
         assert "the stub passes all" in page
+        # relabel in place: the person now agrees with the judge on one item
+        first = sorted(fails)[0]
+        status, _, _ = server.request(
+            f"/calibration/{labels.name}/label", method="POST",
+            data=urlencode({"item_id": first, "labeller": "ana", "tool_choice": "pass",
+                            "arguments": "pass", "back": "review"}).encode(),
+            headers={"content-type": "application/x-www-form-urlencoded"})
+        assert status == 200
+        status, page = server.get(f"/calibration/{labels.name}/review?labeller=ana")
+        assert set(re.findall(r'<tr id="tc-\d+"><td>(tc-\d+) <span', page)) == fails - {first}
         status, page = server.get(f"/certificates/{certificate.fingerprint}")
         assert status == 200 and ">void<" in page and "TNR 0.0 below" in page
         api = server.json(f"/api/certificates/{certificate.fingerprint}")

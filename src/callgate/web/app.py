@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -43,6 +45,30 @@ def templates() -> Environment:
     env.filters["num"] = lambda v, f="{:.2f}": "–" if v is None else f.format(v)
     env.filters["q"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")})
     return env
+
+
+class ServerTiming:
+    """Adds `Server-Timing: app;dur=MS` to every response: the time from the request reaching
+    the app to its response starting (the page rendered), as benchmarks/serve_latency.py reads
+    it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+
+        async def timed(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                took = (time.perf_counter() - start) * 1000
+                message["headers"] = [*message.get("headers", []),
+                                      (b"server-timing", f"app;dur={took:.2f}".encode())]
+            await send(message)
+
+        await self.app(scope, receive, timed)
 
 
 class Session:
@@ -256,6 +282,10 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         row, error = await _write_label(name, path, form)
         if error:
             return page("error.html", request, status=400, message=error)
+        if form.get("back") == "review":
+            target = urlencode({"labeller": row["labeller"]})
+            return RedirectResponse(f"/calibration/{name}/review?{target}#{row['item_id']}",
+                                    status_code=303)
         items = cv.load_items(path)
         rows = session.store.person_labels(name)
         done = {r["item_id"] for r in rows if r["labeller"] == row["labeller"]}
@@ -314,7 +344,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
             return not_found(request, f"no calibration set {name}")
         certificates = cv.certificates_for_set(session.store, name)
         rows = cv.disagreements(session.store, items, certificates[0]) if certificates else []
-        return page("review.html", request, set_name=name, rows=rows,
+        return page("review.html", request, set_name=name, rows=rows, writable=path is not None,
                     certificate=certificates[0] if certificates else None,
                     labeller=request.query_params.get("labeller", ""))
 
@@ -365,7 +395,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         Route("/api/certificates/{fingerprint}", certificate_page),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(ServerTiming)])
     app.state.session = session
     return app
 
