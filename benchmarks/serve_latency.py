@@ -26,13 +26,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from score_throughput import write_responses  # noqa: E402
-from webserver import Server  # noqa: E402
+from score_throughput import write_responses
+from webserver import Server
 
-from callgate.demo import example_path  # noqa: E402
-from callgate.pipeline import score_file  # noqa: E402
-from callgate.store import Store  # noqa: E402
-from callgate.suite import load_suite  # noqa: E402
+from callgate.demo import example_path
+from callgate.pipeline import score_file
+from callgate.store import Store
+from callgate.suite import load_suite
 
 
 def app_ms(url: str) -> float:
