@@ -369,6 +369,8 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         session.open()
+        for name in env.list_templates(extensions=["html"]):
+            env.get_template(name)  # compiled once at start, not on a person's first request
         try:
             yield
         finally:
