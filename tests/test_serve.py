@@ -164,6 +164,9 @@ def test_labels_are_stored_appended_and_compared(tmp_path: Path, demo_db: Path) 
                                                "tool_choice": "maybe", "arguments": "pass"})
         assert status == 400 and "tool_choice" in error["error"]
         progress = server.json(f"/api/calibration/{labels.name}/progress")
+        status, index = server.get("/")
+        assert status == 200
+        assert re.search(rf"{labels.name}</td><td class=\"num\">{len(before)}</td>", index)
     finally:
         server.stop()
     assert person_rows(db) == [("tc-001", "ana", "fail", "n/a"), ("tc-001", "bo", "pass", "pass"),
