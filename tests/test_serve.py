@@ -248,6 +248,7 @@ def test_report_html_is_one_self_contained_file(tmp_path: Path, demo_db: Path) -
     assert "clean-001" in text and "Passed before, fail now" in text
     assert not re.search(r'(src|href)=["\']?(https?:)?//', text)
     assert "<script" not in text and "<link" not in text
+    assert 'font: 15px/1.45 system-ui, -apple-system, "Segoe UI"' in text  # CSS not escaped
     assert callgate("report", "--html", str(out), "--model", "nobody",
                     "--db", str(demo_db)).returncode == 2
 

@@ -43,7 +43,9 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
         for check in item["checks"].values():
             if check["baseline"]["pct"] is not None:
                 values.append(check["baseline"]["pct"] - item["max_drop"])
-    low = max(0.0, math.floor((min(values, default=0.0) - 3) / 5) * 5)
+    lowest = min(values, default=0.0) - 3
+    tick = 5 if 100 - lowest <= 40 else 10
+    low = max(0.0, math.floor(lowest / tick) * tick)
     high = 100.0
 
     def y(pct: float) -> float:
@@ -54,7 +56,6 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
            'right arguments % and calls per task per release">',
            f"<title>{escape(title)}</title>"]
     # grid
-    tick = 5 if high - low <= 40 else 10
     value = low
     while value <= high + 1e-9:
         out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{_fmt(y(value))}" '
