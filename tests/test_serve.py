@@ -302,3 +302,49 @@ def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path)
         assert api["certificate"]["dimensions"]["tool_choice"]["confusion"]["tn"] == 0
     finally:
         server.stop()
+
+
+def test_labelling_a_runs_judged_attempts_grows_a_set_as_judge_label_does(
+    tmp_path: Path, loopback, callgate_exe: str, cli_env: dict) -> None:
+    """A run scored with a judge (a loopback server plays the judge model); its judged attempts
+    labelled through the page land in a new set file as `callgate judge label` writes them."""
+    from test_judge_live import judged_responses, judged_suite, make_judge, ok, verdict
+
+    spec = make_judge(tmp_path, loopback.base_url)
+    for n in range(4):
+        loopback.script(f"[case-{n}]", ok(content=verdict("pass", "pass", f"case {n}"),
+                                           provider=None, cost=None))
+    suite = judged_suite(tmp_path / "suite")
+    responses = judged_responses(tmp_path / "r.jsonl")
+    scored = subprocess.run(
+        [callgate_exe, "score", str(suite), "-r", str(responses), "-m", "m", "--release", "r1",
+         "--db", "c.db", "--judge", str(spec), "--uncalibrated", "--json"],
+        cwd=tmp_path, env=cli_env, capture_output=True, text=True, timeout=120)
+    assert scored.returncode in (0, 3), scored.stderr
+    run = json.loads(scored.stdout)["run_id"]
+    grown = tmp_path / "grown.jsonl"  # does not exist yet: the first label creates it
+    server = Server(tmp_path / "c.db", "--set", str(grown))
+    try:
+        status, page = server.get(f"/runs/{run}")
+        assert f'href="/runs/{run}/label"' in page
+        status, page = server.get(f"/runs/{run}/label?labeller=ana")
+        assert status == 200 and f"run{run}-j0-r0" in page and "Escalate faithfully." in page
+        for item_id, tool, args in ((f"run{run}-j0-r0", "pass", "pass"),
+                                    (f"run{run}-j3-r0", "fail", "n/a")):
+            status, _, _ = server.request(
+                f"/runs/{run}/label", method="POST",
+                data=urlencode({"set": grown.name, "item_id": item_id, "labeller": "ana",
+                                "tool_choice": tool, "arguments": args, "split": "test",
+                                "note": "by hand"}).encode(),
+                headers={"content-type": "application/x-www-form-urlencoded"})
+            assert status == 200
+    finally:
+        server.stop()
+    items, _ = read_set(grown)
+    assert [(i.id, i.split, i.label.tool_choice, i.label.arguments, i.note) for i in items] == [
+        (f"run{run}-j0-r0", "test", "pass", "pass", "by hand"),
+        (f"run{run}-j3-r0", "test", "fail", "n/a", "by hand")]
+    assert items[0].case.rubric == "Escalate faithfully." and items[0].category == \
+        "labelled_from_run"
+    assert [row[:2] for row in person_rows(tmp_path / "c.db")] == [
+        (f"run{run}-j0-r0", "ana"), (f"run{run}-j3-r0", "ana")]

@@ -689,6 +689,33 @@ def undo_label(store: Store, set_path: Path, labeller: str) -> dict[str, Any] | 
     if data.endswith(tail):
         with set_path.open("r+b") as handle:
             handle.truncate(len(data) - len(tail))
-        reload_set(store, set_path)
+        if data[:len(data) - len(tail)].strip():
+            reload_set(store, set_path)
+        else:  # the label was the file's only item
+            store.save_calibration_items(set_path.name, [])
     store.delete_person_label(row["id"])
     return row
+
+
+def judged_attempt_items(store: Store, run_id: int
+                         ) -> list[tuple[dict[str, Any], CalibrationItem]]:
+    """A run's judged attempts as unlabelled items, each with its judgement row: what
+    `callgate judge label` shows a person."""
+    return _judged_items(store, run_id)
+
+
+def label_judged_attempt(store: Store, run_id: int, set_path: Path, item: CalibrationItem,
+                         judgement: Mapping[str, Any], labeller: str, tool_choice: str,
+                         arguments: str, note: str = "", split: str = "dev") -> dict[str, Any]:
+    """One judged attempt labelled by a person, kept as `label_judged_attempts` keeps it (the
+    item appended to the file, the file reloaded), plus who labelled it and when."""
+    labelled = item.model_copy(update={
+        "split": split,
+        "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
+        "note": note or f"labelled by hand by {labeller} from run {run_id}; the judge said "
+                        f"{judgement['tool_choice']}/{judgement['arguments']}",
+    })
+    line = append_item(set_path, labelled)
+    reload_set(store, set_path)
+    return store.add_person_label(set_path.name, item.id, labeller, tool_choice, arguments,
+                                  labelled.note, line)

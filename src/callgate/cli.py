@@ -738,8 +738,9 @@ def serve(
     if not db.exists():
         raise _fail(f"{db}: no such database; score a release first (e.g. callgate demo)")
     for path in sets or []:
-        if not path.is_file():
-            raise _fail(f"{path}: calibration set not found")
+        if not path.is_file() and not path.parent.is_dir():
+            raise _fail(f"{path}: calibration set not found (a new set file may be named, in "
+                        "a folder that exists)")
     import uvicorn
 
     from callgate.web.app import create_app

@@ -45,7 +45,7 @@ def run_demo(db: Path, console: Console) -> None:
                   highlight=False)
     run_multi_turn_demo(db, console)
     console.print(f"\nTo look at what it stored (the chart, each attempt, calibration sessions): "
-                  f"run `callgate serve --db {db}` and open http://127.0.0.1:8765/",
+                  f"run `uv run callgate serve --db {db}` and open http://127.0.0.1:8765/",
                   highlight=False, markup=False, soft_wrap=True)
 
 

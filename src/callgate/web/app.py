@@ -24,7 +24,14 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from callgate.calibration import CalibrationItem, label_item, reload_set, undo_label
+from callgate.calibration import (
+    CalibrationItem,
+    judged_attempt_items,
+    label_item,
+    label_judged_attempt,
+    reload_set,
+    undo_label,
+)
 from callgate.errors import CallgateError
 from callgate.gate import find_current
 from callgate.store import Store
@@ -86,7 +93,8 @@ class Session:
         self.store = Store(self.db_path)
         self.views = Views(self.store)
         for path in self.set_paths.values():
-            reload_set(self.store, path)
+            if path.is_file() and path.read_bytes().strip():
+                reload_set(self.store, path)  # a new file is created by the first label
 
     def close(self) -> None:
         if self.store is not None:
@@ -228,7 +236,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
 
     def _items(name: str, path: Path | None) -> list[CalibrationItem] | None:
         if path is not None:
-            return cv.load_items(path)
+            return cv.load_items(path) if path.is_file() and path.read_bytes().strip() else []
         rows = session.store.calibration_item_rows(name)
         return [CalibrationItem.model_validate_json(r["body"]) for r in rows] or None
 
@@ -237,6 +245,9 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         items = _items(name, path)
         if items is None:
             return not_found(request, f"no calibration set {name}")
+        if not items:
+            return page("error.html", request, message=f"{name} has no items yet: label a "
+                        "run's judged attempts into it from the run's page")
         rows = session.store.person_labels(name)
         order = cv.queue_order(items, {r["item_id"] for r in rows})
         by_id = {i.id: i for i in items}
@@ -308,7 +319,84 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         target = {"labeller": labeller}
         if row is not None:
             target["item"] = row["item_id"]
+        back = form.get("back", "")
+        if back.startswith("/") and not back.startswith("//"):  # a page of this app only
+            target["set"] = name
+            return RedirectResponse(f"{back}?{urlencode(target)}", status_code=303)
         return RedirectResponse(f"/calibration/{name}?{urlencode(target)}", status_code=303)
+
+    # ------------------------------------------------------------------ a run's judged attempts
+
+    def _judged(run_id: int) -> list[tuple[dict[str, Any], CalibrationItem]] | str:
+        try:
+            return judged_attempt_items(session.store, run_id)
+        except CallgateError as exc:
+            return str(exc)
+
+    async def run_label_page(request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        judged = _judged(run_id)
+        if isinstance(judged, str):
+            return not_found(request, judged)
+        q = request.query_params
+        name = q.get("set") or (sorted(session.set_paths)[0] if session.set_paths else "")
+        path = session.set_paths.get(name)
+        in_file = {i.id for i in _items(name, path) or []} if path else set()
+        rows = session.store.person_labels(name) if path else []
+        order = cv.queue_order([item for _, item in judged], in_file)
+        found = {item.id: (row, item) for row, item in judged}
+        current = q.get("item") or order[0]
+        if current not in found:
+            return not_found(request, f"no judged attempt {current} in run {run_id}")
+        position = order.index(current)
+        labeller = q.get("labeller", "")
+        latest = cv.latest_labels(rows)
+        run = session.store.run(run_id) or {}
+        return page(
+            "label.html", request, set_name=name, writable=path is not None,
+            item=cv.item_view(found[current][1]), position=position, total=len(order),
+            prev_id=order[position - 1] if position > 0 else None,
+            next_id=order[position + 1] if position + 1 < len(order) else None,
+            labeller=labeller, mine=latest.get((current, labeller)),
+            others=[r for (i, _), r in sorted(latest.items()) if i == current],
+            progress={"labelled": sum(item.id in in_file for _, item in judged),
+                      "total": len(judged)},
+            run=run, judgement=found[current][0], sets=sorted(session.set_paths),
+            form_action=f"/runs/{run_id}/label", back=f"/runs/{run_id}/label")
+
+    async def run_label_post(request: Request) -> Response:
+        form = await read_form(request)
+        if not authorised(request, form):
+            return refused(request)
+        run_id = request.path_params["run_id"]
+        name = form.get("set", "")
+        path = session.set_paths.get(name)
+        if path is None:
+            return page("error.html", request, status=400, message=(
+                f"set {name!r} was not given to callgate serve with --set"))
+        labeller = form.get("labeller", "").strip()
+        tool_choice, arguments = form.get("tool_choice"), form.get("arguments")
+        split = form.get("split") or "dev"
+        if not labeller or tool_choice not in LABELS["tool_choice"] or (
+                arguments not in LABELS["arguments"]) or split not in ("dev", "test"):
+            return page("error.html", request, status=400, message=(
+                "a labeller, tool_choice pass or fail, arguments pass, fail or n/a, and split "
+                "dev or test are required"))
+        judged = _judged(run_id)
+        if isinstance(judged, str):
+            return not_found(request, judged)
+        found = {item.id: (row, item) for row, item in judged}
+        if form.get("item_id") not in found:
+            return not_found(request, f"no judged attempt {form.get('item_id')} in run {run_id}")
+        judgement, item = found[form["item_id"]]
+        label_judged_attempt(session.store, run_id, path, item, judgement, labeller,
+                             tool_choice, arguments, form.get("note", "").strip(), split)
+        in_file = {i.id for i in _items(name, path) or []}
+        left = [i.id for _, i in judged if i.id not in in_file]
+        target = {"set": name, "labeller": labeller}
+        if left:
+            target["item"] = left[0]
+        return RedirectResponse(f"/runs/{run_id}/label?{urlencode(target)}", status_code=303)
 
     async def labels_api(request: Request) -> Response:
         if not authorised(request):
@@ -381,6 +469,8 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         Route("/releases", releases_page),
         Route("/runs/{run_id:int}", release_page),
         Route("/runs/{run_id:int}/attempts/{case_id}/{repeat:int}", attempt_page),
+        Route("/runs/{run_id:int}/label", run_label_page),
+        Route("/runs/{run_id:int}/label", run_label_post, methods=["POST"]),
         Route("/calibration/{set_name}", label_page),
         Route("/calibration/{set_name}/label", label_post, methods=["POST"]),
         Route("/calibration/{set_name}/undo", undo_post, methods=["POST"]),

@@ -77,6 +77,7 @@ class Views:
             "gate": decision.model_dump(mode="json"),
             "tools": self.store.suite_tool_names(run["suite"]),
             "tags": sorted(release.by_tag),
+            "judged_attempts": len(self.store.judgements(run["id"])),
         })
         return summary
 
