@@ -348,3 +348,28 @@ def test_labelling_a_runs_judged_attempts_grows_a_set_as_judge_label_does(
         "labelled_from_run"
     assert [row[:2] for row in person_rows(tmp_path / "c.db")] == [
         (f"run{run}-j0-r0", "ana"), (f"run{run}-j3-r0", "ana")]
+
+
+def test_other_sites_can_neither_write_nor_rebind(tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    server = Server(db, "--set", str(labels))
+    try:
+        url = f"/api/calibration/{labels.name}/labels"
+        label = {"item_id": "tc-001", "labeller": "ana", "tool_choice": "pass",
+                 "arguments": "pass"}
+        assert server.post_json(url, label, {"origin": "http://evil.example"})[0] == 403
+        status, _, _ = server.request(
+            f"/calibration/{labels.name}/label", method="POST",
+            data=urlencode(label).encode(),
+            headers={"content-type": "application/x-www-form-urlencoded",
+                     "origin": "https://evil.example"})
+        assert status == 403 and person_rows(db) == []
+        assert server.get("/")[0] == 200
+        assert server.request("/", headers={"host": "evil.example"})[0] == 400
+        own = f"http://127.0.0.1:{server.port}"
+        assert server.post_json(url, label, {"origin": own})[0] == 201
+    finally:
+        server.stop()
+    assert len(person_rows(db)) == 1

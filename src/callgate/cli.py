@@ -746,7 +746,7 @@ def serve(
     from callgate.web.app import create_app
 
     try:
-        web_app = create_app(db, list(sets or []), token)
+        web_app = create_app(db, list(sets or []), token, host)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     shown = f"[{host}]" if ":" in host else host

@@ -14,11 +14,12 @@ import json
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -101,7 +102,8 @@ class Session:
             self.store.close()
 
 
-def create_app(db: Path, sets: list[Path] | None = None, token: str | None = None) -> Starlette:
+def create_app(db: Path, sets: list[Path] | None = None, token: str | None = None,
+               host: str = "127.0.0.1") -> Starlette:
     session = Session(Path(db), list(sets or []), token)
     env = templates()
 
@@ -122,6 +124,12 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         return dict(parse_qsl(body, keep_blank_values=True))
 
     def authorised(request: Request, form: Any = None) -> bool:
+        # A page of another site may make the browser POST here (cross-site request forgery):
+        # browsers say where such a request comes from, and it must be this server.
+        origin = request.headers.get("origin")
+        if origin and origin != "null":
+            if urlsplit(origin).netloc != request.headers.get("host", ""):
+                return False
         if not token:
             return True
         given = (request.headers.get("x-callgate-token")
@@ -131,7 +139,8 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
 
     def refused(request: Request) -> Response:
         message = ("this server needs its token for every write (X-Callgate-Token header or "
-                   "token field)")
+                   "token field), from its own pages" if token else
+                   "a write from another site's page is refused")
         if request.url.path.startswith("/api/"):
             return JSONResponse({"error": message}, status_code=403)
         return page("error.html", request, status=403, message=message)
@@ -487,7 +496,13 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         Route("/api/certificates/{fingerprint}", certificate_page),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(ServerTiming)])
+    middleware = [Middleware(ServerTiming)]
+    if host in ("127.0.0.1", "localhost"):
+        # Answer only to the names of this machine: a page whose DNS name is re-pointed at
+        # 127.0.0.1 (DNS rebinding) would otherwise read and write as if it were local.
+        middleware.append(Middleware(TrustedHostMiddleware,
+                                     allowed_hosts=["127.0.0.1", "localhost"]))
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.session = session
     return app
 
