@@ -360,6 +360,7 @@ def test_other_sites_can_neither_write_nor_rebind(tmp_path: Path, demo_db: Path)
         label = {"item_id": "tc-001", "labeller": "ana", "tool_choice": "pass",
                  "arguments": "pass"}
         assert server.post_json(url, label, {"origin": "http://evil.example"})[0] == 403
+        assert server.post_json(url, label, {"origin": "null"})[0] == 403
         status, _, _ = server.request(
             f"/calibration/{labels.name}/label", method="POST",
             data=urlencode(label).encode(),
