@@ -106,10 +106,13 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
                host: str = "127.0.0.1") -> Starlette:
     session = Session(Path(db), list(sets or []), token)
     env = templates()
+    # in the static URLs, so that a browser never keeps an older stylesheet or script
+    static_version = max(int(f.stat().st_mtime) for f in STATIC.iterdir())
 
     def page(name: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
         body = env.get_template(name).render(request=request, token_required=bool(token),
-                                             db=str(session.db_path), **context)
+                                             db=str(session.db_path),
+                                             static_version=static_version, **context)
         return HTMLResponse(body, status_code=status)
 
     def not_found(request: Request, what: str) -> Response:
