@@ -130,7 +130,7 @@ def test_labelling_five_items_with_the_keyboard(browser, demo_db: Path, tmp_path
         shown = item_id()
         for key in keys:
             ActionChains(browser).send_keys(key).perform()
-        WebDriverWait(browser, 15, ignored_exceptions=(
+        WebDriverWait(browser, 30, ignored_exceptions=(
             NoSuchElementException, StaleElementReferenceException)).until(
             lambda _: item_id() != shown)
 

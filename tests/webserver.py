@@ -31,7 +31,7 @@ class Server:
         self.process = subprocess.Popen(
             [callgate_script(), "serve", "--db", str(db), "--port", str(self.port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"serve exited: {self.process.stderr.read()}")
@@ -41,7 +41,7 @@ class Server:
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("serve did not answer within 30 s")
+        raise RuntimeError("serve did not answer within 60 s")
 
     def stop(self) -> None:
         if self.process.poll() is None:
