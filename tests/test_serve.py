@@ -374,3 +374,30 @@ def test_other_sites_can_neither_write_nor_rebind(tmp_path: Path, demo_db: Path)
     finally:
         server.stop()
     assert len(person_rows(db)) == 1
+
+
+def test_the_served_decision_follows_the_gates_recorded_on_earlier_releases(
+        tmp_path: Path, demo_db: Path) -> None:
+    """Only a released run is a baseline, and `callgate gate` records what it decided: once
+    2026.11 is gated (a regression), 2026.12 is compared with 2026.10, also by the server that
+    had computed the earlier answer."""
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    example = ROOT / "src" / "callgate" / "examples" / "order_support"
+    done = callgate("score", str(example), "-r", str(example / "responses-2026.10.jsonl"),
+                    "-m", MODEL, "--release", "2026.12", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    query = "/api/gate?" + urlencode({"model": MODEL, "release": "2026.12", "suite": SUITE})
+    server = Server(db)
+    try:
+        assert server.json(query)["baseline_release"] == "2026.11"
+        gated = callgate("gate", "--model", MODEL, "--release", "2026.11", "--suite", SUITE,
+                         "--db", str(db))
+        assert gated.returncode == 1
+        served = server.json(query)
+    finally:
+        server.stop()
+    printed = callgate("gate", "--model", MODEL, "--release", "2026.12", "--suite", SUITE,
+                       "--db", str(db), "--json")
+    assert served["baseline_release"] == "2026.10"
+    assert served == json.loads(printed.stdout)

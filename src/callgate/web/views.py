@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.gate import GateDecision, ReleaseScores, baseline_from_store, decide, stored_release
+from callgate.gate import (
+    DEFAULT_MAX_EXCLUDED,
+    GateDecision,
+    ReleaseScores,
+    baseline_from_store,
+    decide,
+    stored_release,
+)
 from callgate.store import Store
 
 MARKS = {"pass": "pass", "first_release": "first", "regression": "regression",
@@ -23,12 +30,15 @@ MARKS = {"pass": "pass", "first_release": "first", "regression": "regression",
 
 @dataclass
 class Views:
-    """Reads over one store, with the gate's decisions cached per run: a finished run never
-    changes (a re-run is a new run id), so a decision computed once stays true."""
+    """Reads over one store, with the gate's decisions cached. A finished run's verdicts never
+    change (a re-run is a new run id), but which earlier release is its baseline depends on the
+    gate decisions recorded on the model's runs (`callgate gate` records them), so a decision
+    is cached under those records too."""
 
     store: Store
     max_drop: float = 2.0
-    _decisions: dict[int, tuple[ReleaseScores, GateDecision]] = field(default_factory=dict)
+    max_excluded: float = DEFAULT_MAX_EXCLUDED
+    _decisions: dict[tuple, tuple[ReleaseScores, GateDecision]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ releases
 
@@ -36,15 +46,19 @@ class Views:
         return self.store.release_runs()
 
     def decision(self, run: Mapping[str, Any]) -> tuple[ReleaseScores, GateDecision]:
-        """The release's scores and the gate's decision against its stored baseline, as
-        `callgate gate` takes them (baseline auto)."""
-        cached = self._decisions.get(run["id"])
+        """The release's scores and the gate's decision against its stored baseline, exactly
+        as `callgate gate` takes them (baseline auto), without recording it."""
+        siblings = self.store.runs(model=run["model"], suite_name=run["suite_name"])
+        key = (run["id"], tuple((r["id"], r.get("gate")) for r in siblings))
+        cached = self._decisions.get(key)
         if cached is None:
             current = stored_release(self.store, run)
-            baseline = baseline_from_store(self.store, run)
+            baseline, skipped = baseline_from_store(self.store, run, self.max_excluded)
             decision = decide(current, baseline, max_drop=self.max_drop,
-                              baseline_source=f"store {self.store.path}" if baseline else None)
-            cached = self._decisions[run["id"]] = (current, decision)
+                              max_excluded=self.max_excluded,
+                              baseline_source=f"store {self.store.path}" if baseline else None,
+                              baseline_notes=skipped)
+            cached = self._decisions[key] = (current, decision)
         return cached
 
     def history(self, model: str, suite_name: str) -> list[dict[str, Any]]:
