@@ -126,13 +126,22 @@ def test_labelling_five_items_with_the_keyboard(browser, demo_db: Path, tmp_path
     def item_id() -> str:
         return browser.find_element(By.CSS_SELECTOR, "h1").text.split()[0]
 
+    def ready() -> None:
+        """The page has loaded and its shortcuts listen: a key sent earlier would be lost."""
+        WebDriverWait(browser, 30, ignored_exceptions=(
+            NoSuchElementException, StaleElementReferenceException)).until(
+            lambda _: browser.execute_script("return document.readyState") == "complete"
+            and browser.find_element(By.TAG_NAME, "body").get_attribute("data-keys") == "ready")
+
     def press(*keys: str) -> None:
+        ready()
         shown = item_id()
         for key in keys:
             ActionChains(browser).send_keys(key).perform()
         WebDriverWait(browser, 30, ignored_exceptions=(
             NoSuchElementException, StaleElementReferenceException)).until(
             lambda _: item_id() != shown)
+        ready()
 
     try:
         browser.get(f"{server.base}/calibration/{labels.name}?labeller=tester")

@@ -50,4 +50,5 @@
     event.preventDefault();
   });
   show();
+  document.body.setAttribute("data-keys", "ready");  // the shortcuts are listening
 })();
