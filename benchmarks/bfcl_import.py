@@ -26,10 +26,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from callgate.bfcl import CATEGORIES, answer_lines, import_category, read_category
-from callgate.pipeline import score_file
-from callgate.store import Store
-from callgate.suite import load_suite
+from callgate.importers.bfcl import CATEGORIES, answer_lines, import_category, read_category
+from callgate.scoring.pipeline import score_file
+from callgate.store.db import Store
+from callgate.suites.suite import load_suite
 
 DOWNLOADS = Path("/tmp/bfcl")
 HARNESS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "bfcl" / "harness.py"

@@ -22,11 +22,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from callgate.gate import stored_release
-from callgate.history import history_rows
-from callgate.pipeline import score_file
-from callgate.store import Store
-from callgate.suite import load_suite
+from callgate.gating.gate import stored_release
+from callgate.report.history import history_rows
+from callgate.scoring.pipeline import score_file
+from callgate.store.db import Store
+from callgate.suites.suite import load_suite
 
 TOOL = {"type": "function", "function": {
     "name": "lookup_order", "description": "Look up an order.",

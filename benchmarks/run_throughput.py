@@ -25,11 +25,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from callgate.config import Candidate
-from callgate.providers import import_litellm
-from callgate.run import LiveRunner, RunSettings
-from callgate.store import Store
-from callgate.suite import load_suite
+from callgate.models.config import Candidate
+from callgate.models.providers import import_litellm
+from callgate.running.run import LiveRunner, RunSettings
+from callgate.store.db import Store
+from callgate.suites.suite import load_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_ENV = "BENCH_KEY"

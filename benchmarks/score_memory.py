@@ -22,7 +22,7 @@ import time
 from itertools import cycle
 from pathlib import Path
 
-from callgate.demo import example_path
+from callgate.cli.demo import example_path
 
 WRAPPER = (
     "import resource, subprocess, sys\n"

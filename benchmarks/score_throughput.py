@@ -29,14 +29,14 @@ from itertools import cycle
 from pathlib import Path
 from typing import Any
 
-from callgate.bfcl import import_category, read_category
-from callgate.checks import check_response
-from callgate.demo import example_path
-from callgate.pipeline import score_file
-from callgate.responses import parse_response
-from callgate.store import Store
-from callgate.suite import load_suite
-from callgate.trajectory import match_trajectory
+from callgate.checks.check import check_response
+from callgate.checks.trajectory import match_trajectory
+from callgate.cli.demo import example_path
+from callgate.importers.bfcl import import_category, read_category
+from callgate.scoring.pipeline import score_file
+from callgate.store.db import Store
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import load_suite
 
 
 def write_responses(path: Path, attempts: int) -> None:

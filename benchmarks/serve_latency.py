@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from score_throughput import write_responses
 from webserver import Server
 
-from callgate.demo import example_path
-from callgate.pipeline import score_file
-from callgate.store import Store
-from callgate.suite import load_suite
+from callgate.cli.demo import example_path
+from callgate.scoring.pipeline import score_file
+from callgate.store.db import Store
+from callgate.suites.suite import load_suite
 
 
 def app_ms(url: str) -> float:

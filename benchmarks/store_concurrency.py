@@ -21,8 +21,8 @@ from pathlib import Path
 
 from score_throughput import write_responses
 
-from callgate.demo import example_path
-from callgate.store import Store
+from callgate.cli.demo import example_path
+from callgate.store.db import Store
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from callgate.trajectory import Call, ExpectedCall, match_trajectory
+from callgate.checks.trajectory import Call, ExpectedCall, match_trajectory
 
 
 def reproduction(n: int) -> tuple[list[Call], list[ExpectedCall], str]:

@@ -23,10 +23,10 @@ import fastjsonschema
 import jsonschema_rs
 from jsonschema import Draft7Validator
 
-from callgate.bfcl import CATEGORIES, answer_lines, import_category
-from callgate.demo import example_path
-from callgate.suite import Suite, load_suite
-from callgate.validation import surely_valid
+from callgate.checks.validation import surely_valid
+from callgate.cli.demo import example_path
+from callgate.importers.bfcl import CATEGORIES, answer_lines, import_category
+from callgate.suites.suite import Suite, load_suite
 
 BFCL_DATA = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "bfcl" / "data"
 

@@ -9,15 +9,15 @@ from typing import Any
 
 from factories import TOOLS
 
-from callgate.checks import Verdict
-from callgate.pipeline import RunResult, score_file
-from callgate.store import Store
-from callgate.suite import Suite, load_suite
+from callgate.checks.verdict import Verdict
+from callgate.scoring.pipeline import RunResult, score_file
+from callgate.store.db import Store
+from callgate.suites.suite import Suite, load_suite
 
 # A small order store. track_shipment of ord_666 fails inside the environment (a bug, not a
 # domain error); with `{"broken": true}` in the state, state() itself fails.
 ENV_PY = '''
-from callgate.environment import ToolError
+from callgate.suites.environment import ToolError
 
 
 class Shop:

@@ -15,10 +15,17 @@ from conftest import KEY, KEY_ENV
 from loopback import Loopback, Seen, error, ok, tool_call
 from multiturn import STATE, env_suite, mt_case, plain_suite
 
-from callgate.config import Candidate
-from callgate.run import LiveRun, LiveRunner, OfflineMiss, RetryPolicy, RunSettings, run_live
-from callgate.store import Store
-from callgate.suite import Suite, load_suite
+from callgate.models.config import Candidate
+from callgate.running.run import (
+    LiveRun,
+    LiveRunner,
+    OfflineMiss,
+    RetryPolicy,
+    RunSettings,
+    run_live,
+)
+from callgate.store.db import Store
+from callgate.suites.suite import Suite, load_suite
 
 RESPONSES = "SELECT * FROM responses"
 CANCEL_1 = {"type": "final_state", "calls": [

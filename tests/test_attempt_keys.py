@@ -3,7 +3,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from callgate.attempt_keys import AttemptKeys
+from callgate.suites.attempt_keys import AttemptKeys
 
 KEYS = st.lists(
     st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 12) | st.integers(2**32, 2**33)),

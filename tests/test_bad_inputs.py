@@ -7,7 +7,7 @@ environment, and some inputs carry it), and the store exactly as it was (a hash 
 `iterdump()`). Model output is different: a hostile answer never stops a run; it is scored
 (`invalid_json` with a reason) or kept as a provider error, and the run completes.
 
-The CLI runs in-process (`callgate.cli.entry`, the console script's own function, so exit codes
+The CLI runs in-process (`callgate.cli.main.entry`, the console script's own function, so exit codes
 are mapped as in production); a few rows also run as real subprocesses. Store-file rows live in
 tests/test_store_robust.py.
 """
@@ -30,8 +30,9 @@ from conftest import KEY, KEY_ENV
 from factories import LOOKUP_ORDER, TOOLS
 from loopback import Loopback, Reply, completion, ok, tool_call
 
-from callgate import cli, reading
-from callgate.judge import JudgeOutputError, parse_output
+from callgate import reading
+from callgate.cli import main as cli
+from callgate.judging.judge import JudgeOutputError, parse_output
 
 DEEP = "[" * 10_000 + "]" * 10_000
 DEEP_OBJ = '{"a":' * 10_000 + "1" + "}" * 10_000

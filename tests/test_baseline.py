@@ -14,8 +14,8 @@ from conftest import lookup_case, write_suite
 from loopback import Loopback, error, ok, tool_call
 from test_run_cli import config
 
-from callgate.demo import example_path
-from callgate.gate import read_release_file
+from callgate.cli.demo import example_path
+from callgate.gating.gate import read_release_file
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 EXAMPLE = example_path()
@@ -179,7 +179,7 @@ def test_which_kept_files_are_baselines(tmp_path: Path) -> None:
     say they are not a result. A newer not-released file is passed over, with a note."""
     from test_gate import release, uniform
 
-    from callgate.gate import GateRecord, baseline_from_path
+    from callgate.gating.gate import GateRecord, baseline_from_path
 
     old = release("r1", uniform(20, 20, 20))
     broken = release("r2", uniform(2, 2, 2), excluded=18)  # 90% truncated, never gated
@@ -198,7 +198,7 @@ def test_which_kept_files_are_baselines(tmp_path: Path) -> None:
 
 
 def test_a_store_made_before_the_gate_column_gets_it(tmp_path: Path) -> None:
-    from callgate.store import SCHEMA, Store
+    from callgate.store.db import SCHEMA, Store
 
     db = tmp_path / "old.db"
     with sqlite3.connect(db) as conn:  # every table as callgate made them before runs.gate
@@ -215,7 +215,7 @@ def test_a_store_made_before_the_gate_column_gets_it(tmp_path: Path) -> None:
 
 
 def test_judge_errors_count_toward_the_excluded_share() -> None:
-    from callgate.thresholds import excluded_share, too_many_excluded
+    from callgate.gating.thresholds import excluded_share, too_many_excluded
 
     excluded = {"judge_error": 3, "pending_judge": 40}
     assert excluded_share(50, excluded) == 3 / 50  # cases never judged are not a fault

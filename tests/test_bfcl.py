@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 from jsonschema import Draft7Validator
 
-from callgate import bfcl
-from callgate.bfcl import CATEGORIES, import_category, read_category
-from callgate.checks import check_response
+from callgate.checks.check import check_response
 from callgate.errors import InputError
-from callgate.pipeline import score_file
-from callgate.responses import parse_response
-from callgate.store import Store
-from callgate.suite import MatchRules, load_suite
+from callgate.importers import bfcl
+from callgate.importers.bfcl import CATEGORIES, import_category, read_category
+from callgate.scoring.pipeline import score_file
+from callgate.store.db import Store
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import MatchRules, load_suite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
 DATA = FIXTURES / "data"
@@ -426,7 +426,7 @@ def test_first_fit_pairing_is_carried(suites: dict[str, Path]) -> None:
     calls = [("weather", {"city": "Paris"}), ("weather", {"city": "Rome"})]
     assert not REFERENCE.valid("parallel", entry, answer, bfcl.message(calls), {})
 
-    from callgate.suite import Case
+    from callgate.suites.suite import Case
 
     case = Case.model_validate(cases[0])
     response = parse_response({"case_id": case.id, "response": bfcl.message(calls)})

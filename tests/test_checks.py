@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from factories import calls, case, line, message, tool_call, write_suite
 
-from callgate.checks import Verdict, check_response, json_equal
-from callgate.responses import parse_response
-from callgate.suite import Suite, load_suite
-from callgate.trajectory import _max_matching
+from callgate.checks.check import Verdict, check_response, json_equal
+from callgate.checks.trajectory import max_matching
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import Suite, load_suite
 
 
 @pytest.fixture
@@ -176,7 +176,7 @@ def test_provider_error_is_not_a_model_error() -> None:
     response = parse_response({"case_id": "ord", "error": {"kind": "rate_limit",
                                                             "message": "429"}})
     assert response.message is None
-    from callgate.suite import Case
+    from callgate.suites.suite import Case
 
     c = Case.model_validate(case("ord", {"type": "no_call"}))
     v = check_response(c, response, {}, {})
@@ -291,7 +291,7 @@ def test_full_chat_completion_object_is_accepted(suite: Suite) -> None:
 def test_max_pairing_is_optimal_not_greedy() -> None:
     # Greedy would give left 0 the right 0 and leave left 1 unmatched.
     edges = [[0, 1], [0]]
-    assert _max_matching(range(2), range(2), lambda e, a: a in edges[e]) == {0: 1, 1: 0}
+    assert max_matching(range(2), range(2), lambda e, a: a in edges[e]) == {0: 1, 1: 0}
 
 
 def test_date_time_format_is_checked(tmp_path: Path) -> None:

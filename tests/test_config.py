@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from callgate.cli import app
-from callgate.config import (
+from callgate.cli.main import app
+from callgate.errors import InputError
+from callgate.models.config import (
     Candidate,
     load_config,
     parse_params,
     resolve_candidate,
 )
-from callgate.errors import InputError
-from callgate.providers import target_for
+from callgate.models.providers import target_for
 
 GOOD = """
 [[candidates]]

@@ -15,9 +15,13 @@ from typing import Any
 import pytest
 from multiturn import STATE, c, env_suite, mt_case, score, turns, verdicts
 
-from callgate.checks import ParsedCall, answer_call
-from callgate.demo import MULTI_TURN_EXAMPLE, example_path
-from callgate.environment import (
+from callgate.checks.check import ParsedCall, answer_call
+from callgate.cli.demo import MULTI_TURN_EXAMPLE, example_path
+from callgate.errors import InputError
+from callgate.gating.gate import stored_release
+from callgate.scoring.pipeline import score_file
+from callgate.store.db import Store
+from callgate.suites.environment import (
     EnvironmentError_,
     ToolError,
     call_tool,
@@ -25,11 +29,7 @@ from callgate.environment import (
     state_difference,
     state_hash,
 )
-from callgate.errors import InputError
-from callgate.gate import stored_release
-from callgate.pipeline import score_file
-from callgate.store import Store
-from callgate.suite import load_suite
+from callgate.suites.suite import load_suite
 
 CANCEL_BOTH = {"type": "final_state", "calls": [
     {"tool": "cancel_order", "args": {"order_id": "ord_1", "reason": "duplicate"}},

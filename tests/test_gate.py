@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from callgate.demo import example_path
-from callgate.gate import (
+from callgate.cli.demo import example_path
+from callgate.gating.gate import (
     CaseRecord,
     ReleaseScores,
     decide,
@@ -24,7 +24,7 @@ from callgate.gate import (
     paired_cases_needed,
     read_release_file,
 )
-from callgate.report import gate_junit, gate_markdown
+from callgate.report.console import gate_junit, gate_markdown
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 

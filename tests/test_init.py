@@ -58,7 +58,7 @@ def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> Non
             assert (proj / part).exists(), part
 
     # The candidates file loads (`run` reads ./callgate.toml whenever it exists).
-    from callgate.config import load_config
+    from callgate.models.config import load_config
 
     assert load_config(proj / "callgate.toml").find("my-agent") is not None
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from callgate.calibration import (
+from callgate.errors import InputError
+from callgate.judging.calibration import (
     Confusion,
     cohen_kappa,
     confusion,
     dimension_report,
     read_set,
 )
-from callgate.errors import InputError
-from callgate.judge import (
+from callgate.judging.judge import (
     JudgeOutput,
     JudgeOutputError,
     corrected_share,

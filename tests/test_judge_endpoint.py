@@ -11,7 +11,7 @@ from conftest import KEY, KEY_ENV
 from loopback import Loopback
 from test_judge_live import ROOT, make_set, run, script_judge
 
-from callgate.judge import load_judge
+from callgate.judging.judge import load_judge
 
 
 def keyless_spec(root: Path) -> Path:
@@ -102,7 +102,7 @@ def test_calibration_tables_fit_80_columns(
 
 def test_score_takes_a_bundled_judge_by_name(tmp_path: Path, callgate_exe: str,
                                              cli_env: dict) -> None:
-    from callgate.demo import example_path
+    from callgate.cli.demo import example_path
 
     root = example_path()
     result = run(callgate_exe, cli_env, tmp_path, "score", str(root), "-r",

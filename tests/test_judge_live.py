@@ -12,7 +12,7 @@ import pytest
 from conftest import KEY, KEY_ENV
 from loopback import Loopback, ok
 
-from callgate.judge import load_judge
+from callgate.judging.judge import load_judge
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = [{"type": "function", "function": {
@@ -259,7 +259,7 @@ def test_label_judged_attempts_by_hand(
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "added 2 item(s)" in result.stdout
-    from callgate.calibration import read_set
+    from callgate.judging.calibration import read_set
 
     items, _ = read_set(grown)
     assert [(i.id, i.label.tool_choice, i.label.arguments) for i in items] == [

@@ -16,7 +16,9 @@ from loopback import Loopback, error, ok, tool_call
 from multiturn import STATE, assistant, c, env_suite, mt_case, plain_suite, turns
 from pydantic import ValidationError
 
-from callgate.calibration import (
+from callgate.checks.verdict import Verdict
+from callgate.errors import CallgateError
+from callgate.judging.calibration import (
     CalibrationCall,
     CalibrationCase,
     CalibrationItem,
@@ -29,11 +31,17 @@ from callgate.calibration import (
     read_set,
     run_judge_on_items,
 )
-from callgate.checks import Verdict
-from callgate.config import Candidate
-from callgate.errors import CallgateError
-from callgate.judge import Judge, JudgeModel, JudgeOutput, cache_key, corrected_share, load_judge
-from callgate.pipeline import (
+from callgate.judging.judge import (
+    Judge,
+    JudgeModel,
+    JudgeOutput,
+    cache_key,
+    corrected_share,
+    load_judge,
+)
+from callgate.models.config import Candidate
+from callgate.running.run import RetryPolicy, RunSettings, run_live
+from callgate.scoring.pipeline import (
     JudgedTally,
     JudgeStep,
     Recorder,
@@ -41,10 +49,9 @@ from callgate.pipeline import (
     judged_shares,
     score_file,
 )
-from callgate.responses import Response, parse_response
-from callgate.run import RetryPolicy, RunSettings, run_live
-from callgate.store import Store
-from callgate.suite import Suite, load_suite
+from callgate.store.db import Store
+from callgate.suites.responses import Response, parse_response
+from callgate.suites.suite import Suite, load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 RUBRIC = "Cancel ord_1 if it can still be cancelled; otherwise say why not."
@@ -277,7 +284,7 @@ def test_labelling_a_run_keeps_the_trajectory_the_judge_saw(tmp_path: Path, judg
 
 
 def certificate(judge: Judge) -> Certificate:
-    from callgate.calibration import Confusion
+    from callgate.judging.calibration import Confusion
 
     return Certificate(
         judge=judge.spec.name, fingerprint=judge.fingerprint, model=judge.spec.model,

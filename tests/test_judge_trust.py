@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from callgate.config import MAX_TOKENS_KEYS, Candidate
 from callgate.errors import InputError
-from callgate.judge import load_judge
+from callgate.judging.judge import load_judge
+from callgate.models.config import MAX_TOKENS_KEYS, Candidate
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-proj-" + "Zq7" * 16  # a 56-character key that must never be echoed
@@ -82,10 +82,10 @@ def simulated_bias(tpr: float, tnr: float, seed: int, items: int = 20_000) -> fl
     asks, grades the arguments only when it passes the tool choice; whenever it grades them,
     "truly right" (right tool and right arguments) passes with p TPR and anything else with
     p 1 − TNR."""
-    from callgate.calibration import CalibrationItem, Labels, evaluate
-    from callgate.checks import Verdict
-    from callgate.judge import JudgeOutput, corrected_share
-    from callgate.pipeline import JudgedTally
+    from callgate.checks.check import Verdict
+    from callgate.judging.calibration import CalibrationItem, Labels, evaluate
+    from callgate.judging.judge import JudgeOutput, corrected_share
+    from callgate.scoring.pipeline import JudgedTally
 
     rng = random.Random(seed)
     labels = {key: Labels(tool_choice=key[0], arguments=key[1])

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from callgate.demo import example_path
+from callgate.cli.demo import example_path
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 SHA_OLD = "3f9a1c2b7e4d5f60718293a4b5c6d7e8f9012345"

@@ -15,9 +15,9 @@ import pytest
 from conftest import KEY, KEY_ENV, lookup_case, marker, no_call_case, write_suite
 from loopback import Loopback, Reply, completion, error, ok, tool_call
 
-from callgate.config import Candidate
 from callgate.errors import InputError
-from callgate.providers import (
+from callgate.models.config import Candidate
+from callgate.models.providers import (
     LeanClient,
     LitellmClient,
     Pricing,
@@ -27,10 +27,10 @@ from callgate.providers import (
     parse_retry_after,
     target_for,
 )
-from callgate.responses import parse_response
-from callgate.run import LiveRunner, RetryPolicy, RunSettings
-from callgate.store import Store
-from callgate.suite import load_suite
+from callgate.running.run import LiveRunner, RetryPolicy, RunSettings
+from callgate.store.db import Store
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import load_suite
 
 # --------------------------------------------------------------------------- building requests
 
@@ -190,7 +190,7 @@ NO_CALL = {"c-none"}
 
 @pytest.fixture(scope="module")
 def litellm_loaded() -> None:
-    from callgate.providers import import_litellm
+    from callgate.models.providers import import_litellm
 
     import_litellm()
 

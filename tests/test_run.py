@@ -12,11 +12,18 @@ import pytest
 from conftest import KEY, KEY_ENV, lookup_case, marker, no_call_case, write_suite
 from loopback import Loopback, Reply, completion, error, ok, tool_call
 
-from callgate.config import Candidate
 from callgate.errors import CallgateError
-from callgate.run import LiveRun, LiveRunner, OfflineMiss, RetryPolicy, RunSettings, run_live
-from callgate.store import Store
-from callgate.suite import Suite, load_suite
+from callgate.models.config import Candidate
+from callgate.running.run import (
+    LiveRun,
+    LiveRunner,
+    OfflineMiss,
+    RetryPolicy,
+    RunSettings,
+    run_live,
+)
+from callgate.store.db import Store
+from callgate.suites.suite import Suite, load_suite
 
 CALL = tool_call("lookup_order", {"order_id": "ord_1"})
 
@@ -355,7 +362,7 @@ def test_a_store_made_with_one_row_per_release_is_upgraded(
 ) -> None:
     import sqlite3
 
-    from callgate.store import SCHEMA
+    from callgate.store.db import SCHEMA
 
     db = tmp_path / "callgate.db"
     with sqlite3.connect(db) as conn:  # the runs table as callgate made it before

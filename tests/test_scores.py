@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from callgate.checks import Verdict
-from callgate.scores import ScoreBuilder, pass_hat_k, percentile, score, wilson
+from callgate.checks.verdict import Verdict
+from callgate.scoring.scores import ScoreBuilder, pass_hat_k, percentile, score, wilson
 
 
 def v(case_id: str, tool: bool, args: bool, calls: int = 1, status: str = "scored",

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import pytest
 from webserver import Server, callgate_script
 
-from callgate.calibration import read_set
+from callgate.judging.calibration import read_set
 
 ROOT = Path(__file__).resolve().parent.parent
 SET = ROOT / "calibration" / "tool_choice.jsonl"
@@ -259,9 +259,9 @@ def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path)
     certificate is void with the reason."""
     import asyncio
 
-    from callgate.calibration import calibrate
-    from callgate.judge import load_judge
-    from callgate.store import Store
+    from callgate.judging.calibration import calibrate
+    from callgate.judging.judge import load_judge
+    from callgate.store.db import Store
 
     db = tmp_path / "c.db"
     shutil.copyfile(demo_db, db)

@@ -31,13 +31,13 @@ def assert_no_litellm(stderr: str) -> None:
 
 def test_importing_the_cli_does_not_import_litellm() -> None:
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", "from callgate.cli import app"],
+        [sys.executable, "-X", "importtime", "-c", "from callgate.cli.main import app"],
         capture_output=True,
         text=True,
         check=True,
     )
     assert_no_litellm(done.stderr)
-    assert "callgate.cli" in imported(done.stderr)
+    assert "callgate.cli.main" in imported(done.stderr)
 
 
 def test_commands_that_call_no_model_do_not_import_litellm(
@@ -84,7 +84,7 @@ class Spy:
             raise ImportError("the spy stops here")
 
 sys.meta_path.insert(0, Spy())
-from callgate.providers import import_litellm
+from callgate.models.providers import import_litellm
 try:
     import_litellm()
 except ImportError:

@@ -25,7 +25,7 @@ from conftest import write_suite as write_live_suite
 from factories import calls, case, line, message, tool_call, write_lines, write_suite
 from loopback import Loopback
 
-from callgate.store import APPLICATION_ID, SCHEMA_VERSION, Store
+from callgate.store.db import APPLICATION_ID, SCHEMA_VERSION, Store
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -80,7 +80,7 @@ def callgate_store(path: Path) -> Path:
     suite = write_suite(path.parent / "made-suite", [
         case("ord", calls(("lookup_order", {"order_id": "ord_7281"}))),
     ], name="made")
-    from callgate.suite import load_suite
+    from callgate.suites.suite import load_suite
 
     with Store(path) as store:
         store.save_suite(load_suite(suite))
@@ -460,7 +460,7 @@ def figures(db: Path) -> dict[tuple[str, str], tuple]:
 def test_four_scores_and_two_runs_at_once_all_succeed(
     tmp_path: Path, loopback: Loopback, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from callgate.cli import app
+    from callgate.cli.main import app
 
     commands = concurrency_inputs(tmp_path, loopback)
     base = {k: v for k, v in os.environ.items() if not k.startswith("CALLGATE_")}
@@ -525,7 +525,7 @@ def test_a_bad_line_after_committed_batches_leaves_the_store_unchanged(
 
 
 def _suite_for_runs(tmp_path: Path):
-    from callgate.suite import load_suite
+    from callgate.suites.suite import load_suite
 
     return load_suite(write_suite(tmp_path / "runs-suite", [
         case("ord", calls(("lookup_order", {"order_id": "ord_7281"}))),

@@ -9,8 +9,8 @@ import pytest
 from factories import LOOKUP_ORDER, TOOLS, calls, case, write_lines, write_suite
 
 from callgate.errors import InputError
-from callgate.responses import read_responses
-from callgate.suite import lint, load_suite
+from callgate.suites.responses import read_responses
+from callgate.suites.suite import lint, load_suite
 
 GOOD = case("ord", calls(("lookup_order", {"order_id": "ord_7281"})))
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate.trajectory import Call, ExpectedCall, Mismatch, json_equal, match_trajectory
+from callgate.checks.trajectory import Call, ExpectedCall, Mismatch, json_equal, match_trajectory
 
 
 def call(name: str, step: int, **arguments: Any) -> Call:

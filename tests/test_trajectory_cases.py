@@ -13,8 +13,8 @@ import pytest
 from multiturn import c, mt_case, plain_suite, score, turns, verdicts
 
 from callgate.errors import InputError
-from callgate.responses import parse_response
-from callgate.suite import canonical_json, load_suite
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import canonical_json, load_suite
 
 
 def trajectory(*calls: tuple[str, dict[str, Any], int | None], mode: str = "strict",

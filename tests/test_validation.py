@@ -22,13 +22,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator
 
-from callgate import checks
-from callgate.bfcl import CATEGORIES, import_category
-from callgate.checks import check_response, parse_calls, schema_errors
-from callgate.demo import example_path
-from callgate.responses import parse_response
-from callgate.suite import Suite, load_suite
-from callgate.validation import compiled_check, surely_valid
+from callgate.checks import check as checks
+from callgate.checks.check import check_response, parse_calls, schema_errors
+from callgate.checks.validation import compiled_check, surely_valid
+from callgate.cli.demo import example_path
+from callgate.importers.bfcl import CATEGORIES, import_category
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import Suite, load_suite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
 EXAMPLES = example_path("examples")

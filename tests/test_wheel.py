@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from callgate.judge import load_judge
+from callgate.judging.judge import load_judge
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -53,7 +53,7 @@ def test_wheel_in_a_fresh_venv_runs_the_demo_and_has_the_judge(tmp_path: Path) -
     assert f"fingerprint  {source_fingerprint}" in show.stdout
     assert "site-packages" in show.stdout  # the installed copy, not the source tree's
 
-    found = sh(python, "-c", "from callgate.bundled import calibration_set; "
+    found = sh(python, "-c", "from callgate.judging.bundled import calibration_set; "
                              "print(calibration_set('tool_choice'))", cwd=work, env=env)
     installed_set = Path(found.stdout.strip())
     assert "site-packages" in str(installed_set)

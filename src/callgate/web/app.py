@@ -25,17 +25,18 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from callgate.calibration import (
+from callgate.errors import CallgateError
+from callgate.gating.gate import find_current
+from callgate.judging.calibration import (
     CalibrationItem,
+    Certificate,
     judged_attempt_items,
     label_item,
     label_judged_attempt,
     reload_set,
     undo_label,
 )
-from callgate.errors import CallgateError
-from callgate.gate import find_current
-from callgate.store import Store
+from callgate.store.db import Store
 from callgate.web import calibration_views as cv
 from callgate.web.chart import release_chart
 from callgate.web.views import Views
@@ -453,8 +454,6 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         rows = [r for r in session.store.certificate_rows() if r["fingerprint"] == fingerprint]
         if not rows:
             return not_found(request, f"no certificate for {fingerprint}")
-        from callgate.calibration import Certificate
-
         certificate = Certificate.model_validate_json(rows[0]["body"])
         set_path = session.set_paths.get(Path(certificate.set_path).name)
         if set_path is None and Path(certificate.set_path).is_file():

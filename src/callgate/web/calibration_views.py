@@ -1,6 +1,6 @@
 """Calibration sessions: the labelling queue, progress, agreement between people, the review of
 where the judge and the person differ, and certificates. Reads and writes go through the store
-and `callgate.calibration` (the same code path as `callgate judge label`)."""
+and `callgate.judging.calibration` (the same code path as `callgate judge label`)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from callgate.calibration import (
+from callgate.judging.calibration import (
     CalibrationItem,
     Certificate,
     item_payloads,
     read_set,
 )
-from callgate.store import Store
+from callgate.judging.judge import JudgeOutput, cache_key
+from callgate.store.db import Store
 
 DIMENSIONS = ("tool_choice", "arguments")
 
@@ -103,8 +104,6 @@ def disagreements(store: Store, items: Sequence[CalibrationItem], certificate: C
     """Items where the judge of the certificate and the item's current label differ, with the
     judge's reason beside the person's note. Outputs come from the judge cache (the verdicts
     `judge calibrate` stored), keyed as calibration keys them."""
-    from callgate.judge import JudgeOutput, cache_key
-
     keys = {i.id: cache_key(certificate.fingerprint, *item_payloads(i)) for i in items}
     outputs = store.judge_outputs(list(keys.values()))
     out = []

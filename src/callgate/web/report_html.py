@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from callgate.errors import CallgateError
-from callgate.gate import find_current
-from callgate.store import Store
+from callgate.gating.gate import find_current
+from callgate.store.db import Store
 from callgate.web.app import STATIC, templates
 from callgate.web.chart import release_chart
 from callgate.web.views import Views

@@ -1,7 +1,7 @@
 """What the pages and the JSON API show, read from the store. No web framework here: the same
 functions feed `callgate serve`, its JSON API and `callgate report --html`.
 
-Decisions come from the gate (`callgate.gate`): a release's mark on the chart is exactly what
+Decisions come from the gate (`callgate.gating.gate`): a release's mark on the chart is exactly what
 `callgate gate --model M --release R` (baseline auto) would decide.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.gate import (
+from callgate.gating.gate import (
     DEFAULT_MAX_EXCLUDED,
     GateDecision,
     ReleaseScores,
@@ -22,7 +22,8 @@ from callgate.gate import (
     decide,
     stored_release,
 )
-from callgate.store import Store
+from callgate.store.db import Store
+from callgate.suites.responses import parse_response
 
 MARKS = {"pass": "pass", "first_release": "first", "regression": "regression",
          "inconclusive": "inconclusive"}
@@ -146,8 +147,6 @@ def attempt_summary(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def _calls_of(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The assistant turns of a stored response line, each with its tool calls."""
-    from callgate.responses import parse_response
-
     try:
         response = parse_response(dict(body))
     except Exception:  # an unreadable line is shown raw, never a crash

@@ -4,8 +4,8 @@ Two halves, both pure functions where possible:
 
 - the importer: BFCL entries (function docs, questions, possible answers) from a data folder or
   the `bfcl-eval` wheel, into a suite directory (tools.json, cases.jsonl, suite.json);
-- BFCL's value rules for one parameter, ported from its AST checker, which checks.py applies
-  when a suite's `match.values` is "bfcl".
+- BFCL's value rules live in `callgate.checks.bfcl_rules` (the checks apply them when a suite's
+  `match.values` is "bfcl"); the importer uses them to write answers.
 
 Line references are to bfcl-eval 2026.3.23 (Apache-2.0): `ast_checker.py` is
 bfcl_eval/eval_checker/ast_eval/ast_checker.py, `handler utils` is
@@ -31,9 +31,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from callgate.checks.bfcl_rules import declared_type
 from callgate.errors import InputError, decode
 from callgate.reading import json_lines_in, read_text, validate
-from callgate.suite import ArgSpec, Case, ExpectedCall, Suite, canonical_json, load_suite
+from callgate.suites.suite import ArgSpec, Case, ExpectedCall, Suite, canonical_json, load_suite
 
 Kind = Literal["ast", "irrelevance", "relevance"]
 
@@ -95,162 +96,6 @@ GORILLA_TO_OPENAPI: dict[str, str] = {
 _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
 OPENAI_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_NAME = 64
-
-
-# --------------------------------------------------------------------------- BFCL value rules
-#
-# A faithful port of ast_checker.py's per-parameter checks for Language.PYTHON. Python's own
-# `==` and `in` are kept wherever BFCL uses them (so 1 == 1.0 == True inside lists and objects,
-# exactly as there), and `type(x) == T` wherever BFCL compares types exactly. Where BFCL's code
-# would raise on malformed input, the value is judged not to match.
-
-# ast_checker.py:14-23 (PYTHON_TYPE_MAPPING), read back from the JSON Schema the importer wrote:
-# BFCL's "float" became "number", "dict" "object", "tuple" "array", "any" "string".
-_PY_TYPES: dict[str, type] = {
-    "string": str,
-    "integer": int,
-    "number": float,
-    "boolean": bool,
-    "array": list,
-    "object": dict,
-}
-_STANDARDIZE = re.compile(r"[ \,\.\/\-\_\*\^]")
-
-
-def standardize(text: str) -> str:
-    """ast_checker.py:174-182: drop spaces and ,./-_*^, lower-case, single quotes to double."""
-    return _STANDARDIZE.sub("", text).lower().replace("'", '"')
-
-
-def possible_answer(spec: ArgSpec) -> list[Any]:
-    """BFCL's possible-answer list for a callgate spec: the acceptable values, "" if optional."""
-    return [*spec.one_of, ""] if spec.optional else list(spec.one_of)
-
-
-def _declared(schema: Mapping[str, Any] | None) -> type:
-    # A missing or unknown type is a string, as BFCL's _cast_to_openai_type makes it.
-    kind = schema.get("type") if isinstance(schema, Mapping) else None
-    return _PY_TYPES.get(kind, str) if isinstance(kind, str) else str
-
-
-def _answer_type(answers: Sequence[Any]) -> type | None:
-    """ast_checker.py:76-80: the type of the first answer that is not "" (optional)."""
-    for answer in answers:
-        if answer != "":
-            return type(answer)
-    return None
-
-
-def _type_check(
-    value: Any, answers: Sequence[Any], expected: type, nested: type | None
-) -> tuple[bool, bool]:
-    """ast_checker.py:93-171 (type_checker): (valid, is_variable).
-
-    A value of the type of the first possible answer is accepted in place of the declared type:
-    BFCL calls that a variable. Items of a list are checked one level deep, against each list
-    among the possible answers; any possible answer that is not a list passes that check.
-    """
-    answer_type = _answer_type(answers)
-    is_variable = answer_type is not None and answer_type != expected
-    if type(value) == expected:  # noqa: E721 - BFCL compares types exactly (bool is not int)
-        if nested is None:
-            return True, is_variable
-        for answer in answers:
-            if type(answer) == list and not all(  # noqa: E721
-                _type_check(item, answer, nested, None)[0] for item in value
-            ):
-                continue
-            return True, is_variable
-        return False, False
-    if answer_type is not None and type(value) == answer_type:  # noqa: E721
-        return True, True
-    return False, False
-
-
-def _string_ok(value: str, answers: Sequence[Any]) -> bool:
-    """ast_checker.py:185-201: normalised value among the normalised string answers."""
-    return standardize(value) in [standardize(a) for a in answers if type(a) == str]  # noqa: E721
-
-
-def _std(value: Any) -> Any:
-    return standardize(value) if type(value) == str else value  # noqa: E721
-
-
-def _list_ok(value: list[Any], answers: Sequence[Any]) -> bool:
-    """ast_checker.py:204-235: strings among the items normalised, then list equality.
-
-    An answer "" iterates as no items, so it accepts the empty list.
-    """
-    normalised = [_std(item) for item in value]
-    candidates = [[_std(answer[j]) for j in range(len(answer))] for answer in answers]
-    return normalised in candidates
-
-
-def _dict_ok(value: dict[str, Any], answers: Sequence[Any]) -> bool:
-    """ast_checker.py:238-298: every key given is an answer key with a matching value, and
-    every answer key left out has "" among its values. Values that are strings are normalised;
-    anything else is compared with Python's ==."""
-    for answer in answers:
-        if answer == "":
-            continue
-        valid = True
-        for key, item in value.items():
-            if key not in answer or _std(item) not in [_std(a) for a in answer[key]]:
-                valid = False
-                break
-        # BFCL checks the missing keys even after a failed value (no effect on the verdict).
-        for key, accepted in answer.items():
-            if key not in value and "" not in accepted:
-                valid = False
-                break
-        if valid:
-            return True
-    return False
-
-
-def _list_dict_ok(value: list[Any], answers: Sequence[Any]) -> bool:
-    """ast_checker.py:301-330: same length as an answer, each object as its counterpart."""
-    for answer in answers:
-        if len(value) != len(answer):
-            continue
-        if all(_dict_ok(value[i], [answer[i]]) for i in range(len(value))):
-            return True
-    return False
-
-
-def param_matches(schema: Mapping[str, Any] | None, value: Any, answers: Sequence[Any]) -> bool:
-    """Whether BFCL accepts `value` for a parameter declared by `schema` (ast_checker.py:382-503).
-
-    `answers` is BFCL's possible-answer list for the parameter ("" meaning it may be left out);
-    `schema` is the parameter's JSON Schema as the importer wrote it.
-    """
-    try:
-        return _param_matches(schema, value, answers)
-    except (AttributeError, KeyError, TypeError, IndexError):
-        return False  # BFCL's checker would raise here: the value is not accepted
-
-
-def _param_matches(schema: Mapping[str, Any] | None, value: Any, answers: Sequence[Any]) -> bool:
-    expected = _declared(schema)
-    nested: type | None = None
-    if expected is list and isinstance(schema, Mapping) and isinstance(schema.get("items"), dict):
-        nested = _declared(schema["items"])
-    # ast_checker.py:442-448: an int is accepted for a float (converted, then compared).
-    if expected is float and type(value) == int:  # noqa: E721
-        value = float(value)
-    valid, is_variable = _type_check(value, answers, expected, nested)
-    if not valid:
-        return False
-    if not is_variable:
-        if expected is dict:
-            return _dict_ok(value, answers)
-        if expected is list and nested is dict:
-            return _list_dict_ok(value, answers)
-        if expected is str:
-            return _string_ok(value, answers)
-        if expected is list:
-            return _list_ok(value, answers)
-    return value in answers
 
 
 # --------------------------------------------------------------------------- BFCL records
@@ -759,11 +604,11 @@ def first_value(schema: Mapping[str, Any] | None, spec: ArgSpec) -> Any:
     per key, so an object (or a list of objects) is built from the first of each key's values,
     leaving out keys that may be left out."""
     value = spec.one_of[0]
-    expected = _declared(schema)
+    expected = declared_type(schema)
     items = schema.get("items") if isinstance(schema, Mapping) else None
     if expected is dict and isinstance(value, dict):
         return _first_object(value)
-    if expected is list and _declared(items) is dict and isinstance(value, list):
+    if expected is list and declared_type(items) is dict and isinstance(value, list):
         return [_first_object(v) if isinstance(v, dict) else v for v in value]
     return value
 

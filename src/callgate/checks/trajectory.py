@@ -112,7 +112,7 @@ def match_trajectory(
         {a for a in by_position if actual[a].name == call.name and not diffs(e, a)}
         for e, call in enumerate(expected)
     ]
-    matching = _max_matching(
+    matching = max_matching(
         sorted(range(len(expected)), key=lambda e: (expected[e].step, e)),
         by_position,
         lambda e, a: a in edges[e],
@@ -166,12 +166,12 @@ def _show(value: Any, limit: int = 60) -> str:
     """A value as JSON, as every other reason shows it (true, "C"; not True, 'C')."""
     try:
         text = json.dumps(value, ensure_ascii=False)
-    except TypeError:  # a key-argument rule (callgate.checks) describes itself in JSON terms
+    except TypeError:  # a key-argument rule (callgate.checks.check) describes itself in JSON terms
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _max_matching(
+def max_matching(
     left: Sequence[int], right: Sequence[int], linked: Callable[[int, int], bool]
 ) -> dict[int, int]:
     """Maximum bipartite matching by augmenting paths (Kuhn), O(V * E); returns left -> right.
@@ -247,7 +247,7 @@ def _ordered_pairing(
 
     left = sorted(range(len(expected)), key=lambda e: (expected[e].step, e))
     right = sorted(range(len(actual)), key=lambda a: (actual[a].step, a))
-    found = _max_matching(left, right, linked)
+    found = max_matching(left, right, linked)
     return found if len(found) == len(expected) else None
 
 

@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from callgate import __version__
 from callgate.errors import CallgateError
-from callgate.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 
 app = typer.Typer(
     name="callgate",
@@ -77,7 +77,7 @@ EXIT_INCONCLUSIVE = 3
 def _record_if_not_a_result(store, by: str, result, max_excluded: float):
     """Mark a run that is mostly excluded attempts as inconclusive in the store; the record
     (or None when the run is a result)."""
-    from callgate.gate import not_a_result
+    from callgate.gating.gate import not_a_result
 
     record = not_a_result(by, result.scores.attempts, result.scores.excluded, max_excluded)
     if record is not None:
@@ -118,7 +118,7 @@ def suite_check(
     path: Annotated[Path, typer.Argument(help="Suite directory (tools.json + cases.jsonl).")],
 ) -> None:
     """Load a suite, check every tool schema and case, and print what it covers."""
-    from callgate.suite import lint, load_suite
+    from callgate.suites.suite import lint, load_suite
 
     try:
         suite = load_suite(path)
@@ -164,7 +164,7 @@ def import_bfcl(
     ] = False,
 ) -> None:
     """Import a Berkeley Function Calling Leaderboard category as a suite (docs/bfcl.md)."""
-    from callgate.bfcl import import_category
+    from callgate.importers.bfcl import import_category
 
     try:
         result = import_category(source, category, out, force=force)
@@ -205,10 +205,10 @@ def score(
 
     Exit 3 when more than --max-excluded of the attempts were excluded
     (truncated, provider, environment or judge errors)."""
-    from callgate.pipeline import judge_step, score_file
-    from callgate.report import print_run, run_document
-    from callgate.store import Store
-    from callgate.suite import load_suite
+    from callgate.report.console import print_run, run_document
+    from callgate.scoring.pipeline import judge_step, score_file
+    from callgate.store.db import Store
+    from callgate.suites.suite import load_suite
 
     try:
         suite = load_suite(suite_path)
@@ -240,7 +240,7 @@ def init(
 ) -> None:
     """Create a tiny working project: a suite, recorded responses, callgate.toml, releases/
     and a GitHub Actions workflow. Never overwrites a file (exit 2, naming it)."""
-    from callgate.scaffold import RESPONSES, SUITE, write_scaffold
+    from callgate.cli.scaffold import RESPONSES, SUITE, write_scaffold
 
     try:
         written = write_scaffold(directory)
@@ -261,7 +261,7 @@ def demo(
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Score the bundled example (two releases of an example agent) with no key and no network."""
-    from callgate.demo import run_demo
+    from callgate.cli.demo import run_demo
 
     try:
         run_demo(db, Console())
@@ -295,7 +295,7 @@ def gate(
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive."""
-    from callgate.gate import (
+    from callgate.gating.gate import (
         baseline_from_path,
         baseline_from_store,
         decide,
@@ -303,8 +303,8 @@ def gate(
         record_of,
         stored_release,
     )
-    from callgate.report import gate_junit, gate_markdown, print_gate
-    from callgate.store import Store
+    from callgate.report.console import gate_junit, gate_markdown, print_gate
+    from callgate.store.db import Store
 
     try:
         if not db.exists():
@@ -352,8 +352,8 @@ def history(
 
     A 40-character commit SHA used as a release label is shown as its first 12 characters;
     --json gives the full label."""
-    from callgate.history import history_document, history_rows, history_tables
-    from callgate.store import Store
+    from callgate.report.history import history_document, history_rows, history_tables
+    from callgate.store.db import Store
 
     if not db.exists():
         raise _fail(f"{db}: no such database")
@@ -460,12 +460,12 @@ def run_command(
     Answers are stored as they arrive: run the same command again to resume, or to re-score
     with zero calls.
     """
-    from callgate.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
-    from callgate.pipeline import judge_step
-    from callgate.report import print_run, run_document
-    from callgate.run import RetryPolicy, RunSettings, run_live
-    from callgate.store import Store
-    from callgate.suite import load_suite
+    from callgate.models.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
+    from callgate.report.console import print_run, run_document
+    from callgate.running.run import RetryPolicy, RunSettings, run_live
+    from callgate.scoring.pipeline import judge_step
+    from callgate.store.db import Store
+    from callgate.suites.suite import load_suite
 
     err = Console(stderr=True)
     try:
@@ -569,11 +569,11 @@ def judge_show(
     api_key_env: ApiKeyEnvOption = None,
 ) -> None:
     """Print a judge's fingerprint and whether a certificate exists for it."""
-    from callgate.bundled import judge_spec
-    from callgate.calibration import require_certificate
-    from callgate.judge import load_judge
-    from callgate.pipeline import at_endpoint
-    from callgate.store import Store, StoreError
+    from callgate.judging.bundled import judge_spec
+    from callgate.judging.calibration import require_certificate
+    from callgate.judging.judge import load_judge
+    from callgate.scoring.pipeline import at_endpoint
+    from callgate.store.db import Store, StoreError
 
     try:
         judge = at_endpoint(load_judge(judge_spec(spec)), api_base, api_key_env)
@@ -622,13 +622,13 @@ def judge_calibrate(
     Exit 0 certified, 1 not certified, 2 bad input."""
     import asyncio
 
-    from callgate.bundled import calibration_set as bundled_set
-    from callgate.bundled import judge_spec
-    from callgate.calibration import calibrate, read_set
-    from callgate.judge import JudgeModel, load_judge
-    from callgate.pipeline import at_endpoint
-    from callgate.report import print_calibration
-    from callgate.store import Store
+    from callgate.judging.bundled import calibration_set as bundled_set
+    from callgate.judging.bundled import judge_spec
+    from callgate.judging.calibration import calibrate, read_set
+    from callgate.judging.judge import JudgeModel, load_judge
+    from callgate.report.console import print_calibration
+    from callgate.scoring.pipeline import at_endpoint
+    from callgate.store.db import Store
 
     async def go(store: Store, set_path: Path):
         model = JudgeModel(judge, os.environ, concurrency=concurrency)
@@ -674,8 +674,8 @@ def _judge_progress(judge: Any, set_path: Path, store: Any) -> tuple[Any, int]:
         TimeRemainingColumn,
     )
 
-    from callgate.calibration import item_payloads, read_set
-    from callgate.judge import cache_key
+    from callgate.judging.calibration import item_payloads, read_set
+    from callgate.judging.judge import cache_key
 
     items, _ = read_set(set_path)
     keys = [cache_key(judge.fingerprint, *item_payloads(item)) for item in items]
@@ -699,8 +699,8 @@ def judge_label(
 
     For each attempt the judge decided, shows the request, the response and the judge's
     verdict, and asks for your verdict per dimension (s skips, q stops)."""
-    from callgate.calibration import label_judged_attempts
-    from callgate.store import Store
+    from callgate.judging.calibration import label_judged_attempts
+    from callgate.store.db import Store
 
     if split not in ("dev", "test"):
         raise _fail(f"--split must be dev or test, not {split!r}")

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from callgate.errors import CallgateError, InputError, from_validation_error
-from callgate.judge import (
+from callgate.judging.judge import (
     JUDGE_ERROR,
     Complete,
     Dimension,
@@ -32,10 +32,12 @@ from callgate.judge import (
     cache_key,
     judge_once,
 )
+from callgate.judging.payloads import judge_payloads
 from callgate.reading import json_lines_in, read_bytes, validate
-from callgate.scores import wilson
-from callgate.store import Store
-from callgate.suite import Suite, load_suite
+from callgate.scoring.scores import wilson
+from callgate.store.db import Store
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import Suite, load_suite
 
 CERT_FORMAT = "callgate.certificate/1"
 
@@ -549,7 +551,7 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
 
 def _run_suite(store: Store, run: Mapping[str, Any]) -> Suite:
     """The suite a run was scored on, loaded from its directory, when it is unchanged."""
-    path = store.db["suites"].get(run["suite"])["path"]
+    path = store.suite_path(run["suite"])
     try:
         suite: Suite | None = load_suite(path)
         why = "it has changed since"
@@ -565,21 +567,18 @@ def _run_suite(store: Store, run: Mapping[str, Any]) -> Suite:
 def _judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], CalibrationItem]]:
     """The judged attempts of a run, each as (judgement row, an unlabelled item holding what
     the judge saw: for a multi-turn attempt, the whole trajectory with its tool results)."""
-    from callgate.pipeline import judge_payloads
-    from callgate.responses import parse_response
-
     run = store.run(run_id)
     if run is None:
         raise CallgateError(f"no run {run_id} in {store.path}")
     rows = store.judgements(run_id)
     if not rows:
         raise CallgateError(f"run {run_id} has no attempts decided by a judge")
-    tools = json.loads(store.db["suites"].get(run["suite"])["tools"])
+    tools = store.suite_tools(run["suite"])
     suite: Suite | None = None  # loaded only for multi-turn attempts: their tool results
     out = []
     for row in rows:
-        case = json.loads(store.db["cases"].get((run["suite"], row["case_id"]))["body"])
-        body = store.db["responses"].get((run_id, row["case_id"], row["repeat"]))["body"]
+        case = json.loads(store.case_body(run["suite"], row["case_id"]))
+        body = store.response_body(run_id, row["case_id"], row["repeat"])
         response = parse_response(json.loads(body))
         if len(response.assistant_turns) > 1:
             suite = suite or _run_suite(store, run)

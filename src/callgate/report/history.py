@@ -31,8 +31,8 @@ class HistoryRow(BaseModel):
     run_id: int
     attempts: int
     excluded: dict[str, int]
-    # The stored figures as scored (callgate.scores.Figures as JSON): not re-validated, and
-    # callgate.scores is not imported, so `callgate history` starts fast.
+    # The stored figures as scored (callgate.scoring.scores.Figures as JSON): not re-validated, and
+    # callgate.scoring.scores is not imported, so `callgate history` starts fast.
     figures: dict[str, Any]
     # Points since the previous release of the same model on the same suite; None for the first.
     change_right_tool: float | None = None
@@ -81,7 +81,7 @@ def history_document(model: str, rows: Iterable[HistoryRow]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- the table
-# Here rather than in callgate.report, which imports the whole pipeline (about a second).
+# Here rather than in callgate.report.console, which imports the whole pipeline (about a second).
 
 
 def _num(value: float | None, fmt: str = "{:.1f}") -> str:

@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import json
 import os
+import random
 import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,11 +29,13 @@ from pydantic import (
     model_validator,
 )
 
-from callgate.checks import Verdict
-from callgate.config import Candidate, refuse_max_tokens
+from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
+from callgate.models.config import Candidate, refuse_max_tokens
+from callgate.models.providers import Reply, api_key, make_client, target_for
+from callgate.models.retry import RetryPolicy
 from callgate.reading import loads, read_text, read_toml
-from callgate.scores import Z95
+from callgate.scoring.scores import Z95
 
 Dimension = Literal["tool_choice", "arguments"]
 DIMENSIONS: tuple[Dimension, ...] = ("tool_choice", "arguments")
@@ -330,9 +333,6 @@ class JudgeModel:
 
     def __init__(self, judge: Judge, environ: Mapping[str, str], *, concurrency: int = 8,
                  timeout: float = 120.0, client: Any = None) -> None:
-        from callgate.providers import target_for
-        from callgate.run import RetryPolicy
-
         self.candidate = judge.candidate
         self.target = target_for(self.candidate)
         self._environ = environ
@@ -343,10 +343,6 @@ class JudgeModel:
         self.calls = 0
 
     async def complete(self, messages: list[dict[str, Any]]) -> str | None:
-        import random
-
-        from callgate.providers import Reply, api_key, make_client
-
         if self.client is None:
             self.client = make_client(self.target, "auto", api_key(self.target, self._environ),
                                       self._concurrency)

@@ -23,7 +23,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from callgate.errors import CallgateError
-from callgate.suite import Suite, canonical_json, case_expect_types, case_tags
+from callgate.suites.suite import Suite, canonical_json, case_expect_types, case_tags
 
 # A release may have several rows while it is re-run: the earlier finished run stays until the
 # new one finishes, and the reads see only the newest finished row of a (suite, model, release).
@@ -241,7 +241,7 @@ def m003_run_owners(conn: sqlite3.Connection) -> None:
 
 @migration
 def m004_runs_gate_column(conn: sqlite3.Connection) -> None:
-    """runs.gate: the gate decision on the run (JSON, callgate.gate.GateRecord), NULL until
+    """runs.gate: the gate decision on the run (JSON, callgate.gating.gate.GateRecord), NULL until
     one is taken. (An unmarked store made by a callgate that added it on opening has it.)"""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
     if "gate" not in columns:
@@ -469,6 +469,13 @@ VERDICT_COLUMNS = (
     "right_tool",
     "right_arguments",
 )
+
+
+def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
+    """A verdict (`callgate.checks.verdict.Verdict`, or any object with its fields) as a row
+    of table `verdicts`, in VERDICT_COLUMNS order (booleans as 0/1)."""
+    values = (getattr(verdict, column) for column in VERDICT_COLUMNS[1:])
+    return (run_id, *(int(v) if isinstance(v, bool) else v for v in values))
 
 
 def now() -> str:
@@ -1057,6 +1064,18 @@ class Store:
         return {"verdict": verdict[0], "response": response[0] if response else None,
                 "case": case[0] if case else None,
                 "judgement": judgement[0] if judgement else None}
+
+    def suite_path(self, suite_fingerprint: str) -> str | None:
+        """Where the suite was loaded from when it was stored."""
+        return self.db["suites"].get(suite_fingerprint)["path"]
+
+    def case_body(self, suite_fingerprint: str, case_id: str) -> str:
+        """A stored case's JSON line."""
+        return self.db["cases"].get((suite_fingerprint, case_id))["body"]
+
+    def response_body(self, run_id: int, case_id: str, repeat: int) -> str:
+        """A stored attempt's response line."""
+        return self.db["responses"].get((run_id, case_id, repeat))["body"]
 
     def suite_tools(self, suite_fingerprint: str) -> list[dict[str, Any]]:
         row = self.db.execute("SELECT tools FROM suites WHERE fingerprint = ?",

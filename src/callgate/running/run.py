@@ -38,19 +38,14 @@ from rich.progress import (
 )
 
 from callgate import __version__
-from callgate.checks import (
-    ParsedCall,
+from callgate.checks.check import (
     Verdict,
-    answer_call,
     parse_calls,
-    schema_problem,
-    scripted_results,
 )
-from callgate.config import Candidate
-from callgate.environment import Environment, EnvironmentError_, fresh, scripted_answer
+from callgate.checks.tool_answers import ToolAnswers
 from callgate.errors import CallgateError
-from callgate.pipeline import JudgeStep, Recorder, RunResult
-from callgate.providers import (
+from callgate.models.config import Candidate
+from callgate.models.providers import (
     FATAL,
     Client,
     Pricing,
@@ -63,37 +58,17 @@ from callgate.providers import (
     reply_line,
     target_for,
 )
-from callgate.responses import Response, parse_response
-from callgate.scores import Scores
-from callgate.store import Store, now
-from callgate.suite import Case, Suite
+from callgate.models.retry import RetryPolicy
+from callgate.scoring.pipeline import JudgeStep, Recorder, RunResult
+from callgate.scoring.scores import Scores
+from callgate.store.db import Store, now
+from callgate.suites.environment import EnvironmentError_
+from callgate.suites.responses import Response, parse_response
+from callgate.suites.suite import Suite
 
 
 class OfflineMiss(CallgateError):
     """--offline, and some attempt has no stored response."""
-
-
-class RetryPolicy(BaseModel):
-    """When a failed request is sent again."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    max_retries: int = Field(5, ge=0, description="per attempt")
-    base_delay: float = Field(1.0, ge=0, description="seconds before the first retry")
-    max_delay: float = Field(30.0, ge=0, description="cap of one backoff")
-    max_wait: float = Field(300.0, ge=0, description="per attempt: no retry would end later")
-    budget: int | None = Field(
-        None, ge=0, description="retries for the whole run; default: one per attempt called, ≥ 20"
-    )
-
-    def delay(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
-        """Seconds before retry number `retry` (1-based): jittered exponential backoff, and
-        never less than the server's Retry-After."""
-        backoff = min(self.max_delay, self.base_delay * 2 ** (retry - 1))
-        delay = rng.uniform(backoff / 2, backoff)
-        if retry_after is not None:
-            # Spread the retries of everyone who was told the same Retry-After.
-            delay = max(delay, retry_after + rng.uniform(0, min(1.0, retry_after / 10)))
-        return delay
 
 
 class RunSettings(BaseModel):
@@ -204,34 +179,6 @@ class _Talk:
     line: str
     keys: list[str]
     cached: list[bool]
-
-
-class ToolAnswers:
-    """What the calls of one conversation get back: the suite's environment (one fresh copy per
-    conversation, made at the first call) or the case's scripted results. A call that fails its
-    tool's schema gets the schema error back, as from a real API, and is never run."""
-
-    def __init__(self, suite: Suite, case: Case) -> None:
-        self._suite = suite
-        self._case = case
-        self._schemas = {name: t.function.parameters for name, t in suite.tools.items()}
-        self._offered = case.offered_names(self._schemas)
-        self._scripted = scripted_results(case, suite.match, self._schemas)
-        self._env: Environment | None = None
-
-    def __call__(self, call: ParsedCall) -> Any:
-        """The call's result; raises EnvironmentError_ when the environment fails."""
-        factory = self._suite.environment
-        validators = self._suite.validators
-        if factory is None:
-            problem = schema_problem(call, self._schemas, validators)
-            if problem is not None:
-                return {"error": problem}
-            assert call.arguments is not None
-            return scripted_answer(self._scripted, call.name, call.arguments)
-        if self._env is None:
-            self._env = fresh(factory, self._case.state or {})
-        return answer_call(self._env, call, self._offered, self._schemas, validators)
 
 
 @dataclass

@@ -21,15 +21,15 @@ from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from callgate.environment import (
+from callgate.errors import InputError
+from callgate.reading import json_lines, names_lines, read_json, validate
+from callgate.suites.environment import (
     EnvironmentError_,
     EnvironmentFactory,
     environment_fingerprint,
     load_environment,
     replay,
 )
-from callgate.errors import InputError
-from callgate.reading import json_lines, names_lines, read_json, validate
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
 ArgRule = Literal["exact", "key", "ignore"]

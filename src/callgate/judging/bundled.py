@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # the callgate package
 
 
 def bundled_dir(kind: str) -> Path | None:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from callgate.checks import Verdict
-from callgate.gate import GateDecision, decide, stored_release
-from callgate.pipeline import RunResult, score_file
-from callgate.report import gate_lines, print_gate, scores_table, tags_table
-from callgate.store import Store
-from callgate.suite import Suite, load_suite
+from callgate.checks.verdict import Verdict
+from callgate.gating.gate import GateDecision, decide, stored_release
+from callgate.report.console import gate_lines, print_gate, scores_table, tags_table
+from callgate.scoring.pipeline import RunResult, score_file
+from callgate.store.db import Store
+from callgate.suites.suite import Suite, load_suite
 
 EXAMPLE = "examples/order_support"
 MULTI_TURN_EXAMPLE = "examples/order_store"

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from callgate.attempt_keys import AttemptKeys
 from callgate.errors import InputError, from_validation_error
 from callgate.reading import json_lines
+from callgate.suites.attempt_keys import AttemptKeys
 
 
 class ToolCall(BaseModel):

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from callgate.checks import Verdict
+from callgate.checks.verdict import Verdict
 
 Z95 = 1.959963984540054
 MAX_K = 8  # pass^k is reported for k = 1..8; beyond that it says little a user acts on

@@ -18,12 +18,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate import __version__
-from callgate.checks import Verdict
+from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError, InputError
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.reading import names_lines, read_json, validate
-from callgate.scores import Figures, Share
-from callgate.store import Store
-from callgate.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
+from callgate.scoring.scores import Figures, Share
+from callgate.store.db import Store
 
 FORMAT = "callgate.release/1"
 DEFAULT_MAX_DROP = 2.0
@@ -472,9 +472,7 @@ def decide(
 
 def stored_release(store: Store, run: Mapping[str, Any]) -> ReleaseScores:
     verdicts = (Verdict.model_validate(row) for row in store.verdicts(run["id"]))
-    suite_cases = (row[0] for row in store.db.execute(
-        "SELECT case_id FROM cases WHERE suite = ?", [run["suite"]]).fetchall())
-    return release_from_run(run, verdicts, suite_cases)
+    return release_from_run(run, verdicts, store.suite_case_ids(run["suite"]))
 
 
 def find_current(store: Store, model: str, release: str, suite_name: str | None

@@ -13,13 +13,22 @@ import json
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from jsonschema import Draft7Validator
-from pydantic import BaseModel, ConfigDict
 
-from callgate import bfcl, reading, trajectory
-from callgate.environment import (
+from callgate import reading
+from callgate.checks import bfcl_rules, trajectory
+from callgate.checks.trajectory import MISSING, json_equal
+from callgate.checks.validation import surely_valid
+from callgate.checks.verdict import (
+    Problems,
+    SchemaKind,
+    ToolVerdict,
+    Verdict,
+)
+from callgate.reading import MAX_ARGUMENTS_CHARS
+from callgate.suites.environment import (
     Environment,
     EnvironmentError_,
     EnvironmentFactory,
@@ -30,9 +39,8 @@ from callgate.environment import (
     state_difference,
     state_hash,
 )
-from callgate.reading import MAX_ARGUMENTS_CHARS
-from callgate.responses import Response, ToolCall
-from callgate.suite import (
+from callgate.suites.responses import Response, ToolCall
+from callgate.suites.suite import (
     DEFAULT_MATCH,
     AnyCall,
     ArgSpec,
@@ -45,42 +53,6 @@ from callgate.suite import (
     NoCall,
     Trajectory,
 )
-from callgate.trajectory import MISSING, json_equal
-from callgate.validation import surely_valid
-
-ToolVerdict = Literal[
-    "right", "wrong_tool", "unexpected_call", "missing_call", "extra_call", "turn_limit"
-]
-ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value", "not_applicable"]
-# judge_error: the judge's reply was not a verdict (after the spec's retries); excluded and
-# counted like a provider error.
-Status = Literal["scored", "truncated", "provider_error", "environment_error", "pending_judge",
-                 "judge_error"]
-SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_param", "other"]
-# What the JSON and schema checks found: (verdict, schema sub-kind, reason), or None.
-Problems = tuple[ArgsVerdict, SchemaKind | None, str] | None
-
-class Verdict(BaseModel):
-    """The outcome of one attempt (case × repeat), with reasons a person can act on."""
-
-    model_config = ConfigDict(frozen=True)
-    case_id: str
-    repeat: int
-    status: Status
-    tool: ToolVerdict | None = None
-    tool_reason: str = ""
-    arguments: ArgsVerdict | None = None
-    schema_kind: SchemaKind | None = None
-    arguments_reason: str = ""
-    calls: int = 0
-    right_tool: bool = False
-    right_arguments: bool = False
-    state_hash: str | None = None  # the final state's SHA-256, for final_state expectations
-
-    @property
-    def reason(self) -> str:
-        parts = [p for p in (self.tool_reason, self.arguments_reason) if p]
-        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -105,7 +77,7 @@ def arg_matches(
     if not present:
         return spec.optional
     if rules.values == "bfcl":
-        return bfcl.param_matches(schema, value, bfcl.possible_answer(spec))
+        return bfcl_rules.param_matches(schema, value, bfcl_rules.possible_answer(spec))
     return any(json_equal(accepted, value) for accepted in spec.one_of)
 
 
@@ -323,7 +295,7 @@ def check_values(
         pairing = first_fit_pairing(edges)
     else:
         # Optimal, not greedy: a call is never paired away from the one it alone can match.
-        matched = trajectory._max_matching(
+        matched = trajectory.max_matching(
             range(len(edges)), range(len(calls)), lambda e, j: j in edges[e]
         )
         pairing = [matched.get(e) for e in range(len(edges))]

@@ -7,18 +7,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from callgate import __version__
-from callgate.calibration import Certificate, dimension_rates, require_certificate
-from callgate.checks import Verdict, check_response, parse_calls
-from callgate.environment import EnvironmentError_
+from callgate.checks.check import Verdict, check_response
 from callgate.errors import CallgateError
-from callgate.judge import (
+from callgate.judging.bundled import judge_spec
+from callgate.judging.calibration import Certificate, dimension_rates, require_certificate
+from callgate.judging.judge import (
     Complete,
     Judge,
     JudgeCallError,
@@ -33,11 +32,13 @@ from callgate.judge import (
     judge_once,
     load_judge,
 )
-from callgate.responses import AssistantMessage, Response, read_response_lines
-from callgate.scores import ScoreBuilder, Scores
-from callgate.store import Store
-from callgate.suite import Case, Suite, case_tags
-from callgate.suite import Judge as JudgeExpectation
+from callgate.judging.payloads import judge_payloads
+from callgate.models.config import Candidate
+from callgate.scoring.scores import ScoreBuilder, Scores
+from callgate.store.db import Store, verdict_row
+from callgate.suites.environment import EnvironmentError_
+from callgate.suites.responses import Response, read_response_lines
+from callgate.suites.suite import Case, Suite, case_tags
 
 BATCH = 2000
 FAILURES_KEPT = 50  # failed attempts kept in memory for the printed report
@@ -66,8 +67,6 @@ def at_endpoint(judge: Judge, api_base: str | None, api_key_env: str | None = No
         if api_key_env is None:
             return judge
         return _with_spec(judge, judge.spec.model_copy(update={"api_key_env": api_key_env}))
-    from callgate.config import Candidate
-
     try:  # the candidates' rules: no credentials or query string in the URL, a NAME for the key
         Candidate(model=judge.spec.model, api_base=api_base, api_key_env=api_key_env)
     except ValueError as exc:
@@ -88,8 +87,6 @@ def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
                api_base: str | None = None, api_key_env: str | None = None) -> JudgeStep:
     """Load a judge for a run: refuse it without a certificate for its exact fingerprint,
     unless the user knowingly scores uncalibrated. `spec_path` may be a bundled judge's name."""
-    from callgate.bundled import judge_spec
-
     judge = at_endpoint(load_judge(judge_spec(spec_path)), api_base, api_key_env)
     try:
         certificate = require_certificate(judge, store)
@@ -99,57 +96,6 @@ def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
         certificate = None
     model = JudgeModel(judge, environ, concurrency=concurrency)
     return JudgeStep(judge, model.complete, certificate, concurrency, model.aclose)
-
-
-def _message_doc(message: AssistantMessage | None) -> dict[str, Any]:
-    return {
-        "content": message.content if message else None,
-        "tool_calls": [{"name": c.name, "arguments": c.arguments}
-                       for c in (message.tool_calls if message else ())],
-    }
-
-
-def trajectory_messages(suite: Suite, case: Case, response: Response) -> list[dict[str, Any]]:
-    """A multi-turn attempt as the judge reads it: each assistant turn the checks count (up to
-    max_turns) and, before the next turn, one `tool` message per call with the result it got
-    back, computed again by the live loop's own code on a fresh environment (so the same JSON
-    text the model was sent; a recorded attempt gets the results a live one would have). A turn
-    whose calls the environment failed on gets no results, as in the loop; so do the turns of
-    a case whose calls get no results at all."""
-    from callgate.run import ToolAnswers  # the live loop's own answers (run imports us)
-
-    turns = (response.turns or ())[: case.max_turns]
-    answer = ToolAnswers(suite, case) if suite.loops(case) else None
-    out: list[dict[str, Any]] = []
-    for index, turn in enumerate(turns):
-        out.append({"role": "assistant", **_message_doc(turn)})
-        if answer is None or index == len(turns) - 1:
-            continue
-        calls = parse_calls(turn.tool_calls)
-        try:
-            results = [answer(call) for call in calls]
-        except EnvironmentError_:
-            answer = None  # the loop stopped here; the state after it is unknown
-            continue
-        out.extend({"role": "tool", "name": call.name,
-                    "content": json.dumps(result, ensure_ascii=False)}
-                   for call, result in zip(calls, results, strict=True))
-    return out
-
-
-def judge_payloads(suite: Suite, case: Case, response: Response
-                   ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What the judge sees of a case and a response (and what its verdict is cached under).
-
-    One turn: its `content` and `tool_calls`. Several turns: `turns`, the whole trajectory with
-    the tool results between the turns (see `trajectory_messages`)."""
-    rubric = case.expect.rubric if isinstance(case.expect, JudgeExpectation) else ""
-    case_doc = {"messages": suite.raw_cases[case.id]["messages"],
-                "tools": suite.offered_tools(case), "rubric": rubric}
-    turns = response.turns[: case.max_turns] if response.turns is not None else None
-    if turns is not None and len(turns) > 1:
-        return case_doc, {"turns": trajectory_messages(suite, case, response)}
-    return case_doc, _message_doc(turns[0] if turns else response.message)
 
 
 @dataclass
@@ -268,22 +214,7 @@ class Recorder:
                 body if body is not None else response.model_dump_json(exclude_none=True),
             )
         )
-        self._verdicts.append(
-            (
-                self.run_id,
-                verdict.case_id,
-                verdict.repeat,
-                verdict.status,
-                verdict.tool,
-                verdict.tool_reason,
-                verdict.arguments,
-                verdict.schema_kind,
-                verdict.arguments_reason,
-                verdict.calls,
-                int(verdict.right_tool),
-                int(verdict.right_arguments),
-            )
-        )
+        self._verdicts.append(verdict_row(self.run_id, verdict))
         if self.keep_verdicts:
             self.verdicts.append(verdict)
         if not (verdict.status == "scored" and verdict.right_arguments):

@@ -11,11 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from callgate.calibration import Certificate, Disagreement
-from callgate.checks import Verdict
-from callgate.gate import GateDecision, ReleaseScores
-from callgate.pipeline import RunResult
-from callgate.scores import Scores, Share
+from callgate.checks.verdict import Verdict
+from callgate.gating.gate import GateDecision, ReleaseScores
+from callgate.judging.calibration import Certificate, Disagreement
+from callgate.scoring.pipeline import RunResult
+from callgate.scoring.scores import Scores, Share
 
 
 def pct(share: Share) -> str:
@@ -303,14 +303,14 @@ def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
                          tests=str(max(len(decision.checks), 1)))
     gate_failures = 0
     for check in decision.checks or []:
-        element = ET.SubElement(gate, "testcase", name=check.name, classname="callgate.gate")
+        element = ET.SubElement(gate, "testcase", name=check.name, classname="callgate.gating.gate")
         if check.failed:
             gate_failures += 1
             ET.SubElement(element, "failure", type="regression",
                           message=f"{check.name} fell {-check.change:.1f} points, more than "
                                   f"{decision.max_drop:g}")
     if not decision.checks:
-        ET.SubElement(gate, "testcase", name="first_release", classname="callgate.gate")
+        ET.SubElement(gate, "testcase", name="first_release", classname="callgate.gating.gate")
     gate.set("failures", str(gate_failures))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -1,0 +1,167 @@
+"""BFCL's value rules for one parameter, ported from its AST checker: the rule set the checks
+apply when a suite's `match.values` is "bfcl" (`callgate.importers.bfcl` writes such suites).
+
+Line references are to bfcl-eval 2026.3.23 (Apache-2.0): `ast_checker.py` is
+bfcl_eval/eval_checker/ast_eval/ast_checker.py. docs/bfcl.md states every mapping decision.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from callgate.suites.suite import ArgSpec
+
+# A faithful port of ast_checker.py's per-parameter checks for Language.PYTHON. Python's own
+# `==` and `in` are kept wherever BFCL uses them (so 1 == 1.0 == True inside lists and objects,
+# exactly as there), and `type(x) == T` wherever BFCL compares types exactly. Where BFCL's code
+# would raise on malformed input, the value is judged not to match.
+
+# ast_checker.py:14-23 (PYTHON_TYPE_MAPPING), read back from the JSON Schema the importer wrote:
+# BFCL's "float" became "number", "dict" "object", "tuple" "array", "any" "string".
+_PY_TYPES: dict[str, type] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
+_STANDARDIZE = re.compile(r"[ \,\.\/\-\_\*\^]")
+
+
+def standardize(text: str) -> str:
+    """ast_checker.py:174-182: drop spaces and ,./-_*^, lower-case, single quotes to double."""
+    return _STANDARDIZE.sub("", text).lower().replace("'", '"')
+
+
+def possible_answer(spec: ArgSpec) -> list[Any]:
+    """BFCL's possible-answer list for a callgate spec: the acceptable values, "" if optional."""
+    return [*spec.one_of, ""] if spec.optional else list(spec.one_of)
+
+
+def declared_type(schema: Mapping[str, Any] | None) -> type:
+    # A missing or unknown type is a string, as BFCL's _cast_to_openai_type makes it.
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    return _PY_TYPES.get(kind, str) if isinstance(kind, str) else str
+
+
+def _answer_type(answers: Sequence[Any]) -> type | None:
+    """ast_checker.py:76-80: the type of the first answer that is not "" (optional)."""
+    for answer in answers:
+        if answer != "":
+            return type(answer)
+    return None
+
+
+def _type_check(
+    value: Any, answers: Sequence[Any], expected: type, nested: type | None
+) -> tuple[bool, bool]:
+    """ast_checker.py:93-171 (type_checker): (valid, is_variable).
+
+    A value of the type of the first possible answer is accepted in place of the declared type:
+    BFCL calls that a variable. Items of a list are checked one level deep, against each list
+    among the possible answers; any possible answer that is not a list passes that check.
+    """
+    answer_type = _answer_type(answers)
+    is_variable = answer_type is not None and answer_type != expected
+    if type(value) == expected:  # noqa: E721 - BFCL compares types exactly (bool is not int)
+        if nested is None:
+            return True, is_variable
+        for answer in answers:
+            if type(answer) == list and not all(  # noqa: E721
+                _type_check(item, answer, nested, None)[0] for item in value
+            ):
+                continue
+            return True, is_variable
+        return False, False
+    if answer_type is not None and type(value) == answer_type:  # noqa: E721
+        return True, True
+    return False, False
+
+
+def _string_ok(value: str, answers: Sequence[Any]) -> bool:
+    """ast_checker.py:185-201: normalised value among the normalised string answers."""
+    return standardize(value) in [standardize(a) for a in answers if type(a) == str]  # noqa: E721
+
+
+def _std(value: Any) -> Any:
+    return standardize(value) if type(value) == str else value  # noqa: E721
+
+
+def _list_ok(value: list[Any], answers: Sequence[Any]) -> bool:
+    """ast_checker.py:204-235: strings among the items normalised, then list equality.
+
+    An answer "" iterates as no items, so it accepts the empty list.
+    """
+    normalised = [_std(item) for item in value]
+    candidates = [[_std(answer[j]) for j in range(len(answer))] for answer in answers]
+    return normalised in candidates
+
+
+def _dict_ok(value: dict[str, Any], answers: Sequence[Any]) -> bool:
+    """ast_checker.py:238-298: every key given is an answer key with a matching value, and
+    every answer key left out has "" among its values. Values that are strings are normalised;
+    anything else is compared with Python's ==."""
+    for answer in answers:
+        if answer == "":
+            continue
+        valid = True
+        for key, item in value.items():
+            if key not in answer or _std(item) not in [_std(a) for a in answer[key]]:
+                valid = False
+                break
+        # BFCL checks the missing keys even after a failed value (no effect on the verdict).
+        for key, accepted in answer.items():
+            if key not in value and "" not in accepted:
+                valid = False
+                break
+        if valid:
+            return True
+    return False
+
+
+def _list_dict_ok(value: list[Any], answers: Sequence[Any]) -> bool:
+    """ast_checker.py:301-330: same length as an answer, each object as its counterpart."""
+    for answer in answers:
+        if len(value) != len(answer):
+            continue
+        if all(_dict_ok(value[i], [answer[i]]) for i in range(len(value))):
+            return True
+    return False
+
+
+def param_matches(schema: Mapping[str, Any] | None, value: Any, answers: Sequence[Any]) -> bool:
+    """Whether BFCL accepts `value` for a parameter declared by `schema` (ast_checker.py:382-503).
+
+    `answers` is BFCL's possible-answer list for the parameter ("" meaning it may be left out);
+    `schema` is the parameter's JSON Schema as the importer wrote it.
+    """
+    try:
+        return _param_matches(schema, value, answers)
+    except (AttributeError, KeyError, TypeError, IndexError):
+        return False  # BFCL's checker would raise here: the value is not accepted
+
+
+def _param_matches(schema: Mapping[str, Any] | None, value: Any, answers: Sequence[Any]) -> bool:
+    expected = declared_type(schema)
+    nested: type | None = None
+    if expected is list and isinstance(schema, Mapping) and isinstance(schema.get("items"), dict):
+        nested = declared_type(schema["items"])
+    # ast_checker.py:442-448: an int is accepted for a float (converted, then compared).
+    if expected is float and type(value) == int:  # noqa: E721
+        value = float(value)
+    valid, is_variable = _type_check(value, answers, expected, nested)
+    if not valid:
+        return False
+    if not is_variable:
+        if expected is dict:
+            return _dict_ok(value, answers)
+        if expected is list and nested is dict:
+            return _list_dict_ok(value, answers)
+        if expected is str:
+            return _string_ok(value, answers)
+        if expected is list:
+            return _list_ok(value, answers)
+    return value in answers

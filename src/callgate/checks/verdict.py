@@ -1,0 +1,45 @@
+"""The verdict: what the checks (and the judge) decided about one attempt (case × repeat).
+
+The store keeps one row per verdict in table `verdicts` (`callgate.store.db.VERDICT_COLUMNS`
+names its columns, which are this model's fields and the run's id).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+ToolVerdict = Literal[
+    "right", "wrong_tool", "unexpected_call", "missing_call", "extra_call", "turn_limit"
+]
+ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value", "not_applicable"]
+# judge_error: the judge's reply was not a verdict (after the spec's retries); excluded and
+# counted like a provider error.
+Status = Literal["scored", "truncated", "provider_error", "environment_error", "pending_judge",
+                 "judge_error"]
+SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_param", "other"]
+# What the JSON and schema checks found: (verdict, schema sub-kind, reason), or None.
+Problems = tuple[ArgsVerdict, SchemaKind | None, str] | None
+
+class Verdict(BaseModel):
+    """The outcome of one attempt (case × repeat), with reasons a person can act on."""
+
+    model_config = ConfigDict(frozen=True)
+    case_id: str
+    repeat: int
+    status: Status
+    tool: ToolVerdict | None = None
+    tool_reason: str = ""
+    arguments: ArgsVerdict | None = None
+    schema_kind: SchemaKind | None = None
+    arguments_reason: str = ""
+    calls: int = 0
+    right_tool: bool = False
+    right_arguments: bool = False
+    state_hash: str | None = None  # the final state's SHA-256, for final_state expectations
+
+    @property
+    def reason(self) -> str:
+        parts = [p for p in (self.tool_reason, self.arguments_reason) if p]
+        return "; ".join(parts)

@@ -1,0 +1,1 @@
+"""Suites imported from public benchmarks (`bfcl`: the Berkeley Function Calling Leaderboard)."""
