@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from multiturn import STATE, c, env_suite, mt_case, score, turns, verdicts
 
-from callgate.checks.check import ParsedCall, answer_call
+from callgate.checks.parsing import ParsedCall
+from callgate.checks.replay import answer_call
 from callgate.cli.demo import MULTI_TURN_EXAMPLE, example_path
 from callgate.errors import InputError
 from callgate.gating.gate import stored_release

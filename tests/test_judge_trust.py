@@ -82,7 +82,7 @@ def simulated_bias(tpr: float, tnr: float, seed: int, items: int = 20_000) -> fl
     asks, grades the arguments only when it passes the tool choice; whenever it grades them,
     "truly right" (right tool and right arguments) passes with p TPR and anything else with
     p 1 − TNR."""
-    from callgate.checks.check import Verdict
+    from callgate.checks.verdict import Verdict
     from callgate.judging.calibration import CalibrationItem, Labels, evaluate
     from callgate.judging.judge import JudgeOutput, corrected_share
     from callgate.scoring.pipeline import JudgedTally

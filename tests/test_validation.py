@@ -22,8 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator
 
-from callgate.checks import check as checks
-from callgate.checks.check import check_response, parse_calls, schema_errors
+from callgate.checks import schema as checks
+from callgate.checks.check import check_response
+from callgate.checks.parsing import parse_calls
+from callgate.checks.schema import schema_errors
 from callgate.checks.validation import compiled_check, surely_valid
 from callgate.cli.demo import example_path
 from callgate.importers.bfcl import CATEGORIES, import_category

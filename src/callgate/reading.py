@@ -335,3 +335,9 @@ def validate(model: type[Model], raw: Any, where: Path | str, *, line: int | Non
         return model.model_validate(raw)
     except ValidationError as exc:
         raise from_validation_error(where, line, exc, prefix=prefix) from None
+
+
+def canonical_json(value: Any) -> str:
+    """The one JSON text of a value (sorted keys, no spaces): what fingerprints and cache keys
+    are computed on."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from callgate.checks.check import ParsedCall, answer_call, schema_problem, scripted_results
+from callgate.checks.parsing import ParsedCall
+from callgate.checks.replay import answer_call, scripted_results
+from callgate.checks.schema import schema_problem
 from callgate.suites.environment import Environment, fresh, scripted_answer
 from callgate.suites.suite import Case, Suite
 

@@ -166,7 +166,7 @@ def _show(value: Any, limit: int = 60) -> str:
     """A value as JSON, as every other reason shows it (true, "C"; not True, 'C')."""
     try:
         text = json.dumps(value, ensure_ascii=False)
-    except TypeError:  # a key-argument rule (callgate.checks.check) describes itself in JSON terms
+    except TypeError:  # a key-argument rule (checks.kinds.trajectory) describes itself in JSON
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -15,9 +15,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from callgate import __version__
 from callgate.errors import CallgateError
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.version import __version__
 
 app = typer.Typer(
     name="callgate",
@@ -295,14 +295,7 @@ def gate(
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive."""
-    from callgate.gating.gate import (
-        baseline_from_path,
-        baseline_from_store,
-        decide,
-        find_current,
-        record_of,
-        stored_release,
-    )
+    from callgate.gating.release import gate_release
     from callgate.report.console import gate_junit, gate_markdown, print_gate
     from callgate.store.db import Store
 
@@ -310,20 +303,9 @@ def gate(
         if not db.exists():
             raise CallgateError(f"{db}: no such database; score the release first")
         with Store(db) as store:
-            run = find_current(store, model, release, suite)
-            current = stored_release(store, run)
-            if baseline == "auto":
-                base, skipped = baseline_from_store(store, run, max_excluded)
-                source = f"store {db}"
-            else:
-                base, skipped = baseline_from_path(Path(baseline), current, max_excluded)
-                source = baseline
-            decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
-                              baseline_source=source if base else None, baseline_notes=skipped)
-            # Recorded so that only a release that passed can be a later one's baseline.
-            record = record_of(decision, max_excluded)
-            store.set_run_gate(run["id"], record.model_dump_json())
-            current = current.model_copy(update={"gate": record})
+            decision, current = gate_release(store, model, release, suite=suite,
+                                             baseline=baseline, max_drop=max_drop,
+                                             max_excluded=max_excluded)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if scores_out is not None:

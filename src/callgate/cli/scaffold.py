@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from callgate import __version__
 from callgate.errors import CallgateError
+from callgate.version import __version__
 
 SUITE = "suite"
 RESPONSES = "responses/first.jsonl"

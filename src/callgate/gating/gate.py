@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from callgate import __version__
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError, InputError
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.scores import Figures, Share
 from callgate.store.db import Store
+from callgate.version import __version__
 
 FORMAT = "callgate.release/1"
 DEFAULT_MAX_DROP = 2.0

@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.checks.bfcl_rules import declared_type
 from callgate.errors import InputError, decode
-from callgate.reading import json_lines_in, read_text, validate
-from callgate.suites.suite import ArgSpec, Case, ExpectedCall, Suite, canonical_json, load_suite
+from callgate.reading import canonical_json, json_lines_in, read_text, validate
+from callgate.suites.suite import ArgSpec, Case, ExpectedCall, Suite, load_suite
 
 Kind = Literal["ast", "irrelevance", "relevance"]
 

@@ -34,7 +34,7 @@ from callgate.judging.judge import (
 )
 from callgate.judging.payloads import judge_payloads
 from callgate.reading import json_lines_in, read_bytes, validate
-from callgate.scoring.scores import wilson
+from callgate.stats import wilson
 from callgate.store.db import Store
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite, load_suite
@@ -520,6 +520,14 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
                     concurrency: int = 8) -> tuple[Certificate, list[Disagreement], int]:
     """Load the set into the store, judge every item (cached by fingerprint + item), evaluate,
     store the certificate, and write it beside the spec when it certifies.
+
+    Args:
+        judge: the judge (`load_judge`).
+        set_path: the calibration set, JSON Lines of labelled items (`read_set`).
+        store: where items, the judge's outputs and the certificate are kept.
+        complete: the judge's model call, `JudgeModel(judge, os.environ).complete`.
+        concurrency: judge calls at once.
+
     Returns the certificate, the disagreements and how many items were judged afresh."""
     items, digest = read_set(set_path)
     store.save_calibration_items(Path(set_path).name, [

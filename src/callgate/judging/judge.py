@@ -35,7 +35,7 @@ from callgate.models.config import Candidate, refuse_max_tokens
 from callgate.models.providers import Reply, api_key, make_client, target_for
 from callgate.models.retry import RetryPolicy
 from callgate.reading import loads, read_text, read_toml
-from callgate.scoring.scores import Z95
+from callgate.stats import Z95
 
 Dimension = Literal["tool_choice", "arguments"]
 DIMENSIONS: tuple[Dimension, ...] = ("tool_choice", "arguments")
@@ -184,6 +184,13 @@ def fingerprint(spec: JudgeSpec, template: str) -> str:
 
 
 def load_judge(path: Path | str) -> Judge:
+    """Load a judge spec (TOML, with its prompt file beside it; docs/judge.md).
+
+    Args:
+        path: the spec's .toml file (or the path without the suffix).
+
+    Returns the Judge, whose fingerprint names the prompt, model and parameters. Raises
+    InputError naming file and field."""
     source = Path(path)
     if source.is_dir() or source.suffix != ".toml":
         candidate = source.with_suffix(".toml") if not source.is_dir() else None

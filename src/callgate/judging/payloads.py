@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from callgate.checks.check import parse_calls
+from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import AssistantMessage, Response

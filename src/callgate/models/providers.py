@@ -32,9 +32,8 @@ import aiohttp
 
 from callgate.errors import InputError
 from callgate.models.config import FLAGS, Candidate
-from callgate.reading import loads
+from callgate.reading import canonical_json, loads
 from callgate.suites.responses import INT64_MAX, TOKEN_FIELDS
-from callgate.suites.suite import canonical_json
 
 # Routes the lean client serves, with their default endpoints. litellm sends these the request
 # unchanged (tools included); it rewrites tools for some other routes, e.g. hosted_vllm.

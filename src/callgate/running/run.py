@@ -37,12 +37,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from callgate import __version__
-from callgate.checks.check import (
-    Verdict,
-    parse_calls,
-)
+from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
+from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
 from callgate.models.providers import (
@@ -65,6 +62,7 @@ from callgate.store.db import Store, now
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Suite
+from callgate.version import __version__
 
 
 class OfflineMiss(CallgateError):

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from callgate import __version__
-from callgate.checks.check import Verdict, check_response
+from callgate.checks.check import check_response
+from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.judging.bundled import judge_spec
 from callgate.judging.calibration import Certificate, dimension_rates, require_certificate
@@ -39,6 +39,7 @@ from callgate.store.db import Store, verdict_row
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, read_response_lines
 from callgate.suites.suite import Case, Suite, case_tags
+from callgate.version import __version__
 
 BATCH = 2000
 FAILURES_KEPT = 50  # failed attempts kept in memory for the printed report
@@ -428,7 +429,18 @@ def score_file(
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
 ) -> RunResult:
-    """Score a recorded-responses file (JSON Lines) against a suite and store everything."""
+    """Score a recorded-responses file (JSON Lines) against a suite and store everything.
+
+    Args:
+        suite: the suite the responses answer (`load_suite`).
+        responses_path: the JSON Lines file (`read_responses` reads the same format).
+        store: the store the run, its responses and verdicts are written to.
+        model: the model's name; release: the release label (a re-scored release replaces
+            the earlier run once this one finishes).
+        keep_verdicts: keep every verdict in memory (`RunResult.verdicts`).
+        judge: the judge step for `judge` cases (`judge_step`); None leaves them pending.
+
+    Returns the RunResult (run id, scores, failures, case ids with no response)."""
     multi_turn = {case_id for case_id, case in suite.cases.items() if suite.loops(case)}
     stream = read_response_lines(responses_path, set(suite.cases), multi_turn)
     return score_responses(suite, stream, store, model=model, release=release,

@@ -14,16 +14,16 @@ import sqlite3
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlite_utils import Database
 
 from callgate.errors import CallgateError
-from callgate.suites.suite import Suite, canonical_json, case_expect_types, case_tags
+from callgate.reading import canonical_json
 
 # A release may have several rows while it is re-run: the earlier finished run stays until the
 # new one finishes, and the reads see only the newest finished row of a (suite, model, release).
@@ -471,6 +471,24 @@ VERDICT_COLUMNS = (
 )
 
 
+class StoredSuite(Protocol):
+    """What the store keeps of a suite (`callgate.suites.suite.Suite` is one): the store sits
+    below the stages and knows them only by the fields it writes."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> Path: ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def raw_tools(self) -> list[dict[str, Any]]: ...
+    @property
+    def raw_cases(self) -> Mapping[str, dict[str, Any]]: ...
+    def case_tags(self) -> Mapping[str, Sequence[str]]: ...
+    def case_expect_types(self) -> Mapping[str, str]: ...
+
+
 def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
     """A verdict (`callgate.checks.verdict.Verdict`, or any object with its fields) as a row
     of table `verdicts`, in VERDICT_COLUMNS order (booleans as 0/1)."""
@@ -657,7 +675,7 @@ class Store:
 
     # ----------------------------------------------------------------- writes
 
-    def save_suite(self, suite: Suite) -> bool:
+    def save_suite(self, suite: StoredSuite) -> bool:
         """Store the suite and its cases (idempotent: keyed by fingerprint). True when they
         were not stored before."""
         with self.atomic():
@@ -672,7 +690,7 @@ class Store:
                     "loaded_at": now(),
                 }
             )
-            expect_types, tags = case_expect_types(suite.cases), case_tags(suite.cases)
+            expect_types, tags = suite.case_expect_types(), suite.case_tags()
             self.db["cases"].insert_all(
                 {
                     "suite": suite.fingerprint,
@@ -695,7 +713,7 @@ class Store:
 
     def replace_run(
         self,
-        suite: Suite,
+        suite: StoredSuite,
         model: str,
         release: str,
         source: str,
@@ -713,7 +731,7 @@ class Store:
 
     def _insert_run(
         self,
-        suite: Suite,
+        suite: StoredSuite,
         model: str,
         release: str,
         source: str,

@@ -248,7 +248,14 @@ def parse_response(raw: dict[str, Any]) -> Response:
 
 
 def read_responses(path: Path | str, case_ids: set[str] | None = None) -> Iterator[Response]:
-    """Stream responses from a JSON Lines file, checking each line as it goes."""
+    """Stream responses from a JSON Lines file, checking each line as it goes.
+
+    Args:
+        path: a file of `{"case_id": ..., "repeat": ..., "response": ...}` lines (the OpenAI
+            chat-completion message, or `turns` for a multi-turn attempt; docs/formats.md).
+        case_ids: when given, a line naming another case is an input error.
+
+    Raises InputError naming file, line and field on the first bad line."""
     for response, _ in read_response_lines(path, case_ids):
         yield response
 

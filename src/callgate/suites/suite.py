@@ -22,7 +22,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from callgate.errors import InputError
-from callgate.reading import json_lines, names_lines, read_json, validate
+from callgate.reading import canonical_json, json_lines, names_lines, read_json, validate
 from callgate.suites.environment import (
     EnvironmentError_,
     EnvironmentFactory,
@@ -343,6 +343,14 @@ class Suite:
     environment: EnvironmentFactory | None = field(default=None, repr=False)
     environment_spec: str | None = None
 
+    def case_tags(self) -> Mapping[str, Sequence[str]]:
+        """Tags by case id (without building every case of a CaseTable)."""
+        return case_tags(self.cases)
+
+    def case_expect_types(self) -> Mapping[str, str]:
+        """Expectation type by case id (without building every case of a CaseTable)."""
+        return case_expect_types(self.cases)
+
     def loops(self, case: Case) -> bool:
         """True when the case's calls get results, so the model gets further turns."""
         return case.tool_results is not None or self.environment is not None
@@ -351,10 +359,6 @@ class Suite:
         """The tool objects sent to the model for this case, in catalogue order."""
         names = set(case.tools) if case.tools is not None else None
         return [t for t in self.raw_tools if names is None or t["function"]["name"] in names]
-
-
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator], list[dict]]:
@@ -597,7 +601,14 @@ SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "source", "s
 
 @names_lines
 def load_suite(path: Path | str) -> Suite:
-    """Load and check a suite directory. Raises InputError naming file, line and field."""
+    """Load and check a suite directory.
+
+    Args:
+        path: the suite's folder: tools.json, cases.jsonl and optionally suite.json (its
+            name, match rules and environment); docs/formats.md describes them.
+
+    Returns the Suite (cases are built from their JSON lines when used). Raises InputError
+    naming file, line and field."""
     root = Path(path)
     if not root.is_dir():
         raise InputError(root, "a suite is a directory with tools.json and cases.jsonl")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from callgate.suites.environment import ToolError
+from callgate import ToolError
 
 CHANGEABLE = ("pending", "processing")  # not shipped yet: can be cancelled or re-addressed
 REASONS = ("changed_mind", "duplicate", "too_slow", "other")

@@ -1,0 +1,55 @@
+"""Reading a response's tool calls: each call's name and its arguments as a JSON object (or
+why they are not one)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from callgate import reading
+from callgate.reading import MAX_ARGUMENTS_CHARS
+from callgate.suites.responses import ToolCall
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    index: int
+    name: str
+    arguments: dict[str, Any] | None  # None when the raw string is not a JSON object
+    json_error: str | None
+
+
+def parse_calls(tool_calls: Sequence[ToolCall]) -> list[ParsedCall]:
+    parsed = []
+    for index, call in enumerate(tool_calls):
+        text = call.arguments
+        if not text.strip():
+            # Several servers send "" for a call without arguments.
+            parsed.append(ParsedCall(index, call.name, {}, None))
+            continue
+        if len(text) > MAX_ARGUMENTS_CHARS:
+            parsed.append(ParsedCall(index, call.name, None, (
+                f"arguments are {len(text)} characters long; callgate reads at most "
+                f"{MAX_ARGUMENTS_CHARS}")))
+            continue
+        try:
+            value = reading.loads(text)
+        except json.JSONDecodeError as exc:
+            parsed.append(ParsedCall(index, call.name, None, f"{exc.msg} at character {exc.pos}"))
+            continue
+        except reading.JSONLimitError as exc:  # too deep, NaN: refused, never a crash
+            where = f" at character {exc.pos}" if exc.pos is not None else ""
+            field = f" ({exc.field})" if exc.field else ""
+            parsed.append(ParsedCall(index, call.name, None, f"{exc.message}{field}{where}"))
+            continue
+        if isinstance(value, dict):
+            parsed.append(ParsedCall(index, call.name, value, None))
+        else:
+            parsed.append(
+                ParsedCall(
+                    index, call.name, None, f"arguments are {type(value).__name__}, not an object"
+                )
+            )
+    return parsed

@@ -1,0 +1,126 @@
+"""Running a response's calls again on a fresh copy of the suite's environment (or answering
+them from the case's scripted results)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft7Validator
+
+from callgate.checks.parsing import ParsedCall
+from callgate.checks.schema import (
+    schema_problem,
+)
+from callgate.checks.values import arg_matches
+from callgate.suites.environment import (
+    Environment,
+    EnvironmentFactory,
+    ScriptedResult,
+    call_tool,
+    fresh,
+    snapshot,
+    state_difference,
+)
+from callgate.suites.suite import (
+    DEFAULT_MATCH,
+    Case,
+    ExpectedCall,
+    FinalState,
+    MatchRules,
+)
+
+
+def scripted_results(
+    case: Case,
+    rules: MatchRules = DEFAULT_MATCH,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[ScriptedResult]:
+    """The case's `tool_results`, matched on key arguments as expectations are."""
+    schemas = schemas or {}
+
+    def matcher(entry: ExpectedCall) -> Any:
+        def matches(arguments: Mapping[str, Any]) -> bool:
+            properties = schemas.get(entry.tool, {}).get("properties", {})
+            return all(
+                arg_matches(spec, key in arguments, arguments.get(key), rules, properties.get(key))
+                for key, spec in entry.args.items()
+            )
+
+        return matches
+
+    return [
+        ScriptedResult(entry.tool, matcher(entry), entry.result)
+        for entry in case.tool_results or ()
+    ]
+
+
+def answer_call(
+    env: Environment,
+    call: ParsedCall,
+    offered: Collection[str],
+    schemas: Mapping[str, Mapping[str, Any]],
+    validators: Mapping[str, Draft7Validator],
+) -> Any:
+    """What one call gets back from the environment; EnvironmentError_ when it fails.
+
+    A call that is not valid JSON, names a tool not offered, or fails its tool's schema gets an
+    error back and is never run: only a schema-valid call can make the environment fail."""
+    if call.arguments is None:
+        return {"error": f"arguments are not valid JSON: {call.json_error}"}
+    if call.name not in offered:
+        return {"error": f"unknown tool {call.name}"}
+    problem = schema_problem(call, schemas, validators)
+    if problem is not None:
+        return {"error": problem}
+    return call_tool(env, call.name, call.arguments)
+
+
+@dataclass(frozen=True)
+class Run:
+    """The calls run on a fresh environment: the final state, and which calls changed it."""
+
+    state: dict[str, Any]
+    changed: tuple[str, ...]  # names of the calls after which the state was different
+
+
+def _run_calls(
+    factory: EnvironmentFactory,
+    initial: Mapping[str, Any],
+    calls: Sequence[tuple[str, Any]],
+    track: bool,
+) -> Run:
+    env = fresh(factory, initial)
+    changed: list[str] = []
+    before = snapshot(env) if track else None
+    for name, run in calls:
+        run(env)
+        if track:
+            after = snapshot(env)
+            if state_difference(before, after) is not None:
+                changed.append(name)
+            before = after
+    return Run(snapshot(env), tuple(changed))
+
+
+def agent_run(
+    factory: EnvironmentFactory, case: Case, calls: Sequence[ParsedCall],
+    schemas: Mapping[str, Mapping[str, Any]], validators: Mapping[str, Draft7Validator],
+    track: bool,
+) -> Run:
+    # Tool results do not change the state, so the calls can be run without the turns between.
+    offered = case.offered_names(schemas)
+    steps = [
+        (call.name, lambda env, call=call: answer_call(env, call, offered, schemas, validators))
+        for call in calls
+    ]
+    return _run_calls(factory, case.state or {}, steps, track)
+
+
+def reference_run(factory: EnvironmentFactory, case: Case, expect: FinalState) -> Run:
+    steps = [
+        (call.tool, lambda env, call=call: call_tool(env, call.tool, call.args))
+        for call in expect.calls
+    ]
+    return _run_calls(factory, case.state or {}, steps, track=True)

@@ -1,0 +1,178 @@
+"""Key argument values and tool selection: which calls were expected, with which values, under
+the suite's match rules (exact, or BFCL's rule set in `bfcl_rules`)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from callgate.checks import bfcl_rules, trajectory
+from callgate.checks.parsing import ParsedCall
+from callgate.checks.trajectory import json_equal
+from callgate.checks.verdict import ToolVerdict
+from callgate.suites.suite import (
+    DEFAULT_MATCH,
+    ArgSpec,
+    ExpectedCall,
+    MatchRules,
+    Mode,
+)
+
+
+def arg_matches(
+    spec: ArgSpec,
+    present: bool,
+    value: Any,
+    rules: MatchRules = DEFAULT_MATCH,
+    schema: Mapping[str, Any] | None = None,
+) -> bool:
+    """`schema` is the parameter's JSON Schema; only `values: bfcl` reads it (declared type)."""
+    if not present:
+        return spec.optional
+    if rules.values == "bfcl":
+        return bfcl_rules.param_matches(schema, value, bfcl_rules.possible_answer(spec))
+    return any(json_equal(accepted, value) for accepted in spec.one_of)
+
+
+def _unlisted(expected: ExpectedCall, call: ParsedCall, rules: MatchRules) -> str | None:
+    if rules.unlisted_args == "reject":
+        for key in call.arguments or {}:
+            if key not in expected.args:
+                return key
+    return None
+
+
+def call_matches(
+    expected: ExpectedCall,
+    call: ParsedCall,
+    rules: MatchRules = DEFAULT_MATCH,
+    schema: Mapping[str, Any] | None = None,
+) -> bool:
+    """`schema` is the tool's parameters schema (read under `values: bfcl`)."""
+    if call.name != expected.tool or call.arguments is None:
+        return False
+    if _unlisted(expected, call, rules) is not None:
+        return False
+    args = call.arguments
+    properties = (schema or {}).get("properties", {})
+    return all(
+        arg_matches(spec, key in args, args.get(key), rules, properties.get(key))
+        for key, spec in expected.args.items()
+    )
+
+
+def describe(spec: ArgSpec) -> str:
+    if len(spec.one_of) == 1:
+        text = json.dumps(spec.one_of[0], ensure_ascii=False)
+    else:
+        text = "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in spec.one_of)
+    return text + (" (or left out)" if spec.optional else "")
+
+
+def value_mismatch(
+    expected: ExpectedCall,
+    call: ParsedCall,
+    rules: MatchRules = DEFAULT_MATCH,
+    schema: Mapping[str, Any] | None = None,
+) -> str | None:
+    """The first key argument of `call` that does not match, as a sentence; None if all do."""
+    args = call.arguments or {}
+    unlisted = _unlisted(expected, call, rules)
+    if unlisted is not None:
+        return f"{call.name}.{unlisted}: not an expected argument (the suite rejects unlisted ones)"
+    properties = (schema or {}).get("properties", {})
+    for key, spec in expected.args.items():
+        present = key in args
+        if not arg_matches(spec, present, args.get(key), rules, properties.get(key)):
+            got = json.dumps(args[key], ensure_ascii=False) if present else "nothing (left out)"
+            return f"{call.name}.{key}: expected {describe(spec)}, got {got}"
+    return None
+
+
+def select_tools(
+    names: Sequence[str], expected: Sequence[ExpectedCall], mode: Mode
+) -> tuple[ToolVerdict, str]:
+    """Tool verdict over the whole array of called names against one expected call list."""
+    want = Counter(call.tool for call in expected)
+    wanted = " + ".join(f"{n}×{c}" if c > 1 else n for n, c in want.items())
+    if not names:
+        return "missing_call", f"no tool call; expected {wanted}"
+    got = Counter(names)
+    if mode != "superset" and names[0] not in want:
+        return "wrong_tool", f"called {names[0]}; expected {wanted}"
+    if mode != "superset":
+        for index, name in enumerate(names):
+            if name not in want:
+                return "extra_call", (
+                    f"call {index + 1} is {name}, which is outside the expectation ({wanted})"
+                )
+    for name, count in want.items():
+        if got[name] < count and mode != "subset":
+            return "missing_call", f"{got[name]} call(s) to {name} where {count} are expected"
+        if got[name] > count and mode in ("strict", "unordered", "subset"):
+            return "extra_call", f"{got[name]} calls to {name} where {count} are expected"
+    return "right", ""
+
+
+def first_fit_pairing(edges: Sequence[Sequence[int]]) -> list[int | None]:
+    """Each left i, in order, takes the first right index still free (BFCL pairs this way)."""
+    taken: set[int] = set()
+    pairing: list[int | None] = []
+    for options in edges:
+        right = next((j for j in options if j not in taken), None)
+        if right is not None:
+            taken.add(right)
+        pairing.append(right)
+    return pairing
+
+
+def check_values(
+    expected: Sequence[ExpectedCall],
+    calls: Sequence[ParsedCall],
+    mode: Mode,
+    rules: MatchRules = DEFAULT_MATCH,
+    schemas: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str | None:
+    """None when the key arguments pair up as the mode requires; else the first mismatch."""
+    schemas = schemas or {}
+    edges = [
+        [j for j, call in enumerate(calls) if call_matches(exp, call, rules, schemas.get(exp.tool))]
+        for exp in expected
+    ]
+    if rules.pairing == "first_fit":
+        pairing = first_fit_pairing(edges)
+    else:
+        # Optimal, not greedy: a call is never paired away from the one it alone can match.
+        matched = trajectory.max_matching(
+            range(len(edges)), range(len(calls)), lambda e, j: j in edges[e]
+        )
+        pairing = [matched.get(e) for e in range(len(edges))]
+    used = {j for j in pairing if j is not None}
+    if mode == "subset":
+        # Every call made must match a distinct expected call; left-out ones are fine.
+        unmatched_calls = [call for j, call in enumerate(calls) if j not in used]
+        if not unmatched_calls:
+            return None
+        call = unmatched_calls[0]
+        candidates = [exp for exp in expected if exp.tool == call.name]
+        found = (
+            value_mismatch(candidates[0], call, rules, schemas.get(call.name))
+            if candidates
+            else None
+        )
+        return found or f"call {call.index + 1} ({call.name}) matches no expected call"
+    for exp, j in zip(expected, pairing, strict=True):
+        if j is not None:
+            continue
+        same_name = [c for k, c in enumerate(calls) if c.name == exp.tool and k not in used] or [
+            c for c in calls if c.name == exp.tool
+        ]
+        if same_name:
+            return (
+                value_mismatch(exp, same_name[0], rules, schemas.get(exp.tool))
+                or f"{exp.tool}: arguments do not match"
+            )
+        return f"{exp.tool}: no matching call"
+    return None

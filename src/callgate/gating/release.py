@@ -1,0 +1,62 @@
+"""Gate one stored release: find it, find its baseline (the store's last release that passed,
+or a scores file), decide, and record the decision on the run. `callgate gate` and the public
+`gate_release` both go through here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from callgate.gating.gate import (
+    DEFAULT_MAX_DROP,
+    GateDecision,
+    ReleaseScores,
+    baseline_from_path,
+    baseline_from_store,
+    decide,
+    find_current,
+    record_of,
+    stored_release,
+)
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.store.db import Store
+
+
+def gate_release(
+    store: Store,
+    model: str,
+    release: str,
+    *,
+    suite: str | None = None,
+    baseline: str = "auto",
+    max_drop: float = DEFAULT_MAX_DROP,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
+) -> tuple[GateDecision, ReleaseScores]:
+    """Decide whether `release` of `model` may ship, and record the decision in the store.
+
+    Args:
+        store: the store the release was scored into (`score_file` or `callgate run`).
+        model: the model name the release was scored under.
+        release: the release label.
+        suite: the suite's name, when the release was scored on several suites.
+        baseline: "auto" (the store's last release of the model and suite that passed its
+            gate), or the path of a scores file or of a folder of them.
+        max_drop: the drop, in percentage points, tolerated before a regression is declared.
+        max_excluded: inconclusive above this share of excluded attempts.
+
+    Returns the decision (`decision.exit_code`: 0 pass, 1 regression, 3 inconclusive) and the
+    release's scores with the decision recorded (`scores.to_json()` is its scores file).
+    Raises CallgateError when the release or the baseline cannot be found or read."""
+    run = find_current(store, model, release, suite)
+    current = stored_release(store, run)
+    if baseline == "auto":
+        base, skipped = baseline_from_store(store, run, max_excluded)
+        source = f"store {store.path}"
+    else:
+        base, skipped = baseline_from_path(Path(baseline), current, max_excluded)
+        source = baseline
+    decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
+                      baseline_source=source if base else None, baseline_notes=skipped)
+    # Recorded so that only a release that passed can be a later one's baseline.
+    record = record_of(decision, max_excluded)
+    store.set_run_gate(run["id"], record.model_dump_json())
+    return decision, current.model_copy(update={"gate": record})

@@ -1,0 +1,70 @@
+"""The README is kept true: its Python example runs, and every command and option of the CLI
+appears in it (as sqlite-utils checks its docs)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+import typer.main
+
+from callgate.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def python_blocks(text: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)
+
+
+def test_the_readmes_python_example_runs(monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    blocks = python_blocks(README)
+    assert len(blocks) == 1, "the README has one ```python example"
+    monkeypatch.chdir(ROOT)  # its paths are the source tree's
+    exec(compile(blocks[0], "README.md", "exec"), {"__name__": "readme"})
+    out = capsys.readouterr().out
+    assert "2026.10 first_release 0" in out
+    assert "2026.11 regression 1" in out
+
+
+def commands(group: click.Group, prefix: tuple[str, ...] = ()
+             ) -> list[tuple[tuple[str, ...], click.Command]]:
+    found = []
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None
+        if command.hidden:
+            continue
+        path = (*prefix, name)
+        found.append((path, command))
+        if isinstance(command, click.Group):
+            found.extend(commands(command, path))
+    return found
+
+
+COMMANDS = commands(typer.main.get_command(app))  # type: ignore[arg-type]
+
+
+def test_the_command_tree_is_walked() -> None:
+    names = {" ".join(path) for path, _ in COMMANDS}
+    assert {"score", "gate", "judge calibrate", "serve"} <= names
+
+
+@pytest.mark.parametrize("path,command", COMMANDS, ids=[" ".join(p) for p, _ in COMMANDS])
+def test_every_command_and_option_is_in_the_readme(path: tuple[str, ...],
+                                                    command: click.Command) -> None:
+    assert f"callgate {' '.join(path)}" in README, f"`callgate {' '.join(path)}` not in README"
+    missing = [
+        flag
+        for param in command.params
+        if isinstance(param, click.Option) and not param.hidden
+        for flag in [max(param.opts, key=len)]
+        if flag.startswith("--") and flag != "--help"
+        and not re.search(re.escape(flag) + r"(?![\w-])", README)
+    ]
+    assert not missing, f"callgate {' '.join(path)}: {', '.join(missing)} not in README"
