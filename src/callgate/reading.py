@@ -287,7 +287,7 @@ def _child(decoder: json.JSONDecoder, text: str, pos: int, part: int | str) -> i
     if text[pos] == "{" and isinstance(part, str):
         pos = skip(pos + 1)
         while text[pos] != "}":
-            key, pos = json.decoder.scanstring(text, pos + 1)
+            key, pos = json.decoder.scanstring(text, pos + 1)  # type: ignore[attr-defined]
             pos = skip(skip(pos) + 1)  # the colon
             if key == part:
                 return pos

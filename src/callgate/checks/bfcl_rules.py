@@ -69,9 +69,10 @@ def _type_check(
     if type(value) == expected:  # noqa: E721 - BFCL compares types exactly (bool is not int)
         if nested is None:
             return True, is_variable
+        items: Any = value  # a list: its type is `expected`, and only lists have a nested type
         for answer in answers:
             if type(answer) == list and not all(  # noqa: E721
-                _type_check(item, answer, nested, None)[0] for item in value
+                _type_check(item, answer, nested, None)[0] for item in items
             ):
                 continue
             return True, is_variable

@@ -42,7 +42,7 @@ def check_response(
     `rules` are the suite's match rules; `environment` is the suite's, if it names one.
 
     The calls of a multi-turn attempt are every call of every turn, in order."""
-    base = {"case_id": response.case_id, "repeat": response.repeat}
+    base: dict[str, Any] = {"case_id": response.case_id, "repeat": response.repeat}
     if response.error is not None:
         return Verdict(
             **base,

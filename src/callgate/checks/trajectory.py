@@ -337,10 +337,10 @@ def _leftover_mismatches(
     if need_actual:
         for a in unpaired_a:
             if a not in explained_a:
-                call = actual[a]
-                message = f"unexpected call to {call.name} at step {call.step + 1}, call {a + 1}"
+                got = actual[a]
+                message = f"unexpected call to {got.name} at step {got.step + 1}, call {a + 1}"
                 found.append(
-                    Mismatch(call.step, a, call.name, None, None, dict(call.arguments), message)
+                    Mismatch(got.step, a, got.name, None, None, dict(got.arguments), message)
                 )
     return sorted(found, key=lambda m: (m.step, -1 if m.call_index is None else m.call_index))
 

@@ -103,7 +103,8 @@ def _for_jsonschema_rs(schema: Any, formats: dict[str, Callable[[str], bool]]) -
     pattern = out.pop("pattern", None)
     if isinstance(pattern, str):
         name = f"callgate-pattern-{len(formats)}"
-        formats[name] = lambda value, pattern=re.compile(pattern): bool(pattern.search(value))
+        regex = re.compile(pattern)
+        formats[name] = lambda value: bool(regex.search(value))
         also.append({"format": name})
     elif pattern is not None:
         out["pattern"] = pattern
@@ -128,11 +129,7 @@ def _compile(validator: Draft7Validator) -> _Accepts | None:
         if isinstance(name, str) and name not in formats:
             # Every format is decided as jsonschema decides it: by its own checker (which
             # accepts formats it does not know), or not at all without one.
-            formats[name] = (
-                (lambda value, name=name: checker.conforms(value, name))
-                if checker is not None
-                else (lambda value: True)
-            )
+            formats[name] = _conforms(checker, name)
     try:
         compiled = jsonschema_rs.Draft7Validator(
             schema, formats=formats, validate_formats=True, offline=True
@@ -142,8 +139,17 @@ def _compile(validator: Draft7Validator) -> _Accepts | None:
     return compiled.is_valid
 
 
+def _conforms(checker: Any, name: str) -> Callable[[str], bool]:
+    if checker is None:
+        return lambda value: True
+    return lambda value: bool(checker.conforms(value, name))
+
+
 def _forget(key: int) -> Callable[[Any], None]:
-    return lambda _: _compiled.pop(key, None)
+    def forget(_: Any) -> None:
+        _compiled.pop(key, None)
+
+    return forget
 
 
 def compiled_check(validator: Draft7Validator) -> _Accepts | None:

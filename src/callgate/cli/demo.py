@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib.resources import as_file, files
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -78,11 +80,17 @@ def _score_both_releases(suite: Suite, root: Path, db: Path
                        release=release)
             for release in RELEASES
         ]
-        baseline, current = (stored_release(store, store.run(r.run_id)) for r in results)
+        baseline, current = (stored_release(store, _run(store, r.run_id)) for r in results)
     return results, decide(current, baseline, baseline_source=f"store {db}")
 
 
-def _changed_cases(results: list[RunResult], kinds: dict[str, str]) -> list[str]:
+def _run(store: Store, run_id: int) -> dict[str, Any]:
+    run = store.run(run_id)
+    assert run is not None  # just scored
+    return run
+
+
+def _changed_cases(results: list[RunResult], kinds: Mapping[str, str]) -> list[str]:
     """One line per case whose number of right attempts changed, with a failure to explain it."""
     (old_release, before), (new_release, after) = (
         (r.release, _by_case(r.verdicts)) for r in results

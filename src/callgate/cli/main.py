@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -17,6 +17,12 @@ from rich.markup import escape
 
 from callgate.errors import CallgateError
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+
+if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
+    from callgate.gating.gate import GateRecord
+    from callgate.judging.calibration import Certificate, Disagreement
+    from callgate.scoring.pipeline import RunResult
+    from callgate.store.db import Store
 from callgate.version import __version__
 
 app = typer.Typer(
@@ -74,7 +80,8 @@ MaxExcludedOption = Annotated[float, typer.Option(
 EXIT_INCONCLUSIVE = 3
 
 
-def _record_if_not_a_result(store, by: str, result, max_excluded: float):
+def _record_if_not_a_result(store: Store, by: Literal["run", "score"], result: RunResult,
+                            max_excluded: float) -> GateRecord | None:
     """Mark a run that is mostly excluded attempts as inconclusive in the store; the record
     (or None when the run is a result)."""
     from callgate.gating.gate import not_a_result
@@ -85,7 +92,7 @@ def _record_if_not_a_result(store, by: str, result, max_excluded: float):
     return record
 
 
-def _exit_if_not_a_result(record) -> None:
+def _exit_if_not_a_result(record: GateRecord | None) -> None:
     if record is None:
         return
     Console(stderr=True).print(
@@ -612,12 +619,13 @@ def judge_calibrate(
     from callgate.scoring.pipeline import at_endpoint
     from callgate.store.db import Store
 
-    async def go(store: Store, set_path: Path):
+    async def go(store: Store, set_path: Path
+                 ) -> tuple[Certificate, list[Disagreement], int]:
         model = JudgeModel(judge, os.environ, concurrency=concurrency)
         progress, calls_due = _judge_progress(judge, set_path, store)
         task = progress.add_task(f"judge {judge.spec.name}", total=calls_due)
 
-        async def complete(messages):
+        async def complete(messages: list[dict[str, Any]]) -> str | None:
             try:
                 return await model.complete(messages)
             finally:
@@ -766,7 +774,7 @@ def entry() -> None:
     try:  # typer 0.29 vendors click; older releases use click itself
         from typer._click.exceptions import ClickException
     except ImportError:  # pragma: no cover
-        from click.exceptions import ClickException
+        from click.exceptions import ClickException  # type: ignore[assignment]
 
     try:
         code = app(standalone_mode=False)

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,7 +25,7 @@ from callgate.scoring.scores import Figures, Share
 from callgate.store.db import Store
 from callgate.version import __version__
 
-FORMAT = "callgate.release/1"
+FORMAT: Final = "callgate.release/1"
 DEFAULT_MAX_DROP = 2.0
 EPSILON = 1e-9  # so that a drop of exactly max_drop, computed in floating point, passes
 
@@ -139,8 +139,8 @@ def why_not_a_baseline(gate: GateRecord | None, attempts: int, excluded: Mapping
     if gate is not None:
         if gate.released:
             return None
-        why = f" ({'; '.join(gate.messages)})" if gate.messages else ""
-        return f"its {gate.decided_by} decided {gate.outcome}{why}: not released"
+        notes = f" ({'; '.join(gate.messages)})" if gate.messages else ""
+        return f"its {gate.decided_by} decided {gate.outcome}{notes}: not released"
     why = too_many_excluded(attempts, excluded, max_excluded)
     if why is not None:
         return f"{why}: not a result, not released"
@@ -344,7 +344,7 @@ def decide(
 ) -> GateDecision:
     """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
     `baseline_notes` (releases passed over as baselines) are shown among the warnings."""
-    common = {"model": current.model, "release": current.release,
+    common: dict[str, Any] = {"model": current.model, "release": current.release,
               "suite_name": current.suite_name, "max_drop": max_drop,
               "excluded_share": current.excluded_share}
     inconclusive: list[str] = []
@@ -430,7 +430,7 @@ def decide(
                 f"drop with 80% power at a flip rate of {discordant:.0%} (at least one flip "
                 f"assumed), so a drop of more than the {max_drop:g} points allowed can pass "
                 "unseen; add cases or repeats")
-        elif shared and 100 * paired > max_drop:
+        elif shared and paired is not None and 100 * paired > max_drop:
             warnings.append(
                 f"{name.replace('_', ' ')}: with {len(shared)} paired cases the smallest drop "
                 f"detectable with 80% power is {100 * paired:.1f} points, more than the "
@@ -498,7 +498,7 @@ def baseline_from_store(store: Store, current: Mapping[str, Any],
     earlier = [r for r in store.runs(model=current["model"], suite_name=current["suite_name"])
                if r["release"] != current["release"]
                and (r["created_at"], r["id"]) < (current["created_at"], current["id"])]
-    skipped = []
+    skipped: list[str] = []
     for run in reversed(earlier):
         scores = json.loads(run["scores"])
         why = why_not_a_baseline(gate_of(run), scores["attempts"], scores["excluded"],
@@ -538,7 +538,7 @@ def baseline_from_path(path: Path, current: ReleaseScores,
             release.release != current.release and release.created_at < current.created_at
         ):
             candidates.append((file, release))
-    skipped = []
+    skipped: list[str] = []
     for file, release in sorted(candidates, key=lambda c: c[1].created_at, reverse=True):
         why = release.why_not_a_baseline(max_excluded)
         if why is None:

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -39,7 +39,7 @@ from callgate.store.db import Store
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite, load_suite
 
-CERT_FORMAT = "callgate.certificate/1"
+CERT_FORMAT: Final = "callgate.certificate/1"
 
 
 class CalibrationCase(BaseModel):
@@ -211,6 +211,7 @@ def rate_pair(dim: str, label: Labels, outcome: Outcome) -> tuple[str, str] | No
 
     A judge error is in every population whose person label is defined: it is counted, never
     placed in a cell (the judge did not say pass or fail)."""
+    person: str
     if dim == "tool_choice":
         person = label.tool_choice
     else:
@@ -318,7 +319,7 @@ def evaluate(judge: Judge, items: Sequence[CalibrationItem],
     """Pure: compare the judge's outputs with the labels and decide certification."""
     thresholds = judge.spec.thresholds
     test = [item for item in items if item.split == "test"]
-    reports = {}
+    reports: dict[str, DimensionReport] = {}
     for dim in judge.spec.dimensions:
         pairs = [pair for i in test if (pair := rate_pair(dim, i.label, outputs[i.id]))]
         reports[dim] = dimension_report(confusion(pairs), thresholds.tpr, thresholds.tnr,
@@ -505,7 +506,8 @@ def check_labels(certificate: Certificate, judge: Judge, store: Store | None) ->
             f"{again[1:]}")
     if certificate.labels and stored != certificate.labels:
         raise CallgateError(
-            f"{where}; the labels stored for it in {store.path} have changed since: "
+            f"{where}; the labels stored for it in {store.path if store else 'the store'} have "
+            "changed since: "
             f"{label_changes(certificate.labels, stored)}. {again}")
 
 

@@ -29,7 +29,7 @@ from pydantic import (
     model_validator,
 )
 
-from callgate.checks.verdict import Verdict
+from callgate.checks.verdict import ArgsVerdict, Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
 from callgate.models.config import Candidate, refuse_max_tokens
 from callgate.models.providers import Reply, api_key, make_client, target_for
@@ -193,9 +193,9 @@ def load_judge(path: Path | str) -> Judge:
     InputError naming file and field."""
     source = Path(path)
     if source.is_dir() or source.suffix != ".toml":
-        candidate = source.with_suffix(".toml") if not source.is_dir() else None
-        if candidate is not None and candidate.is_file():
-            source = candidate
+        with_suffix = source.with_suffix(".toml") if not source.is_dir() else None
+        if with_suffix is not None and with_suffix.is_file():
+            source = with_suffix
     raw = read_toml(source, missing="judge spec not found")
     _refuse_the_key_itself(source, raw)
     try:
@@ -381,6 +381,7 @@ def apply_judgement(verdict: Verdict, output: JudgeOutput) -> Verdict:
         tool, tool_reason = "right", ""
     else:
         tool, tool_reason = ("wrong_tool" if verdict.calls else "missing_call"), reason
+    arguments: ArgsVerdict
     if verdict.arguments in ("invalid_json", "schema_violation"):
         arguments, args_reason = verdict.arguments, verdict.arguments_reason
     elif not tool_ok or output.arguments == "n/a":

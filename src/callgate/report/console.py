@@ -137,7 +137,8 @@ def distinct_cases_first(verdicts: Sequence[Verdict]) -> list[Verdict]:
     """Each case's first failed attempt, then its further repeats, each part in the given order:
     twenty repeats of one case must not hide nineteen other cases."""
     seen: set[str] = set()
-    first, again = [], []
+    first: list[Verdict] = []
+    again: list[Verdict] = []
     for v in verdicts:
         (again if v.case_id in seen else first).append(v)
         seen.add(v.case_id)
@@ -307,8 +308,8 @@ def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
         if check.failed:
             gate_failures += 1
             ET.SubElement(element, "failure", type="regression",
-                          message=f"{check.name} fell {-check.change:.1f} points, more than "
-                                  f"{decision.max_drop:g}")
+                          message=f"{check.name} fell {-(check.change or 0.0):.1f} points, "
+                                  f"more than {decision.max_drop:g}")
     if not decision.checks:
         ET.SubElement(gate, "testcase", name="first_release", classname="callgate.gating.gate")
     gate.set("failures", str(gate_failures))

@@ -413,7 +413,8 @@ class LiveRunner:
         stopper = asyncio.create_task(self._stop.wait())
         everything = asyncio.gather(*workers)
         try:
-            await asyncio.wait([everything, stopper], return_when=asyncio.FIRST_COMPLETED)
+            waiting: list[asyncio.Future[Any]] = [everything, stopper]
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if everything.done():
                 everything.result()  # a bug in a worker surfaces here
         finally:
@@ -689,7 +690,7 @@ def _turns_line(
         line["finish_reason"] = finish
     costs = [reply.cost for reply in replies]
     if all(cost is not None for cost in costs):
-        line["cost"] = sum(costs)  # type: ignore[arg-type]
+        line["cost"] = sum(cost for cost in costs if cost is not None)
     line["latency_ms"] = round(sum(reply.latency_ms or 0.0 for reply in replies), 3)
     providers = list(dict.fromkeys(r.provider for r in replies if r.provider))
     if providers:

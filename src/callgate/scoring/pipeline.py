@@ -69,7 +69,8 @@ def at_endpoint(judge: Judge, api_base: str | None, api_key_env: str | None = No
             return judge
         return _with_spec(judge, judge.spec.model_copy(update={"api_key_env": api_key_env}))
     try:  # the candidates' rules: no credentials or query string in the URL, a NAME for the key
-        Candidate(model=judge.spec.model, api_base=api_base, api_key_env=api_key_env)
+        Candidate.model_validate({"model": judge.spec.model, "api_base": api_base,
+                                  "api_key_env": api_key_env})
     except ValueError as exc:
         first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc)}
         field = ".".join(str(part) for part in first.get("loc", ())) or "--api-base"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +124,7 @@ class _Tally:
 class ScoreBuilder:
     """Accumulates verdicts (and response metadata) into `Scores`."""
 
-    tags_of: dict[str, list[str]]
+    tags_of: Mapping[str, Sequence[str]]
     attempts: int = 0
     total: _Tally = field(default_factory=_Tally)
     judged: _Tally = field(default_factory=_Tally)

@@ -681,7 +681,7 @@ class Store:
         with self.atomic():
             if self.db["suites"].count_where("fingerprint = ?", [suite.fingerprint]):
                 return False
-            self.db["suites"].insert(
+            self.db.table("suites").insert(
                 {
                     "fingerprint": suite.fingerprint,
                     "name": suite.name,
@@ -691,7 +691,7 @@ class Store:
                 }
             )
             expect_types, tags = suite.case_expect_types(), suite.case_tags()
-            self.db["cases"].insert_all(
+            self.db.table("cases").insert_all(
                 {
                     "suite": suite.fingerprint,
                     "case_id": case_id,
@@ -757,6 +757,7 @@ class Store:
                 "running",
             ],
         )
+        assert cursor.lastrowid is not None  # an INSERT just ran
         run_id = int(cursor.lastrowid)
         self.db.execute(
             "INSERT INTO run_owners (run, host, pid) VALUES (?, ?, ?)",
@@ -833,7 +834,7 @@ class Store:
             (f"tag:{tag}", fig) for tag, fig in scores["by_tag"].items()
         ]
         self.db.execute("DELETE FROM scores WHERE run = ?", [run_id])
-        self.db["scores"].insert_all(
+        self.db.table("scores").insert_all(
             {
                 "run": run_id,
                 "scope": scope,
@@ -1083,17 +1084,17 @@ class Store:
                 "case": case[0] if case else None,
                 "judgement": judgement[0] if judgement else None}
 
-    def suite_path(self, suite_fingerprint: str) -> str | None:
+    def suite_path(self, suite_fingerprint: str) -> str:
         """Where the suite was loaded from when it was stored."""
-        return self.db["suites"].get(suite_fingerprint)["path"]
+        return self.db.table("suites").get(suite_fingerprint)["path"]
 
     def case_body(self, suite_fingerprint: str, case_id: str) -> str:
         """A stored case's JSON line."""
-        return self.db["cases"].get((suite_fingerprint, case_id))["body"]
+        return self.db.table("cases").get((suite_fingerprint, case_id))["body"]
 
     def response_body(self, run_id: int, case_id: str, repeat: int) -> str:
         """A stored attempt's response line."""
-        return self.db["responses"].get((run_id, case_id, repeat))["body"]
+        return self.db.table("responses").get((run_id, case_id, repeat))["body"]
 
     def suite_tools(self, suite_fingerprint: str) -> list[dict[str, Any]]:
         row = self.db.execute("SELECT tools FROM suites WHERE fingerprint = ?",

@@ -94,7 +94,7 @@ def _import(module_name: str, suite_dir: Path) -> ModuleType:
 def environment_fingerprint(factory: EnvironmentFactory) -> str | None:
     """SHA-256 of the file the environment is defined in (its behaviour decides verdicts)."""
     try:
-        file = inspect.getsourcefile(factory)  # type: ignore[arg-type]
+        file = inspect.getsourcefile(factory)
     except TypeError:
         return None
     if file is None:

@@ -12,6 +12,7 @@ import contextlib
 import hmac
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -88,19 +89,31 @@ class Session:
         self.db_path = db
         self.set_paths = {path.name: path for path in sets}
         self.token = token
-        self.store: Store | None = None
-        self.views: Views | None = None
+        self._store: Store | None = None
+        self._views: Views | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise RuntimeError("the session is not open")
+        return self._store
+
+    @property
+    def views(self) -> Views:
+        if self._views is None:
+            raise RuntimeError("the session is not open")
+        return self._views
 
     def open(self) -> None:
-        self.store = Store(self.db_path)
-        self.views = Views(self.store)
+        self._store = Store(self.db_path)
+        self._views = Views(self._store)
         for path in self.set_paths.values():
             if path.is_file() and path.read_bytes().strip():
-                reload_set(self.store, path)  # a new file is created by the first label
+                reload_set(self._store, path)  # a new file is created by the first label
 
     def close(self) -> None:
-        if self.store is not None:
-            self.store.close()
+        if self._store is not None:
+            self._store.close()
 
 
 def create_app(db: Path, sets: list[Path] | None = None, token: str | None = None,
@@ -306,9 +319,10 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         row, error = await _write_label(name, path, form)
         if error:
             return page("error.html", request, status=400, message=error)
+        assert row is not None and path is not None  # no error: the label was written
         if form.get("back") == "review":
-            target = urlencode({"labeller": row["labeller"]})
-            return RedirectResponse(f"/calibration/{name}/review?{target}#{row['item_id']}",
+            query = urlencode({"labeller": row["labeller"]})
+            return RedirectResponse(f"/calibration/{name}/review?{query}#{row['item_id']}",
                                     status_code=303)
         items = cv.load_items(path)
         rows = session.store.person_labels(name)
@@ -424,6 +438,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         row, error = await _write_label(name, path, fields)
         if error:
             return JSONResponse({"error": error}, status_code=400)
+        assert row is not None  # no error: the label was written
         return JSONResponse({k: row[k] for k in ("id", "set_name", "item_id", "labeller",
                                                  "tool_choice", "arguments", "note",
                                                  "created_at")}, status_code=201)
@@ -466,7 +481,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
                     history=rows)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette):
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         session.open()
         for name in env.list_templates(extensions=["html"]):
             env.get_template(name)  # compiled once at start, not on a person's first request

@@ -142,7 +142,8 @@ def certificate_status(certificate: Certificate, certified_row: bool,
 
 def item_view(item: CalibrationItem) -> dict[str, Any]:
     response = item.response
-    turns = ([t.model_dump() for t in response.turns] if response.turns is not None
+    turns: list[dict[str, Any]] = ([t.model_dump() for t in response.turns]
+                                   if response.turns is not None
              else [{"role": "assistant", "content": response.content,
                     "tool_calls": [c.model_dump() for c in response.tool_calls]}])
     for turn in turns:
