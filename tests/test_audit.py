@@ -165,3 +165,15 @@ def test_plans_for_a_run_and_for_a_calibration_set(
                  "set.jsonl", "--rule", "wilson", "--db", "c.db")
     assert "tool_choice:\n  pass items (TPR): 25 more (10 so far)" in wilson.stdout
     assert "fail items (TNR): 30 more (5 so far)" in wilson.stdout
+
+
+def test_judge_show_says_who_labelled_and_the_plan(
+    scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    _, spec = scored
+    show = run(callgate_exe, cli_env, tmp_path, "judge", "show", str(spec), "--db", "c.db")
+    assert show.returncode == 0, show.stderr
+    # The test set's items carry no labeller: none counts as confirmed by a person.
+    assert "0 of 15 test labels confirmed by a person (required share: 0)" in show.stdout
+    assert "under the point rule" in show.stdout and "under the wilson rule" in show.stdout
+    assert "tool_choice: pass items (TPR): 25 more (10 so far)" in show.stdout

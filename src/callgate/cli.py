@@ -577,14 +577,17 @@ def judge_show(
 
     try:
         judge = at_endpoint(load_judge(judge_spec(spec)), api_base, api_key_env)
+        latest = None
         try:
             if db.exists():
                 with Store(db) as store:
+                    latest = store.latest_certificate(judge.fingerprint)
                     cert = require_certificate(judge, store)
             else:
                 cert = require_certificate(judge)
             status = (f"certified {cert.created_at} on {cert.set_path} "
                       f"({cert.test_items} test items)")
+            latest = cert.to_json()
         except StoreError:
             raise  # a store that cannot be read says nothing about the judge
         except CallgateError as exc:
@@ -601,6 +604,37 @@ def judge_show(
                f"parameters   temperature {p.temperature}, samples {p.samples}, "
                f"reasoning effort {p.reasoning_effort or 'not sent'}\n"
                f"fingerprint  {judge.fingerprint}\ncertificate  {status}")
+    for line in _show_labels_and_plan(judge, latest):
+        typer.echo(line)
+
+
+def _show_labels_and_plan(judge: Any, certificate_json: str | None) -> list[str]:
+    """Who gave the labels the newest calibration used, and how many more would certify the
+    judge under the spec's rule (and, when that is the point rule, under the Wilson rule)."""
+    from callgate.audit import describe_class_plan
+    from callgate.calibration import Certificate
+    from callgate.planning import certificate_plan
+
+    if certificate_json is None:
+        return []
+    cert = Certificate.model_validate_json(certificate_json)
+    t = judge.spec.thresholds
+    confirmed = ("unknown (calibrated before labellers were recorded)"
+                 if cert.person_confirmed is None else
+                 f"{cert.person_confirmed} of {cert.test_items} test labels confirmed by a "
+                 f"person (required share: {t.min_person_confirmed:g})")
+    lines = [f"labels       {confirmed}"]
+    for rule in dict.fromkeys([t.rule, "wilson"]):
+        lines.append(f"plan         further labels to certify under the {rule} rule:")
+        for dim, report in cert.dimensions.items():
+            c = report.confusion
+            plan = certificate_plan(c.tp, c.fn, c.tn, c.fp, t.tpr, t.tnr,
+                                    t.min_items_per_class, rule)  # type: ignore[arg-type]
+            lines.append(f"  {dim}: " + describe_class_plan("pass items (TPR)",
+                                                             plan.pass_items))
+            lines.append(f"  {dim}: " + describe_class_plan("fail items (TNR)",
+                                                             plan.fail_items))
+    return lines
 
 
 @judge_app.command("calibrate")
@@ -722,7 +756,8 @@ def judge_label(
     try:
         with Store(db) as store:
             added = label_judged_attempts(store, run_id, calibration_set, split,
-                                          ask=typer.prompt, show=typer.echo)
+                                          ask=typer.prompt, show=typer.echo,
+                                          labeller=labeller or os.environ.get("USER", ""))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"added {added} item(s) to {calibration_set} and to {db}")
@@ -853,9 +888,10 @@ def judge_plan(
         help="Judge spec or bundled judge name, with --set: labels needed to certify.")] = None,
     calibration_set: Annotated[Path | None, typer.Option(
         "--set", help="Calibration set the labels so far are in.")] = None,
-    rule: Annotated[str, typer.Option(
-        "--rule", help="point (TPR/TNR at least the thresholds, today's rule) or wilson "
-                       "(their Wilson 95% lower bounds at least the thresholds).")] = "point",
+    rule: Annotated[str | None, typer.Option(
+        "--rule", help="point (TPR/TNR at least the thresholds) or wilson (their Wilson 95% "
+                       "lower bounds at least the thresholds); default: the spec's rule.")
+    ] = None,
     run_id: Annotated[int | None, typer.Option(
         "--run", metavar="RUN", help="Plan an audit of this run instead.")] = None,
     width: Annotated[float, typer.Option(
@@ -870,13 +906,13 @@ def judge_plan(
         return
     if spec is None or calibration_set is None:
         raise _fail("give SPEC --set FILE, or --run RUN")
-    if rule not in ("point", "wilson"):
+    if rule not in (None, "point", "wilson"):
         raise _fail(f"--rule must be point or wilson, not {rule!r}")
     for line in _certificate_plan_lines(spec, calibration_set, rule, db):
         typer.echo(line)
 
 
-def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str, db: Path
+def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None, db: Path
                             ) -> list[str]:
     from callgate.audit import describe_class_plan, set_confusions
     from callgate.bundled import calibration_set as bundled_set
@@ -893,6 +929,7 @@ def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str, db: Pa
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     t = judge.spec.thresholds
+    rule = rule or t.rule
     lines = [f"labels to certify {judge.spec.name} under the {rule} rule (TPR ≥ {t.tpr}, "
              f"TNR ≥ {t.tnr}, {t.min_items_per_class} items of each class), from the "
              f"{test_items - unjudged} test items the judge has verdicts on"]
