@@ -177,3 +177,71 @@ def test_judge_show_says_who_labelled_and_the_plan(
     assert "0 of 15 test labels confirmed by a person (required share: 0)" in show.stdout
     assert "under the point rule" in show.stdout and "under the wilson rule" in show.stdout
     assert "tool_choice: pass items (TPR): 25 more (10 so far)" in show.stdout
+
+
+def _report(table: AuditTable, judged: int, judged_passes: int, det_right: int, det_n: int):
+    from callgate.audit import AuditReport, ReleasePart
+
+    others = judged - table.n
+    ppi = ppi_share(table, judged_passes - table.pass_pass - table.fail_pass, others)
+    part = ReleasePart(deterministic_right=det_right, deterministic_n=det_n, judged=judged,
+                       judged_passes=judged_passes, table=table)
+    return AuditReport(run=1, seed=0, population=judged, sample=table.n, labelled=table.n,
+                       labellers=["Ada"], dimensions={},
+                       release={"right_tool": combined_share(det_right, det_n, ppi, judged)},
+                       parts={"right_tool": part})
+
+
+def test_the_gate_reads_an_audited_estimate_against_the_two_point_rule() -> None:
+    from callgate.audit import judged_check
+
+    # 600 deterministic attempts (540 right) and 400 judged (judge: 360 pass); an audit of 40
+    # with 4 disagreements: 88.5 [84.3–92.6].
+    table = AuditTable(pass_pass=34, pass_fail=1, fail_pass=3, fail_fail=2)
+    report = _report(table, 400, 360, 540, 600)
+    estimate = report.release["right_tool"]
+    low, high = 100 * estimate.low, 100 * estimate.high
+    assert judged_check(report, "right_tool", low + 2, 2).outcome == "pass"
+    assert judged_check(report, "right_tool", high + 2.5, 2).outcome == "regression"
+    # The line 2.5 points above the estimate: the deterministic part alone is ±1.4 points,
+    # so more audit labels can decide it.
+    undecided = judged_check(report, "right_tool", 100 * estimate.value + 4.5, 2)
+    assert undecided.outcome == "undecided"
+    assert undecided.labels_needed is not None and undecided.labels_needed > 40
+    assert f"--n {undecided.labels_needed}" in undecided.message
+    # With that many labels at the same disagreement rates, the interval's half-width is
+    # the 2.5-point margin (up to rounding of the scaled counts), where it was 4.2.
+    scale = undecided.labels_needed / 40
+    bigger = AuditTable(pass_pass=round(34 * scale), pass_fail=round(1 * scale),
+                        fail_pass=round(3 * scale), fail_fail=round(2 * scale))
+    grown = _report(bigger, 400, 360, 540, 600).release["right_tool"]
+    assert 100 * (grown.high - grown.low) / 2 == pytest.approx(2.5, abs=0.15)
+
+
+def test_gate_with_an_audit_of_too_few_judged_attempts_is_inconclusive(
+    scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    _, spec = scored
+    first = run(callgate_exe, cli_env, tmp_path, "gate", "-m", "m", "--release", "r1",
+                "--db", "c.db")
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = run(callgate_exe, cli_env, tmp_path, "score", "suite", "-r", "r.jsonl", "-m", "m",
+                "--release", "r2", "--db", "c.db", "--judge", str(spec), "--json")
+    second = json.loads(again.stdout)["run_id"]
+    unaudited = run(callgate_exe, cli_env, tmp_path, "gate", "-m", "m", "--release", "r2",
+                    "--db", "c.db")
+    assert "decided by the judge and are counted as it said" in unaudited.stdout
+    assert run(callgate_exe, cli_env, tmp_path, "judge", "audit", str(second), "--n", "4",
+               "--seed", "1", "--db", "c.db").returncode == 0
+    # The person agrees with the judge on every item (labels follow the sample order).
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        order = [r[0] for r in conn.execute("select case_id from audit_items where run = ? "
+                                            "order by position", [second])]
+    answers = "".join("fail\nn/a\n" if c == "j3" else "pass\npass\n" for c in order)
+    assert label(callgate_exe, cli_env, tmp_path, second, answers, "--labeller",
+                 "Ada").returncode == 0
+    gated = run(callgate_exe, cli_env, tmp_path, "gate", "-m", "m", "--release", "r2",
+                "--db", "c.db")
+    # 4 judged attempts of 5: the judged part's interval is far wider than 2 points.
+    assert gated.returncode == 3, gated.stdout + gated.stderr
+    assert "deterministic+ppi++" in gated.stdout and "straddles" in gated.stdout

@@ -9,10 +9,11 @@ permutation: the labels already given stay in the sample.
 from __future__ import annotations
 
 import json
+import math
 import random
 import secrets
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,6 +32,7 @@ from callgate.planning import (
     audit_labels_for_width,
     moments_from_rates,
 )
+from callgate.scores import Z95
 from callgate.store import Store
 
 Key = tuple[str, int]  # (case_id, repeat)
@@ -127,6 +129,18 @@ class DimensionEstimates(BaseModel):
     ppi: Estimate | None
 
 
+class ReleasePart(BaseModel):
+    """What a release figure's estimate is made of: attempts decided by checks, and the judged
+    ones with their audit table (Y = the figure is truly right, f = the verdict says so)."""
+
+    model_config = ConfigDict(frozen=True)
+    deterministic_right: int
+    deterministic_n: int
+    judged: int
+    judged_passes: int
+    table: AuditTable
+
+
 class AuditReport(BaseModel):
     model_config = ConfigDict(frozen=True)
     run: int
@@ -137,6 +151,7 @@ class AuditReport(BaseModel):
     labellers: list[str]
     dimensions: dict[str, DimensionEstimates]
     release: dict[str, Estimate | None]  # right_tool / right_arguments over all attempts
+    parts: dict[str, ReleasePart]
 
 
 def _ppi_of(pairs: list[tuple[bool, bool]], others: list[bool]) -> Estimate | None:
@@ -185,6 +200,7 @@ def audit_report(store: Store, run_id: int) -> AuditReport:
     }
 
     release: dict[str, Estimate | None] = {}
+    parts: dict[str, ReleasePart] = {}
     judged_keys = [k for k in judgements if k in verdicts]
     for figure in ("right_tool", "right_arguments"):
         deterministic = [v[figure] for k, v in verdicts.items() if k not in judgements]
@@ -203,10 +219,14 @@ def audit_report(store: Store, run_id: int) -> AuditReport:
         others = [f for k, f in judged_f.items() if k not in truth]
         release[figure] = combined_share(sum(deterministic), len(deterministic),
                                          _ppi_of(pairs, others), len(judged_f))
+        parts[figure] = ReleasePart(
+            deterministic_right=sum(deterministic), deterministic_n=len(deterministic),
+            judged=len(judged_f), judged_passes=sum(judged_f.values()),
+            table=AuditTable.of(pairs))
     return AuditReport(
         run=run_id, seed=audit["seed"], population=audit["population"], sample=len(items),
         labelled=len(labelled), labellers=sorted({i["labeller"] for i in labelled}),
-        dimensions=dimensions, release=release)
+        dimensions=dimensions, release=release, parts=parts)
 
 
 def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width: float,
@@ -301,3 +321,57 @@ def describe_class_plan(kind: str, plan: Any) -> str:
     rate = "assuming full agreement (none yet)" if plan.assumed_rate else (
         f"at the observed agreement {plan.agreed}/{plan.items}")
     return f"{kind}: {plan.more} more ({plan.items} so far), {rate}"
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+class JudgedCheck(BaseModel):
+    """The gate's reading of one release figure estimated with its audit."""
+
+    model_config = ConfigDict(frozen=True)
+    figure: str
+    outcome: Literal["pass", "regression", "undecided"]
+    message: str
+    labels_needed: int | None = None  # audit labels in all that would decide it
+
+
+def judged_check(report: AuditReport, figure: str, baseline_pct: float, max_drop: float,
+                 z: float = Z95) -> JudgedCheck | None:
+    """Compare a figure's PPI++ estimate (all attempts, judged part from the audit) with the
+    2-point rule: a regression when the whole interval lies below baseline − max_drop, a pass
+    when none of it does, otherwise undecided, with the audit size that would decide it at
+    the estimate's current value."""
+    estimate = report.release.get(figure)
+    part = report.parts.get(figure)
+    if estimate is None or part is None or estimate.se is None or part.judged == 0:
+        return None
+    floor = (baseline_pct - max_drop) / 100
+    name = figure.replace("_", " ")
+    shown = (f"{name} {100 * estimate.value:.1f} [{100 * estimate.low:.1f}–"
+             f"{100 * estimate.high:.1f}] ({estimate.estimator}, {part.judged} judged attempts, "
+             f"{part.table.n} audited) against {baseline_pct:.1f} − {max_drop:g}")
+    if estimate.high < floor:
+        return JudgedCheck(figure=figure, outcome="regression",
+                           message=f"{shown}: the whole interval is below — REGRESSION")
+    if estimate.low >= floor:
+        return JudgedCheck(figure=figure, outcome="pass", message=f"{shown}: no drop beyond it")
+    margin = abs(estimate.value - floor)
+    total = part.deterministic_n + part.judged
+    w_d, w_j = part.deterministic_n / total, part.judged / total
+    p_adj = (part.deterministic_right + 1) / (part.deterministic_n + 2)
+    var_d = p_adj * (1 - p_adj) / (part.deterministic_n + 2) if part.deterministic_n else 0.0
+    room = (margin / z) ** 2 - w_d * w_d * var_d
+    plan = (width_plan(part.table, part.judged_passes, part.judged, z * math.sqrt(room) / w_j)
+            if room > 0 and margin > 0 else None)
+    if plan is None or plan.labels is None:
+        advice = ("no audit of this run can decide it (the estimate sits on the line, or the "
+                  "judged attempts are too few); add cases or repeats")
+        needed = None
+    else:
+        needed = plan.labels
+        advice = (f"about {max(0, needed - part.table.n)} more audit labels ({needed} in all) "
+                  f"would decide it if the estimate holds: callgate judge audit {report.run} "
+                  f"--n {needed}")
+    return JudgedCheck(figure=figure, outcome="undecided", labels_needed=needed,
+                       message=f"{shown}: the interval straddles it; {advice}")

@@ -319,7 +319,8 @@ def gate(
                 base, skipped = baseline_from_path(Path(baseline), current, max_excluded)
                 source = baseline
             decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
-                              baseline_source=source if base else None, baseline_notes=skipped)
+                              baseline_source=source if base else None, baseline_notes=skipped,
+                              judged_checks=_judged_checks(store, run["id"], base, max_drop))
             # Recorded so that only a release that passed can be a later one's baseline.
             record = record_of(decision, max_excluded)
             store.set_run_gate(run["id"], record.model_dump_json())
@@ -339,6 +340,29 @@ def gate(
     else:
         print_gate(decision)
     raise typer.Exit(decision.exit_code)
+
+
+def _judged_checks(store: Any, run_id: int, base: Any, max_drop: float
+                   ) -> list[tuple[str, str]]:
+    """With judged attempts: the figures estimated with the run's audit (PPI++), or a note
+    that the judge's verdicts were counted as they are when the run has no audit."""
+    from callgate.audit import audit_report, judged_check
+
+    judged = len(store.judgements(run_id))
+    if not judged or base is None:
+        return []
+    if store.audit(run_id) is None:
+        return [("note", f"{judged} attempts were decided by the judge and are counted as it "
+                         "said (raw); audit them for an estimate that does not trust it: "
+                         f"callgate judge audit {run_id} --n 40")]
+    report = audit_report(store, run_id)
+    out = []
+    for figure in ("right_tool", "right_arguments"):
+        pct = getattr(base.figures, figure).pct
+        check = judged_check(report, figure, pct, max_drop) if pct is not None else None
+        if check is not None:
+            out.append((check.outcome, check.message))
+    return out
 
 
 @app.command()
