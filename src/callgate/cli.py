@@ -28,7 +28,7 @@ app = typer.Typer(
 )
 suite_app = typer.Typer(help="Work with suites (tool catalogue + cases).", no_args_is_help=True)
 app.add_typer(suite_app, name="suite")
-judge_app = typer.Typer(help="A frozen LLM judge: show, calibrate, label.",
+judge_app = typer.Typer(help="A frozen LLM judge: show, calibrate, label, audit, plan.",
                         no_args_is_help=True)
 app.add_typer(judge_app, name="judge")
 
@@ -878,9 +878,11 @@ def judge_audit(
                        ] = False,
     db: DbOption = Path("callgate.db"),
 ) -> None:
-    """Audit a run's judged attempts: draw a seeded uniform sample for a person to label
-    (callgate judge label --audit RUN), and report the judged shares three ways: raw,
-    Rogan–Gladen corrected, and prediction-powered (PPI++) from the labels so far."""
+    """Audit a run's judged attempts: a seeded sample for a person to label, and estimates.
+
+    Draws a uniform random sample (label it with callgate judge label --audit RUN) and reports
+    the judged shares three ways: raw, Rogan–Gladen corrected, and prediction-powered (PPI++)
+    from the labels so far."""
     from callgate.audit import audit_report, draw_audit, render_report
     from callgate.store import Store
 
