@@ -241,7 +241,12 @@ def test_gate_with_an_audit_of_too_few_judged_attempts_is_inconclusive(
     assert label(callgate_exe, cli_env, tmp_path, second, answers, "--labeller",
                  "Ada").returncode == 0
     gated = run(callgate_exe, cli_env, tmp_path, "gate", "-m", "m", "--release", "r2",
-                "--db", "c.db")
+                "--db", "c.db", "--scores-out", "r2.json")
     # 4 judged attempts of 5: the judged part's interval is far wider than 2 points.
     assert gated.returncode == 3, gated.stdout + gated.stderr
     assert "deterministic+ppi++" in gated.stdout and "straddles" in gated.stdout
+    kept = json.loads((tmp_path / "r2.json").read_text())["estimates"]
+    assert kept["right_tool"]["estimator"] == "deterministic+ppi++"
+    assert kept["audit"]["labellers"] == ["Ada"] and kept["audit"]["labelled"] == 4
+    assert kept["judged"]["tool_choice"]["ppi++"]["estimator"] == "ppi++"
+    assert kept["judged"]["tool_choice"]["rogan_gladen"]["estimator"] == "rogan_gladen"

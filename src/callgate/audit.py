@@ -375,3 +375,24 @@ def judged_check(report: AuditReport, figure: str, baseline_pct: float, max_drop
                   f"--n {needed}")
     return JudgedCheck(figure=figure, outcome="undecided", labels_needed=needed,
                        message=f"{shown}: the interval straddles it; {advice}")
+
+
+def estimates_document(report: AuditReport) -> dict[str, Any]:
+    """What a scores file keeps of an audit: points, every figure with its estimator."""
+    judged: dict[str, Any] = {}
+    for dim, d in report.dimensions.items():
+        rg = d.rogan_gladen
+        judged[dim] = {
+            "raw": d.raw.points() if d.raw else None,
+            "rogan_gladen": ({"estimator": "rogan_gladen", "pct": rg["corrected"],
+                              "low": rg["low"], "high": rg["high"], "n": d.judged}
+                             if rg else None),
+            "ppi++": d.ppi.points() if d.ppi else None,
+        }
+    return {
+        "audit": {"run": report.run, "seed": report.seed, "sample": report.sample,
+                  "labelled": report.labelled, "labellers": report.labellers},
+        "right_tool": e.points() if (e := report.release.get("right_tool")) else None,
+        "right_arguments": e.points() if (e := report.release.get("right_arguments")) else None,
+        "judged": judged,
+    }

@@ -324,7 +324,8 @@ def gate(
             # Recorded so that only a release that passed can be a later one's baseline.
             record = record_of(decision, max_excluded)
             store.set_run_gate(run["id"], record.model_dump_json())
-            current = current.model_copy(update={"gate": record})
+            current = current.model_copy(update={"gate": record,
+                                                 "estimates": _estimates(store, run["id"])})
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if scores_out is not None:
@@ -340,6 +341,14 @@ def gate(
     else:
         print_gate(decision)
     raise typer.Exit(decision.exit_code)
+
+
+def _estimates(store: Any, run_id: int) -> dict[str, Any] | None:
+    from callgate.audit import audit_report, estimates_document
+
+    if store.audit(run_id) is None:
+        return None
+    return estimates_document(audit_report(store, run_id))
 
 
 def _judged_checks(store: Any, run_id: int, base: Any, max_drop: float

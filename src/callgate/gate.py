@@ -172,6 +172,10 @@ class ReleaseScores(BaseModel):
     suite_cases: list[str] = Field(default_factory=list)
     # The decision taken on this release (absent: never gated, or kept by an older callgate).
     gate: GateRecord | None = None
+    # With an audit of the judged attempts: the figures estimated with it, each naming its
+    # estimator (audit.estimates_document). Absent: `figures` count the judge's verdicts as
+    # given.
+    estimates: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         """Stable key order and formatting, so the file diffs well in git."""
