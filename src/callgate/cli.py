@@ -367,7 +367,9 @@ def _judged_checks(store: Any, run_id: int, base: Any, max_drop: float
     report = audit_report(store, run_id)
     out = []
     for figure in ("right_tool", "right_arguments"):
-        pct = getattr(base.figures, figure).pct
+        # The baseline's audited estimate when its scores file kept one, else its figure.
+        audited = (base.estimates or {}).get(figure) or {}
+        pct = audited.get("pct", getattr(base.figures, figure).pct)
         check = judged_check(report, figure, pct, max_drop) if pct is not None else None
         if check is not None:
             out.append((check.outcome, check.message))
