@@ -142,6 +142,11 @@ def test_audit_of_a_run_without_judged_attempts_is_a_clear_error(
     missing = run(callgate_exe, cli_env, tmp_path, "judge", "audit", "99", "--db", "c.db")
     assert missing.returncode == 2 and "no run 99" in missing.stderr
     assert "Traceback" not in missing.stderr
+    bare = run(callgate_exe, cli_env, tmp_path, "judge", "plan", "--db", "c.db")
+    assert bare.returncode == 2 and "give SPEC --set FILE, or --run RUN" in bare.stderr
+    unlabelled = run(callgate_exe, cli_env, tmp_path, "judge", "label", "--audit", "99",
+                     "--labeller", "Ada", "--db", "c.db")
+    assert unlabelled.returncode == 2 and "run 99 has no audit" in unlabelled.stderr
 
 
 def test_plans_for_a_run_and_for_a_calibration_set(
