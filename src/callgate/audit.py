@@ -294,6 +294,11 @@ def render_report(report: AuditReport, width: float | None = None) -> list[str]:
         label = figure.replace("_", " ") + " %"
         name = estimate.estimator if estimate else "—"
         lines.append(f"release {label:<18} {_pct(estimate)}  ({name}, all attempts)")
+    if 0 < report.labelled < 100:
+        lines.append("")
+        lines.append(f"note: with {report.labelled} labels the PPI++ 95% interval is a normal "
+                     "approximation that held the true share in 87–94% of simulated audits of "
+                     "40 (benchmarks/judged_estimates.py); 100 or more give about 92–96%")
     if width is not None:
         lines.append("")
         for dim, d in report.dimensions.items():
