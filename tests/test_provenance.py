@@ -70,7 +70,8 @@ def test_a_certificate_from_before_the_new_threshold_fields_still_counts(tmp_pat
                                                                          ) -> None:
     items, digest = read_set(ROOT / "calibration" / "tool_choice.jsonl")
     judge = _judge(tmp_path)
-    certificate, _ = evaluate(judge, items, _perfect_outputs(items), "set.jsonl", digest)
+    certificate, _ = evaluate(judge, items, _perfect_outputs(items),
+                              str(ROOT / "calibration" / "tool_choice.jsonl"), digest)
     old = json.loads(certificate.to_json())
     for key in ("rule", "min_person_confirmed"):
         del old["thresholds"][key]

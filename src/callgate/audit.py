@@ -187,12 +187,17 @@ def audit_report(store: Store, run_id: int) -> AuditReport:
 
     tool_population = {k: j["tool_choice"] == "pass" for k, j in judgements.items()}
     tool_labels = {k: i["label_tool_choice"] == "pass" for k, i in by_key.items()}
+    # The population the judged arguments share and its calibration rates are taken over
+    # (calibration.rate_pair): the judge passed the tool choice and graded the arguments, and
+    # no deterministic check failed them. The person's verdict there is pass when they passed
+    # tool and arguments, fail when they failed either; their n/a says nothing.
     args_population = {
         k: j["arguments"] == "pass" for k, j in judgements.items()
-        if j["arguments"] in ("pass", "fail") and verdicts.get(k, {}).get("arguments")
-        not in DETERMINISTIC_ARGUMENT_FAILURES}
-    args_labels = {k: i["label_arguments"] == "pass" for k, i in by_key.items()
-                   if i["label_arguments"] in ("pass", "fail")}
+        if j["tool_choice"] == "pass" and j["arguments"] in ("pass", "fail")
+        and verdicts.get(k, {}).get("arguments") not in DETERMINISTIC_ARGUMENT_FAILURES}
+    args_labels = {k: i["label_tool_choice"] == "pass" and i["label_arguments"] == "pass"
+                   for k, i in by_key.items()
+                   if i["label_tool_choice"] == "fail" or i["label_arguments"] in ("pass", "fail")}
     dimensions = {
         "tool_choice": _dimension(tool_population, tool_labels,
                                   stored_judged.get("tool_choice")),
