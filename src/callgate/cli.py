@@ -616,7 +616,7 @@ def judge_show(
         try:
             if db.exists():
                 with Store(db) as store:
-                    latest = store.latest_certificate(judge.fingerprint)
+                    latest = store.certificate(judge.fingerprint)
                     cert = require_certificate(judge, store)
             else:
                 cert = require_certificate(judge)

@@ -1172,10 +1172,3 @@ CREATE TABLE IF NOT EXISTS audit_items (
                 "UPDATE audit_items SET label_tool_choice = ?, label_arguments = ?, "
                 "labeller = ?, labelled_at = ? WHERE run = ? AND case_id = ? AND repeat = ?",
                 [tool_choice, arguments, labeller, now(), run_id, case_id, repeat])
-
-    def latest_certificate(self, fingerprint: str) -> str | None:
-        """The newest certificate for a fingerprint, certified or not (JSON text)."""
-        row = self.db.execute(
-            "SELECT body FROM certificates WHERE fingerprint = ? ORDER BY created_at DESC "
-            "LIMIT 1", [fingerprint]).fetchone()
-        return row[0] if row else None
