@@ -40,7 +40,9 @@ def scored(tmp_path: Path, loopback: Loopback, callgate_exe: str, cli_env: dict
                  "-r", str(judged_responses(tmp_path / "r.jsonl")), "-m", "m", "--release",
                  "r1", "--db", "c.db", "--judge", str(spec), "--json")
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)["run_id"], spec
+    doc = json.loads(result.stdout)
+    assert doc["scores"]["judged"]["estimators"]["corrected"] == "rogan_gladen"
+    return doc["run_id"], spec
 
 
 def label(exe: str, env: dict, cwd: Path, run_id: int, answers: str, *extra: str
