@@ -696,6 +696,8 @@ def label_item(store: Store, set_path: Path, item: CalibrationItem, labeller: st
     labelled = item.model_copy(update={
         "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
         "note": note or f"labelled by hand by {labeller}",
+        "labeller": labeller,
+        "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
     })
     line = append_item(set_path, labelled)
     reload_set(store, set_path)
@@ -739,6 +741,8 @@ def label_judged_attempt(store: Store, run_id: int, set_path: Path, item: Calibr
         "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
         "note": note or f"labelled by hand by {labeller} from run {run_id}; the judge said "
                         f"{judgement['tool_choice']}/{judgement['arguments']}",
+        "labeller": labeller,
+        "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
     })
     line = append_item(set_path, labelled)
     reload_set(store, set_path)
