@@ -56,6 +56,9 @@ def test_audit_draws_a_seeded_sample_labels_it_and_reports_three_estimates(
     scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
     run_id, _ = scored
+    history = json.loads(run(callgate_exe, cli_env, tmp_path, "history", "-m", "m", "--json",
+                             "--db", "c.db").stdout)
+    assert [r["estimator"] for r in history["releases"]] == ["checks+judge"]
     drawn = run(callgate_exe, cli_env, tmp_path, "judge", "audit", str(run_id), "--n", "3",
                 "--seed", "7", "--db", "c.db")
     assert drawn.returncode == 0, drawn.stderr
@@ -112,6 +115,11 @@ def test_audit_draws_a_seeded_sample_labels_it_and_reports_three_estimates(
     text = run(callgate_exe, cli_env, tmp_path, "judge", "audit", str(run_id), "--db", "c.db")
     assert "Rogan–Gladen" in text.stdout and "PPI++" in text.stdout
     assert "audit labels give ±2 points" in text.stdout or "out of reach" in text.stdout
+    history = run(callgate_exe, cli_env, tmp_path, "history", "-m", "m", "--db", "c.db")
+    assert "ppi++" in history.stdout  # the table says how judged shares are estimated
+    history = json.loads(run(callgate_exe, cli_env, tmp_path, "history", "-m", "m", "--json",
+                             "--db", "c.db").stdout)
+    assert [r["estimator"] for r in history["releases"]] == ["checks+judge, audited"]
 
 
 def test_an_audit_grows_keeping_its_labels_and_refuses_another_seed(

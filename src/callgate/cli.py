@@ -393,7 +393,8 @@ def history(
     if not db.exists():
         raise _fail(f"{db}: no such database")
     with Store(db) as store:
-        rows = history_rows(store.runs(model, suite))
+        runs = store.runs(model, suite)
+        rows = history_rows(runs, {run["id"] for run in runs if store.audit(run["id"])})
     if not rows:
         raise _fail(f"no stored release of {model!r}" + (f" on {suite}" if suite else ""))
     if as_json:
