@@ -302,6 +302,11 @@ def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path)
         api = server.json(f"/api/certificates/{certificate.fingerprint}")
         assert api["status"] == "void"
         assert api["certificate"]["dimensions"]["tool_choice"]["confusion"]["tn"] == 0
+        # the label-budget plan: a judge that never agrees on a fail item cannot be certified
+        # by more items of that class, and the page says so
+        assert "Labels still needed" in page
+        assert any(line.startswith("  tool_choice: fail items (TNR): cannot certify")
+                   for line in api["plan"]), api["plan"]
     finally:
         server.stop()
 

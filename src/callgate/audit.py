@@ -12,7 +12,7 @@ import json
 import math
 import random
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -30,6 +30,7 @@ from callgate.planning import (
     AuditMoments,
     AuditPlan,
     audit_labels_for_width,
+    certificate_plan,
     moments_from_rates,
 )
 from callgate.scores import Z95
@@ -331,6 +332,24 @@ def describe_class_plan(kind: str, plan: Any) -> str:
     rate = "assuming full agreement (none yet)" if plan.assumed_rate else (
         f"at the observed agreement {plan.agreed}/{plan.items}")
     return f"{kind}: {plan.more} more ({plan.items} so far), {rate}"
+
+
+def certificate_plan_lines(dimensions: Mapping[str, Any], thresholds: Mapping[str, Any]
+                           ) -> list[str]:
+    """How many more labels would certify the judge, per dimension and class: under the
+    thresholds' rule and, when that is the point rule, under the stricter Wilson rule.
+    `dimensions`: a certificate's DimensionReports; `thresholds`: the spec's thresholds."""
+    lines = []
+    for rule in dict.fromkeys([thresholds.get("rule", "point"), "wilson"]):
+        lines.append(f"further labels to certify under the {rule} rule:")
+        for dim, report in dimensions.items():
+            c = report.confusion
+            plan = certificate_plan(c.tp, c.fn, c.tn, c.fp, float(thresholds["tpr"]),
+                                    float(thresholds["tnr"]),
+                                    int(thresholds["min_items_per_class"]), rule)
+            lines.append(f"  {dim}: " + describe_class_plan("pass items (TPR)", plan.pass_items))
+            lines.append(f"  {dim}: " + describe_class_plan("fail items (TNR)", plan.fail_items))
+    return lines
 
 
 # --------------------------------------------------------------------------- the gate

@@ -647,9 +647,8 @@ def judge_show(
 def _show_labels_and_plan(judge: Any, certificate_json: str | None) -> list[str]:
     """Who gave the labels the newest calibration used, and how many more would certify the
     judge under the spec's rule (and, when that is the point rule, under the Wilson rule)."""
-    from callgate.audit import describe_class_plan
+    from callgate.audit import certificate_plan_lines
     from callgate.calibration import Certificate
-    from callgate.planning import certificate_plan
 
     if certificate_json is None:
         return []
@@ -659,18 +658,9 @@ def _show_labels_and_plan(judge: Any, certificate_json: str | None) -> list[str]
                  if cert.person_confirmed is None else
                  f"{cert.person_confirmed} of {cert.test_items} test labels confirmed by a "
                  f"person (required share: {t.min_person_confirmed:g})")
-    lines = [f"labels       {confirmed}"]
-    for rule in dict.fromkeys([t.rule, "wilson"]):
-        lines.append(f"plan         further labels to certify under the {rule} rule:")
-        for dim, report in cert.dimensions.items():
-            c = report.confusion
-            plan = certificate_plan(c.tp, c.fn, c.tn, c.fp, t.tpr, t.tnr,
-                                    t.min_items_per_class, rule)  # type: ignore[arg-type]
-            lines.append(f"  {dim}: " + describe_class_plan("pass items (TPR)",
-                                                             plan.pass_items))
-            lines.append(f"  {dim}: " + describe_class_plan("fail items (TNR)",
-                                                             plan.fail_items))
-    return lines
+    plan = certificate_plan_lines(cert.dimensions, t.model_dump())
+    return [f"labels       {confirmed}"] + [
+        ("plan         " + line) if not line.startswith(" ") else line for line in plan]
 
 
 @judge_app.command("calibrate")
