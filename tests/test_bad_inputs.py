@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from callgate.cli import main as cli
 from conftest import KEY, KEY_ENV
 from factories import LOOKUP_ORDER, TOOLS
 from loopback import Loopback, Reply, completion, ok, tool_call
 
 from callgate import reading
-from callgate.cli import main as cli
 from callgate.judging.judge import JudgeOutputError, parse_output
 
 DEEP = "[" * 10_000 + "]" * 10_000
@@ -82,8 +82,10 @@ RESPONSES = "".join(j(r) + "\n" for r in (RESP_A, RESP_B))  # 2 lines; t left un
 
 PROMPT = ("Judge the call.\n<tools>{{tools}}</tools>\n<conversation>{{conversation}}"
           "</conversation>\n<rubric>{{rubric}}</rubric>\n<response>{{response}}</response>\n")
+# The endpoint is a closed loopback port: a row that slipped through could never reach a
+# public API.
 SPEC_LINES = ['name = "j"', 'model = "openai/gpt-4.1-2025-04-14"', 'prompt = "j.md"',
-              f'api_key_env = "{KEY_ENV}"']
+              f'api_key_env = "{KEY_ENV}"', 'api_base = "http://127.0.0.1:9/v1"']
 SPEC = "\n".join(SPEC_LINES) + "\n[parameters]\ntemperature = 0\nsamples = 1\n"
 
 ITEM = {"id": "c1", "split": "test",
@@ -421,7 +423,7 @@ def spec(name: str, text: str | bytes, *where: str, files: dict | None = None,
 
 def spec_with(**changes: str | None) -> str:
     keys = {"name": '"j"', "model": '"openai/gpt-4.1-2025-04-14"', "prompt": '"j.md"',
-            "api_key_env": f'"{KEY_ENV}"', **changes}
+            "api_key_env": f'"{KEY_ENV}"', "api_base": '"http://127.0.0.1:9/v1"', **changes}
     head = "".join(f"{k} = {v}\n" for k, v in keys.items() if v is not None and "." not in k)
     tables: dict[str, list[str]] = {}
     for k, v in changes.items():
@@ -431,7 +433,7 @@ def spec_with(**changes: str | None) -> str:
     return head + "".join(f"[{t}]\n" + "".join(lines) for t, lines in tables.items())
 
 
-spec("not TOML", SPEC + "samples = \n", "j.toml:8", "invalid TOML")
+spec("not TOML", SPEC + "samples = \n", "j.toml:9", "invalid TOML")
 spec("a byte that is not UTF-8", SPEC.encode().replace(b'"j"', b'"j\xff"', 1), "j.toml:1",
      "not UTF-8")
 spec("no name", spec_with(name=None), "name")
@@ -472,7 +474,9 @@ calibration("nested 10,000 deep", '{"id": "c3", "note": ' + DEEP + "}", "nested 
 calibration("NaN", item(note="x").replace('"x"', "NaN"), "note", "NaN")
 calibration("tool_choice fail with arguments pass",
             item(label={"tool_choice": "fail", "arguments": "pass"}), "label.arguments")
-calibration("duplicate id", j(ITEM), "id", "duplicate")
+# (A later line with the same id, case and response is a person's relabel, not an error.)
+calibration("duplicate id for another response", item(id="c1", response={
+    "content": "no call", "tool_calls": []}), "id", "duplicate")
 calibration("no label", item(label=None).replace(', "label": null', ""), "label")
 calibration("unknown split", item(split="train"), "split")
 calibration("label maybe", item(label={"tool_choice": "maybe", "arguments": "n/a"}),

@@ -25,11 +25,13 @@ from callgate.judging.calibration import (
     CalibrationResponse,
     Certificate,
     Labels,
-    _judged_items,
     dimension_report,
     item_payloads,
     read_set,
     run_judge_on_items,
+)
+from callgate.judging.calibration import (
+    judged_items as _judged_items,
 )
 from callgate.judging.judge import (
     Judge,

@@ -176,6 +176,8 @@ def test_labels_are_stored_appended_and_compared(tmp_path: Path, demo_db: Path) 
     items = {item.id: item for item in read_set(labels)[0]}
     assert len(items) == len(before)  # a relabel, not a new item
     assert items["tc-002"].label.model_dump() == {"tool_choice": "pass", "arguments": "pass"}
+    # Who gave the label is in the file too, so a person's label is told from an assistant's.
+    assert items["tc-002"].labeller == "ana" and items["tc-002"].labelled_at
     assert progress["labelled"] == 2 and progress["total"] == len(before)
     assert progress["labellers"] == ["ana", "bo"]
     assert progress["agreement"][0]["items"] == 1
@@ -300,6 +302,11 @@ def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path)
         api = server.json(f"/api/certificates/{certificate.fingerprint}")
         assert api["status"] == "void"
         assert api["certificate"]["dimensions"]["tool_choice"]["confusion"]["tn"] == 0
+        # the label-budget plan: a judge that never agrees on a fail item cannot be certified
+        # by more items of that class, and the page says so
+        assert "Labels still needed" in page
+        assert any(line.startswith("  tool_choice: fail items (TNR): cannot certify")
+                   for line in api["plan"]), api["plan"]
     finally:
         server.stop()
 

@@ -172,6 +172,10 @@ class ReleaseScores(BaseModel):
     suite_cases: list[str] = Field(default_factory=list)
     # The decision taken on this release (absent: never gated, or kept by an older callgate).
     gate: GateRecord | None = None
+    # With an audit of the judged attempts: the figures estimated with it, each naming its
+    # estimator (audit.estimates_document). Absent: `figures` count the judge's verdicts as
+    # given.
+    estimates: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         """Stable key order and formatting, so the file diffs well in git."""
@@ -341,9 +345,13 @@ def decide(
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
     baseline_source: str | None = None,
     baseline_notes: Iterable[str] = (),
+    judged_checks: Iterable[tuple[str, str]] = (),
 ) -> GateDecision:
     """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
-    `baseline_notes` (releases passed over as baselines) are shown among the warnings."""
+    `baseline_notes` (releases passed over as baselines) are shown among the warnings.
+    `judged_checks` are (outcome, message) readings of the figures estimated with an audit of
+    the judged attempts (audit.judged_check): `regression` fails the gate, `undecided` makes
+    it inconclusive, anything else is shown."""
     common: dict[str, Any] = {"model": current.model, "release": current.release,
               "suite_name": current.suite_name, "max_drop": max_drop,
               "excluded_share": current.excluded_share}
@@ -451,7 +459,14 @@ def decide(
             f"{check.name.replace('_', ' ')} {verb} "
             f"({check.baseline.pct:.1f} → {check.current.pct:.1f}; allowed drop {max_drop:g})"
             + (" — REGRESSION" if check.failed else ""))
-    if failed:
+    judged_regression = False
+    for judged_outcome, text in judged_checks:
+        if judged_outcome == "undecided":
+            inconclusive.append(text)
+        else:
+            judged_regression |= judged_outcome == "regression"
+            messages.append(text)
+    if failed or judged_regression:
         outcome = "regression"
     elif inconclusive:
         outcome = "inconclusive"

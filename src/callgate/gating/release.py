@@ -5,6 +5,7 @@ or a scores file), decide, and record the decision on the run. `callgate gate` a
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from callgate.gating.gate import (
     DEFAULT_MAX_DROP,
@@ -18,6 +19,7 @@ from callgate.gating.gate import (
     stored_release,
 )
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.judging.audit import audit_report, estimates_document, judged_check
 from callgate.store.db import Store
 
 
@@ -55,8 +57,40 @@ def gate_release(
         base, skipped = baseline_from_path(Path(baseline), current, max_excluded)
         source = baseline
     decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
-                      baseline_source=source if base else None, baseline_notes=skipped)
+                      baseline_source=source if base else None, baseline_notes=skipped,
+                      judged_checks=judged_checks(store, run["id"], base, max_drop))
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
     store.set_run_gate(run["id"], record.model_dump_json())
-    return decision, current.model_copy(update={"gate": record})
+    return decision, current.model_copy(update={"gate": record,
+                                                "estimates": audited_estimates(store, run["id"])})
+
+
+def audited_estimates(store: Store, run_id: int) -> dict[str, Any] | None:
+    """The run's audited estimates (kept in its scores file), or None without an audit."""
+    if store.audit(run_id) is None:
+        return None
+    return estimates_document(audit_report(store, run_id))
+
+
+def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_drop: float
+                  ) -> list[tuple[str, str]]:
+    """With judged attempts: the figures estimated with the run's audit (PPI++), or a note
+    that the judge's verdicts were counted as they are when the run has no audit."""
+    judged = len(store.judgements(run_id))
+    if not judged or base is None:
+        return []
+    if store.audit(run_id) is None:
+        return [("note", f"{judged} attempts were decided by the judge and are counted as it "
+                         "said (raw); audit them for an estimate that does not trust it: "
+                         f"callgate judge audit {run_id} --n 40")]
+    report = audit_report(store, run_id)
+    out: list[tuple[str, str]] = []
+    for figure in ("right_tool", "right_arguments"):
+        # The baseline's audited estimate when its scores file kept one, else its figure.
+        audited = (base.estimates or {}).get(figure) or {}
+        pct = audited.get("pct", getattr(base.figures, figure).pct)
+        check = judged_check(report, figure, pct, max_drop) if pct is not None else None
+        if check is not None:
+            out.append((check.outcome, check.message))
+    return out

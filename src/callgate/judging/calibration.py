@@ -125,6 +125,9 @@ class CalibrationItem(BaseModel):
     response: CalibrationResponse
     label: Labels
     note: str = ""
+    # Who gave the label: a person's name, or "assistant" for a program or model; "" unknown.
+    labeller: str = ""
+    labelled_at: str = ""  # ISO 8601, when known
 
     def line(self) -> str:
         """The item as a line of a calibration file (no `turns` key for a one-turn response)."""
@@ -253,8 +256,8 @@ def cohen_kappa(c: Confusion) -> float | None:
     return None if expected == 1 else (observed - expected) / (1 - expected)
 
 
-def dimension_report(c: Confusion, tpr_min: float, tnr_min: float, min_items: int
-                     ) -> DimensionReport:
+def dimension_report(c: Confusion, tpr_min: float, tnr_min: float, min_items: int,
+                     rule: str = "point") -> DimensionReport:
     m1, m0 = c.tp + c.fn, c.tn + c.fp
     tpr = c.tp / m1 if m1 else None
     tnr = c.tn / m0 if m0 else None
@@ -266,6 +269,11 @@ def dimension_report(c: Confusion, tpr_min: float, tnr_min: float, min_items: in
         problems.append(f"TPR {tpr if tpr is None else round(tpr, 3)} below {tpr_min}")
     if tnr is None or tnr < tnr_min:
         problems.append(f"TNR {tnr if tnr is None else round(tnr, 3)} below {tnr_min}")
+    if rule == "wilson":
+        for name, interval, minimum in (("TPR", wilson(c.tp, m1), tpr_min),
+                                        ("TNR", wilson(c.tn, m0), tnr_min)):
+            if interval is not None and interval[0] < minimum:
+                problems.append(f"{name} Wilson lower bound {interval[0]:.3f} below {minimum}")
     return DimensionReport(
         confusion=c, m1=m1, m0=m0, tpr=tpr, tnr=tnr, tpr_ci=wilson(c.tp, m1),
         tnr_ci=wilson(c.tn, m0), accuracy=(c.tp + c.tn) / n if n else None,
@@ -296,7 +304,7 @@ class Certificate(BaseModel):
     set_sha256: str
     items: int
     test_items: int
-    thresholds: dict[str, float]
+    thresholds: dict[str, float | str]
     dimensions: dict[str, DimensionReport]
     certified: bool
     judge_errors: int = 0  # items of the whole set the judge answered with no verdict
@@ -304,6 +312,8 @@ class Certificate(BaseModel):
     # The labels it was earned on, id -> "split tool_choice/arguments": what changed, if the
     # set changes (see check_labels).
     labels: dict[str, str] = Field(default_factory=dict)
+    # Test items whose labels a person gave or confirmed (labeller not "assistant" or unknown).
+    person_confirmed: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
@@ -323,7 +333,9 @@ def evaluate(judge: Judge, items: Sequence[CalibrationItem],
     for dim in judge.spec.dimensions:
         pairs = [pair for i in test if (pair := rate_pair(dim, i.label, outputs[i.id]))]
         reports[dim] = dimension_report(confusion(pairs), thresholds.tpr, thresholds.tnr,
-                                        thresholds.min_items_per_class)
+                                        thresholds.min_items_per_class, thresholds.rule)
+    confirmed = sum(person_confirmed(i) for i in test)
+    provenance_ok = bool(test) and confirmed / len(test) >= thresholds.min_person_confirmed
     disagreements = []
     for item in items:
         out = outputs[item.id]
@@ -337,6 +349,9 @@ def evaluate(judge: Judge, items: Sequence[CalibrationItem],
                                                   reason=out.reason))
     errors = sum(isinstance(outputs[item.id], NoVerdict) for item in items)
     problems = [f"{dim}: {r.why_not}" for dim, r in reports.items() if not r.passed]
+    if not provenance_ok:
+        problems.append(f"{confirmed} of {len(test)} test labels were confirmed by a person, "
+                        f"below the {thresholds.min_person_confirmed:.0%} required")
     if errors > thresholds.max_judge_errors * len(items):
         problems.append(f"{errors} of {len(items)} replies were not a verdict (judge errors), "
                         f"above the {thresholds.max_judge_errors:.0%} allowed")
@@ -347,9 +362,14 @@ def evaluate(judge: Judge, items: Sequence[CalibrationItem],
         thresholds=thresholds.model_dump(), dimensions=reports,
         certified=bool(reports) and not problems, judge_errors=errors,
         why_not="; ".join(problems) or ("" if reports else "no dimension to certify"),
-        labels={item.id: label_text(item) for item in items},
+        labels={item.id: label_text(item) for item in items}, person_confirmed=confirmed,
     )
     return certificate, disagreements
+
+
+def person_confirmed(item: CalibrationItem) -> bool:
+    """Whether a person gave or confirmed the item's label (not an assistant, not unknown)."""
+    return item.labeller.strip() not in ("", "assistant")
 
 
 async def run_judge_on_items(
@@ -418,6 +438,8 @@ def require_certificate(judge: Judge, store: Store | None = None) -> Certificate
     (thresholds are not in the fingerprint: they decide certification, not verdicts) and on the
     labels the set holds now (check_labels)."""
     thresholds = judge.spec.thresholds.model_dump()
+    # Certificates made before these fields existed were earned under their defaults.
+    defaults = {"rule": "point", "min_person_confirmed": 0.0}
     stored_json = store.certificate(judge.fingerprint) if store is not None else None
     stored = Certificate.model_validate_json(stored_json) if stored_json else None
     found = read_certificate(judge.certificate_path)
@@ -431,7 +453,7 @@ def require_certificate(judge: Judge, store: Store | None = None) -> Certificate
             raise CallgateError(
                 f"{name}: certificate void: its newest calibration ({newest.created_at}, on "
                 f"{newest.set_path}) failed: {void_reason(newest)}. {again}")
-        if newest.thresholds != thresholds:
+        if {**defaults, **newest.thresholds} != thresholds:
             raise CallgateError(
                 f"{name} has no certificate. Its certificate was earned under other thresholds "
                 f"({newest.thresholds}) than the spec sets now ({thresholds}). {again}")
@@ -574,7 +596,7 @@ def _run_suite(store: Store, run: Mapping[str, Any]) -> Suite:
     return suite
 
 
-def _judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], CalibrationItem]]:
+def judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], CalibrationItem]]:
     """The judged attempts of a run, each as (judgement row, an unlabelled item holding what
     the judge saw: for a multi-turn attempt, the whole trajectory with its tool results)."""
     run = store.run(run_id)
@@ -617,14 +639,15 @@ def _judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], Calib
 
 
 def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
-                          ask: Callable[..., str], show: Callable[[str], Any]) -> int:
+                          ask: Callable[..., str], show: Callable[[str], Any],
+                          labeller: str = "") -> int:
     """Ask a person for a verdict on each judged attempt of a run; append each labelled item
     to the calibration file and reload the file into the store. Returns how many were added."""
     existing: set[str] = set()
     if set_path.exists():
         existing = {item.id for item in read_set(set_path)[0]}
     added = 0
-    for row, item in _judged_items(store, run_id):
+    for row, item in judged_items(store, run_id):
         if item.id in existing:
             continue
         show(f"\n── {item.id} ──\nrubric: {item.case.rubric}\n"
@@ -644,6 +667,8 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
         labelled = item.model_copy(update={
             "split": split,
             "label": Labels(tool_choice=tool, arguments=arguments),  # type: ignore[arg-type]
+            "labeller": labeller,
+            "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "note": note or f"labelled by hand from run {run_id}; the judge said "
                             f"{row['tool_choice']}/{row['arguments']}",
         })
@@ -680,6 +705,8 @@ def label_item(store: Store, set_path: Path, item: CalibrationItem, labeller: st
     labelled = item.model_copy(update={
         "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
         "note": note or f"labelled by hand by {labeller}",
+        "labeller": labeller,
+        "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
     })
     line = append_item(set_path, labelled)
     reload_set(store, set_path)
@@ -710,7 +737,7 @@ def judged_attempt_items(store: Store, run_id: int
                          ) -> list[tuple[dict[str, Any], CalibrationItem]]:
     """A run's judged attempts as unlabelled items, each with its judgement row: what
     `callgate judge label` shows a person."""
-    return _judged_items(store, run_id)
+    return judged_items(store, run_id)
 
 
 def label_judged_attempt(store: Store, run_id: int, set_path: Path, item: CalibrationItem,
@@ -723,6 +750,8 @@ def label_judged_attempt(store: Store, run_id: int, set_path: Path, item: Calibr
         "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
         "note": note or f"labelled by hand by {labeller} from run {run_id}; the judge said "
                         f"{judgement['tool_choice']}/{judgement['arguments']}",
+        "labeller": labeller,
+        "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
     })
     line = append_item(set_path, labelled)
     reload_set(store, set_path)

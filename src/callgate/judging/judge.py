@@ -67,6 +67,10 @@ class Thresholds(BaseModel):
     min_items_per_class: int = Field(30, ge=1)
     # Largest share of the set's items the judge may answer with no verdict (judge errors).
     max_judge_errors: float = Field(0.02, ge=0, le=1)
+    # `point`: TPR and TNR at least the thresholds; `wilson`: their Wilson 95% lower bounds.
+    rule: Literal["point", "wilson"] = "point"
+    # Share of the test items whose labels a person gave or confirmed (not an assistant).
+    min_person_confirmed: float = Field(0.0, ge=0, le=1)
 
 
 class JudgeParameters(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -41,6 +41,10 @@ class HistoryRow(BaseModel):
     uncalibrated: bool = False
     # The outcome of the release's latest gate decision, None when it was never gated.
     gate: str | None = None
+    # How the shares were estimated: `checks` (every attempt decided deterministically),
+    # `checks+judge` (judged attempts counted as the judge said), or `checks+judge, audited`
+    # (a person audited a sample; `callgate judge audit RUN` gives the ppi++ estimates).
+    estimator: str = "checks"
 
 
 def _pct(figures: Mapping[str, Any] | None, name: str) -> float | None:
@@ -51,9 +55,18 @@ def _change(now: float | None, then: float | None) -> float | None:
     return None if now is None or then is None else round(now - then, 6)
 
 
-def history_rows(runs: Iterable[Mapping[str, Any]]) -> list[HistoryRow]:
+def estimator_of(scores: Mapping[str, Any], audited: bool) -> str:
+    """Which estimator the stored shares of a run are (see HistoryRow.estimator)."""
+    judged = scores.get("judged") or {}
+    if not any((judged.get(dim) or {}).get("n") for dim in ("tool_choice", "arguments")):
+        return "checks"
+    return "checks+judge, audited" if audited else "checks+judge"
+
+
+def history_rows(runs: Iterable[Mapping[str, Any]], audited: Container[int] = ()
+                 ) -> list[HistoryRow]:
     """Rows for finished runs given oldest first (Store.runs), each with its change since the
-    previous release on the same suite."""
+    previous release on the same suite. `audited`: the ids of runs with a judge audit."""
     rows: list[HistoryRow] = []
     previous: dict[str, dict[str, Any]] = {}
     for run in runs:
@@ -70,6 +83,7 @@ def history_rows(runs: Iterable[Mapping[str, Any]]) -> list[HistoryRow]:
             judge_fingerprint=run.get("judge_fingerprint"),
             uncalibrated=bool(scores.get("uncalibrated", False)),
             gate=json.loads(run["gate"])["outcome"] if run.get("gate") else None,
+            estimator=estimator_of(scores, run["id"] in audited),
         ))
         previous[run["suite_name"]] = figures
     return rows
@@ -109,6 +123,12 @@ def history_tables(model: str, rows: Sequence[HistoryRow]) -> list[Table]:
                           _delta(r.change_right_arguments),
                           _num(r.figures["calls_per_task"], "{:.2f}"),
                           str(r.figures["scored"]), r.gate or "–")
+        judged = {r.estimator for r in rows if r.suite_name == suite_name} - {"checks"}
+        if judged:
+            table.caption = escape("shares with judged attempts count the judge's verdicts as "
+                                   "given; `judge audit RUN` estimates them from a person's "
+                                   "sample (ppi++); --json names each row's estimator")
+            table.caption_justify = "left"
         tables.append(table)
     return tables
 

@@ -147,6 +147,9 @@ def judged_shares(tally: JudgedTally, step: JudgeStep) -> dict[str, Any]:
     out["arguments"]["not_applicable"] = tally.not_applicable
     out["judge_errors"] = tally.judge_errors
     out["arguments"]["deterministic_failures"] = tally.deterministic_failures
+    # Which estimator each figure is (an audit adds ppi++: callgate judge audit RUN).
+    out["estimators"] = {"raw": "raw", "corrected": "rogan_gladen",
+                         "figures": "checks, with the judge's verdicts as given"}
     return out
 
 

@@ -248,6 +248,22 @@ def m004_runs_gate_column(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN gate TEXT")
 
 
+@migration
+def m005_audits(conn: sqlite3.Connection) -> None:
+    """Per-release audits (issue 16): a seeded uniform sample of a run's judged attempts, and
+    the labels a person gave them, with who and when."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS audits ("
+        "run INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE, "
+        "seed INTEGER NOT NULL, population INTEGER NOT NULL, created_at TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS audit_items ("
+        "run INTEGER NOT NULL REFERENCES audits(run) ON DELETE CASCADE, "
+        "position INTEGER NOT NULL, case_id TEXT NOT NULL, repeat INTEGER NOT NULL, "
+        "label_tool_choice TEXT, label_arguments TEXT, labeller TEXT, labelled_at TEXT, "
+        "PRIMARY KEY (run, case_id, repeat))")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
@@ -1151,3 +1167,37 @@ class Store:
     def delete_person_label(self, label_id: int) -> None:
         with self.db.atomic():
             self.db.execute("DELETE FROM person_labels WHERE id = ?", [label_id])
+
+
+    # ----------------------------------------------------------------- audits (issue 16)
+    # A per-release audit: a seeded uniform sample of a run's judged attempts, labelled by a
+    # person (tables: migration m005_audits).
+
+    def audit(self, run_id: int) -> dict[str, Any] | None:
+        """The audit of a run (seed, population, created_at), or None."""
+        rows = list(self.db.query("SELECT * FROM audits WHERE run = ?", [run_id]))
+        return rows[0] if rows else None
+
+    def save_audit(self, run_id: int, seed: int, population: int,
+                   items: list[tuple[int, str, int]]) -> None:
+        """Record an audit and its sample, (position, case_id, repeat) rows; positions already
+        stored keep their labels (an audit grows by taking more of the same permutation)."""
+        with self.atomic():
+            self.db.execute(
+                "INSERT OR IGNORE INTO audits (run, seed, population, created_at) "
+                "VALUES (?, ?, ?, ?)", [run_id, seed, population, now()])
+            self.db.conn.executemany(
+                "INSERT OR IGNORE INTO audit_items (run, position, case_id, repeat) "
+                "VALUES (?, ?, ?, ?)", [(run_id, *item) for item in items])
+
+    def audit_items(self, run_id: int) -> list[dict[str, Any]]:
+        return list(self.db.query(
+            "SELECT * FROM audit_items WHERE run = ? ORDER BY position", [run_id]))
+
+    def save_audit_label(self, run_id: int, case_id: str, repeat: int, tool_choice: str,
+                         arguments: str, labeller: str) -> None:
+        with self.atomic():
+            self.db.execute(
+                "UPDATE audit_items SET label_tool_choice = ?, label_arguments = ?, "
+                "labeller = ?, labelled_at = ? WHERE run = ? AND case_id = ? AND repeat = ?",
+                [tool_choice, arguments, labeller, now(), run_id, case_id, repeat])

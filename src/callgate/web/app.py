@@ -28,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 
 from callgate.errors import CallgateError
 from callgate.gating.gate import find_current
+from callgate.judging.audit import certificate_plan_lines
 from callgate.judging.calibration import (
     CalibrationItem,
     Certificate,
@@ -474,11 +475,12 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         if set_path is None and Path(certificate.set_path).is_file():
             set_path = Path(certificate.set_path)
         status, why = cv.certificate_status(certificate, bool(rows[0]["certified"]), set_path)
+        plan = certificate_plan_lines(certificate.dimensions, certificate.thresholds)
         if request.url.path.startswith("/api/"):
-            return JSONResponse({"status": status, "why": why,
+            return JSONResponse({"status": status, "why": why, "plan": plan,
                                  "certificate": certificate.model_dump(mode="json")})
         return page("certificate.html", request, c=certificate, cert_status=status, why=why,
-                    history=rows)
+                    plan=plan, history=rows)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -1,0 +1,424 @@
+"""Per-release audits: a person labels a uniform random sample of a run's judged attempts, and
+the judged shares are estimated three ways (raw, Rogan–Gladen, PPI++; see estimates.py).
+
+The sample is the first n of a seeded permutation of the run's judged attempts (sorted by case
+and repeat), so it is uniform for any n and an audit grows by taking more of the same
+permutation: the labels already given stay in the sample.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from callgate.errors import CallgateError
+from callgate.judging.calibration import confusion, item_payloads, judged_items, read_set
+from callgate.judging.estimates import (
+    AuditTable,
+    Estimate,
+    adjusted_moments,
+    combined_share,
+    ppi_share,
+    raw_share,
+)
+from callgate.judging.judge import JudgeOutput, cache_key
+from callgate.judging.planning import (
+    AuditMoments,
+    AuditPlan,
+    audit_labels_for_width,
+    certificate_plan,
+    moments_from_rates,
+)
+from callgate.stats import Z95
+from callgate.store.db import Store
+
+Key = tuple[str, int]  # (case_id, repeat)
+DETERMINISTIC_ARGUMENT_FAILURES = ("invalid_json", "schema_violation")
+
+
+def sample_order(keys: Sequence[Key], seed: int) -> list[Key]:
+    """A seeded uniform permutation of the attempts; an audit of n is its first n."""
+    order = sorted(keys)
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def draw_audit(store: Store, run_id: int, n: int, seed: int | None = None
+               ) -> tuple[int, list[dict[str, Any]]]:
+    """Draw (or grow to n) the audit of a run. Returns the seed and the audit's items."""
+    if n < 1:
+        raise CallgateError("--n must be at least 1")
+    run = store.run(run_id)
+    if run is None:
+        raise CallgateError(f"no run {run_id} in {store.path}")
+    keys = [(row["case_id"], row["repeat"]) for row in store.judgements(run_id)]
+    if not keys:
+        raise CallgateError(f"run {run_id} has no attempts decided by a judge: nothing to audit")
+    existing = store.audit(run_id)
+    if existing is not None:
+        if seed is not None and seed != existing["seed"]:
+            raise CallgateError(
+                f"run {run_id} already has an audit drawn with seed {existing['seed']}; its "
+                "labels belong to that sample. Leave out --seed to grow it.")
+        seed = existing["seed"]
+    elif seed is None:
+        seed = secrets.randbelow(2**31)
+    order = sample_order(keys, seed)[:n]
+    store.save_audit(run_id, seed, len(keys),
+                     [(position, case_id, repeat)
+                      for position, (case_id, repeat) in enumerate(order)])
+    return seed, store.audit_items(run_id)
+
+
+def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str],
+                show: Callable[[str], Any]) -> int:
+    """Ask a person for a verdict on each unlabelled item of the run's audit; each label is
+    stored at once with the labeller and the time. Returns how many were labelled."""
+    items = store.audit_items(run_id)
+    if not items:
+        raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
+    if not labeller.strip():
+        raise CallgateError("--labeller must name who gives the labels")
+    waiting = {(i["case_id"], i["repeat"]) for i in items if i["label_tool_choice"] is None}
+    shown = {(row["case_id"], row["repeat"]): (row, item)
+             for row, item in judged_items(store, run_id)
+             if (row["case_id"], row["repeat"]) in waiting}
+    labelled = 0
+    for audit_item in items:
+        key = (audit_item["case_id"], audit_item["repeat"])
+        if key not in shown:
+            continue
+        _, item = shown[key]
+        # The judge's verdict is not shown: the person's label must not lean on it.
+        show(f"\n── audit item {audit_item['position'] + 1} of {len(items)}: {key[0]} "
+             f"(repeat {key[1]}) ──\nrubric: {item.case.rubric}\n"
+             f"last message: {item.case.messages[-1].get('content')}\n"
+             f"response: {json.dumps(item.response.judged(), ensure_ascii=False)}")
+        tool = ask("tool_choice [pass/fail, s skip, q quit]").strip().lower()
+        if tool == "q":
+            break
+        if tool not in ("pass", "fail"):
+            continue
+        arguments = ask("arguments [pass/fail/n/a]").strip().lower()
+        if arguments not in ("pass", "fail", "n/a"):
+            continue
+        store.save_audit_label(run_id, key[0], key[1], tool, arguments, labeller)
+        labelled += 1
+    return labelled
+
+
+# --------------------------------------------------------------------------- estimates
+
+
+class DimensionEstimates(BaseModel):
+    """One judged share three ways; each figure names its estimator."""
+
+    model_config = ConfigDict(frozen=True)
+    judged: int  # N: attempts in this share's population
+    judged_passes: int  # of which the judge said pass
+    labels: int  # audited ones with a person's label that applies
+    disagreements: int
+    table: AuditTable  # the audit by (person, judge)
+    raw: Estimate | None
+    rogan_gladen: dict[str, Any] | None  # as `score` stored it (points)
+    ppi: Estimate | None
+
+
+class ReleasePart(BaseModel):
+    """What a release figure's estimate is made of: attempts decided by checks, and the judged
+    ones with their audit table (Y = the figure is truly right, f = the verdict says so)."""
+
+    model_config = ConfigDict(frozen=True)
+    deterministic_right: int
+    deterministic_n: int
+    judged: int
+    judged_passes: int
+    table: AuditTable
+
+
+class AuditReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    run: int
+    seed: int
+    population: int
+    sample: int
+    labelled: int
+    labellers: list[str]
+    dimensions: dict[str, DimensionEstimates]
+    release: dict[str, Estimate | None]  # right_tool / right_arguments over all attempts
+    parts: dict[str, ReleasePart]
+
+
+def _ppi_of(pairs: list[tuple[bool, bool]], others: list[bool]) -> Estimate | None:
+    return ppi_share(AuditTable.of(pairs), sum(others), len(others)) if pairs else None
+
+
+def _dimension(population: dict[Key, bool], labels: dict[Key, bool],
+               stored_rg: dict[str, Any] | None) -> DimensionEstimates:
+    pairs = [(labels[k], population[k]) for k in population if k in labels]
+    others = [f for k, f in population.items() if k not in labels]
+    return DimensionEstimates(
+        judged=len(population), judged_passes=sum(population.values()), labels=len(pairs),
+        disagreements=sum(y != f for y, f in pairs), table=AuditTable.of(pairs),
+        raw=raw_share(sum(population.values()), len(population)),
+        rogan_gladen=stored_rg if stored_rg and stored_rg.get("corrected") is not None else None,
+        ppi=_ppi_of(pairs, others))
+
+
+def audit_report(store: Store, run_id: int) -> AuditReport:
+    """Raw, Rogan–Gladen and PPI++ figures for the run's judged shares, and the release's right
+    tool % and right arguments % over all attempts with the judged part by PPI++."""
+    audit = store.audit(run_id)
+    if audit is None:
+        raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
+    run = store.run(run_id) or {}
+    stored_judged = (json.loads(run["scores"]).get("judged") or {}) if run.get("scores") else {}
+    judgements = {(r["case_id"], r["repeat"]): r for r in store.judgements(run_id)}
+    verdicts = {(v["case_id"], v["repeat"]): v for v in store.verdicts(run_id)
+                if v["status"] == "scored"}
+    items = store.audit_items(run_id)
+    labelled = [i for i in items if i["label_tool_choice"] is not None]
+    by_key = {(i["case_id"], i["repeat"]): i for i in labelled}
+
+    tool_population = {k: j["tool_choice"] == "pass" for k, j in judgements.items()}
+    tool_labels = {k: i["label_tool_choice"] == "pass" for k, i in by_key.items()}
+    # The population the judged arguments share and its calibration rates are taken over
+    # (calibration.rate_pair): the judge passed the tool choice and graded the arguments, and
+    # no deterministic check failed them. The person's verdict there is pass when they passed
+    # tool and arguments, fail when they failed either; their n/a says nothing.
+    args_population = {
+        k: j["arguments"] == "pass" for k, j in judgements.items()
+        if j["tool_choice"] == "pass" and j["arguments"] in ("pass", "fail")
+        and verdicts.get(k, {}).get("arguments") not in DETERMINISTIC_ARGUMENT_FAILURES}
+    args_labels = {k: i["label_tool_choice"] == "pass" and i["label_arguments"] == "pass"
+                   for k, i in by_key.items()
+                   if i["label_tool_choice"] == "fail" or i["label_arguments"] in ("pass", "fail")}
+    dimensions = {
+        "tool_choice": _dimension(tool_population, tool_labels,
+                                  stored_judged.get("tool_choice")),
+        "arguments": _dimension(args_population, args_labels, stored_judged.get("arguments")),
+    }
+
+    release: dict[str, Estimate | None] = {}
+    parts: dict[str, ReleasePart] = {}
+    judged_keys = [k for k in judgements if k in verdicts]
+    for figure in ("right_tool", "right_arguments"):
+        deterministic = [v[figure] for k, v in verdicts.items() if k not in judgements]
+        judged_f = {k: bool(verdicts[k][figure]) for k in judged_keys}
+        truth = {}
+        for k, item in by_key.items():
+            if k not in judged_f:
+                continue
+            tool_right = item["label_tool_choice"] == "pass"
+            if figure == "right_tool":
+                truth[k] = tool_right
+            else:
+                truth[k] = tool_right and item["label_arguments"] in ("pass", "n/a") and (
+                    verdicts[k]["arguments"] not in DETERMINISTIC_ARGUMENT_FAILURES)
+        pairs = [(truth[k], judged_f[k]) for k in judged_f if k in truth]
+        others = [f for k, f in judged_f.items() if k not in truth]
+        release[figure] = combined_share(sum(deterministic), len(deterministic),
+                                         _ppi_of(pairs, others), len(judged_f))
+        parts[figure] = ReleasePart(
+            deterministic_right=sum(deterministic), deterministic_n=len(deterministic),
+            judged=len(judged_f), judged_passes=sum(judged_f.values()),
+            table=AuditTable.of(pairs))
+    return AuditReport(
+        run=run_id, seed=audit["seed"], population=audit["population"], sample=len(items),
+        labelled=len(labelled), labellers=sorted({i["labeller"] for i in labelled}),
+        dimensions=dimensions, release=release, parts=parts)
+
+
+def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width: float,
+               rates: tuple[float, float] | None = None, share: float | None = None
+               ) -> AuditPlan | None:
+    """Audit labels for a ±width PPI++ interval over `judged` attempts: from the audit's
+    disagreements when it has labels, else from the calibration rates at `share`."""
+    if judged == 0:
+        return None
+    if table is not None and table.n:
+        var_y, cov_yf, var_f = adjusted_moments(table, max(0, judged_passes - table.pass_pass
+                                                           - table.fail_pass),
+                                                judged - table.n)
+        moments = AuditMoments(var_y=var_y, cov_yf=cov_yf, var_f=var_f, source="audit")
+    elif rates is not None:
+        moments = moments_from_rates(share if share is not None else 0.5, *rates)
+    else:
+        return None
+    return audit_labels_for_width(width, judged, moments)
+
+
+# --------------------------------------------------------------------------- plans and text
+
+
+def set_confusions(judge: Any, set_path: Any, store: Store) -> tuple[dict[str, Any], int, int]:
+    """Per dimension, the confusion of the judge's cached verdicts against the labels on the
+    test split of a calibration set; also how many test items the judge has not judged yet,
+    and how many test items there are."""
+    items, _ = read_set(set_path)
+    test = [i for i in items if i.split == "test"]
+    keys = {i.id: cache_key(judge.fingerprint, *item_payloads(i)) for i in test}
+    stored = store.judge_outputs(list(keys.values()))
+    outputs = {i: JudgeOutput.model_validate_json(stored[k]) for i, k in keys.items()
+               if k in stored}
+    out = {}
+    for dim in judge.spec.dimensions:
+        out[dim] = confusion((getattr(i.label, dim), getattr(outputs[i.id], dim))
+                             for i in test if i.id in outputs)
+    return out, len(test) - len(outputs), len(test)
+
+
+def _pct(estimate: Estimate | None) -> str:
+    if estimate is None:
+        return "—"
+    return f"{100 * estimate.value:.1f} [{100 * estimate.low:.1f}–{100 * estimate.high:.1f}]"
+
+
+def render_report(report: AuditReport, width: float | None = None) -> list[str]:
+    """The audit as text lines: each figure names its estimator."""
+    who = ", ".join(report.labellers) or "nobody yet"
+    lines = [f"audit of run {report.run}: {report.sample} of {report.population} judged "
+             f"attempts drawn (seed {report.seed}), {report.labelled} labelled by {who}", ""]
+    lines.append(f"{'judged share':<14} {'N':>5} {'labels':>6} {'raw (judge)':>20} "
+                 f"{'Rogan–Gladen':>20} {'PPI++':>20}")
+    for dim, d in report.dimensions.items():
+        rg = d.rogan_gladen
+        rg_text = (f"{rg['corrected']:.1f} [{rg['low']:.1f}–{rg['high']:.1f}]" if rg else "—")
+        lines.append(f"{dim:<14} {d.judged:>5} {d.labels:>6} {_pct(d.raw):>20} "
+                     f"{rg_text:>20} {_pct(d.ppi):>20}")
+    lines.append("")
+    for figure, estimate in report.release.items():
+        label = figure.replace("_", " ") + " %"
+        name = estimate.estimator if estimate else "—"
+        lines.append(f"release {label:<18} {_pct(estimate)}  ({name}, all attempts)")
+    if 0 < report.labelled < 100:
+        lines.append("")
+        lines.append(f"note: with {report.labelled} labels the PPI++ 95% interval is a normal "
+                     "approximation that held the true share in 87–94% of simulated audits of "
+                     "40 (benchmarks/judged_estimates.py); 100 or more give about 92–96%")
+    if width is not None:
+        lines.append("")
+        for dim, d in report.dimensions.items():
+            plan = width_plan(d.table, d.judged_passes, d.judged, width)
+            lines.append(f"{dim}: {describe_width_plan(plan, d.labels, width)}")
+    return lines
+
+
+def describe_width_plan(plan: AuditPlan | None, have: int, width: float) -> str:
+    if plan is None:
+        return "no labels and no calibration rates to plan from"
+    basis = ("the judge–person disagreement in the audit" if plan.source == "audit"
+             else "the calibration TPR/TNR (no audit labels yet)")
+    if plan.labels is None:
+        return (f"±{100 * width:g} points is out of reach with {plan.judged} judged attempts "
+                f"(±{100 * plan.best_width:.1f} with every one labelled), from {basis}")
+    more = max(0, plan.labels - have)
+    return (f"{plan.labels} audit labels give ±{100 * width:g} points ({more} more than the "
+            f"{have} so far), from {basis}")
+
+
+def describe_class_plan(kind: str, plan: Any) -> str:
+    if plan.more is None:
+        return f"{kind}: cannot certify: {plan.why}"
+    rate = "assuming full agreement (none yet)" if plan.assumed_rate else (
+        f"at the observed agreement {plan.agreed}/{plan.items}")
+    return f"{kind}: {plan.more} more ({plan.items} so far), {rate}"
+
+
+def certificate_plan_lines(dimensions: Mapping[str, Any], thresholds: Mapping[str, Any]
+                           ) -> list[str]:
+    """How many more labels would certify the judge, per dimension and class: under the
+    thresholds' rule and, when that is the point rule, under the stricter Wilson rule.
+    `dimensions`: a certificate's DimensionReports; `thresholds`: the spec's thresholds."""
+    lines = []
+    for rule in dict.fromkeys([thresholds.get("rule", "point"), "wilson"]):
+        lines.append(f"further labels to certify under the {rule} rule:")
+        for dim, report in dimensions.items():
+            c = report.confusion
+            plan = certificate_plan(c.tp, c.fn, c.tn, c.fp, float(thresholds["tpr"]),
+                                    float(thresholds["tnr"]),
+                                    int(thresholds["min_items_per_class"]), rule)
+            lines.append(f"  {dim}: " + describe_class_plan("pass items (TPR)", plan.pass_items))
+            lines.append(f"  {dim}: " + describe_class_plan("fail items (TNR)", plan.fail_items))
+    return lines
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+class JudgedCheck(BaseModel):
+    """The gate's reading of one release figure estimated with its audit."""
+
+    model_config = ConfigDict(frozen=True)
+    figure: str
+    outcome: Literal["pass", "regression", "undecided"]
+    message: str
+    labels_needed: int | None = None  # audit labels in all that would decide it
+
+
+def judged_check(report: AuditReport, figure: str, baseline_pct: float, max_drop: float,
+                 z: float = Z95) -> JudgedCheck | None:
+    """Compare a figure's PPI++ estimate (all attempts, judged part from the audit) with the
+    2-point rule: a regression when the whole interval lies below baseline − max_drop, a pass
+    when none of it does, otherwise undecided, with the audit size that would decide it at
+    the estimate's current value."""
+    estimate = report.release.get(figure)
+    part = report.parts.get(figure)
+    if estimate is None or part is None or estimate.se is None or part.judged == 0:
+        return None
+    floor = (baseline_pct - max_drop) / 100
+    name = figure.replace("_", " ")
+    shown = (f"{name} {100 * estimate.value:.1f} [{100 * estimate.low:.1f}–"
+             f"{100 * estimate.high:.1f}] ({estimate.estimator}, {part.judged} judged attempts, "
+             f"{part.table.n} audited) against {baseline_pct:.1f} − {max_drop:g}")
+    if estimate.high < floor:
+        return JudgedCheck(figure=figure, outcome="regression",
+                           message=f"{shown}: the whole interval is below — REGRESSION")
+    if estimate.low >= floor:
+        return JudgedCheck(figure=figure, outcome="pass", message=f"{shown}: no drop beyond it")
+    margin = abs(estimate.value - floor)
+    total = part.deterministic_n + part.judged
+    w_d, w_j = part.deterministic_n / total, part.judged / total
+    p_adj = (part.deterministic_right + 1) / (part.deterministic_n + 2)
+    var_d = p_adj * (1 - p_adj) / (part.deterministic_n + 2) if part.deterministic_n else 0.0
+    room = (margin / z) ** 2 - w_d * w_d * var_d
+    plan = (width_plan(part.table, part.judged_passes, part.judged, z * math.sqrt(room) / w_j)
+            if room > 0 and margin > 0 else None)
+    if plan is None or plan.labels is None:
+        advice = ("no audit of this run can decide it (the estimate sits on the line, or the "
+                  "judged attempts are too few); add cases or repeats")
+        needed = None
+    else:
+        needed = plan.labels
+        advice = (f"about {max(0, needed - part.table.n)} more audit labels ({needed} in all) "
+                  f"would decide it if the estimate holds: callgate judge audit {report.run} "
+                  f"--n {needed}")
+    return JudgedCheck(figure=figure, outcome="undecided", labels_needed=needed,
+                       message=f"{shown}: the interval straddles it; {advice}")
+
+
+def estimates_document(report: AuditReport) -> dict[str, Any]:
+    """What a scores file keeps of an audit: points, every figure with its estimator."""
+    judged: dict[str, Any] = {}
+    for dim, d in report.dimensions.items():
+        rg = d.rogan_gladen
+        judged[dim] = {
+            "raw": d.raw.points() if d.raw else None,
+            "rogan_gladen": ({"estimator": "rogan_gladen", "pct": rg["corrected"],
+                              "low": rg["low"], "high": rg["high"], "n": d.judged}
+                             if rg else None),
+            "ppi++": d.ppi.points() if d.ppi else None,
+        }
+    return {
+        "audit": {"run": report.run, "seed": report.seed, "sample": report.sample,
+                  "labelled": report.labelled, "labellers": report.labellers},
+        "right_tool": e.points() if (e := report.release.get("right_tool")) else None,
+        "right_arguments": e.points() if (e := report.release.get("right_arguments")) else None,
+        "judged": judged,
+    }

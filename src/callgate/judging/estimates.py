@@ -1,0 +1,278 @@
+"""Estimates of a judged share: raw, Rogan–Gladen corrected, and prediction-powered (PPI++).
+
+Pure functions, fractions in [0, 1] throughout (reports turn them into points).
+
+- **raw**: the judge's pass share over the N judged attempts, with a Wilson interval. Right
+  only for a perfect judge.
+- **rogan_gladen**: the raw share corrected with the TPR/TNR measured on the calibration set
+  (`callgate.judging.judge.rogan_gladen`, delta-method variance). Right only when the judge
+  errs on this release's attempts as it erred on the calibration items.
+- **ppi++**: a uniform random sample of n judged attempts labelled by a person (an audit) plus
+  the judge's verdicts on the other N' = N − n (Angelopoulos et al., Science 2023; PPI++ power
+  tuning, Angelopoulos, Duchi & Zrnic 2024):
+
+      θ̂ = λ·mean_N'(f) + mean_n(Y − λf)
+      λ̂ = Cov_n(Y, f) / ((1 + n/N')·Var(f)),  clipped to [0, 1]
+      Var(θ̂) = λ²·Var(f)/N' + Var_n(Y − λf)/n
+
+  Unbiased whatever the judge's error profile on the release. λ = 0 is the labels alone, λ = 1
+  classic PPI; the tuned λ is never (asymptotically) worse than the labels alone. The judge's
+  verdicts in the formula are those on the attempts *outside* the audit sample, so the labelled
+  and unlabelled sets are independent samples of the same population, as the theory requires
+  (with the sample inside the N the variance would need a covariance term).
+
+Closed form rather than the `ppi-python` package: for a mean the estimator is the few lines
+below, while ppi-python pulls numpy, pandas, statsmodels, scikit-learn and gdown into a CLI
+that has none of them today (and whose `--help` must stay instant).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from callgate.judging.judge import corrected_share, rogan_gladen
+from callgate.stats import Z95, wilson
+
+Estimator = Literal["raw", "rogan_gladen", "ppi++", "deterministic", "deterministic+ppi++",
+                    "deterministic+rogan_gladen"]
+
+
+class Estimate(BaseModel):
+    """A share (fraction) with its 95% interval and the estimator that produced it."""
+
+    model_config = ConfigDict(frozen=True)
+    estimator: Estimator
+    value: float
+    low: float
+    high: float
+    se: float | None = None  # standard error, when the interval is a normal one
+    n: int  # attempts the estimate is over
+    labels: int = 0  # person labels it used (audit sample size for ppi++)
+    weight: float | None = None  # PPI++'s λ
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+    def points(self) -> dict[str, float | int | str | None]:
+        """As a report shows it: points (0–100), each figure naming its estimator."""
+        return {"estimator": self.estimator, "pct": 100 * self.value, "low": 100 * self.low,
+                "high": 100 * self.high, "n": self.n, "labels": self.labels,
+                "lambda": self.weight}
+
+
+def _clip(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _var(values: Sequence[float]) -> float:
+    """Sample variance (n − 1 denominator); 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    centre = _mean(values)
+    return sum((v - centre) ** 2 for v in values) / (len(values) - 1)
+
+
+def _cov(xs: Sequence[float], ys: Sequence[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    mx, my = _mean(xs), _mean(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / (len(xs) - 1)
+
+
+# --------------------------------------------------------------------------- raw and RG
+
+
+def raw_share(passes: int, n: int) -> Estimate | None:
+    """The judge's own pass share, with a Wilson interval; None when nothing was judged."""
+    interval = wilson(passes, n)
+    if interval is None:
+        return None
+    return Estimate(estimator="raw", value=passes / n, low=interval[0], high=interval[1], n=n)
+
+
+def rogan_gladen_share(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: int
+                       ) -> Estimate | None:
+    """Rogan–Gladen corrected share (the figure `score` reports today); None when the judge is
+    no better than chance or there is nothing to correct."""
+    share = corrected_share(passes, n, tpr, tnr, m1, m0)
+    if share is None:
+        return None
+    # corrected_share's interval is centred on add-two adjusted rates; this is its z·se / z.
+    adjusted = rogan_gladen((passes + 1) / (n + 2), n + 2, (tpr * m1 + 1) / (m1 + 2),
+                            (tnr * m0 + 1) / (m0 + 2), m1 + 2, m0 + 2)
+    se = adjusted[1] if adjusted is not None else None
+    return Estimate(estimator="rogan_gladen", value=share["corrected"] / 100,
+                    low=share["low"] / 100, high=share["high"] / 100, se=se, n=n)
+
+
+# --------------------------------------------------------------------------- PPI++
+
+
+class PPIFit(BaseModel):
+    """The pieces of a PPI++ mean estimate, for reports and for the planner."""
+
+    model_config = ConfigDict(frozen=True)
+    value: float  # θ̂, not clipped
+    se: float
+    weight: float  # λ
+    n: int  # labelled
+    unlabelled: int  # N'
+    var_f: float  # Var(f) over all judge verdicts
+    var_y: float  # Var_n(Y)
+    cov_yf: float  # Cov_n(Y, f)
+
+
+def power_tuned_weight(cov_yf: float, var_f: float, n: int, unlabelled: int) -> float:
+    """PPI++'s λ for a mean: Cov(Y, f) / ((1 + n/N')·Var(f)), clipped to [0, 1]; 0 when the
+    judge's verdicts carry no information (no unlabelled attempts, or f constant)."""
+    if unlabelled <= 0 or var_f <= 0:
+        return 0.0
+    return min(1.0, max(0.0, cov_yf / ((1 + n / unlabelled) * var_f)))
+
+
+def ppi_variance(weight: float, var_f: float, var_y: float, cov_yf: float, n: int,
+                 unlabelled: int) -> float:
+    """λ²·Var(f)/N' + Var(Y − λf)/n, with Var(Y − λf) = Var Y − 2λ Cov + λ² Var f."""
+    rectifier = max(0.0, var_y - 2 * weight * cov_yf + weight * weight * var_f)
+    judged = weight * weight * var_f / unlabelled if unlabelled > 0 else 0.0
+    return judged + rectifier / n
+
+
+def ppi_mean(labels: Sequence[float], labelled_f: Sequence[float],
+             unlabelled_f: Sequence[float], weight: float | None = None) -> PPIFit:
+    """PPI++ estimate of the mean of Y: person labels Y and judge verdicts f on the n audited
+    attempts, and the judge's verdicts on the N' others. `weight` fixes λ (1 = classic PPI);
+    by default it is power-tuned. Var(f) is over all N' + n verdicts, as in PPI++."""
+    n = len(labels)
+    if n == 0 or len(labelled_f) != n:
+        raise ValueError("PPI needs at least one labelled attempt, with a judge verdict each")
+    unlabelled = len(unlabelled_f)
+    var_f = _var([*labelled_f, *unlabelled_f])
+    var_y = _var(labels)
+    cov_yf = _cov(labels, labelled_f)
+    lam = power_tuned_weight(cov_yf, var_f, n, unlabelled) if weight is None else weight
+    if unlabelled == 0:
+        lam = 0.0
+    mean_f = _mean(unlabelled_f) if unlabelled else 0.0
+    value = lam * mean_f + _mean([y - lam * f for y, f in zip(labels, labelled_f, strict=True)])
+    se = math.sqrt(ppi_variance(lam, var_f, var_y, cov_yf, n, unlabelled))
+    return PPIFit(value=value, se=se, weight=lam, n=n, unlabelled=unlabelled, var_f=var_f,
+                  var_y=var_y, cov_yf=cov_yf)
+
+
+class AuditTable(BaseModel):
+    """Counts of the audited attempts by (person Y, judge f): `pass_pass` = both said pass,
+    `pass_fail` = the person said pass and the judge fail, and so on."""
+
+    model_config = ConfigDict(frozen=True)
+    pass_pass: int = 0
+    pass_fail: int = 0
+    fail_pass: int = 0
+    fail_fail: int = 0
+
+    @property
+    def n(self) -> int:
+        return self.pass_pass + self.pass_fail + self.fail_pass + self.fail_fail
+
+    @property
+    def disagreements(self) -> int:
+        return self.pass_fail + self.fail_pass
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[bool, bool]]) -> AuditTable:
+        """From (person says pass, judge says pass) pairs."""
+        return cls(pass_pass=sum(y and f for y, f in pairs),
+                   pass_fail=sum(y and not f for y, f in pairs),
+                   fail_pass=sum(f and not y for y, f in pairs),
+                   fail_fail=sum(not y and not f for y, f in pairs))
+
+    def pairs(self) -> list[tuple[float, float]]:
+        return ([(1.0, 1.0)] * self.pass_pass + [(1.0, 0.0)] * self.pass_fail
+                + [(0.0, 1.0)] * self.fail_pass + [(0.0, 0.0)] * self.fail_fail)
+
+
+def ppi_share(audit: AuditTable, unlabelled_passes: int, unlabelled: int,
+              z: float = Z95) -> Estimate | None:
+    """PPI++ estimate of a judged share, from an audit of n attempts and the judge's verdicts on
+    the N' attempts outside it, with a normal 95% interval clipped to [0, 1].
+
+    Small audits: in a sample where judge and person never disagree, Var(Y − f) is 0 and the
+    plain plug-in would claim a precision 40 labels cannot give; and λ tuned on the same few
+    labels makes the interval optimistic. So λ and the interval's variance are computed with
+    half a pseudo-observation added to each of the four audit cells (as Agresti and Min do for
+    paired proportions); the point estimate uses the data as they are, with that λ. Simulated
+    coverage (benchmarks/judged_estimates.py) is near 95% from about 100 labels and a few points
+    below it at 40.
+    """
+    if audit.n == 0:
+        return None
+    if not 0 <= unlabelled_passes <= unlabelled:
+        raise ValueError("unlabelled passes must lie between 0 and the unlabelled attempts")
+    var_y, cov_yf, var_f = adjusted_moments(audit, unlabelled_passes, unlabelled)
+    weight = power_tuned_weight(cov_yf, var_f, audit.n, unlabelled)
+    pairs = audit.pairs()
+    unlabelled_f = [1.0] * unlabelled_passes + [0.0] * (unlabelled - unlabelled_passes)
+    fit = ppi_mean([y for y, _ in pairs], [f for _, f in pairs], unlabelled_f, weight=weight)
+    se = math.sqrt(ppi_variance(fit.weight, var_f, var_y, cov_yf, audit.n + 2, unlabelled))
+    return Estimate(estimator="ppi++", value=_clip(fit.value), low=_clip(fit.value - z * se),
+                    high=_clip(fit.value + z * se), se=se, n=audit.n + unlabelled,
+                    labels=audit.n, weight=fit.weight)
+
+
+def adjusted_moments(audit: AuditTable, unlabelled_passes: int, unlabelled: int
+                     ) -> tuple[float, float, float]:
+    """Var(Y) and Cov(Y, f) of the audit with half a pseudo-observation in each cell (n + 2
+    items, n + 1 denominators), and Var(f) over all N' + n judge verdicts."""
+    pp, pf, fp, ff = (audit.pass_pass + 0.5, audit.pass_fail + 0.5, audit.fail_pass + 0.5,
+                      audit.fail_fail + 0.5)
+    n = pp + pf + fp + ff
+    mean_y, mean_f = (pp + pf) / n, (pp + fp) / n
+    var_y = n * mean_y * (1 - mean_y) / (n - 1)
+    cov_yf = n * (pp / n - mean_y * mean_f) / (n - 1)
+    total = audit.n + unlabelled
+    share_f = (audit.pass_pass + audit.fail_pass + unlabelled_passes) / total
+    var_f = total * share_f * (1 - share_f) / (total - 1) if total > 1 else 0.0
+    return var_y, cov_yf, var_f
+
+
+# --------------------------------------------------------------------------- the release
+
+
+def combined_share(deterministic_right: int, deterministic_n: int, judged: Estimate | None,
+                   judged_n: int, z: float = Z95) -> Estimate | None:
+    """A release figure over deterministic and judged attempts together: the attempts decided by
+    checks count as they are, the judged part by its estimate (PPI++ when audited). The share is
+    w_d·p_d + w_j·θ̂_j with weights by attempt counts; its variance w_d²·p_d(1 − p_d)/n_d +
+    w_j²·se_j², so the interval carries the judged part's uncertainty. Without judged attempts
+    it is the plain share with its Wilson interval."""
+    total = deterministic_n + judged_n
+    if total == 0:
+        return None
+    if judged_n == 0 or judged is None:
+        interval = wilson(deterministic_right, deterministic_n)
+        if interval is None:
+            return None
+        return Estimate(estimator="deterministic", value=deterministic_right / deterministic_n,
+                        low=interval[0], high=interval[1], n=deterministic_n)
+    if judged.se is None:
+        raise ValueError(f"a {judged.estimator} estimate has no standard error to combine")
+    w_d, w_j = deterministic_n / total, judged_n / total
+    p_d = deterministic_right / deterministic_n if deterministic_n else 0.0
+    # Add-two on the deterministic part's variance, so an all-right part is not certain.
+    p_adj = (deterministic_right + 1) / (deterministic_n + 2)
+    var_d = p_adj * (1 - p_adj) / (deterministic_n + 2) if deterministic_n else 0.0
+    value = w_d * p_d + w_j * judged.value
+    se = math.sqrt(w_d * w_d * var_d + w_j * w_j * judged.se ** 2)
+    estimator = f"deterministic+{judged.estimator}"
+    return Estimate(estimator=estimator, value=value, low=_clip(value - z * se),  # type: ignore[arg-type]
+                    high=_clip(value + z * se), se=se, n=total, labels=judged.labels,
+                    weight=judged.weight)
