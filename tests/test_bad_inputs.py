@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from callgate.cli import main as cli
 from conftest import KEY, KEY_ENV
 from factories import LOOKUP_ORDER, TOOLS
 from loopback import Loopback, Reply, completion, ok, tool_call
 
 from callgate import reading
+from callgate.cli import main as cli
 from callgate.judging.judge import JudgeOutputError, parse_output
 
 DEEP = "[" * 10_000 + "]" * 10_000

@@ -1,0 +1,255 @@
+"""The store's schema and its named migrations (as `llm` keeps its migrations list): every
+table, the marks that say a file is a callgate store, and the version each migration brings."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+# A release may have several rows while it is re-run: the earlier finished run stays until the
+# new one finishes, and the reads see only the newest finished row of a (suite, model, release).
+RUNS_TABLE = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    suite_name TEXT NOT NULL,
+    suite TEXT NOT NULL REFERENCES suites(fingerprint),
+    model TEXT NOT NULL,
+    release TEXT NOT NULL,
+    source TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    callgate_version TEXT NOT NULL,
+    judge_fingerprint TEXT,
+    status TEXT NOT NULL,
+    scores TEXT
+);
+"""
+# Stores made before: one row per release, enforced; rebuilt without the constraint on opening.
+_OLD_UNIQUE = re.compile(r"UNIQUE\s*\(\s*suite_name\s*,\s*model\s*,\s*release\s*\)")
+_NEWEST_DONE = (
+    "status = 'done' AND id = (SELECT MAX(newer.id) FROM runs AS newer "
+    "WHERE newer.suite_name = runs.suite_name AND newer.model = runs.model "
+    "AND newer.release = runs.release AND newer.status = 'done')"
+)
+
+SCHEMA = RUNS_TABLE + """
+CREATE TABLE IF NOT EXISTS suites (
+    fingerprint TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    path TEXT,
+    tools TEXT NOT NULL,
+    loaded_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cases (
+    suite TEXT NOT NULL REFERENCES suites(fingerprint),
+    case_id TEXT NOT NULL,
+    expect_type TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (suite, case_id)
+);
+CREATE TABLE IF NOT EXISTS responses (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    finish_reason TEXT,
+    provider TEXT,
+    cost REAL,
+    latency_ms REAL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    error_kind TEXT,
+    body TEXT NOT NULL,
+    PRIMARY KEY (run, case_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    tool TEXT,
+    tool_reason TEXT,
+    arguments TEXT,
+    schema_kind TEXT,
+    arguments_reason TEXT,
+    calls INTEGER NOT NULL,
+    right_tool INTEGER NOT NULL,
+    right_arguments INTEGER NOT NULL,
+    PRIMARY KEY (run, case_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS scores (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    scope TEXT NOT NULL,
+    scored INTEGER NOT NULL,
+    right_tool REAL,
+    right_arguments REAL,
+    calls_per_task REAL,
+    PRIMARY KEY (run, scope)
+);
+CREATE INDEX IF NOT EXISTS runs_by_model ON runs (model, suite_name, created_at);
+CREATE INDEX IF NOT EXISTS runs_by_release ON runs (suite_name, model, release);
+CREATE TABLE IF NOT EXISTS live_responses (
+    key TEXT PRIMARY KEY,
+    model TEXT NOT NULL,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    request TEXT NOT NULL,
+    line TEXT NOT NULL,
+    error_kind TEXT,
+    tries INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_requests (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    cache_key TEXT NOT NULL,
+    cached INTEGER NOT NULL,
+    PRIMARY KEY (run, case_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS run_turns (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    turn INTEGER NOT NULL,
+    cache_key TEXT NOT NULL,
+    cached INTEGER NOT NULL,
+    PRIMARY KEY (run, case_id, repeat, turn)
+);
+CREATE TABLE IF NOT EXISTS judge_cache (
+    key TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    output TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS judgements (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    case_id TEXT NOT NULL,
+    repeat INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    tool_choice TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    PRIMARY KEY (run, case_id, repeat)
+);
+CREATE TABLE IF NOT EXISTS calibration_items (
+    set_name TEXT NOT NULL,
+    item_id TEXT NOT NULL,
+    split TEXT NOT NULL,
+    label_tool_choice TEXT NOT NULL,
+    label_arguments TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (set_name, item_id)
+);
+CREATE TABLE IF NOT EXISTS certificates (
+    fingerprint TEXT NOT NULL,
+    judge TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    certified INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (fingerprint, created_at)
+);
+"""
+
+# ----------------------------------------------------------------- marks and migrations
+# A callgate store carries APPLICATION_ID (PRAGMA application_id) and its schema version
+# (PRAGMA user_version = how many of MIGRATIONS it has had); the names of the migrations applied
+# are rows of MIGRATIONS_TABLE_NAME. To change the schema, append a migration function below;
+# never edit or rename one that has shipped. Tables added to SCHEMA are also created on opening.
+
+APPLICATION_ID = 0x43474154  # "CGAT"
+MIGRATIONS_TABLE_NAME = "_callgate_migrations"
+MIGRATIONS_TABLE = (
+    f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE_NAME} "
+    "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+)
+# The tables every callgate store has had since the first release: an unmarked file holding
+# them is a store made before the marks (e.g. by commit 673342a) and is upgraded.
+CORE_TABLES = frozenset({"suites", "cases", "runs", "responses", "verdicts", "scores"})
+BUSY_TIMEOUT_ENV = "CALLGATE_BUSY_TIMEOUT"
+DEFAULT_BUSY_TIMEOUT = 60.0
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+Migration = Callable[[sqlite3.Connection], None]
+MIGRATIONS: list[Migration] = []
+
+
+def migration(function: Migration) -> Migration:
+    MIGRATIONS.append(function)
+    return function
+
+
+def _statements(script: str) -> list[str]:
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+@migration
+def m001_tables(conn: sqlite3.Connection) -> None:
+    """The tables and indexes of SCHEMA (a store made before the marks keeps its own)."""
+    for statement in _statements(SCHEMA):
+        conn.execute(statement)
+
+
+@migration
+def m002_runs_without_unique_release(conn: sqlite3.Connection) -> None:
+    """Rebuild a `runs` table made with UNIQUE (suite_name, model, release), keeping every row
+    and id, so a release can hold a finished run and the run replacing it."""
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
+    ).fetchone()
+    if row is None or not _OLD_UNIQUE.search(row[0]):
+        return
+    conn.execute(RUNS_TABLE.replace("IF NOT EXISTS runs", "runs_rebuilt"))
+    columns = ("id, suite_name, suite, model, release, source, created_at, callgate_version, "
+               "judge_fingerprint, status, scores")
+    conn.execute(f"INSERT INTO runs_rebuilt ({columns}) SELECT {columns} FROM runs")
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_rebuilt RENAME TO runs")
+    for statement in _statements(SCHEMA):
+        if statement.startswith("CREATE INDEX") and " ON runs " in statement:
+            conn.execute(statement)
+
+
+@migration
+def m003_run_owners(conn: sqlite3.Connection) -> None:
+    """Which process writes a running run, so a finished run of the same release removes only
+    the runs no live process is still writing."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS run_owners ("
+        "run INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE, "
+        "host TEXT NOT NULL, pid INTEGER NOT NULL)"
+    )
+
+
+@migration
+def m004_runs_gate_column(conn: sqlite3.Connection) -> None:
+    """runs.gate: the gate decision on the run (JSON, callgate.gating.gate.GateRecord), NULL until
+    one is taken. (An unmarked store made by a callgate that added it on opening has it.)"""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "gate" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN gate TEXT")
+
+
+@migration
+def m005_audits(conn: sqlite3.Connection) -> None:
+    """Per-release audits (issue 16): a seeded uniform sample of a run's judged attempts, and
+    the labels a person gave them, with who and when."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS audits ("
+        "run INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE, "
+        "seed INTEGER NOT NULL, population INTEGER NOT NULL, created_at TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS audit_items ("
+        "run INTEGER NOT NULL REFERENCES audits(run) ON DELETE CASCADE, "
+        "position INTEGER NOT NULL, case_id TEXT NOT NULL, repeat INTEGER NOT NULL, "
+        "label_tool_choice TEXT, label_arguments TEXT, labeller TEXT, labelled_at TEXT, "
+        "PRIMARY KEY (run, case_id, repeat))")
+
+
+SCHEMA_VERSION = len(MIGRATIONS)
+_SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")

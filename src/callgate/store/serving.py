@@ -1,0 +1,171 @@
+"""The store's reads by suite, run and attempt (for `callgate serve`, `report --html`, the gate
+and labelling), and the labels people give in serve's calibration sessions."""
+
+from __future__ import annotations
+
+import json
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from callgate.store.schema import _NEWEST_DONE, now
+
+
+class ServeRecords:
+    """Store methods for the web app (a mixin of Store)."""
+
+    # Provided by Store (store/db.py), which every mixin of it is combined into.
+    db: Database
+    path: Path
+
+    def atomic(self) -> AbstractContextManager[Database]:
+        raise NotImplementedError
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- the web app (serve)
+    # Reads for `callgate serve` and `callgate report --html`, and the labels people give in
+    # its calibration sessions. The person_labels table is created on first use.
+
+    def release_runs(self) -> list[dict[str, Any]]:
+        """(model, suite_name, releases) for every model and suite with a finished run."""
+        return list(self.db.query(
+            f"SELECT model, suite_name, COUNT(*) AS releases FROM runs WHERE {_NEWEST_DONE} "
+            "GROUP BY model, suite_name ORDER BY model, suite_name"))
+
+    def suite_case_ids(self, suite_fingerprint: str) -> list[str]:
+        return [row[0] for row in self.db.execute(
+            "SELECT case_id FROM cases WHERE suite = ? ORDER BY case_id", [suite_fingerprint])]
+
+    def suite_tool_names(self, suite_fingerprint: str) -> list[str]:
+        row = self.db.execute("SELECT tools FROM suites WHERE fingerprint = ?",
+                              [suite_fingerprint]).fetchone()
+        if row is None:
+            return []
+        return sorted({tool.get("function", {}).get("name", "") for tool in json.loads(row[0])}
+                      - {""})
+
+    def attempt_rows(self, run_id: int, *, verdict: str | None = None, tag: str | None = None,
+                     tool: str | None = None, case_ids: list[str] | None = None,
+                     limit: int = 100, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
+        """A page of a run's attempts (verdict joined with its case's tags and expectation type)
+        and how many match. `verdict` matches the status, tool or arguments verdict, or `fail`
+        (scored and not fully right); `tool` matches attempts whose response or case names it."""
+        where = ["v.run = ?"]
+        params: list[Any] = [run_id]
+        if verdict == "fail":
+            where.append("v.status = 'scored' AND v.right_arguments = 0")
+        elif verdict:
+            where.append("(v.status = ? OR v.tool = ? OR v.arguments = ?)")
+            params += [verdict] * 3
+        if tag:
+            where.append("EXISTS (SELECT 1 FROM json_each(c.tags) WHERE json_each.value = ?)")
+            params.append(tag)
+        if tool:
+            quoted = json.dumps(tool)
+            where.append("(instr(r.body, ?) > 0 OR instr(c.body, ?) > 0)")
+            params += [quoted, quoted]
+        if case_ids is not None:
+            where.append(f"v.case_id IN ({', '.join('?' * len(case_ids))})")
+            params += case_ids
+        joins = ("FROM verdicts AS v JOIN runs ON runs.id = v.run "
+                 "LEFT JOIN cases AS c ON c.suite = runs.suite AND c.case_id = v.case_id "
+                 + ("LEFT JOIN responses AS r ON r.run = v.run AND r.case_id = v.case_id "
+                    "AND r.repeat = v.repeat " if tool else "")
+                 + "WHERE " + " AND ".join(where))
+        total = self.db.execute(f"SELECT COUNT(*) {joins}", params).fetchone()[0]
+        rows = list(self.db.query(
+            f"SELECT v.*, c.tags AS tags, c.expect_type AS expect_type {joins} "
+            "ORDER BY v.case_id, v.repeat LIMIT ? OFFSET ?", [*params, limit, offset]))
+        return total, rows
+
+    def attempt(self, run_id: int, case_id: str, repeat: int) -> dict[str, Any] | None:
+        """One attempt: its verdict, response row, case row and judgement (when judged)."""
+        verdict = list(self.db.query(
+            "SELECT * FROM verdicts WHERE run = ? AND case_id = ? AND repeat = ?",
+            [run_id, case_id, repeat]))
+        if not verdict:
+            return None
+        run = self.run(run_id)
+        response = list(self.db.query(
+            "SELECT * FROM responses WHERE run = ? AND case_id = ? AND repeat = ?",
+            [run_id, case_id, repeat]))
+        case = list(self.db.query("SELECT * FROM cases WHERE suite = ? AND case_id = ?",
+                                  [run["suite"] if run else "", case_id]))
+        judgement = list(self.db.query(
+            "SELECT * FROM judgements WHERE run = ? AND case_id = ? AND repeat = ?",
+            [run_id, case_id, repeat]))
+        return {"verdict": verdict[0], "response": response[0] if response else None,
+                "case": case[0] if case else None,
+                "judgement": judgement[0] if judgement else None}
+
+    def suite_path(self, suite_fingerprint: str) -> str:
+        """Where the suite was loaded from when it was stored."""
+        return self.db.table("suites").get(suite_fingerprint)["path"]
+
+    def case_body(self, suite_fingerprint: str, case_id: str) -> str:
+        """A stored case's JSON line."""
+        return self.db.table("cases").get((suite_fingerprint, case_id))["body"]
+
+    def response_body(self, run_id: int, case_id: str, repeat: int) -> str:
+        """A stored attempt's response line."""
+        return self.db.table("responses").get((run_id, case_id, repeat))["body"]
+
+    def suite_tools(self, suite_fingerprint: str) -> list[dict[str, Any]]:
+        row = self.db.execute("SELECT tools FROM suites WHERE fingerprint = ?",
+                              [suite_fingerprint]).fetchone()
+        return json.loads(row[0]) if row else []
+
+    def calibration_sets(self) -> list[dict[str, Any]]:
+        return list(self.db.query(
+            "SELECT set_name, COUNT(*) AS items FROM calibration_items GROUP BY set_name "
+            "ORDER BY set_name"))
+
+    def calibration_item_rows(self, set_name: str) -> list[dict[str, Any]]:
+        return list(self.db.query(
+            "SELECT * FROM calibration_items WHERE set_name = ? ORDER BY item_id", [set_name]))
+
+    def certificate_rows(self) -> list[dict[str, Any]]:
+        """Every stored certificate (certified or not), newest first."""
+        return list(self.db.query("SELECT * FROM certificates ORDER BY created_at DESC"))
+
+    def _person_labels_table(self) -> None:
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS person_labels (id INTEGER PRIMARY KEY, "
+            "set_name TEXT NOT NULL, item_id TEXT NOT NULL, labeller TEXT NOT NULL, "
+            "tool_choice TEXT NOT NULL, arguments TEXT NOT NULL, note TEXT NOT NULL, "
+            "created_at TEXT NOT NULL, line TEXT NOT NULL)")
+        self.db.execute("CREATE INDEX IF NOT EXISTS person_labels_by_item "
+                        "ON person_labels (set_name, item_id)")
+
+    def add_person_label(self, set_name: str, item_id: str, labeller: str, tool_choice: str,
+                         arguments: str, note: str, line: str) -> dict[str, Any]:
+        """Store a person's label (with the set-file line it wrote); returns the row."""
+        self._person_labels_table()
+        with self.db.atomic():
+            cursor = self.db.execute(
+                "INSERT INTO person_labels (set_name, item_id, labeller, tool_choice, "
+                "arguments, note, created_at, line) VALUES (?,?,?,?,?,?,?,?)",
+                [set_name, item_id, labeller, tool_choice, arguments, note, now(), line])
+        return next(self.db.query("SELECT * FROM person_labels WHERE id = ?",
+                                  [cursor.lastrowid]))
+
+    def person_labels(self, set_name: str) -> list[dict[str, Any]]:
+        """Every person's label on a set, oldest first."""
+        self._person_labels_table()
+        return list(self.db.query(
+            "SELECT * FROM person_labels WHERE set_name = ? ORDER BY id", [set_name]))
+
+    def last_person_label(self, set_name: str, labeller: str) -> dict[str, Any] | None:
+        self._person_labels_table()
+        rows = list(self.db.query(
+            "SELECT * FROM person_labels WHERE set_name = ? AND labeller = ? "
+            "ORDER BY id DESC LIMIT 1", [set_name, labeller]))
+        return rows[0] if rows else None
+
+    def delete_person_label(self, label_id: int) -> None:
+        with self.db.atomic():
+            self.db.execute("DELETE FROM person_labels WHERE id = ?", [label_id])
