@@ -1,0 +1,79 @@
+"""What the commands share: exit codes, option types, and failing with one clean line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
+    from callgate.gating.gate import GateRecord
+    from callgate.scoring.pipeline import RunResult
+    from callgate.store.db import Store
+
+
+EXIT_INPUT = 2
+
+JudgeOption = Annotated[Path | None, typer.Option(
+    "--judge", help="Judge spec (judges/NAME.toml), or the name of a bundled judge (tool_choice), "
+                    "for cases whose expectation is `judge`.")]
+JudgeApiBaseOption = Annotated[str | None, typer.Option(
+    "--judge-api-base", help="Reach the judge's model at this endpoint instead (e.g. a local "
+                             "vLLM or Ollama server); not part of the fingerprint.")]
+JudgeKeyEnvOption = Annotated[str | None, typer.Option(
+    "--judge-api-key-env", help="NAME of the variable holding the key for --judge-api-base "
+                                "(default: send no key).")]
+ApiBaseOption = Annotated[str | None, typer.Option(
+    "--api-base", help="Reach the judge's model at this endpoint instead (e.g. a local vLLM or "
+                       "Ollama server); not part of the fingerprint.")]
+ApiKeyEnvOption = Annotated[str | None, typer.Option(
+    "--api-key-env", help="NAME of the variable holding the key for --api-base (default: send "
+                          "no key; the spec's key is never sent to another endpoint).")]
+UncalibratedOption = Annotated[bool, typer.Option(
+    "--uncalibrated", help="Use a judge that has no certificate; the scores are marked so and "
+                           "the gate is inconclusive.")]
+
+DbOption = Annotated[
+    Path,
+    typer.Option(
+        "--db", envvar="CALLGATE_DB", help="SQLite file to store everything in.", show_default=True
+    ),
+]
+
+
+def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False,
+                               soft_wrap=True)
+    return typer.Exit(code)
+
+
+MaxExcludedOption = Annotated[float, typer.Option(
+    "--max-excluded", min=0.0, max=1.0,
+    help="Exit 3 (not a result, never a baseline) above this share of truncated or "
+         "provider-error attempts.")]
+EXIT_INCONCLUSIVE = 3
+
+
+def _record_if_not_a_result(store: Store, by: Literal["run", "score"], result: RunResult,
+                            max_excluded: float) -> GateRecord | None:
+    """Mark a run that is mostly excluded attempts as inconclusive in the store; the record
+    (or None when the run is a result)."""
+    from callgate.gating.gate import not_a_result
+
+    record = not_a_result(by, result.scores.attempts, result.scores.excluded, max_excluded)
+    if record is not None:
+        store.set_run_gate(result.run_id, record.model_dump_json())
+    return record
+
+
+def _exit_if_not_a_result(record: GateRecord | None) -> None:
+    if record is None:
+        return
+    Console(stderr=True).print(
+        f"[yellow]inconclusive:[/yellow] {escape(record.messages[0])}. This run is not a "
+        "result: it is stored, marked inconclusive, and never used as a baseline (a run "
+        "of the same command calls the provider errors again).", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INCONCLUSIVE)

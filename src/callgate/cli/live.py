@@ -1,0 +1,218 @@
+"""`callgate run`: call a model on every case and repeat, then check, score and store as
+`callgate score` does (registered on the app in cli/main.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+
+from callgate.errors import CallgateError
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+
+if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
+    pass
+
+from callgate.cli.common import (
+    DbOption,
+    JudgeApiBaseOption,
+    JudgeKeyEnvOption,
+    JudgeOption,
+    MaxExcludedOption,
+    UncalibratedOption,
+    _exit_if_not_a_result,
+    _fail,
+    _record_if_not_a_result,
+)
+
+
+def run_command(
+    suite_path: Annotated[Path, typer.Argument(metavar="SUITE", help="Suite directory.")],
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model", "-m", help="A candidate's name in the config, or a litellm model id."
+        ),
+    ],
+    repeats: Annotated[int, typer.Option("--repeats", "-k", min=1, help="Attempts per case.")] = 3,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight at once.")
+    ] = 8,
+    release: Annotated[
+        str, typer.Option("--release", help="Release label; a run with the same label is replaced.")
+    ] = "dev",
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.001, help="Seconds per request.")
+    ] = 120.0,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Candidates file (default: ./callgate.toml if present)."),
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Call every attempt, even those stored.")
+    ] = False,
+    offline: Annotated[
+        bool, typer.Option("--offline", help="Never call: fail if an attempt is not stored.")
+    ] = False,
+    db: DbOption = Path("callgate.db"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
+    api_base: Annotated[str | None, typer.Option("--api-base", help="Endpoint base URL.")] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option("--api-key-env", help="NAME of the environment variable holding the key."),
+    ] = None,
+    reasoning_effort: Annotated[
+        str | None,
+        typer.Option("--reasoning-effort", help="Default low for every candidate; omit: unsent."),
+    ] = None,
+    provider_order: Annotated[
+        str | None,
+        typer.Option("--provider-order", help="OpenRouter providers to try, comma-separated."),
+    ] = None,
+    allow_fallbacks: Annotated[
+        bool | None,
+        typer.Option("--allow-fallbacks/--no-allow-fallbacks", help="OpenRouter fallbacks."),
+    ] = None,
+    require_parameters: Annotated[
+        bool | None,
+        typer.Option(
+            "--require-parameters/--no-require-parameters",
+            help="OpenRouter: only providers that support every parameter (default on).",
+        ),
+    ] = None,
+    params: Annotated[
+        list[str] | None,
+        typer.Option("--param", help="Extra request parameter KEY=VALUE (VALUE as JSON)."),
+    ] = None,
+    client: Annotated[
+        str | None,
+        typer.Option("--client", help="auto (lean where possible), lean or litellm."),
+    ] = None,
+    max_retries: Annotated[
+        int, typer.Option("--max-retries", min=0, help="Retries per attempt.")
+    ] = 5,
+    retry_budget: Annotated[
+        int | None,
+        typer.Option(
+            "--retry-budget",
+            min=0,
+            help="Retries for the whole run (default: one per attempt called, at least 20).",
+        ),
+    ] = None,
+    judge: JudgeOption = None,
+    uncalibrated: UncalibratedOption = False,
+    judge_api_base: JudgeApiBaseOption = None,
+    judge_api_key_env: JudgeKeyEnvOption = None,
+    max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
+) -> None:
+    """Call a model on every case (repeats × cases), then check, score and store as `score` does.
+
+    Exit 3 when more than --max-excluded of the attempts were excluded
+    (truncated, provider, environment or judge errors).
+
+    Answers are stored as they arrive: run the same command again to resume, or to re-score
+    with zero calls.
+    """
+    from callgate.models.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
+    from callgate.report.console import print_run, run_document
+    from callgate.running.run import RetryPolicy, RunSettings, run_live
+    from callgate.scoring.pipeline import judge_step
+    from callgate.store.db import Store
+    from callgate.suites.suite import load_suite
+
+    err = Console(stderr=True)
+    try:
+        suite = load_suite(suite_path)
+        config_path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
+        candidates = load_config(config_path) if config_path is not None else None
+        order = None
+        if provider_order is not None:
+            order = [name.strip() for name in provider_order.split(",") if name.strip()]
+        provider = {
+            key: value
+            for key, value in (
+                ("order", order),
+                ("allow_fallbacks", allow_fallbacks),
+                ("require_parameters", require_parameters),
+            )
+            if value is not None
+        }
+        overrides = {
+            "api_base": api_base,
+            "api_key_env": api_key_env,
+            "reasoning_effort": reasoning_effort,
+            "client": client,
+            "provider": provider or None,
+            "extra": parse_params(params or []) or None,
+        }
+        candidate = resolve_candidate(
+            model,
+            candidates,
+            config_path,
+            explicit_config=config is not None,
+            overrides=overrides,
+        )
+        settings = RunSettings(
+            repeats=repeats,
+            concurrency=concurrency,
+            timeout=timeout,
+            cache=not no_cache,
+            offline=offline,
+            retry=RetryPolicy(max_retries=max_retries, budget=retry_budget),
+        )
+        with Store(db) as store:
+            step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
+                               concurrency=concurrency, api_base=judge_api_base,
+                               api_key_env=judge_api_key_env) if judge else None)
+            live = run_live(
+                suite,
+                candidate,
+                store,
+                release=release,
+                settings=settings,
+                keep_verdicts=as_json,
+                judge=step,
+            )
+            not_a_result = (None if live.stopped else
+                            _record_if_not_a_result(store, "run", live.result, max_excluded))
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        err.print(
+            "interrupted: answers received so far are saved. "
+            "Run the same command again to resume."
+        )
+        raise typer.Exit(130) from None
+    result = live.result
+    if as_json:
+        document = run_document(result)
+        document["live"] = live.summary()
+        json.dump(document, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print_run(result)
+        Console().print(
+            f"{live.called} attempt(s) called, {live.cached} from the store, "
+            f"{live.retries} retries, {live.provider_errors} provider error(s); "
+            f"stored as run {result.run_id} in {db}",
+            highlight=False,
+        )
+    if live.stopped == "interrupted":
+        done = live.cached + live.called
+        err.print(
+            f"[yellow]interrupted:[/yellow] {done} of {live.attempts} attempts are saved. "
+            "Run the same command again to resume: saved attempts are not called again.",
+            highlight=False,
+        )
+        raise typer.Exit(130)
+    if live.stopped:
+        raise _fail(
+            f"stopped at the first request the provider refused ({live.stopped}); nothing more "
+            "was sent. Fix the cause and run the same command again to resume."
+        )
+    _exit_if_not_a_result(not_a_result)
