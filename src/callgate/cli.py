@@ -34,6 +34,12 @@ app.add_typer(judge_app, name="judge")
 
 EXIT_INPUT = 2
 
+ShardOption = Annotated[str | None, typer.Option(
+    "--shard", metavar="K/N",
+    help="Only the cases of shard K of N (by a hash of the case id; repeats of a case stay "
+         "together); the run is stored as that shard of its release. Combine the shard stores "
+         "with `callgate merge`.")]
+
 JudgeOption = Annotated[Path | None, typer.Option(
     "--judge", help="Judge spec (judges/NAME.toml), or the name of a bundled judge (tool_choice), "
                     "for cases whose expectation is `judge`.")]
@@ -200,6 +206,7 @@ def score(
     judge_api_base: JudgeApiBaseOption = None,
     judge_api_key_env: JudgeKeyEnvOption = None,
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
+    shard: ShardOption = None,
 ) -> None:
     """Score recorded responses against a suite, store everything and print the figures.
 
@@ -207,10 +214,12 @@ def score(
     (truncated, provider, environment or judge errors)."""
     from callgate.pipeline import judge_step, score_file
     from callgate.report import print_run, run_document
+    from callgate.shard import parse_shard
     from callgate.store import Store
     from callgate.suite import load_suite
 
     try:
+        only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
         if not responses.is_file():
             raise _fail(f"{responses}: "
@@ -220,7 +229,7 @@ def score(
                                api_base=judge_api_base, api_key_env=judge_api_key_env)
                     if judge else None)
             result = score_file(suite, responses, store, model=model, release=release,
-                                keep_verdicts=as_json, judge=step)
+                                keep_verdicts=as_json, judge=step, shard=only)
             not_a_result = _record_if_not_a_result(store, "score", result, max_excluded)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
@@ -487,6 +496,7 @@ def run_command(
     judge_api_base: JudgeApiBaseOption = None,
     judge_api_key_env: JudgeKeyEnvOption = None,
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
+    shard: ShardOption = None,
 ) -> None:
     """Call a model on every case (repeats × cases), then check, score and store as `score` does.
 
@@ -500,11 +510,13 @@ def run_command(
     from callgate.pipeline import judge_step
     from callgate.report import print_run, run_document
     from callgate.run import RetryPolicy, RunSettings, run_live
+    from callgate.shard import parse_shard
     from callgate.store import Store
     from callgate.suite import load_suite
 
     err = Console(stderr=True)
     try:
+        only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
         config_path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
         candidates = load_config(config_path) if config_path is not None else None
@@ -542,6 +554,7 @@ def run_command(
             cache=not no_cache,
             offline=offline,
             retry=RetryPolicy(max_retries=max_retries, budget=retry_budget),
+            shard=only,
         )
         with Store(db) as store:
             step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,

@@ -264,6 +264,18 @@ def m005_audits(conn: sqlite3.Connection) -> None:
         "PRIMARY KEY (run, case_id, repeat))")
 
 
+@migration
+def m006_runs_shard_columns(conn: sqlite3.Connection) -> None:
+    """runs.shard_count and runs.shards: a run made with --shard K/N holds shard_count N and
+    shards "[K]"; a release merged from shard stores holds the JSON list of the shards it has.
+    Both NULL for an unsharded run."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "shard_count" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN shard_count INTEGER")
+    if "shards" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN shards TEXT")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
@@ -306,6 +318,15 @@ def _writer_alive(host: str | None, pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _shards_overlap(older: str | None, newer: str | None) -> bool:
+    """Whether a finished run replaces an older run of its release: an unsharded run replaces
+    and is replaced by any; a shard run replaces the runs holding one of its shards, so shards
+    run one after another into one store all stay."""
+    if older is None or newer is None:
+        return True
+    return bool(set(json.loads(older)) & set(json.loads(newer)))
 
 
 def _print_notice(text: str) -> None:
@@ -710,15 +731,22 @@ class Store:
         source: str,
         version: str,
         judge_fingerprint: str | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> int:
-        """Create the run row for (suite, model, release), with status "running".
+        """Create the run row for (suite, model, release), with status "running"; `shard`
+        is (K, N) for a run of shard K of N.
 
         An earlier run of the release is not dropped here: it stays, and stays the one that
         find_run() and runs() see, until this run finishes (finish_run with status "done").
         A re-scored release keeps its original creation time, so its place in the model's
         history (and so which release is the baseline of which) does not move."""
         with self.atomic():  # read, then write: under the write lock
-            return self._insert_run(suite, model, release, source, version, judge_fingerprint)
+            run_id = self._insert_run(suite, model, release, source, version,
+                                      judge_fingerprint)
+            if shard is not None:
+                self.db.execute("UPDATE runs SET shard_count = ?, shards = ? WHERE id = ?",
+                                [shard[1], json.dumps([shard[0]]), run_id])
+            return run_id
 
     def _insert_run(
         self,
@@ -785,15 +813,16 @@ class Store:
             if row is not None and row["status"] == "done":
                 self._keep_refusal(run_id)
                 earlier = self.db.execute(
-                    "SELECT runs.id, runs.status, run_owners.host, run_owners.pid FROM runs "
-                    "LEFT JOIN run_owners ON run_owners.run = runs.id "
+                    "SELECT runs.id, runs.status, run_owners.host, run_owners.pid, runs.shards "
+                    "FROM runs LEFT JOIN run_owners ON run_owners.run = runs.id "
                     "WHERE suite_name = ? AND model = ? AND release = ? AND id < ?",
                     [row["suite_name"], row["model"], row["release"], run_id],
                 ).fetchall()
                 # A run another live process is still writing stays: deleting it would pull
                 # its rows from under that process (FOREIGN KEY constraint failed).
-                stale = [[rid] for rid, status, host, pid in earlier
-                         if status != "running" or not _writer_alive(host, pid)]
+                stale = [[rid] for rid, status, host, pid, shards in earlier
+                         if (status != "running" or not _writer_alive(host, pid))
+                         and _shards_overlap(shards, row.get("shards"))]
                 self.db.conn.executemany("DELETE FROM runs WHERE id = ?", stale)
             self.db.execute("DELETE FROM run_owners WHERE run = ?", [run_id])
 
