@@ -320,6 +320,7 @@ def gate(
             raise CallgateError(f"{db}: no such database; score the release first")
         with Store(db) as store:
             run = find_current(store, model, release, suite)
+            _refuse_incomplete_shards(store, run, max_excluded)
             current = stored_release(store, run)
             if baseline == "auto":
                 base, skipped = baseline_from_store(store, run, max_excluded)
@@ -383,6 +384,72 @@ def _judged_checks(store: Any, run_id: int, base: Any, max_drop: float
         if check is not None:
             out.append((check.outcome, check.message))
     return out
+
+
+def _refuse_incomplete_shards(store: Any, run: Any, max_excluded: float) -> None:
+    """A release some of whose shards are missing is no result: recorded inconclusive (so never
+    a baseline), exit 3 naming the missing shards."""
+    from callgate.gate import GateRecord
+    from callgate.shard import incomplete
+
+    why = incomplete(run)
+    if why is None:
+        return
+    record = GateRecord(outcome="inconclusive", released=False, max_excluded=max_excluded,
+                        messages=[why])
+    store.set_run_gate(run["id"], record.model_dump_json())
+    Console(stderr=True).print(f"[yellow]inconclusive:[/yellow] {escape(why)}",
+                               highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
+@app.command()
+def merge(
+    stores: Annotated[list[Path], typer.Argument(
+        metavar="[OUT.db] IN.db...", help="The new store to make, then the stores to merge "
+                                          "into it (with --into: only the stores to merge).")],
+    into: Annotated[Path | None, typer.Option(
+        "--into", help="Merge into this existing store instead of making a new one.")] = None,
+) -> None:
+    """Merge stores, e.g. the stores of the shards of a run (`--shard K/N`), into one.
+
+    Copies suites, runs, responses, verdicts, judge verdicts and outputs, calibration items and
+    certificates; the shards of a release become one release, scored again from its verdicts.
+    Merging a store twice changes nothing. Refused (exit 2, nothing written) when two stores
+    scored one attempt differently, or ran one release on different suites, judges, callgate
+    versions or numbers of shards."""
+    from callgate.merge import merge_stores
+
+    if into is None:
+        if len(stores) < 2:
+            raise _fail("merge: name the new store and at least one store to merge "
+                        "(or --into STORE and the stores to merge)")
+        out, inputs = stores[0], stores[1:]
+        if out.exists() and out.stat().st_size:
+            raise _fail(f"{out}: exists; to merge into an existing store use --into {out}")
+    else:
+        out, inputs = into, stores
+        if not into.is_file():
+            raise _fail(f"{into}: no such store; to make a new one, name it first: "
+                        f"callgate merge {into} IN.db...")
+    try:
+        merged = merge_stores(out, inputs)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    console = Console()
+    if not merged:
+        console.print(f"nothing new: {out} already holds every attempt of "
+                      f"{', '.join(str(p) for p in inputs)}", highlight=False)
+    for release in merged:
+        held = ""
+        if release.shard_count:
+            missing = sorted(set(range(1, release.shard_count + 1)) - set(release.shards or ()))
+            held = (f", shards {', '.join(map(str, release.shards or ()))} of "
+                    f"{release.shard_count}"
+                    + (f" (missing {', '.join(map(str, missing))})" if missing else ""))
+        console.print(f"{release.model} {release.release} on {release.suite_name}: "
+                      f"{release.attempts} attempts{held}; run {release.run_id} in {out}",
+                      highlight=False)
 
 
 @app.command()

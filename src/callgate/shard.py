@@ -9,8 +9,10 @@ case goes to the case's shard, so pass^k is computed on whole cases.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -65,3 +67,18 @@ def missing_shards(present: Iterable[int], count: int) -> list[int]:
     """The shard numbers of 1..count not in `present`."""
     have = set(present)
     return [index for index in range(1, count + 1) if index not in have]
+
+
+def incomplete(run: Mapping[str, Any]) -> str | None:
+    """Why a stored run is not a whole release (some of its shards are missing), or None."""
+    count = run.get("shard_count")
+    if not count:
+        return None
+    held = json.loads(run.get("shards") or "[]")
+    missing = missing_shards(held, count)
+    if not missing:
+        return None
+    names = ", ".join(f"{index}/{count}" for index in missing)
+    return (f"release {run['release']!r} of {run['model']!r} is missing shard(s) {names} "
+            f"(it holds {', '.join(str(i) for i in held) or 'none'} of {count}); merge every "
+            "shard's store with `callgate merge` before gating")
