@@ -321,3 +321,20 @@ def test_merge_usage_errors(tmp_path: Path, callgate_exe: str, cli_env: dict[str
                             args: list[str], message: str) -> None:
     done = callgate(callgate_exe, cli_env, tmp_path, *args)
     assert done.returncode == 2 and message in done.stderr
+
+
+def test_a_release_missing_shards_is_never_a_baseline(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    old = score_shards(callgate_exe, cli_env, tmp_path, 2, "responses-2026.10.jsonl", "2026.10")
+    store = tmp_path / "store.db"
+    done = callgate(callgate_exe, cli_env, tmp_path, "merge", str(store), str(old[1]))
+    assert done.returncode == 0, done.stderr
+    done = callgate(callgate_exe, cli_env, tmp_path, "score", str(EXAMPLE), "-r",
+                    str(EXAMPLE / "responses-2026.11.jsonl"), "-m", "router", "--release",
+                    "2026.11", "--db", str(store))
+    assert done.returncode == 0, done.stderr
+    code, decision = gate_json(callgate_exe, cli_env, tmp_path, store, "2026.11")
+    assert code == 0 and decision["baseline_release"] is None  # first whole release
+    assert any("release 2026.10 is not a baseline" in note and "shard(s) 1/2" in note
+               for note in decision["warnings"]), decision

@@ -22,6 +22,7 @@ from callgate.checks import Verdict
 from callgate.errors import CallgateError, InputError
 from callgate.reading import names_lines, read_json, validate
 from callgate.scores import Figures, Share
+from callgate.shard import incomplete
 from callgate.store import Store
 from callgate.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 
@@ -520,6 +521,7 @@ def baseline_from_store(store: Store, current: Mapping[str, Any],
         scores = json.loads(run["scores"])
         why = why_not_a_baseline(gate_of(run), scores["attempts"], scores["excluded"],
                                  bool(scores.get("uncalibrated", False)), max_excluded)
+        why = why or incomplete(run)  # a release missing shards was never whole
         if why is None:
             return stored_release(store, run), skipped
         skipped.append(f"release {run['release']} is not a baseline: {why}")
