@@ -84,21 +84,29 @@ def merge_stores(out: Path, inputs: list[Path]) -> list[MergedRelease]:
         if path.resolve() == out.resolve():
             raise CallgateError(f"{path}: is the store merged into; name it once")
     merged: list[MergedRelease] = []
-    with Store(out) as target:
-        sources = []
-        try:
-            for path in inputs:
-                sources.append(Store(path))
-            with target.atomic():
-                touched: dict[int, list[dict[str, Any]]] = {}
+    new = not out.exists() or out.stat().st_size == 0
+    try:
+        with Store(out) as target:
+            sources = []
+            try:
+                for path in inputs:
+                    sources.append(Store(path))
+                with target.atomic():
+                    touched: dict[int, list[dict[str, Any]]] = {}
+                    for source in sources:
+                        for run_id, runs in target.merge_from(source).items():
+                            touched.setdefault(run_id, []).extend(runs)
+                    for run_id, runs in touched.items():
+                        merged.append(_rescore_merged(target, run_id, runs))
+            finally:
                 for source in sources:
-                    for run_id, runs in target.merge_from(source).items():
-                        touched.setdefault(run_id, []).extend(runs)
-                for run_id, runs in touched.items():
-                    merged.append(_rescore_merged(target, run_id, runs))
-        finally:
-            for source in sources:
-                source.close()
+                    source.close()
+    except BaseException:
+        if new:  # a refused merge into a new store leaves no store behind
+            for leftover in (out, out.with_name(out.name + "-wal"),
+                             out.with_name(out.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+        raise
     return merged
 
 

@@ -943,9 +943,11 @@ class Store:
                                  ("callgate_version", "callgate version"),
                                  ("shard_count", "number of shards")):
                 if target[column] != run[column]:
+                    there, here = (("none (unsharded)" if value is None else repr(value))
+                                   for value in (run[column], target[column]))
                     raise MergeRefused(
-                        f"{source.path}: {where}: {what} {run[column]!r} differs from "
-                        f"{target[column]!r} in {self.path}; shards of one release must be "
+                        f"{source.path}: {where}: {what} {there} differs from "
+                        f"{here} in {self.path}; shards of one release must be "
                         "run on the same suite, judge and callgate with the same N")
         target_id = int(target["id"])
         added = self._merge_verdicts(source, int(run["id"]), target_id, where)
