@@ -216,6 +216,19 @@ def test_scored_shards_merge_into_the_unsharded_release_and_merging_twice_is_a_n
     assert "nothing new" in again.stdout
     assert dump_hash(merged) == before
 
+    # A person's label given in one shard's store (serve's calibration session) is copied,
+    # once however often that store is merged.
+    from callgate.store import Store
+
+    with Store(new[0]) as shard_store:
+        shard_store.add_person_label("set.jsonl", "i1", "ana", "pass", "n/a", "n", "{}")
+    for _ in range(2):
+        assert callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(merged),
+                        str(new[0])).returncode == 0
+    with Store(merged) as merged_store:
+        assert [(r["item_id"], r["labeller"]) for r in merged_store.person_labels("set.jsonl")
+                ] == [("i1", "ana")]
+
 
 def test_a_missing_shard_makes_the_gate_inconclusive_naming_it(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]

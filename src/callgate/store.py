@@ -899,6 +899,7 @@ class Store:
         source runs merged into it. Raises MergeRefused, naming the case, on a conflict."""
         for table in _MERGED_TABLES:
             self._merge_table(source, table)
+        self._merge_person_labels(source)
         touched: dict[int, list[dict[str, Any]]] = {}
         for run in source.db.query(
                 "SELECT * FROM runs WHERE status = 'done' ORDER BY created_at, id"):
@@ -918,6 +919,24 @@ class Store:
                   f"VALUES ({', '.join('?' * len(columns))})")
         while chunk := rows.fetchmany(_MERGE_CHUNK):
             self.db.conn.executemany(insert, chunk)
+
+    def _merge_person_labels(self, source: Store) -> None:
+        """People's labels (serve's calibration sessions), each copied once: a row is the same
+        label when set, item, labeller, time and the line it wrote are."""
+        if not source.db["person_labels"].exists():
+            return
+        self._person_labels_table()
+        columns = ("set_name", "item_id", "labeller", "tool_choice", "arguments", "note",
+                   "created_at", "line")
+        names = ", ".join(columns)
+        for row in source.db.execute(f"SELECT {names} FROM person_labels ORDER BY id"):
+            key = [row[0], row[1], row[2], row[6], row[7]]
+            if self.db.execute(
+                    "SELECT 1 FROM person_labels WHERE set_name = ? AND item_id = ? AND "
+                    "labeller = ? AND created_at = ? AND line = ?", key).fetchone():
+                continue
+            self.db.execute(f"INSERT INTO person_labels ({names}) VALUES "
+                            f"({', '.join('?' * len(columns))})", list(row))
 
     def _merge_run(self, source: Store, run: dict[str, Any]) -> tuple[int, bool]:
         """Merge one finished source run into its release here: (the run here, whether it got
