@@ -24,7 +24,8 @@ def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> Non
     assert made.returncode == 0, made.stderr
     proj = tmp_path / "proj"
     for name in ("suite/tools.json", "suite/cases.jsonl", "responses/first.jsonl",
-                 "callgate.toml", "releases/.gitkeep", ".github/workflows/callgate.yml"):
+                 "callgate.toml", "releases/.gitkeep", ".github/workflows/callgate.yml",
+                 ".github/workflows/callgate-sharded.yml"):
         assert (proj / name).is_file(), name
         assert f"created {Path('proj') / name}" in made.stdout
 
@@ -51,11 +52,25 @@ def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> Non
     assert gate.returncode == 0, gate.stdout + gate.stderr
     assert (proj / "releases/first.json").is_file()
 
-    # Every path the workflow names exists in the scaffold.
-    workflow = (proj / ".github/workflows/callgate.yml").read_text()
-    for path in re.findall(r"callgate (?:score|run) (\S+)|--responses (\S+)", workflow):
-        for part in filter(None, path):
-            assert (proj / part).exists(), part
+    # Every path the workflows name exists in the scaffold; every command and option they use
+    # is one of callgate's.
+    import typer.main
+    from callgate.cli import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for name in ("callgate.yml", "callgate-sharded.yml"):
+        workflow = (proj / ".github/workflows" / name).read_text()
+        for path in re.findall(r"callgate (?:score|run) (\S+)|--responses (\S+)", workflow):
+            for part in filter(None, path):
+                assert (proj / part).exists(), part
+        used = set(re.findall(r"(?m)^[\s#-]*(?:run: )?callgate ([a-z]+) ", workflow))
+        assert used <= set(commands), used - set(commands)
+        known = {flag for command in used for param in commands[command].params
+                 for flag in param.opts}
+        flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", workflow))
+        assert flags <= known, (name, flags - known)
+    sharded = (proj / ".github/workflows/callgate-sharded.yml").read_text()
+    assert "--shard ${{ matrix.shard }}/4" in sharded and "callgate merge" in sharded
 
     # The candidates file loads (`run` reads ./callgate.toml whenever it exists).
     from callgate.models.config import load_config

@@ -26,7 +26,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("callgate.models", "callgate.importers"),
     ("callgate.judging",),
     ("callgate.scoring",),
-    ("callgate.running", "callgate.gating"),
+    ("callgate.gating",),
+    ("callgate.running",),  # live runs and merging shard stores re-check "not a result"
     ("callgate.report",),
     ("callgate.web",),
     ("callgate.cli",),

@@ -17,6 +17,12 @@ if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help
 
 EXIT_INPUT = 2
 
+ShardOption = Annotated[str | None, typer.Option(
+    "--shard", metavar="K/N",
+    help="Only the cases of shard K of N (by a hash of the case id; repeats of a case stay "
+         "together); the run is stored as that shard of its release. Combine the shard stores "
+         "with `callgate merge`.")]
+
 JudgeOption = Annotated[Path | None, typer.Option(
     "--judge", help="Judge spec (judges/NAME.toml), or the name of a bundled judge (tool_choice), "
                     "for cases whose expectation is `judge`.")]

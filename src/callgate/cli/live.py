@@ -24,6 +24,7 @@ from callgate.cli.common import (
     JudgeKeyEnvOption,
     JudgeOption,
     MaxExcludedOption,
+    ShardOption,
     UncalibratedOption,
     _exit_if_not_a_result,
     _fail,
@@ -109,6 +110,7 @@ def run_command(
     judge_api_base: JudgeApiBaseOption = None,
     judge_api_key_env: JudgeKeyEnvOption = None,
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
+    shard: ShardOption = None,
 ) -> None:
     """Call a model on every case (repeats × cases), then check, score and store as `score` does.
 
@@ -123,10 +125,12 @@ def run_command(
     from callgate.running.run import RetryPolicy, RunSettings, run_live
     from callgate.scoring.pipeline import judge_step
     from callgate.store.db import Store
+    from callgate.suites.shard import parse_shard
     from callgate.suites.suite import load_suite
 
     err = Console(stderr=True)
     try:
+        only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
         config_path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
         candidates = load_config(config_path) if config_path is not None else None
@@ -164,6 +168,7 @@ def run_command(
             cache=not no_cache,
             offline=offline,
             retry=RetryPolicy(max_retries=max_retries, budget=retry_budget),
+            shard=only,
         )
         with Store(db) as store:
             step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from callgate.errors import CallgateError
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
@@ -20,12 +21,14 @@ from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
     pass
 from callgate.cli.common import (
+    EXIT_INCONCLUSIVE,
     EXIT_INPUT,
     DbOption,
     JudgeApiBaseOption,
     JudgeKeyEnvOption,
     JudgeOption,
     MaxExcludedOption,
+    ShardOption,
     UncalibratedOption,
     _exit_if_not_a_result,
     _fail,
@@ -151,6 +154,7 @@ def score(
     judge_api_base: JudgeApiBaseOption = None,
     judge_api_key_env: JudgeKeyEnvOption = None,
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
+    shard: ShardOption = None,
 ) -> None:
     """Score recorded responses against a suite, store everything and print the figures.
 
@@ -159,9 +163,11 @@ def score(
     from callgate.report.console import print_run, run_document
     from callgate.scoring.pipeline import judge_step, score_file
     from callgate.store.db import Store
+    from callgate.suites.shard import parse_shard
     from callgate.suites.suite import load_suite
 
     try:
+        only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
         if not responses.is_file():
             raise _fail(f"{responses}: "
@@ -171,7 +177,7 @@ def score(
                                api_base=judge_api_base, api_key_env=judge_api_key_env)
                     if judge else None)
             result = score_file(suite, responses, store, model=model, release=release,
-                                keep_verdicts=as_json, judge=step)
+                                keep_verdicts=as_json, judge=step, shard=only)
             not_a_result = _record_if_not_a_result(store, "score", result, max_excluded)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
@@ -246,7 +252,7 @@ def gate(
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive."""
-    from callgate.gating.release import gate_release
+    from callgate.gating.release import IncompleteRelease, gate_release
     from callgate.report.console import gate_junit, gate_markdown, print_gate
     from callgate.store.db import Store
 
@@ -257,6 +263,10 @@ def gate(
             decision, current = gate_release(store, model, release, suite=suite,
                                              baseline=baseline, max_drop=max_drop,
                                              max_excluded=max_excluded)
+    except IncompleteRelease as exc:  # some shards of the release are missing: no result
+        Console(stderr=True).print(f"[yellow]inconclusive:[/yellow] {escape(str(exc))}",
+                                   highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_INCONCLUSIVE) from None
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if scores_out is not None:
@@ -272,6 +282,55 @@ def gate(
     else:
         print_gate(decision)
     raise typer.Exit(decision.exit_code)
+
+
+@app.command()
+def merge(
+    stores: Annotated[list[Path], typer.Argument(
+        metavar="[OUT.db] IN.db...", help="The new store to make, then the stores to merge "
+                                          "into it (with --into: only the stores to merge).")],
+    into: Annotated[Path | None, typer.Option(
+        "--into", help="Merge into this existing store instead of making a new one.")] = None,
+) -> None:
+    """Merge stores, e.g. the stores of the shards of a run (`--shard K/N`), into one.
+
+    Copies suites, runs, responses, verdicts, judge verdicts and outputs, calibration items and
+    certificates; the shards of a release become one release, scored again from its verdicts.
+    Merging a store twice changes nothing. Refused (exit 2, nothing written) when two stores
+    scored one attempt differently, or ran one release on different suites, judges, callgate
+    versions or numbers of shards."""
+    from callgate.running.merge import merge_stores
+
+    if into is None:
+        if len(stores) < 2:
+            raise _fail("merge: name the new store and at least one store to merge "
+                        "(or --into STORE and the stores to merge)")
+        out, inputs = stores[0], stores[1:]
+        if out.exists() and out.stat().st_size:
+            raise _fail(f"{out}: exists; to merge into an existing store use --into {out}")
+    else:
+        out, inputs = into, stores
+        if not into.is_file():
+            raise _fail(f"{into}: no such store; to make a new one, name it first: "
+                        f"callgate merge {into} IN.db...")
+    try:
+        merged = merge_stores(out, inputs)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    console = Console()
+    if not merged:
+        console.print(f"nothing new: {out} already holds every attempt of "
+                      f"{', '.join(str(p) for p in inputs)}", highlight=False)
+    for release in merged:
+        held = ""
+        if release.shard_count:
+            missing = sorted(set(range(1, release.shard_count + 1)) - set(release.shards or ()))
+            held = (f", shards {', '.join(map(str, release.shards or ()))} of "
+                    f"{release.shard_count}"
+                    + (f" (missing {', '.join(map(str, missing))})" if missing else ""))
+        console.print(f"{release.model} {release.release} on {release.suite_name}: "
+                      f"{release.attempts} attempts{held}; run {release.run_id} in {out}",
+                      highlight=False)
 
 
 @app.command()

@@ -158,11 +158,82 @@ jobs:
       - name: Summary
         if: always()
         run: cat summary.md >> "$GITHUB_STEP_SUMMARY"
+      - name: An HTML report of the release (chart, figures, flipped cases)
+        if: always()
+        run: callgate report --html report.html --model my-agent --release "${{{{ github.sha }}}}"
+      - uses: actions/upload-artifact@v4
+        if: always()
+        with:
+          name: callgate-report
+          path: report.html
       - name: Keep the scores with the release
         if: success()
         run: |
           git config user.name callgate && git config user.email callgate@users.noreply.github.com
           git add releases/ && git commit -m "callgate scores for ${{{{ github.sha }}}}" && git push
+'''
+
+# The same gate when a live run outgrows one runner: N shard jobs each ask the model for their
+# share of the cases (a hash of the case id), a gate job merges the stores and gates the union.
+SHARDED_WORKFLOW = f'''\
+name: tool-calling gate, sharded
+# Run by hand until the suite outgrows one runner; then use `on: [pull_request]` here and
+# remove callgate.yml.
+on: [workflow_dispatch]
+jobs:
+  shard:
+    runs-on: ubuntu-latest
+    strategy:
+      fail-fast: false
+      matrix:
+        shard: [1, 2, 3, 4]
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - run: pip install "callgate=={__version__}"
+      - name: Ask the candidate model, this shard's cases only
+        env:
+          OPENROUTER_API_KEY: ${{{{ secrets.OPENROUTER_API_KEY }}}}
+        run: >
+          callgate run {SUITE} --model my-agent --repeats 3 --release "${{{{ github.sha }}}}"
+          --shard ${{{{ matrix.shard }}}}/4 --db shard.db
+      - uses: actions/upload-artifact@v4
+        with:
+          name: store-${{{{ matrix.shard }}}}
+          path: shard.db
+  gate:
+    needs: shard
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: "3.11"
+      - run: pip install "callgate=={__version__}"
+      - uses: actions/download-artifact@v4
+        with:
+          pattern: store-*
+          path: stores
+      - name: Merge the shards into one release
+        run: callgate merge callgate.db stores/store-*/shard.db
+      - name: Gate (inconclusive, exit 3, if a shard is missing)
+        run: >
+          callgate gate --model my-agent --release "${{{{ github.sha }}}}"
+          --baseline releases/ --scores-out "releases/${{{{ github.sha }}}}.json"
+          --junit junit.xml --markdown summary.md
+      - name: An HTML report of the merged release
+        if: always()
+        run: callgate report --html report.html --model my-agent --release "${{{{ github.sha }}}}"
+      - uses: actions/upload-artifact@v4
+        if: always()
+        with:
+          name: scores-and-report
+          path: |
+            releases/
+            report.html
+            summary.md
 '''
 
 
@@ -179,6 +250,7 @@ def scaffold_files() -> dict[str, str]:
         "callgate.toml": CONFIG,
         "releases/.gitkeep": "",
         ".github/workflows/callgate.yml": WORKFLOW,
+        ".github/workflows/callgate-sharded.yml": SHARDED_WORKFLOW,
     }
 
 

@@ -23,6 +23,7 @@ from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.scores import Figures, Share
 from callgate.store.db import Store
+from callgate.suites.shard import incomplete
 from callgate.version import __version__
 
 FORMAT: Final = "callgate.release/1"
@@ -518,6 +519,7 @@ def baseline_from_store(store: Store, current: Mapping[str, Any],
         scores = json.loads(run["scores"])
         why = why_not_a_baseline(gate_of(run), scores["attempts"], scores["excluded"],
                                  bool(scores.get("uncalibrated", False)), max_excluded)
+        why = why or incomplete(run)  # a release missing shards was never whole
         if why is None:
             return stored_release(store, run), skipped
         skipped.append(f"release {run['release']} is not a baseline: {why}")

@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from callgate.errors import CallgateError
 from callgate.gating.gate import (
     DEFAULT_MAX_DROP,
     GateDecision,
+    GateRecord,
     ReleaseScores,
     baseline_from_path,
     baseline_from_store,
@@ -21,6 +23,12 @@ from callgate.gating.gate import (
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.judging.audit import audit_report, estimates_document, judged_check
 from callgate.store.db import Store
+from callgate.suites.shard import incomplete
+
+
+class IncompleteRelease(CallgateError):
+    """Some shards of the release are not in the store: the gate is inconclusive (exit 3),
+    recorded so, and the release is never a baseline."""
 
 
 def gate_release(
@@ -45,10 +53,19 @@ def gate_release(
         max_drop: the drop, in percentage points, tolerated before a regression is declared.
         max_excluded: inconclusive above this share of excluded attempts.
 
+    Raises IncompleteRelease when shards of the release are missing (recorded inconclusive).
     Returns the decision (`decision.exit_code`: 0 pass, 1 regression, 3 inconclusive) and the
     release's scores with the decision recorded (`scores.to_json()` is its scores file).
     Raises CallgateError when the release or the baseline cannot be found or read."""
     run = find_current(store, model, release, suite)
+    why = incomplete(run)
+    if why is not None:
+        # A release some of whose shards are missing is no result: recorded inconclusive (so
+        # never a baseline).
+        record = GateRecord(outcome="inconclusive", released=False, max_excluded=max_excluded,
+                            messages=[why])
+        store.set_run_gate(run["id"], record.model_dump_json())
+        raise IncompleteRelease(why)
     current = stored_release(store, run)
     if baseline == "auto":
         base, skipped = baseline_from_store(store, run, max_excluded)

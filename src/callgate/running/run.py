@@ -61,6 +61,7 @@ from callgate.scoring.scores import Scores
 from callgate.store.db import Store, now
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, parse_response
+from callgate.suites.shard import Shard
 from callgate.suites.suite import Suite
 from callgate.version import __version__
 
@@ -79,6 +80,7 @@ class RunSettings(BaseModel):
     retry: RetryPolicy = RetryPolicy()
     commit_every: float = Field(0.25, gt=0, description="seconds between commits of answers")
     progress: bool = True
+    shard: Shard | None = Field(None, description="run only the cases of this shard")
 
 
 @dataclass(frozen=True)
@@ -220,6 +222,9 @@ class LiveRunner:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
         target = target_for(self.candidate)
         attempts = plan(self.suite, target, settings.repeats)
+        shard = settings.shard
+        if shard is not None:
+            attempts = [a for a in attempts if shard.holds(a.case_id)]
         self.store.save_suite(self.suite)
         stored = (
             self.store.live_responses([a.key for a in attempts])
@@ -237,6 +242,8 @@ class LiveRunner:
         talks: list[_Talk] = []
         unfinished: list[Conversation] = []
         for conversation in plan_conversations(self.suite, settings.repeats):
+            if shard is not None and not shard.holds(conversation.case_id):
+                continue
             talk = await self._converse(conversation, None, target, None)
             if talk is None:
                 unfinished.append(conversation)
@@ -270,6 +277,7 @@ class LiveRunner:
             run_id = self.store.replace_run(
                 self.suite, self.candidate.name, self.release, "live", __version__,
                 self.judge.judge.fingerprint if self.judge else None,
+                shard=(shard.index, shard.count) if shard else None,
             )
         recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts,
                             judge=self.judge)
@@ -294,7 +302,8 @@ class LiveRunner:
             scores=scores,
             verdicts=in_suite_order(recorder.verdicts),
             failures=in_suite_order(recorder.failures),
-            missing=[c for c in self.suite.cases if c not in answered],
+            missing=[c for c in self.suite.cases
+                     if c not in answered and (shard is None or shard.holds(c))],
         )
         return LiveRun(
             result=result,

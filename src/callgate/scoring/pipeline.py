@@ -38,6 +38,7 @@ from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, read_response_lines
+from callgate.suites.shard import Shard
 from callgate.suites.suite import Case, Suite, case_tags
 from callgate.version import __version__
 
@@ -380,6 +381,7 @@ def score_responses(
     source: str = "recorded",
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
+    shard: Shard | None = None,
 ) -> RunResult:
     """Check, score and store responses: all of it lands, or none. The rows are written in
     short transactions under a run that stays `running` (unseen by every read) until its
@@ -390,10 +392,16 @@ def score_responses(
     outside the transaction, so each verdict the judge is paid for is committed as it arrives
     and a re-run takes it from the cache whatever happens next. The run row stays `running`
     until the judged rows and the scores are written together; if judging is cut short, the
-    attempts not judged are recorded as pending and the run is marked `interrupted`."""
+    attempts not judged are recorded as pending and the run is marked `interrupted`.
+
+    With a shard, only the responses to the cases of that shard are scored (the others are
+    skipped), and the run is stored as that shard of its release."""
     fingerprint = judge.judge.fingerprint if judge else None
     new_suite = store.save_suite(suite)
-    run_id = store.replace_run(suite, model, release, source, __version__, fingerprint)
+    run_id = store.replace_run(suite, model, release, source, __version__, fingerprint,
+                               shard=(shard.index, shard.count) if shard else None)
+    if shard is not None:
+        responses = ((r, b) for r, b in responses if shard.holds(r.case_id))
     recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge)
     seen: set[str] = set()
     try:
@@ -418,7 +426,8 @@ def score_responses(
             with store.atomic():
                 recorder.keep_unjudged()
                 scores = recorder.finish("done" if completed else "interrupted")
-    missing = [case_id for case_id in suite.cases if case_id not in seen]
+    missing = [case_id for case_id in suite.cases
+               if case_id not in seen and (shard is None or shard.holds(case_id))]
     return RunResult(run_id, suite, model, release, scores, recorder.verdicts,
                      recorder.failures, missing)
 
@@ -432,6 +441,7 @@ def score_file(
     release: str,
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
+    shard: Shard | None = None,
 ) -> RunResult:
     """Score a recorded-responses file (JSON Lines) against a suite and store everything.
 
@@ -448,4 +458,4 @@ def score_file(
     multi_turn = {case_id for case_id, case in suite.cases.items() if suite.loops(case)}
     stream = read_response_lines(responses_path, set(suite.cases), multi_turn)
     return score_responses(suite, stream, store, model=model, release=release,
-                           keep_verdicts=keep_verdicts, judge=judge)
+                           keep_verdicts=keep_verdicts, judge=judge, shard=shard)

@@ -20,6 +20,7 @@ from sqlite_utils import Database
 
 from callgate.reading import canonical_json
 from callgate.store.judging import JudgeRecords
+from callgate.store.merging import MergeRecords
 from callgate.store.opening import (
     StoreError,
     StoreLocked,
@@ -38,40 +39,23 @@ from callgate.store.schema import (
     MIGRATIONS,
     MIGRATIONS_TABLE,
     MIGRATIONS_TABLE_NAME,
+    RESPONSE_COLUMNS,
     SCHEMA,
     SCHEMA_VERSION,
+    VERDICT_COLUMNS,
     _statements,
     now,
 )
 from callgate.store.serving import ServeRecords
 
-RESPONSE_COLUMNS = (
-    "run",
-    "case_id",
-    "repeat",
-    "finish_reason",
-    "provider",
-    "cost",
-    "latency_ms",
-    "prompt_tokens",
-    "completion_tokens",
-    "error_kind",
-    "body",
-)
-VERDICT_COLUMNS = (
-    "run",
-    "case_id",
-    "repeat",
-    "status",
-    "tool",
-    "tool_reason",
-    "arguments",
-    "schema_kind",
-    "arguments_reason",
-    "calls",
-    "right_tool",
-    "right_arguments",
-)
+
+def _shards_overlap(older: str | None, newer: str | None) -> bool:
+    """Whether a finished run replaces an older run of its release: an unsharded run replaces
+    and is replaced by any; a shard run replaces the runs holding one of its shards, so shards
+    run one after another into one store all stay."""
+    if older is None or newer is None:
+        return True
+    return bool(set(json.loads(older)) & set(json.loads(newer)))
 
 
 class StoredSuite(Protocol):
@@ -99,7 +83,7 @@ def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
     return (run_id, *(int(v) if isinstance(v, bool) else v for v in values))
 
 
-class Store(JudgeRecords, ServeRecords):
+class Store(JudgeRecords, ServeRecords, MergeRecords):
     """A callgate database. Use as a context manager, or call `close()`.
 
     Opening checks the file first: a path that is neither a callgate store nor an empty or new
@@ -318,15 +302,22 @@ class Store(JudgeRecords, ServeRecords):
         source: str,
         version: str,
         judge_fingerprint: str | None = None,
+        shard: tuple[int, int] | None = None,
     ) -> int:
-        """Create the run row for (suite, model, release), with status "running".
+        """Create the run row for (suite, model, release), with status "running"; `shard`
+        is (K, N) for a run of shard K of N.
 
         An earlier run of the release is not dropped here: it stays, and stays the one that
         find_run() and runs() see, until this run finishes (finish_run with status "done").
         A re-scored release keeps its original creation time, so its place in the model's
         history (and so which release is the baseline of which) does not move."""
         with self.atomic():  # read, then write: under the write lock
-            return self._insert_run(suite, model, release, source, version, judge_fingerprint)
+            run_id = self._insert_run(suite, model, release, source, version,
+                                      judge_fingerprint)
+            if shard is not None:
+                self.db.execute("UPDATE runs SET shard_count = ?, shards = ? WHERE id = ?",
+                                [shard[1], json.dumps([shard[0]]), run_id])
+            return run_id
 
     def _insert_run(
         self,
@@ -394,15 +385,16 @@ class Store(JudgeRecords, ServeRecords):
             if row is not None and row["status"] == "done":
                 self._keep_refusal(run_id)
                 earlier = self.db.execute(
-                    "SELECT runs.id, runs.status, run_owners.host, run_owners.pid FROM runs "
-                    "LEFT JOIN run_owners ON run_owners.run = runs.id "
+                    "SELECT runs.id, runs.status, run_owners.host, run_owners.pid, runs.shards "
+                    "FROM runs LEFT JOIN run_owners ON run_owners.run = runs.id "
                     "WHERE suite_name = ? AND model = ? AND release = ? AND id < ?",
                     [row["suite_name"], row["model"], row["release"], run_id],
                 ).fetchall()
                 # A run another live process is still writing stays: deleting it would pull
                 # its rows from under that process (FOREIGN KEY constraint failed).
-                stale = [[rid] for rid, status, host, pid in earlier
-                         if status != "running" or not _writer_alive(host, pid)]
+                stale = [[rid] for rid, status, host, pid, shards in earlier
+                         if (status != "running" or not _writer_alive(host, pid))
+                         and _shards_overlap(shards, row.get("shards"))]
                 self.db.conn.executemany("DELETE FROM runs WHERE id = ?", stale)
             self.db.execute("DELETE FROM run_owners WHERE run = ?", [run_id])
 

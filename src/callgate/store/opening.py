@@ -28,6 +28,10 @@ class StoreError(CallgateError):
     """The store file cannot be used: one line naming it and what to do (exit 2)."""
 
 
+class MergeRefused(StoreError):
+    """Two stores disagree on an attempt or on how a release was run: nothing is merged."""
+
+
 class StoreLocked(StoreError):
     """Another process held the write lock for longer than the busy timeout."""
 

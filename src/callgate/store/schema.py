@@ -247,8 +247,51 @@ def m005_audits(conn: sqlite3.Connection) -> None:
         "PRIMARY KEY (run, case_id, repeat))")
 
 
+@migration
+def m006_runs_shard_columns(conn: sqlite3.Connection) -> None:
+    """runs.shard_count and runs.shards: a run made with --shard K/N holds shard_count N and
+    shards "[K]"; a release merged from shard stores holds the JSON list of the shards it has.
+    Both NULL for an unsharded run."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "shard_count" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN shard_count INTEGER")
+    if "shards" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN shards TEXT")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
+
+
+# The columns of responses and verdicts, declared once: the store writes rows in this order,
+# and `merge` copies them by name.
+RESPONSE_COLUMNS = (
+    "run",
+    "case_id",
+    "repeat",
+    "finish_reason",
+    "provider",
+    "cost",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "error_kind",
+    "body",
+)
+VERDICT_COLUMNS = (
+    "run",
+    "case_id",
+    "repeat",
+    "status",
+    "tool",
+    "tool_reason",
+    "arguments",
+    "schema_kind",
+    "arguments_reason",
+    "calls",
+    "right_tool",
+    "right_arguments",
+)
 
 
 def now() -> str:

@@ -1,0 +1,126 @@
+"""`callgate merge`: combine the stores of the shards of a run (or any callgate stores) into one.
+
+The SQL is in the store (Store.merge_from); this module opens the stores, merges them all in
+one transaction, and computes the figures of every release that got attempts again from its
+verdicts, with the scoring code a run uses, so a release merged from its shards has the figures
+of the same release run unsharded.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from callgate.checks.check import Verdict
+from callgate.errors import CallgateError
+from callgate.gating.gate import not_a_result
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.judging.calibration import Certificate
+from callgate.judging.judge import JudgeOutput
+from callgate.scoring.pipeline import JudgedTally, judged_shares
+from callgate.scoring.scores import ScoreBuilder, Scores
+from callgate.store.db import Store
+
+
+@dataclass(frozen=True)
+class MergedRelease:
+    run_id: int
+    suite_name: str
+    model: str
+    release: str
+    shards: list[int] | None
+    shard_count: int | None
+    attempts: int
+
+
+def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
+    """A stored run's scores, computed again from its verdicts (and the cost, usage, latency
+    and provider of its responses) as the Recorder computed them while scoring."""
+    run = store.run(run_id)
+    assert run is not None
+    builder = ScoreBuilder(tags_of=store.case_tags_of(run["suite"]))
+    tally = JudgedTally()
+    for row in store.merged_attempts(run_id):
+        verdict = Verdict.model_validate(row)
+        judged = row["judged_tool_choice"] is not None
+        builder.add(verdict, judged=judged, cost=row["cost"],
+                    prompt_tokens=row["prompt_tokens"],
+                    completion_tokens=row["completion_tokens"],
+                    latency_ms=row["latency_ms"], provider=row["provider"])
+        if judged:
+            # The final verdict keeps the deterministic failures the tally looks at.
+            tally.add(verdict, JudgeOutput.model_validate(
+                {"tool_choice": row["judged_tool_choice"], "arguments": row["judged_arguments"],
+                 "reason": ""}))
+        elif verdict.status == "judge_error":
+            tally.judge_errors += 1
+    scores = builder.build()
+    fingerprint = run["judge_fingerprint"]
+    if fingerprint is None:
+        return scores
+    certificate = None
+    stored = store.certificate(fingerprint)
+    if stored and not uncalibrated:
+        certificate = Certificate.model_validate_json(stored)
+    # judged_shares reads only the judge's fingerprint and certificate of a JudgeStep.
+    step = SimpleNamespace(judge=SimpleNamespace(fingerprint=fingerprint),
+                           certificate=certificate)
+    return scores.model_copy(update={"judged": judged_shares(tally, step),  # type: ignore[arg-type]
+                                     "uncalibrated": certificate is None})
+
+
+def merge_stores(out: Path, inputs: list[Path]) -> list[MergedRelease]:
+    """Merge `inputs` into the store `out` (made if new): all of it, or nothing on a conflict.
+    Merging a store already merged changes nothing."""
+    if not inputs:
+        raise CallgateError("merge: name at least one store to merge")
+    for path in inputs:
+        if not path.is_file():
+            raise CallgateError(f"{path}: " + ("is a folder, not a callgate store"
+                                               if path.is_dir() else "file not found"))
+        if path.resolve() == out.resolve():
+            raise CallgateError(f"{path}: is the store merged into; name it once")
+    merged: list[MergedRelease] = []
+    new = not out.exists() or out.stat().st_size == 0
+    try:
+        with Store(out) as target:
+            sources = []
+            try:
+                for path in inputs:
+                    sources.append(Store(path))
+                with target.atomic():
+                    touched: dict[int, list[dict[str, Any]]] = {}
+                    for source in sources:
+                        for run_id, runs in target.merge_from(source).items():
+                            touched.setdefault(run_id, []).extend(runs)
+                    for run_id, runs in touched.items():
+                        merged.append(_rescore_merged(target, run_id, runs))
+            finally:
+                for source in sources:
+                    source.close()
+    except BaseException:
+        if new:  # a refused merge into a new store leaves no store behind
+            for leftover in (out, out.with_name(out.name + "-wal"),
+                             out.with_name(out.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+        raise
+    return merged
+
+
+def _rescore_merged(store: Store, run_id: int, sources: list[dict[str, Any]]) -> MergedRelease:
+    run = store.run(run_id)
+    assert run is not None
+    was_uncalibrated = any(json.loads(r["scores"] or "{}").get("uncalibrated", False)
+                           for r in [run, *sources])
+    scores = rescore(store, run_id, was_uncalibrated)
+    store.write_merged_scores(run_id, scores.model_dump(mode="json"))
+    record = not_a_result("run" if run["source"] == "live" else "score", scores.attempts,
+                          scores.excluded, DEFAULT_MAX_EXCLUDED)
+    if record is not None:
+        store.set_run_gate(run_id, record.model_dump_json())
+    return MergedRelease(run_id, run["suite_name"], run["model"], run["release"],
+                         json.loads(run["shards"]) if run["shards"] else None,
+                         run["shard_count"], scores.attempts)

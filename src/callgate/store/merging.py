@@ -1,0 +1,211 @@
+"""`callgate merge`: copying other stores (e.g. the stores of a run's shards) into this one, as
+Store methods (a mixin of Store)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from callgate.store.opening import MergeRefused
+from callgate.store.schema import RESPONSE_COLUMNS, VERDICT_COLUMNS
+
+# What `merge` copies: tables keyed by their content, and the rows under a run.
+_MERGED_TABLES = ("suites", "cases", "live_responses", "judge_cache", "calibration_items",
+                  "certificates")
+_MERGED_RUN_TABLES = {
+    "responses": RESPONSE_COLUMNS[1:],
+    "judgements": ("case_id", "repeat", "fingerprint", "tool_choice", "arguments", "reason"),
+    "run_requests": ("case_id", "repeat", "cache_key", "cached"),
+    "run_turns": ("case_id", "repeat", "turn", "cache_key", "cached"),
+}
+_MERGE_CHUNK = 5000
+
+
+def _union_shards(here: str | None, there: str | None) -> str | None:
+    """The shards a run holds after merging (JSON list); None for an unsharded run."""
+    if here is None or there is None:
+        return here if there is None else there
+    return json.dumps(sorted(set(json.loads(here)) | set(json.loads(there))))
+
+
+class MergeRecords:
+    """Store methods for merging stores (a mixin of Store)."""
+
+    # Provided by Store (store/db.py), which every mixin of it is combined into.
+    db: Database
+    path: Path
+
+    def atomic(self) -> AbstractContextManager[Database]:
+        raise NotImplementedError
+
+    def run(self, run_id: int) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def find_run(self, suite_name: str, model: str, release: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _person_labels_table(self) -> None:
+        raise NotImplementedError
+
+    def _write_scores(self, run_id: int, scores: dict[str, Any], status: str) -> None:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- merging stores
+    # `callgate merge` copies other stores into this one inside one transaction (the caller's
+    # atomic()): the tables keyed by content (suites, cases, cached answers and judge outputs,
+    # calibration items, certificates) row for row, ignoring rows already here; the finished
+    # runs into the run of their release here (made if missing), attempt by attempt.
+
+    def merge_from(self, source: MergeRecords) -> dict[int, list[dict[str, Any]]]:
+        """Copy `source` into this store; the runs here that got new attempts, each with the
+        source runs merged into it. Raises MergeRefused, naming the case, on a conflict."""
+        for table in _MERGED_TABLES:
+            self._merge_table(source, table)
+        self._merge_person_labels(source)
+        touched: dict[int, list[dict[str, Any]]] = {}
+        for run in source.db.query(
+                "SELECT * FROM runs WHERE status = 'done' ORDER BY created_at, id"):
+            target, added = self._merge_run(source, run)
+            if added:
+                touched.setdefault(target, []).append(run)
+        return touched
+
+    def _columns(self, table: str) -> list[str]:
+        return [row[1] for row in self.db.execute(f"PRAGMA table_info({table})")]
+
+    def _merge_table(self, source: MergeRecords, table: str) -> None:
+        columns = [c for c in source._columns(table) if c in set(self._columns(table))]
+        names = ", ".join(columns)
+        rows = source.db.execute(f"SELECT {names} FROM {table}")
+        insert = (f"INSERT OR IGNORE INTO {table} ({names}) "
+                  f"VALUES ({', '.join('?' * len(columns))})")
+        while chunk := rows.fetchmany(_MERGE_CHUNK):
+            self.db.conn.executemany(insert, chunk)
+
+    def _merge_person_labels(self, source: MergeRecords) -> None:
+        """People's labels (serve's calibration sessions), each copied once: a row is the same
+        label when set, item, labeller, time and the line it wrote are."""
+        if not source.db["person_labels"].exists():
+            return
+        self._person_labels_table()
+        columns = ("set_name", "item_id", "labeller", "tool_choice", "arguments", "note",
+                   "created_at", "line")
+        names = ", ".join(columns)
+        for row in source.db.execute(f"SELECT {names} FROM person_labels ORDER BY id"):
+            key = [row[0], row[1], row[2], row[6], row[7]]
+            if self.db.execute(
+                    "SELECT 1 FROM person_labels WHERE set_name = ? AND item_id = ? AND "
+                    "labeller = ? AND created_at = ? AND line = ?", key).fetchone():
+                continue
+            self.db.execute(f"INSERT INTO person_labels ({names}) VALUES "
+                            f"({', '.join('?' * len(columns))})", list(row))
+
+    def _merge_run(self, source: MergeRecords, run: dict[str, Any]) -> tuple[int, bool]:
+        """Merge one finished source run into its release here: (the run here, whether it got
+        attempts it lacked)."""
+        where = (f"release {run['release']!r} of model {run['model']!r} on suite "
+                 f"{run['suite_name']!r}")
+        target = self.find_run(run["suite_name"], run["model"], run["release"])
+        if target is None:
+            cursor = self.db.execute(
+                "INSERT INTO runs (suite_name, suite, model, release, source, created_at, "
+                "callgate_version, judge_fingerprint, status, shard_count, shards) "
+                "VALUES (?,?,?,?,?,?,?,?,'done',?,?)",
+                [run[c] for c in ("suite_name", "suite", "model", "release", "source",
+                                  "created_at", "callgate_version", "judge_fingerprint",
+                                  "shard_count", "shards")])
+            assert cursor.lastrowid is not None  # an INSERT just ran
+            target = self.run(int(cursor.lastrowid))
+            assert target is not None
+            created = True
+        else:
+            created = False
+            for column, what in (("suite", "suite fingerprint"),
+                                 ("judge_fingerprint", "judge fingerprint"),
+                                 ("callgate_version", "callgate version"),
+                                 ("shard_count", "number of shards")):
+                if target[column] != run[column]:
+                    there, here = (("none (unsharded)" if value is None else repr(value))
+                                   for value in (run[column], target[column]))
+                    raise MergeRefused(
+                        f"{source.path}: {where}: {what} {there} differs from "
+                        f"{here} in {self.path}; shards of one release must be "
+                        "run on the same suite, judge and callgate with the same N")
+        target_id = int(target["id"])
+        added = self._merge_verdicts(source, int(run["id"]), target_id, where)
+        for table, columns in _MERGED_RUN_TABLES.items():
+            names = ", ".join(columns)
+            rows = source.db.execute(
+                f"SELECT ?, {names} FROM {table} WHERE run = ?", [target_id, run["id"]])
+            insert = (f"INSERT OR IGNORE INTO {table} (run, {names}) "
+                      f"VALUES (?, {', '.join('?' * len(columns))})")
+            while chunk := rows.fetchmany(_MERGE_CHUNK):
+                self.db.conn.executemany(insert, chunk)
+        shards = _union_shards(target["shards"], run["shards"])
+        if shards != target["shards"]:
+            self.db.execute("UPDATE runs SET shards = ? WHERE id = ?", [shards, target_id])
+        if added and not created:
+            # Its figures change: a decision taken on the old ones no longer holds.
+            self.db.execute("UPDATE runs SET gate = NULL WHERE id = ?", [target_id])
+        return target_id, bool(added) or created
+
+    def _merge_verdicts(self, source: MergeRecords, run_id: int, target_id: int, where: str) -> int:
+        """Stage the source run's verdicts, refuse one that differs from the verdict of the same
+        attempt here, and insert those not here; how many were inserted."""
+        conn = self.db.conn
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS merge_verdicts "
+                     f"({', '.join(VERDICT_COLUMNS[1:])}, PRIMARY KEY (case_id, repeat))")
+        conn.execute("DELETE FROM temp.merge_verdicts")
+        names = ", ".join(VERDICT_COLUMNS[1:])
+        rows = source.db.execute(f"SELECT {names} FROM verdicts WHERE run = ?", [run_id])
+        insert = (f"INSERT INTO temp.merge_verdicts ({names}) "
+                  f"VALUES ({', '.join('?' * (len(VERDICT_COLUMNS) - 1))})")
+        while chunk := rows.fetchmany(_MERGE_CHUNK):
+            conn.executemany(insert, chunk)
+        differs = " OR ".join(f"here.{c} IS NOT there.{c}" for c in VERDICT_COLUMNS[3:])
+        clash = conn.execute(
+            "SELECT there.case_id, there.repeat, here.tool, here.arguments, here.status, "
+            "there.tool, there.arguments, there.status FROM temp.merge_verdicts AS there "
+            "JOIN verdicts AS here ON here.run = ? AND here.case_id = there.case_id "
+            f"AND here.repeat = there.repeat WHERE {differs} "
+            "ORDER BY there.case_id, there.repeat LIMIT 1", [target_id]).fetchone()
+        if clash is not None:
+            case_id, repeat, *verdicts = clash
+            here = "/".join(str(v) for v in verdicts[:3])
+            there = "/".join(str(v) for v in verdicts[3:])
+            raise MergeRefused(
+                f"{source.path}: {where}: case {case_id!r} repeat {repeat} was scored "
+                f"differently ({there} there, {here} in {self.path}); nothing was merged")
+        cursor = conn.execute(
+            f"INSERT INTO verdicts (run, {names}) SELECT ?, {names} "
+            "FROM temp.merge_verdicts AS there WHERE NOT EXISTS (SELECT 1 FROM verdicts AS here "
+            "WHERE here.run = ? AND here.case_id = there.case_id AND here.repeat = there.repeat)",
+            [target_id, target_id])
+        conn.execute("DELETE FROM temp.merge_verdicts")
+        return cursor.rowcount
+
+    def merged_attempts(self, run_id: int) -> Iterator[dict[str, Any]]:
+        """A run's verdicts with what scoring reads of their responses and judgements, in case
+        and repeat order: `judged_tool_choice` is set when the judge decided the attempt."""
+        return self.db.query(
+            "SELECT verdicts.*, responses.cost, responses.prompt_tokens, "
+            "responses.completion_tokens, responses.latency_ms, responses.provider, "
+            "judgements.tool_choice AS judged_tool_choice, "
+            "judgements.arguments AS judged_arguments FROM verdicts "
+            "LEFT JOIN responses USING (run, case_id, repeat) "
+            "LEFT JOIN judgements USING (run, case_id, repeat) "
+            "WHERE verdicts.run = ? ORDER BY verdicts.case_id, verdicts.repeat", [run_id])
+
+    def case_tags_of(self, suite_fingerprint: str) -> dict[str, list[str]]:
+        return {case_id: json.loads(tags) for case_id, tags in self.db.execute(
+            "SELECT case_id, tags FROM cases WHERE suite = ?", [suite_fingerprint])}
+
+    def write_merged_scores(self, run_id: int, scores: dict[str, Any]) -> None:
+        """The scores of a merged run, computed again from its verdicts."""
+        with self.atomic():
+            self._write_scores(run_id, scores, "done")

@@ -1,0 +1,352 @@
+"""Sharded runs merged back: the installed CLI as subprocesses, on real SQLite files.
+
+Four `callgate run --shard k/4` processes in parallel against the loopback server (and four
+`callgate score --shard k/4` over recorded responses), merged with `callgate merge`, give the
+figures, verdicts and gate decision of one unsharded run. Merging again changes nothing;
+stores that disagree are refused, naming the case; a missing shard makes the gate
+inconclusive, naming it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import lookup_case, marker, no_call_case, write_suite
+from loopback import Loopback, ok, tool_call
+
+from callgate.scoring.scores import percentile
+from callgate.suites.shard import shard_of
+
+EXAMPLE = Path(__file__).parents[1] / "src" / "callgate" / "examples" / "order_store"
+SCORED_COLUMNS = ("case_id", "repeat", "status", "tool", "tool_reason", "arguments",
+                  "schema_kind", "arguments_reason", "calls", "right_tool", "right_arguments")
+
+
+def callgate(exe: str, env: dict[str, str], cwd: Path, *args: str
+             ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([exe, *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          timeout=120)
+
+
+def dump_hash(db: Path) -> str:
+    with sqlite3.connect(db) as conn:
+        return hashlib.sha256("\n".join(conn.iterdump()).encode()).hexdigest()
+
+
+def release_run(db: Path, release: str) -> dict[str, Any]:
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM runs WHERE release = ? AND status = 'done' "
+                            "ORDER BY id DESC", [release]).fetchall()
+    assert len(rows) == 1, [dict(r) for r in rows]
+    return dict(rows[0])
+
+
+def verdict_rows(db: Path, release: str) -> list[tuple]:
+    run_id = release_run(db, release)["id"]
+    with sqlite3.connect(db) as conn:
+        return conn.execute(f"SELECT {', '.join(SCORED_COLUMNS)} FROM verdicts WHERE run = ? "
+                            "ORDER BY case_id, repeat", [run_id]).fetchall()
+
+
+def scores_of(db: Path, release: str) -> dict[str, Any]:
+    scores = json.loads(release_run(db, release)["scores"])
+    cost = scores.pop("cost_usd")  # a float sum: the order of the additions may differ
+    return {**scores, "cost_usd": None if cost is None else round(cost, 9)}
+
+
+def gate_json(exe: str, env: dict[str, str], cwd: Path, db: Path, release: str,
+              *extra: str) -> tuple[int, dict[str, Any]]:
+    done = callgate(exe, env, cwd, "gate", "-m", "router", "--release", release, "--db",
+                    str(db), "--json", *extra)
+    assert done.returncode in (0, 1, 3), done.stderr
+    decision = json.loads(done.stdout)
+    decision.pop("baseline_source", None)  # names the store it read
+    return done.returncode, decision
+
+
+# ----------------------------------------------------------------------------- live runs
+
+CASES = [lookup_case(f"c{i:02d}", order=f"ord_{i}") for i in range(20)] + [
+    no_call_case(f"h{i:02d}") for i in range(6)]
+
+
+def script(loopback: Loopback, good: bool) -> None:
+    """Per case, the replies to its repeats in order: some right, some wrong value, some wrong
+    tool, some a needless call; `good` answers every lookup right (the baseline release)."""
+    loopback.reset()
+    for i in range(20):
+        right = ok(calls=[tool_call("lookup_order", {"order_id": f"ord_{i}"})])
+        wrong_value = ok(calls=[tool_call("lookup_order", {"order_id": "ord_999"})])
+        wrong_tool = ok(calls=[tool_call("cancel_order", {"order_id": f"ord_{i}"})])
+        replies = ([right] if good or i % 4 == 0 else
+                   [right, wrong_value, right] if i % 4 == 1 else
+                   [wrong_tool] if i % 4 == 2 else [wrong_value, right])
+        loopback.script(marker(f"c{i:02d}"), *replies)
+    for i in range(6):
+        loopback.script(marker(f"h{i:02d}"), ok(content="Nine to five.") if good or i % 2 else
+                        ok(calls=[tool_call("lookup_order", {"order_id": "ord_1"})]))
+
+
+def config(tmp_path: Path, loopback: Loopback) -> Path:
+    path = tmp_path / "callgate.toml"
+    path.write_text("\n".join([
+        "[[candidates]]", 'name = "router"', 'model = "openrouter/test/model"',
+        f'api_base = "{loopback.base_url}"', 'api_key_env = "CALLGATE_TEST_KEY"']) + "\n")
+    return path
+
+
+def run_args(suite: Path, cfg: Path, release: str, db: Path) -> list[str]:
+    # One request at a time in each process, so each case's scripted replies reach its
+    # repeats in order; the four shard processes run at once.
+    return ["run", str(suite), "-m", "router", "-k", "3", "-c", "1", "--config", str(cfg),
+            "--release", release, "--db", str(db), "--json"]
+
+
+def test_four_parallel_shard_runs_merge_into_the_unsharded_run(
+    loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    suite = write_suite(tmp_path / "suite", CASES)
+    cfg = config(tmp_path, loopback)
+    assert {shard_of(c["id"], 4) for c in CASES} == {1, 2, 3, 4}
+
+    script(loopback, good=True)
+    first = callgate(callgate_exe, cli_env, tmp_path, *run_args(suite, cfg, "r1", tmp_path /
+                                                                 "base.db"))
+    assert first.returncode == 0, first.stderr
+    baseline = tmp_path / "releases" / "r1.json"
+    done = callgate(callgate_exe, cli_env, tmp_path, "gate", "-m", "router", "--release", "r1",
+                    "--db", str(tmp_path / "base.db"), "--scores-out", str(baseline))
+    assert done.returncode == 0, done.stderr
+
+    script(loopback, good=False)
+    whole = tmp_path / "whole.db"
+    unsharded = callgate(callgate_exe, cli_env, tmp_path, *run_args(suite, cfg, "r2", whole))
+    assert unsharded.returncode == 0, unsharded.stderr
+
+    script(loopback, good=False)
+    processes = [subprocess.Popen(
+        [callgate_exe, *run_args(suite, cfg, "r2", tmp_path / f"shard{k}.db"), "--shard",
+         f"{k}/4"], env=cli_env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for k in range(1, 5)]
+    for k, process in enumerate(processes, start=1):
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        attempts = json.loads(out)["attempts"]
+        assert attempts and {shard_of(a["case_id"], 4) for a in attempts} == {k}
+    assert len(loopback.requests) == len(CASES) * 3  # the shards called each attempt once
+
+    merged = tmp_path / "merged.db"
+    shards = [str(tmp_path / f"shard{k}.db") for k in (3, 1, 4, 2)]
+    done = callgate(callgate_exe, cli_env, tmp_path, "merge", str(merged), *shards)
+    assert done.returncode == 0, done.stderr
+    assert "shards 1, 2, 3, 4 of 4" in done.stdout
+
+    assert verdict_rows(merged, "r2") == verdict_rows(whole, "r2")
+    assert len(verdict_rows(merged, "r2")) == len(CASES) * 3
+    measured = ("latency_p50_ms", "latency_p95_ms")  # wall-clock: differ from run to run
+    merged_scores, whole_scores = scores_of(merged, "r2"), scores_of(whole, "r2")
+    latencies = sorted(latency for k in range(1, 5) for latency in sqlite3.connect(
+        tmp_path / f"shard{k}.db").execute("SELECT latency_ms FROM responses").fetchall())
+    assert merged_scores["latency_p50_ms"] == percentile([x for (x,) in latencies], 50)
+    assert ({k: v for k, v in merged_scores.items() if k not in measured}
+            == {k: v for k, v in whole_scores.items() if k not in measured})
+    assert merged_scores["figures"]["right_arguments"]["pct"] < 100
+    code_whole, decision_whole = gate_json(callgate_exe, cli_env, tmp_path, whole, "r2",
+                                           "--baseline", str(baseline))
+    code_merged, decision_merged = gate_json(callgate_exe, cli_env, tmp_path, merged, "r2",
+                                             "--baseline", str(baseline))
+    assert code_whole == code_merged == 1  # a regression either way
+    assert decision_merged == decision_whole
+
+
+# ----------------------------------------------------------------------------- recorded
+
+def score_shards(exe: str, env: dict[str, str], tmp_path: Path, count: int,
+                 responses: str = "responses-2026.11.jsonl", release: str = "2026.11"
+                 ) -> list[Path]:
+    dbs = []
+    for k in range(1, count + 1):
+        db = tmp_path / f"{release}-shard{k}.db"
+        done = callgate(exe, env, tmp_path, "score", str(EXAMPLE), "-r", str(EXAMPLE / responses),
+                        "-m", "router", "--release", release, "--shard", f"{k}/{count}",
+                        "--db", str(db))
+        assert done.returncode == 0, done.stderr
+        dbs.append(db)
+    return dbs
+
+
+def score_whole(exe: str, env: dict[str, str], tmp_path: Path, db: Path) -> None:
+    for responses, release in (("responses-2026.10.jsonl", "2026.10"),
+                               ("responses-2026.11.jsonl", "2026.11")):
+        done = callgate(exe, env, tmp_path, "score", str(EXAMPLE), "-r",
+                        str(EXAMPLE / responses), "-m", "router", "--release", release,
+                        "--db", str(db))
+        assert done.returncode == 0, done.stderr
+
+
+def test_scored_shards_merge_into_the_unsharded_release_and_merging_twice_is_a_no_op(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    whole = tmp_path / "whole.db"
+    score_whole(callgate_exe, cli_env, tmp_path, whole)
+    old = score_shards(callgate_exe, cli_env, tmp_path, 4, "responses-2026.10.jsonl", "2026.10")
+    new = score_shards(callgate_exe, cli_env, tmp_path, 4)
+    merged = tmp_path / "merged.db"
+    done = callgate(callgate_exe, cli_env, tmp_path, "merge", str(merged), *map(str, old + new))
+    assert done.returncode == 0, done.stderr
+    for release in ("2026.10", "2026.11"):
+        assert verdict_rows(merged, release) == verdict_rows(whole, release)
+        assert scores_of(merged, release) == scores_of(whole, release)
+    assert gate_json(callgate_exe, cli_env, tmp_path, merged, "2026.10") == gate_json(
+        callgate_exe, cli_env, tmp_path, whole, "2026.10")
+    assert gate_json(callgate_exe, cli_env, tmp_path, merged, "2026.11") == gate_json(
+        callgate_exe, cli_env, tmp_path, whole, "2026.11")
+
+    before = dump_hash(merged)
+    again = callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(merged),
+                     str(new[2]), *map(str, old))
+    assert again.returncode == 0, again.stderr
+    assert "nothing new" in again.stdout
+    assert dump_hash(merged) == before
+
+    # A person's label given in one shard's store (serve's calibration session) is copied,
+    # once however often that store is merged.
+    from callgate.store.db import Store
+
+    with Store(new[0]) as shard_store:
+        shard_store.add_person_label("set.jsonl", "i1", "ana", "pass", "n/a", "n", "{}")
+    for _ in range(2):
+        assert callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(merged),
+                        str(new[0])).returncode == 0
+    with Store(merged) as merged_store:
+        assert [(r["item_id"], r["labeller"]) for r in merged_store.person_labels("set.jsonl")
+                ] == [("i1", "ana")]
+
+
+def test_a_missing_shard_makes_the_gate_inconclusive_naming_it(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    shards = score_shards(callgate_exe, cli_env, tmp_path, 4)
+    merged = tmp_path / "merged.db"
+    done = callgate(callgate_exe, cli_env, tmp_path, "merge", str(merged),
+                    str(shards[0]), str(shards[1]), str(shards[3]))
+    assert done.returncode == 0, done.stderr
+    assert "(missing 3)" in done.stdout
+    gated = callgate(callgate_exe, cli_env, tmp_path, "gate", "-m", "router", "--release",
+                     "2026.11", "--db", str(merged))
+    assert gated.returncode == 3, gated.stdout + gated.stderr
+    assert "shard(s) 3/4" in gated.stderr and "Traceback" not in gated.stderr
+    # Recorded: the release is never a later one's baseline.
+    assert json.loads(release_run(merged, "2026.11")["gate"])["outcome"] == "inconclusive"
+    # A single shard's own store is no more a whole release than the merge.
+    alone = callgate(callgate_exe, cli_env, tmp_path, "gate", "-m", "router", "--release",
+                     "2026.11", "--db", str(shards[1]))
+    assert alone.returncode == 3 and "1/4, 3/4, 4/4" in alone.stderr
+    # With the last shard merged in, the release is whole and the gate decides.
+    done = callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(merged),
+                    str(shards[2]))
+    assert done.returncode == 0, done.stderr
+    gated = callgate(callgate_exe, cli_env, tmp_path, "gate", "-m", "router", "--release",
+                     "2026.11", "--db", str(merged))
+    assert gated.returncode == 0, gated.stdout + gated.stderr
+
+
+def test_shards_that_disagree_are_refused_naming_the_case(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    shards = score_shards(callgate_exe, cli_env, tmp_path, 2)
+    # The same shard scored again from responses where one attempt differs.
+    lines = (EXAMPLE / "responses-2026.11.jsonl").read_text().splitlines()
+    changed_case = None
+    for index, text in enumerate(lines):
+        doc = json.loads(text)
+        if shard_of(doc["case_id"], 2) == 1 and doc.get("repeat", 0) == 0:
+            doc["turns"] = [{"role": "assistant", "content": "I cannot help with that."}]
+            lines[index], changed_case = json.dumps(doc), doc["case_id"]
+            break
+    assert changed_case is not None
+    altered = tmp_path / "altered.jsonl"
+    altered.write_text("\n".join(lines) + "\n")
+    other = tmp_path / "other" / "shard1.db"
+    other.parent.mkdir()
+    done = callgate(callgate_exe, cli_env, tmp_path, "score", str(EXAMPLE), "-r", str(altered),
+                    "-m", "router", "--release", "2026.11", "--shard", "1/2", "--db", str(other))
+    assert done.returncode == 0, done.stderr
+
+    merged = tmp_path / "merged.db"
+    done = callgate(callgate_exe, cli_env, tmp_path, "merge", str(merged), *map(str, shards))
+    assert done.returncode == 0, done.stderr
+    before = dump_hash(merged)
+    refused = callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(merged),
+                       str(other))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"case {changed_case!r} repeat 0 was scored differently" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert dump_hash(merged) == before  # nothing half-written
+
+    # A refused merge into a new store leaves no store behind.
+    fresh = tmp_path / "fresh.db"
+    refused = callgate(callgate_exe, cli_env, tmp_path, "merge", str(fresh), str(shards[0]),
+                       str(shards[1]), str(other))
+    assert refused.returncode == 2
+    assert not fresh.exists()
+
+    # Shards of one release from another suite, another callgate or another N.
+    changed = tmp_path / "suite2"
+    shutil.copytree(EXAMPLE, changed)
+    cases = (changed / "cases.jsonl").read_text().splitlines()
+    first = json.loads(cases[0])
+    first["tags"] = [*first.get("tags", []), "edited"]
+    (changed / "cases.jsonl").write_text("\n".join([json.dumps(first), *cases[1:]]) + "\n")
+    edited = tmp_path / "edited.db"
+    done = callgate(callgate_exe, cli_env, tmp_path, "score", str(changed), "-r",
+                    str(EXAMPLE / "responses-2026.11.jsonl"), "-m", "router", "--release",
+                    "2026.11", "--shard", "2/2", "--db", str(edited))
+    assert done.returncode == 0, done.stderr
+    refused = callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(merged),
+                       str(edited))
+    assert refused.returncode == 2 and "suite fingerprint" in refused.stderr
+    with sqlite3.connect(shards[1]) as conn:
+        conn.execute("UPDATE runs SET callgate_version = '0.0.1'")
+    refused = callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(merged),
+                       str(shards[1]))
+    assert refused.returncode == 2 and "callgate version" in refused.stderr
+    thirds = score_shards(callgate_exe, cli_env, tmp_path / "other", 3)
+    refused = callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(merged),
+                       str(thirds[0]))
+    assert refused.returncode == 2 and "number of shards" in refused.stderr
+    assert dump_hash(merged) == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["merge", "only.db"], "name the new store"),
+    (["merge", "--into", "nope.db", "x.db"], "no such store"),
+])
+def test_merge_usage_errors(tmp_path: Path, callgate_exe: str, cli_env: dict[str, str],
+                            args: list[str], message: str) -> None:
+    done = callgate(callgate_exe, cli_env, tmp_path, *args)
+    assert done.returncode == 2 and message in done.stderr
+
+
+def test_a_release_missing_shards_is_never_a_baseline(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    old = score_shards(callgate_exe, cli_env, tmp_path, 2, "responses-2026.10.jsonl", "2026.10")
+    store = tmp_path / "store.db"
+    done = callgate(callgate_exe, cli_env, tmp_path, "merge", str(store), str(old[1]))
+    assert done.returncode == 0, done.stderr
+    done = callgate(callgate_exe, cli_env, tmp_path, "score", str(EXAMPLE), "-r",
+                    str(EXAMPLE / "responses-2026.11.jsonl"), "-m", "router", "--release",
+                    "2026.11", "--db", str(store))
+    assert done.returncode == 0, done.stderr
+    code, decision = gate_json(callgate_exe, cli_env, tmp_path, store, "2026.11")
+    assert code == 0 and decision["baseline_release"] is None  # first whole release
+    assert any("release 2026.10 is not a baseline" in note and "shard(s) 1/2" in note
+               for note in decision["warnings"]), decision
