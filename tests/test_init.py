@@ -55,6 +55,7 @@ def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> Non
     # Every path the workflows name exists in the scaffold; every command and option they use
     # is one of callgate's.
     import typer.main
+
     from callgate.cli import app
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
