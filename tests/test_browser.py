@@ -10,6 +10,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -109,6 +110,7 @@ def labels_in(db: Path) -> list[tuple[str, str, str]]:
 def test_labelling_five_items_with_the_keyboard(browser, demo_db: Path, tmp_path: Path,
                                                 shots: Path) -> None:
     from selenium.common.exceptions import (
+        JavascriptException,
         NoSuchElementException,
         StaleElementReferenceException,
     )
@@ -124,7 +126,15 @@ def test_labelling_five_items_with_the_keyboard(browser, demo_db: Path, tmp_path
     server = Server(db, "--set", str(labels))
 
     def item_id() -> str:
-        return browser.find_element(By.CSS_SELECTOR, "h1").text.split()[0]
+        # Read again if the page is replaced between finding the heading and reading it (seen
+        # under load as "node does not belong to the document").
+        for _ in range(50):
+            try:
+                return str(browser.find_element(By.CSS_SELECTOR, "h1").text.split()[0])
+            except (NoSuchElementException, StaleElementReferenceException,
+                    JavascriptException):
+                time.sleep(0.1)
+        raise AssertionError("the labelling page never showed an item")
 
     def ready() -> None:
         """The page has loaded and its shortcuts listen: a key sent earlier would be lost."""
