@@ -350,3 +350,44 @@ def test_a_release_missing_shards_is_never_a_baseline(
     assert code == 0 and decision["baseline_release"] is None  # first whole release
     assert any("release 2026.10 is not a baseline" in note and "shard(s) 1/2" in note
                for note in decision["warnings"]), decision
+
+
+def test_merge_keeps_a_refused_release_refused(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    """A release its gate refused is not a baseline after a merge either: merging copies the
+    decision, and attempts merged into a refused release do not lift the refusal."""
+    support = EXAMPLE.parent / "order_support"
+    good, bad = support / "responses-2026.10.jsonl", support / "responses-2026.11.jsonl"
+
+    def cg(db: Path, *args: str) -> subprocess.CompletedProcess:
+        return callgate(callgate_exe, cli_env, tmp_path, *args, "--db", str(db))
+
+    source = tmp_path / "t.db"
+    assert cg(source, "score", str(support), "-r", str(good), "-m", "a", "--release",
+              "r1").returncode == 0
+    assert cg(source, "gate", "-m", "a", "--release", "r1").returncode == 0
+    assert cg(source, "score", str(support), "-r", str(bad), "-m", "a", "--release",
+              "r2").returncode == 0
+    assert cg(source, "gate", "-m", "a", "--release", "r2").returncode == 1
+
+    merged = tmp_path / "m.db"
+    assert callgate(callgate_exe, cli_env, tmp_path, "merge", str(merged),
+                    str(source)).returncode == 0
+    assert cg(merged, "score", str(support), "-r", str(bad), "-m", "a", "--release",
+              "r3").returncode == 0
+    gated = cg(merged, "gate", "-m", "a", "--release", "r3", "--json")
+    assert gated.returncode == 1, gated.stdout + gated.stderr
+    assert json.loads(gated.stdout)["baseline_release"] == "r1"
+
+    # Attempts added to the refused r2 by a merge leave it refused.
+    extra = tmp_path / "extra.db"
+    assert callgate(callgate_exe, cli_env, tmp_path, "score", str(support), "-r", str(bad),
+                    "-m", "a", "--release", "r2", "--db", str(extra)).returncode == 0
+    with sqlite3.connect(extra) as conn:  # the same answers as another repeat: new attempts
+        conn.execute("UPDATE verdicts SET repeat = repeat + 100")
+        conn.execute("UPDATE responses SET repeat = repeat + 100")
+    assert callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(merged),
+                    str(extra)).returncode == 0
+    gated = cg(merged, "gate", "-m", "a", "--release", "r3", "--json")
+    assert json.loads(gated.stdout)["baseline_release"] == "r1", gated.stdout

@@ -149,10 +149,19 @@ class MergeRecords:
         shards = _union_shards(target["shards"], run["shards"])
         if shards != target["shards"]:
             self.db.execute("UPDATE runs SET shards = ? WHERE id = ?", [shards, target_id])
-        if added and not created:
-            # Its figures change: a decision taken on the old ones no longer holds.
-            self.db.execute("UPDATE runs SET gate = NULL WHERE id = ?", [target_id])
+        self._merge_gate(target_id, target.get("gate"), run.get("gate"),
+                         created=created, added=bool(added))
         return target_id, bool(added) or created
+
+    def _merge_gate(self, target_id: int, here: str | None, there: str | None, *,
+                    created: bool, added: bool) -> None:
+        """The gate decision the merged release keeps. A refusal (failed or inconclusive) is
+        never lost: merging must not turn a release that was not shipped into a baseline. A
+        release decision is dropped when attempts were added, since its figures change."""
+        if created or (_refused(there) and not _refused(here)):
+            self.db.execute("UPDATE runs SET gate = ? WHERE id = ?", [there, target_id])
+        elif added and not _refused(here):
+            self.db.execute("UPDATE runs SET gate = NULL WHERE id = ?", [target_id])
 
     def _merge_verdicts(self, source: MergeRecords, run_id: int, target_id: int, where: str) -> int:
         """Stage the source run's verdicts, refuse one that differs from the verdict of the same
@@ -209,3 +218,8 @@ class MergeRecords:
         """The scores of a merged run, computed again from its verdicts."""
         with self.atomic():
             self._write_scores(run_id, scores, "done")
+
+
+def _refused(gate: str | None) -> bool:
+    """Whether a stored gate decision (runs.gate, JSON) says the release was not released."""
+    return gate is not None and not json.loads(gate).get("released", True)
