@@ -55,12 +55,14 @@ def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> Non
     # Every path the workflows name exists in the scaffold; every command and option they use
     # is one of callgate's.
     import typer.main
+    import yaml
 
     from callgate.cli import app
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     for name in ("callgate.yml", "callgate-sharded.yml"):
         workflow = (proj / ".github/workflows" / name).read_text()
+        assert "jobs" in yaml.safe_load(workflow), name  # valid YAML (PyYAML comes with litellm)
         for path in re.findall(r"callgate (?:score|run) (\S+)|--responses (\S+)", workflow):
             for part in filter(None, path):
                 assert (proj / part).exists(), part

@@ -414,6 +414,9 @@ def report(
     release: Annotated[str | None, typer.Option(
         "--release", help="Release (default: the model's latest).")] = None,
     suite: Annotated[str | None, typer.Option("--suite", help="Suite name, if several.")] = None,
+    baseline: Annotated[str, typer.Option(
+        "--baseline", help="As for `gate`: auto (the store), a scores file or a folder of them."
+    )] = "auto",
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """A static HTML report of a release (chart, figures, flipped cases) for CI artifacts."""
@@ -422,7 +425,7 @@ def report(
     from callgate.web.report_html import write_report
 
     try:
-        write_report(db, html, model, release, suite)
+        write_report(db, html, model, release, suite, baseline)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"wrote {html}")

@@ -160,7 +160,9 @@ jobs:
         run: cat summary.md >> "$GITHUB_STEP_SUMMARY"
       - name: An HTML report of the release (chart, figures, flipped cases)
         if: always()
-        run: callgate report --html report.html --model my-agent --release "${{{{ github.sha }}}}"
+        run: >
+          callgate report --html report.html --model my-agent --release "${{{{ github.sha }}}}"
+          --baseline releases/
       - uses: actions/upload-artifact@v4
         if: always()
         with:
@@ -225,7 +227,9 @@ jobs:
           --junit junit.xml --markdown summary.md
       - name: An HTML report of the merged release
         if: always()
-        run: callgate report --html report.html --model my-agent --release "${{{{ github.sha }}}}"
+        run: >
+          callgate report --html report.html --model my-agent --release "${{{{ github.sha }}}}"
+          --baseline releases/
       - uses: actions/upload-artifact@v4
         if: always()
         with:

@@ -4,12 +4,14 @@ or a scores file), decide, and record the decision on the run. `callgate gate` a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from callgate.errors import CallgateError
 from callgate.gating.gate import (
     DEFAULT_MAX_DROP,
+    EXIT_CODES,
     GateDecision,
     GateRecord,
     ReleaseScores,
@@ -66,6 +68,31 @@ def gate_release(
                             messages=[why])
         store.set_run_gate(run["id"], record.model_dump_json())
         raise IncompleteRelease(why)
+    decision, current = decide_release(store, run, baseline=baseline, max_drop=max_drop,
+                                       max_excluded=max_excluded)
+    # Recorded so that only a release that passed can be a later one's baseline.
+    record = record_of(decision, max_excluded)
+    store.set_run_gate(run["id"], record.model_dump_json())
+    return decision, current.model_copy(update={"gate": record,
+                                                "estimates": audited_estimates(store, run["id"])})
+
+
+def decide_release(
+    store: Store,
+    run: Mapping[str, Any],
+    *,
+    baseline: str = "auto",
+    max_drop: float = DEFAULT_MAX_DROP,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
+) -> tuple[GateDecision, ReleaseScores]:
+    """The gate's decision on a stored run, by the same rules as `gate_release` (baseline,
+    audited estimates, missing shards), without recording it: what `serve` and `report` show.
+
+    Args:
+        store: the store holding the run.
+        run: the run's row (Store.run / find_current).
+        baseline: "auto", or the path of a scores file or a folder of them.
+        max_drop, max_excluded: as for gate_release."""
     current = stored_release(store, run)
     if baseline == "auto":
         base, skipped = baseline_from_store(store, run, max_excluded)
@@ -76,11 +103,12 @@ def gate_release(
     decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
                       judged_checks=judged_checks(store, run["id"], base, max_drop))
-    # Recorded so that only a release that passed can be a later one's baseline.
-    record = record_of(decision, max_excluded)
-    store.set_run_gate(run["id"], record.model_dump_json())
-    return decision, current.model_copy(update={"gate": record,
-                                                "estimates": audited_estimates(store, run["id"])})
+    why = incomplete(run)
+    if why is not None:  # missing shards: no result, whatever the figures say
+        decision = decision.model_copy(update={
+            "outcome": "inconclusive", "exit_code": EXIT_CODES["inconclusive"],
+            "messages": [why, *decision.messages]})
+    return decision, current
 
 
 def audited_estimates(store: Store, run_id: int) -> dict[str, Any] | None:

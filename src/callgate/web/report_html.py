@@ -13,8 +13,10 @@ from callgate.web.chart import release_chart
 from callgate.web.views import Views
 
 
-def render_report(store: Store, model: str, release: str | None, suite: str | None) -> str:
-    views = Views(store)
+def render_report(store: Store, model: str, release: str | None, suite: str | None,
+                  baseline: str = "auto") -> str:
+    """The report of a release (default: the model's latest) whose decision is taken against
+    `baseline` as `callgate gate --baseline` takes it; earlier releases against the store."""
     if release is not None:
         run = find_current(store, model, release, suite)
     else:
@@ -27,6 +29,7 @@ def render_report(store: Store, model: str, release: str | None, suite: str | No
             raise CallgateError(f"{model!r} was run on several suites ({', '.join(suites)}); "
                                 "choose one with --suite")
         run = runs[-1]
+    views = Views(store, baselines={int(run["id"]): baseline})
     history = [h for h in views.history(model, run["suite_name"])
                if h["created_at"] <= run["created_at"]]
     detail = views.release(run["id"])
@@ -38,10 +41,10 @@ def render_report(store: Store, model: str, release: str | None, suite: str | No
         chart=release_chart(history, f"{model} on {run['suite_name']}"))
 
 
-def write_report(db: Path, out: Path, model: str, release: str | None, suite: str | None
-                 ) -> str:
+def write_report(db: Path, out: Path, model: str, release: str | None, suite: str | None,
+                 baseline: str = "auto") -> str:
     with Store(db) as store:
-        text = render_report(store, model, release, suite)
+        text = render_report(store, model, release, suite, baseline)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     return text

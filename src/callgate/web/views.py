@@ -18,10 +18,8 @@ from callgate.gating.gate import (
     DEFAULT_MAX_EXCLUDED,
     GateDecision,
     ReleaseScores,
-    baseline_from_store,
-    decide,
-    stored_release,
 )
+from callgate.gating.release import decide_release
 from callgate.store.db import Store
 from callgate.suites.responses import parse_response
 
@@ -39,6 +37,9 @@ class Views:
     store: Store
     max_drop: float = 2.0
     max_excluded: float = DEFAULT_MAX_EXCLUDED
+    # A baseline other than the store's ("auto") for some runs, by run id: a scores file or a
+    # folder of them, as `callgate gate --baseline` takes (`callgate report --baseline`).
+    baselines: dict[int, str] = field(default_factory=dict)
     _decisions: dict[tuple, tuple[ReleaseScores, GateDecision]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ releases
@@ -47,18 +48,15 @@ class Views:
         return self.store.release_runs()
 
     def decision(self, run: Mapping[str, Any]) -> tuple[ReleaseScores, GateDecision]:
-        """The release's scores and the gate's decision against its stored baseline, exactly
-        as `callgate gate` takes them (baseline auto), without recording it."""
+        """The release's scores and the gate's decision, by `callgate gate`'s own rules
+        (gating.release.decide_release: baseline, audits, missing shards), not recorded."""
         siblings = self.store.runs(model=run["model"], suite_name=run["suite_name"])
-        key = (run["id"], tuple((r["id"], r.get("gate")) for r in siblings))
+        key = (run["id"], tuple((r["id"], r.get("gate"), r.get("shards")) for r in siblings))
         cached = self._decisions.get(key)
         if cached is None:
-            current = stored_release(self.store, run)
-            baseline, skipped = baseline_from_store(self.store, run, self.max_excluded)
-            decision = decide(current, baseline, max_drop=self.max_drop,
-                              max_excluded=self.max_excluded,
-                              baseline_source=f"store {self.store.path}" if baseline else None,
-                              baseline_notes=skipped)
+            decision, current = decide_release(
+                self.store, run, baseline=self.baselines.get(run["id"], "auto"),
+                max_drop=self.max_drop, max_excluded=self.max_excluded)
             cached = self._decisions[key] = (current, decision)
         return cached
 
