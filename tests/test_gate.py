@@ -296,3 +296,12 @@ def test_partial_responses_file_through_the_cli(tmp_path: Path) -> None:
     gate = cli(tmp_path, "gate", "-m", "agent", "--release", "partial")
     assert gate.returncode == 3, gate.stdout
     assert "have no scored attempt now" in gate.stdout and "removed" not in gate.stdout
+
+
+def test_attempts_left_to_a_judge_are_never_dropped_silently() -> None:
+    current = release("r2", uniform(100, 90, 85))
+    current = current.model_copy(update={
+        "attempts": 104, "excluded": {**current.excluded, "pending_judge": 4}})
+    d = decide(current, release("r1", uniform(100, 90, 85)))
+    assert d.outcome == "pass"
+    assert any("4 of 104 attempts expect a judge" in w for w in d.warnings), d.warnings

@@ -364,6 +364,10 @@ def decide(
             f"environment or judge errors), above the {max_excluded:.0%} allowed")
     if current.uncalibrated:
         inconclusive.append("the judge that scored this release is not calibrated")
+    pending = current.excluded.get("pending_judge", 0)
+    if pending:  # never silently: the shares leave out the cases only a judge can decide
+        warnings.append(f"{pending} of {current.attempts} attempts expect a judge and were not "
+                        "judged (scored without --judge): the shares leave them out")
 
     if baseline is None:
         messages = [f"first release of {current.model} on {current.suite_name}: no baseline; "
