@@ -391,3 +391,25 @@ def test_merge_keeps_a_refused_release_refused(
                     str(extra)).returncode == 0
     gated = cg(merged, "gate", "-m", "a", "--release", "r3", "--json")
     assert json.loads(gated.stdout)["baseline_release"] == "r1", gated.stdout
+
+
+def test_a_calibration_item_labelled_differently_is_refused(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    from callgate.store.db import Store
+
+    one, two = tmp_path / "one.db", tmp_path / "two.db"
+    with Store(one) as store:
+        store.save_calibration_items("set.jsonl", [("i1", "test", "pass", "pass", "{}")])
+    with Store(two) as store:
+        store.save_calibration_items("set.jsonl", [("i1", "test", "pass", "fail", "{}")])
+    before = dump_hash(one)
+    refused = callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(one), str(two))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "item i1 is labelled pass/fail (test) there and pass/pass (test)" in refused.stderr
+    assert dump_hash(one) == before
+    shutil.copyfile(one, tmp_path / "copy.db")  # the same labels merge as a no-op
+    same = callgate(callgate_exe, cli_env, tmp_path, "merge", "--into", str(one),
+                    str(tmp_path / "copy.db"))
+    assert same.returncode == 0, same.stderr
+    assert dump_hash(one) == before

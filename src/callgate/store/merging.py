@@ -64,6 +64,7 @@ class MergeRecords:
     def merge_from(self, source: MergeRecords) -> dict[int, list[dict[str, Any]]]:
         """Copy `source` into this store; the runs here that got new attempts, each with the
         source runs merged into it. Raises MergeRefused, naming the case, on a conflict."""
+        self._refuse_other_labels(source)
         for table in _MERGED_TABLES:
             self._merge_table(source, table)
         self._merge_person_labels(source)
@@ -86,6 +87,21 @@ class MergeRecords:
                   f"VALUES ({', '.join('?' * len(columns))})")
         while chunk := rows.fetchmany(_MERGE_CHUNK):
             self.db.conn.executemany(insert, chunk)
+
+    def _refuse_other_labels(self, source: MergeRecords) -> None:
+        """A calibration item stored in both with another label, split or body: refused, not
+        silently kept as it is here (a certificate is bound to its labels)."""
+        columns = "split, label_tool_choice, label_arguments, body"
+        for row in source.db.execute(f"SELECT set_name, item_id, {columns} "
+                                     "FROM calibration_items"):
+            here = self.db.execute(
+                f"SELECT {columns} FROM calibration_items WHERE set_name = ? AND item_id = ?",
+                [row[0], row[1]]).fetchone()
+            if here is not None and tuple(here) != tuple(row[2:]):
+                raise MergeRefused(
+                    f"{source.path}: calibration set {row[0]}: item {row[1]} is labelled "
+                    f"{row[3]}/{row[4]} ({row[2]}) there and {here[1]}/{here[2]} ({here[0]}) "
+                    f"in {self.path}; settle the label in the set file and load it again")
 
     def _merge_person_labels(self, source: MergeRecords) -> None:
         """People's labels (serve's calibration sessions), each copied once: a row is the same
