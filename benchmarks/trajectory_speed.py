@@ -15,17 +15,18 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from callgate.checks.trajectory import Call, ExpectedCall, match_trajectory
+from callgate.checks.trajectory import Call, ReferenceStepCall, match_trajectory
 
 
-def reproduction(n: int) -> tuple[list[Call], list[ExpectedCall], str]:
-    expected = [ExpectedCall("gw", {}, i) for i in range(n)] + [ExpectedCall("book", {}, n)]
+def reproduction(n: int) -> tuple[list[Call], list[ReferenceStepCall], str]:
+    expected = [ReferenceStepCall("gw", {}, i) for i in range(n)]
+    expected += [ReferenceStepCall("book", {}, n)]
     actual = [Call("gw", {}, 0) for _ in range(n - 1)] + [Call("book", {}, 0), Call("gw", {}, 1)]
     return actual, expected, "ignore"
 
 
-def parallel_turn(n: int) -> tuple[list[Call], list[ExpectedCall], str]:
-    expected = [ExpectedCall("w", {"city": f"c{i}"}, i // 10) for i in range(n)]
+def parallel_turn(n: int) -> tuple[list[Call], list[ReferenceStepCall], str]:
+    expected = [ReferenceStepCall("w", {"city": f"c{i}"}, i // 10) for i in range(n)]
     actual = [Call("w", {"city": f"c{i}"}, 0) for i in reversed(range(n))]
     return actual, expected, "key"
 

@@ -5,15 +5,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate.checks.trajectory import Call, ExpectedCall, Mismatch, json_equal, match_trajectory
+from callgate.checks.trajectory import (
+    Call,
+    Mismatch,
+    ReferenceStepCall,
+    json_equal,
+    match_trajectory,
+)
 
 
 def call(name: str, step: int, **arguments: Any) -> Call:
     return Call(name, arguments, step)
 
 
-def want(name: str, step: int, **arguments: Any) -> ExpectedCall:
-    return ExpectedCall(name, arguments, step)
+def want(name: str, step: int, **arguments: Any) -> ReferenceStepCall:
+    return ReferenceStepCall(name, arguments, step)
 
 
 # --- json_equal ---------------------------------------------------------------------------
@@ -189,7 +195,7 @@ def test_empty_sequences() -> None:
 # --- optimal pairing ------------------------------------------------------------------------
 
 
-def greedy_first_fit(actual: list[Call], expected: list[ExpectedCall]) -> bool:
+def greedy_first_fit(actual: list[Call], expected: list[ReferenceStepCall]) -> bool:
     """The naive pairing the module must not use: each expected call takes the first free fit."""
     free = list(range(len(actual)))
     for exp in expected:
@@ -347,10 +353,10 @@ NAMES = st.sampled_from(["a", "b"])
 ARGS = st.dictionaries(st.sampled_from(["x", "y", "z"]), st.integers(0, 1), max_size=3)
 STEPS = st.integers(0, 3)
 actual_calls = st.lists(st.builds(Call, NAMES, ARGS, STEPS), max_size=5)
-expected_calls = st.lists(st.builds(ExpectedCall, NAMES, ARGS, STEPS), max_size=5)
+expected_calls = st.lists(st.builds(ReferenceStepCall, NAMES, ARGS, STEPS), max_size=5)
 
 
-def brute_force_strict(actual: list[Call], expected: list[ExpectedCall], rule: str) -> bool:
+def brute_force_strict(actual: list[Call], expected: list[ReferenceStepCall], rule: str) -> bool:
     def fits(e: int, a: int) -> bool:
         got, spec = actual[a].arguments, expected[e].arguments
         same = got == spec if rule == "exact" else all(got.get(k) == v for k, v in spec.items())
@@ -370,7 +376,7 @@ def brute_force_strict(actual: list[Call], expected: list[ExpectedCall], rule: s
 @settings(max_examples=400)
 @given(actual_calls, expected_calls, st.sampled_from(["exact", "key"]))
 def test_strict_agrees_with_brute_force(
-    actual: list[Call], expected: list[ExpectedCall], rule: Any
+    actual: list[Call], expected: list[ReferenceStepCall], rule: Any
 ) -> None:
     result = match_trajectory(actual, expected, "strict", args=rule)
     assert result.ok is brute_force_strict(actual, expected, rule)
@@ -381,7 +387,7 @@ def test_strict_agrees_with_brute_force(
 
 @given(expected_calls, st.randoms())
 def test_unordered_is_invariant_under_permuting_actual_calls(
-    expected: list[ExpectedCall], random: Any
+    expected: list[ReferenceStepCall], random: Any
 ) -> None:
     actual = [Call(e.name, e.arguments, e.step) for e in expected]
     random.shuffle(actual)
@@ -390,7 +396,7 @@ def test_unordered_is_invariant_under_permuting_actual_calls(
 
 @given(actual_calls, expected_calls, st.randoms())
 def test_unordered_verdict_ignores_actual_order(
-    actual: list[Call], expected: list[ExpectedCall], random: Any
+    actual: list[Call], expected: list[ReferenceStepCall], random: Any
 ) -> None:
     shuffled = list(actual)
     random.shuffle(shuffled)
@@ -401,9 +407,11 @@ def test_unordered_verdict_ignores_actual_order(
 
 
 @given(actual_calls, expected_calls)
-def test_superset_and_subset_are_dual(actual: list[Call], expected: list[ExpectedCall]) -> None:
+def test_superset_and_subset_are_dual(
+    actual: list[Call], expected: list[ReferenceStepCall]
+) -> None:
     swapped_actual = [Call(e.name, e.arguments, e.step) for e in expected]
-    swapped_expected = [ExpectedCall(a.name, a.arguments, a.step) for a in actual]
+    swapped_expected = [ReferenceStepCall(a.name, a.arguments, a.step) for a in actual]
     superset = match_trajectory(actual, expected, "superset", args="exact")
     subset = match_trajectory(swapped_actual, swapped_expected, "subset", args="exact")
     assert superset.ok is subset.ok
@@ -412,7 +420,7 @@ def test_superset_and_subset_are_dual(actual: list[Call], expected: list[Expecte
 
 @given(actual_calls, expected_calls, st.sampled_from(["strict", "unordered", "superset", "subset"]))
 def test_a_looser_rule_never_turns_a_pass_into_a_fail(
-    actual: list[Call], expected: list[ExpectedCall], mode: Any
+    actual: list[Call], expected: list[ReferenceStepCall], mode: Any
 ) -> None:
     verdicts = [
         match_trajectory(actual, expected, mode, args=rule).ok
@@ -430,7 +438,8 @@ def test_a_looser_rule_never_turns_a_pass_into_a_fail(
 
 def test_issue_13_reproduction_is_decided_with_the_order_reason() -> None:
     n = 22  # the old search: 174 s and 1.9 GB
-    expected = [ExpectedCall("gw", {}, i) for i in range(n)] + [ExpectedCall("book", {}, n)]
+    expected = [ReferenceStepCall("gw", {}, i) for i in range(n)]
+    expected += [ReferenceStepCall("book", {}, n)]
     actual = [Call("gw", {}, 0) for _ in range(n - 1)] + [Call("book", {}, 0), Call("gw", {}, 1)]
     result = match_trajectory(actual, expected, "strict", args="ignore")
     assert not result.ok

@@ -10,10 +10,10 @@ import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-Mode = Literal["strict", "unordered", "superset", "subset"]
-ArgRule = Literal["exact", "key", "ignore"]
+from callgate.suites.suite import ArgRule, Mode
+
 ValueMatch = Callable[[Any, Any], bool]  # (expected spec, got) -> bool
 
 
@@ -37,7 +37,7 @@ class Call:
 
 
 @dataclass(frozen=True)
-class ExpectedCall:
+class ReferenceStepCall:
     """One reference call. Calls sharing a `step` may be made in any order among themselves.
 
     Under rule "key" only the keys given here are compared; under "exact" this is the full
@@ -91,7 +91,7 @@ def json_equal(expected: Any, got: Any) -> bool:
 
 def match_trajectory(
     actual: Sequence[Call],
-    expected: Sequence[ExpectedCall],
+    expected: Sequence[ReferenceStepCall],
     mode: Mode = "strict",
     *,
     args: ArgRule = "key",
@@ -138,7 +138,7 @@ def match_trajectory(
 
 
 def _argument_diffs(
-    exp: ExpectedCall, call: Call, index: int, rule: ArgRule, value_match: ValueMatch
+    exp: ReferenceStepCall, call: Call, index: int, rule: ArgRule, value_match: ValueMatch
 ) -> list[Mismatch]:
     if rule == "ignore":
         return []
@@ -211,7 +211,7 @@ def max_matching(
     return {u: v for v, u in owner.items()}
 
 
-def _step_spans(calls: Sequence[Call] | Sequence[ExpectedCall]) -> list[tuple[int, int]]:
+def _step_spans(calls: Sequence[Call] | Sequence[ReferenceStepCall]) -> list[tuple[int, int]]:
     """For each call, the positions [first, last] its step occupies in step order."""
     size: dict[int, int] = {}
     for call in calls:
@@ -225,7 +225,7 @@ def _step_spans(calls: Sequence[Call] | Sequence[ExpectedCall]) -> list[tuple[in
 
 
 def _ordered_pairing(
-    actual: Sequence[Call], expected: Sequence[ExpectedCall], edges: list[set[int]]
+    actual: Sequence[Call], expected: Sequence[ReferenceStepCall], edges: list[set[int]]
 ) -> dict[int, int] | None:
     """A perfect pairing whose step order agrees on both sides, or None.
 
@@ -256,7 +256,7 @@ def _inverted(
     e2: int,
     pairs: Mapping[int, int],
     actual: Sequence[Call],
-    expected: Sequence[ExpectedCall],
+    expected: Sequence[ReferenceStepCall],
 ) -> bool:
     """Expected e1 comes before e2, but e1's actual call comes after e2's."""
     return expected[e1].step < expected[e2].step and actual[pairs[e1]].step > actual[pairs[e2]].step
@@ -265,7 +265,7 @@ def _inverted(
 def _uncross(
     pairs: dict[int, int],
     actual: Sequence[Call],
-    expected: Sequence[ExpectedCall],
+    expected: Sequence[ReferenceStepCall],
     edges: list[set[int]],
 ) -> dict[int, int]:
     # Swapping the partners of an inverted pair lowers the inversion count, so this ends.
@@ -284,7 +284,7 @@ def _uncross(
 
 
 def _order_mismatches(
-    pairs: dict[int, int], actual: Sequence[Call], expected: Sequence[ExpectedCall]
+    pairs: dict[int, int], actual: Sequence[Call], expected: Sequence[ReferenceStepCall]
 ) -> list[Mismatch]:
     found = []
     for e1, e2 in itertools.permutations(sorted(pairs), 2):
@@ -302,7 +302,7 @@ def _order_mismatches(
 
 def _leftover_mismatches(
     actual: Sequence[Call],
-    expected: Sequence[ExpectedCall],
+    expected: Sequence[ReferenceStepCall],
     unpaired_e: list[int],
     unpaired_a: list[int],
     need_expected: bool,

@@ -65,7 +65,7 @@ def match_calls(
         arguments = {
             key: _Accepts(spec, rules, properties.get(key)) for key, spec in call.args.items()
         }
-        reference.append(trajectory.ExpectedCall(call.tool, arguments, call.step))
+        reference.append(trajectory.ReferenceStepCall(call.tool, arguments, call.step))
     if names_only:
         return trajectory.match_trajectory(actual, reference, expect.mode, args="ignore")
     return trajectory.match_trajectory(
