@@ -9,8 +9,7 @@ from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import AssistantMessage, Response
-from callgate.suites.suite import Case, Suite
-from callgate.suites.suite import Judge as JudgeExpectation
+from callgate.suites.suite import Case, JudgeRubric, Suite
 
 
 def _message_doc(message: AssistantMessage | None) -> dict[str, Any]:
@@ -53,7 +52,7 @@ def judge_payloads(suite: Suite, case: Case, response: Response
 
     One turn: its `content` and `tool_calls`. Several turns: `turns`, the whole trajectory with
     the tool results between the turns (see `trajectory_messages`)."""
-    rubric = case.expect.rubric if isinstance(case.expect, JudgeExpectation) else ""
+    rubric = case.expect.rubric if isinstance(case.expect, JudgeRubric) else ""
     case_doc = {"messages": suite.raw_cases[case.id]["messages"],
                 "tools": suite.offered_tools(case), "rubric": rubric}
     turns = response.turns[: case.max_turns] if response.turns is not None else None

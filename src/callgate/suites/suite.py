@@ -123,7 +123,7 @@ class Alternatives(_Strict):
         return value
 
 
-class Judge(_Strict):
+class JudgeRubric(_Strict):
     type: Literal["judge"]
     rubric: str = Field(min_length=1)
 
@@ -163,7 +163,7 @@ class AnyCall(_Strict):
 
 
 Expectation = Annotated[
-    NoCall | Calls | Alternatives | Judge | AnyCall | Trajectory | FinalState,
+    NoCall | Calls | Alternatives | JudgeRubric | AnyCall | Trajectory | FinalState,
     Field(discriminator="type"),
 ]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from callgate.checks.attempt import Attempt
 from callgate.checks.verdict import Verdict
-from callgate.suites.suite import Judge
+from callgate.suites.suite import JudgeRubric
 
 KIND = "judge"
 
 
-def check(attempt: Attempt, expect: Judge) -> Verdict:
+def check(attempt: Attempt, expect: JudgeRubric) -> Verdict:
     args_verdict, kind, reason = attempt.problems or (None, None, "")
     return Verdict(
         **attempt.base,
