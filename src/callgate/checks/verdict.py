@@ -1,6 +1,6 @@
 """The verdict: what the checks (and the judge) decided about one attempt (case × repeat).
 
-The store keeps one row per verdict in table `verdicts` (`callgate.store.db.VERDICT_COLUMNS`
+The store keeps one row per verdict in table `verdicts` (`callgate.store.schema.VERDICT_COLUMNS`
 names its columns, which are this model's fields and the run's id).
 """
 

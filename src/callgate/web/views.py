@@ -21,6 +21,7 @@ from callgate.gating.gate import (
 )
 from callgate.gating.release import decide_release
 from callgate.store.db import Store
+from callgate.store.schema import VERDICT_COLUMNS
 from callgate.suites.responses import parse_response
 
 MARKS = {"pass": "pass", "first_release": "first", "regression": "regression",
@@ -129,15 +130,26 @@ def release_summary(run: Mapping[str, Any], release: ReleaseScores,
     }
 
 
+# A summary shows a verdict's columns (less its run) as they are stored, the two flags as
+# booleans, and the two reasons joined into one.
+REASON_COLUMNS = ("tool_reason", "arguments_reason")
+FLAG_COLUMNS = ("right_tool", "right_arguments")
+SUMMARY_COLUMNS = tuple(c for c in VERDICT_COLUMNS if c not in ("run", *REASON_COLUMNS))
+
+
+def verdict_reason(verdict: Mapping[str, Any]) -> str:
+    return "; ".join(p for p in (verdict[c] for c in REASON_COLUMNS) if p)
+
+
 def attempt_summary(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "case_id": row["case_id"], "repeat": row["repeat"], "status": row["status"],
-        "tool": row["tool"], "arguments": row["arguments"], "schema_kind": row["schema_kind"],
-        "right_tool": bool(row["right_tool"]), "right_arguments": bool(row["right_arguments"]),
-        "calls": row["calls"], "tags": json.loads(row["tags"]) if row.get("tags") else [],
+    summary = {column: row[column] for column in SUMMARY_COLUMNS}
+    summary.update({column: bool(row[column]) for column in FLAG_COLUMNS})
+    summary.update({
+        "tags": json.loads(row["tags"]) if row.get("tags") else [],
         "expect": row.get("expect_type"),
-        "reason": "; ".join(p for p in (row["tool_reason"], row["arguments_reason"]) if p),
-    }
+        "reason": verdict_reason(row),
+    })
+    return summary
 
 
 # ---------------------------------------------------------------------- one attempt
@@ -197,7 +209,7 @@ def render_json(value: Any, marked: set[tuple[str, ...]], path: tuple[str, ...] 
 
 def attempt_detail(found: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
     verdict = found["verdict"]
-    reason = "; ".join(p for p in (verdict["tool_reason"], verdict["arguments_reason"]) if p)
+    reason = verdict_reason(verdict)
     case = json.loads(found["case"]["body"]) if found["case"] else {}
     raw = json.loads(found["response"]["body"]) if found["response"] else {}
     turns = _calls_of(raw) if raw else []
