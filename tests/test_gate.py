@@ -17,12 +17,14 @@ from callgate.gating.gate import (
     CaseRecord,
     ReleaseScores,
     decide,
+    figures_of,
+    read_release_file,
+)
+from callgate.gating.statistics import (
     detectable_drop_paired,
     detectable_drop_unpaired,
-    figures_of,
     mcnemar_exact,
     paired_cases_needed,
-    read_release_file,
 )
 from callgate.report.console import gate_junit, gate_markdown
 

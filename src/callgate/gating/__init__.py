@@ -1,2 +1,3 @@
-"""Stage 5, the release decision: a candidate's scores against its baseline's (`gate`), with
-the share of excluded attempts a gate tolerates (`thresholds`)."""
+"""Stage 5, the release decision: a candidate's scores against its baseline's (`gate`), the
+statistics around it (`statistics`), and the share of excluded attempts a gate tolerates
+(`thresholds`)."""

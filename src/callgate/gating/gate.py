@@ -3,22 +3,25 @@
 The rule (Agent Wranglers' tool-choice gate): fail when right tool % or right arguments % is
 more than `max_drop` points below the baseline; exactly `max_drop` below passes. Around the rule,
 the figures a user needs to trust it: paired cases, an exact McNemar test, Wilson intervals and
-the smallest drop the suite can detect.
+the smallest drop the suite can detect (computed in `gating.statistics`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError, InputError
+from callgate.gating.statistics import (
+    detectable_drop_paired,
+    detectable_drop_unpaired,
+    mcnemar_exact,
+)
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.scores import Figures, Share
@@ -224,73 +227,6 @@ def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict],
 def gate_of(run: Mapping[str, Any]) -> GateRecord | None:
     raw = run.get("gate")
     return GateRecord.model_validate_json(raw) if raw else None
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def mcnemar_exact(b: int, c: int) -> float:
-    """Two-sided exact McNemar p-value from the discordant counts b and c."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
-_Z = NormalDist().inv_cdf
-
-
-def paired_cases_needed(drop: float, discordant: float, alpha: float = 0.05,
-                        power: float = 0.8) -> float:
-    """Paired cases needed to detect a drop (a fraction) with McNemar's test (Connor 1987),
-    given the share of cases whose verdict flips either way."""
-    # The drop is p10 − p01 and the flip share p10 + p01, so no drop exceeds the flip share.
-    if drop <= 0 or discordant <= 0 or drop > discordant:
-        return math.inf
-    za, zb = _Z(1 - alpha / 2), _Z(power)
-    spread = za * math.sqrt(discordant) + zb * math.sqrt(max(0.0, discordant - drop * drop))
-    return spread * spread / (drop * drop)
-
-
-def detectable_drop_paired(n: int, discordant: float, alpha: float = 0.05,
-                           power: float = 0.8) -> float | None:
-    """Smallest drop (a fraction) that n paired cases detect with the given power."""
-    if n <= 0 or discordant <= 0:
-        return None
-    low, high = 0.0, min(1.0, discordant)
-    if paired_cases_needed(high, discordant, alpha, power) > n:
-        return None  # not even a drop as large as the flip share is detectable
-    for _ in range(80):
-        mid = (low + high) / 2
-        if paired_cases_needed(mid, discordant, alpha, power) > n:
-            low = mid
-        else:
-            high = mid
-    return high
-
-
-def detectable_drop_unpaired(n: int, share: float, alpha: float = 0.05,
-                             power: float = 0.8) -> float | None:
-    """Smallest drop from `share` that two independent samples of n attempts detect."""
-    if n <= 0:
-        return None
-    za, zb = _Z(1 - alpha / 2), _Z(power)
-
-    def needed(drop: float) -> float:
-        p1, p2 = share, share - drop
-        mean = (p1 + p2) / 2
-        spread = za * math.sqrt(2 * mean * (1 - mean)) + zb * math.sqrt(
-            p1 * (1 - p1) + p2 * (1 - p2))
-        return spread * spread / (drop * drop)
-
-    low, high = 0.0, share
-    if high <= 0 or needed(high) > n:
-        return None
-    for _ in range(80):
-        mid = (low + high) / 2
-        low, high = (mid, high) if needed(mid) > n else (low, mid)
-    return high
 
 
 # --------------------------------------------------------------------------- the decision
