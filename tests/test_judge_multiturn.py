@@ -30,9 +30,6 @@ from callgate.judging.calibration import (
     read_set,
     run_judge_on_items,
 )
-from callgate.judging.calibration import (
-    judged_items as _judged_items,
-)
 from callgate.judging.judge import (
     Judge,
     JudgeModel,
@@ -40,6 +37,9 @@ from callgate.judging.judge import (
     cache_key,
     corrected_share,
     load_judge,
+)
+from callgate.judging.labelling import (
+    judged_items as _judged_items,
 )
 from callgate.models.config import Candidate
 from callgate.running.run import RetryPolicy, RunSettings, run_live

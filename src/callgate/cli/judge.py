@@ -199,7 +199,7 @@ def judge_label(
 
     For each attempt the judge decided, shows the request, the response and the judge's
     verdict, and asks for your verdict per dimension (s skips, q stops)."""
-    from callgate.judging.calibration import label_judged_attempts
+    from callgate.judging.labelling import label_judged_attempts
     from callgate.store.db import Store
 
     if audit is not None:

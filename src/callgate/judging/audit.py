@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from callgate.errors import CallgateError
-from callgate.judging.calibration import confusion, item_payloads, judged_items, read_set
+from callgate.judging.calibration import confusion, item_payloads, read_set
 from callgate.judging.estimates import (
     AuditTable,
     Estimate,
@@ -28,6 +28,7 @@ from callgate.judging.estimates import (
     raw_share,
 )
 from callgate.judging.judge import JudgeOutput, cache_key
+from callgate.judging.labelling import judged_items
 from callgate.judging.planning import (
     AuditMoments,
     AuditPlan,

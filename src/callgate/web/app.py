@@ -32,6 +32,8 @@ from callgate.judging.audit import certificate_plan_lines
 from callgate.judging.calibration import (
     CalibrationItem,
     Certificate,
+)
+from callgate.judging.labelling import (
     judged_attempt_items,
     label_item,
     label_judged_attempt,

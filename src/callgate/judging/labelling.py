@@ -1,0 +1,203 @@
+"""Labelling: a person's verdicts on calibration items and on a run's judged attempts, kept as
+lines appended to the calibration file (reloaded into the store) plus, for `judge label` and the
+web pages, a `person_labels` row saying who labelled what and when."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from callgate.errors import CallgateError
+from callgate.judging.calibration import (
+    CalibrationCall,
+    CalibrationCase,
+    CalibrationItem,
+    CalibrationResponse,
+    Labels,
+    read_set,
+)
+from callgate.judging.payloads import judge_payloads
+from callgate.store.db import Store
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import Suite, load_suite
+
+
+def _run_suite(store: Store, run: Mapping[str, Any]) -> Suite:
+    """The suite a run was scored on, loaded from its directory, when it is unchanged."""
+    path = store.suite_path(run["suite"])
+    try:
+        suite: Suite | None = load_suite(path)
+        why = "it has changed since"
+    except CallgateError as exc:
+        suite, why = None, f"it cannot be loaded ({exc})"
+    if suite is None or suite.fingerprint != run["suite"]:
+        raise CallgateError(
+            f"run {run['id']} has multi-turn judged attempts; the tool results between their "
+            f"turns come from the suite at {path}, but {why}. Restore the suite to label them.")
+    return suite
+
+
+def judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], CalibrationItem]]:
+    """The judged attempts of a run, each as (judgement row, an unlabelled item holding what
+    the judge saw: for a multi-turn attempt, the whole trajectory with its tool results)."""
+    run = store.run(run_id)
+    if run is None:
+        raise CallgateError(f"no run {run_id} in {store.path}")
+    rows = store.judgements(run_id)
+    if not rows:
+        raise CallgateError(f"run {run_id} has no attempts decided by a judge")
+    tools = store.suite_tools(run["suite"])
+    suite: Suite | None = None  # loaded only for multi-turn attempts: their tool results
+    out = []
+    for row in rows:
+        case = json.loads(store.case_body(run["suite"], row["case_id"]))
+        body = store.response_body(run_id, row["case_id"], row["repeat"])
+        response = parse_response(json.loads(body))
+        if len(response.assistant_turns) > 1:
+            suite = suite or _run_suite(store, run)
+            case_doc, response_doc = judge_payloads(suite, suite.cases[row["case_id"]],
+                                                    response)
+            calibration_case = CalibrationCase.model_validate(case_doc)
+            calibration_response = CalibrationResponse.model_validate(response_doc)
+        else:
+            message = response.message
+            offered = case.get("tools")
+            calibration_case = CalibrationCase(
+                messages=case["messages"],
+                tools=[t for t in tools if offered is None or t["function"]["name"] in offered],
+                rubric=case["expect"].get("rubric", ""))
+            calibration_response = CalibrationResponse(
+                content=message.content if message else None,
+                tool_calls=[CalibrationCall(name=c.name, arguments=c.arguments)
+                            for c in (message.tool_calls if message else ())])
+        item = CalibrationItem(
+            id=f"run{run_id}-{row['case_id']}-r{row['repeat']}", split="dev",
+            category="labelled_from_run", case=calibration_case,
+            response=calibration_response, label=Labels(tool_choice="pass", arguments="n/a"),
+        )
+        out.append((row, item))
+    return out
+
+
+def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
+                          ask: Callable[..., str], show: Callable[[str], Any],
+                          labeller: str = "") -> int:
+    """Ask a person for a verdict on each judged attempt of a run; append each labelled item
+    to the calibration file and reload the file into the store. Returns how many were added."""
+    existing: set[str] = set()
+    if set_path.exists():
+        existing = {item.id for item in read_set(set_path)[0]}
+    added = 0
+    for row, item in judged_items(store, run_id):
+        if item.id in existing:
+            continue
+        show(f"\n── {item.id} ──\nrubric: {item.case.rubric}\n"
+             f"last message: {item.case.messages[-1].get('content')}\n"
+             f"response: {json.dumps(item.response.judged(), ensure_ascii=False)}\n"
+             f"judge: tool_choice {row['tool_choice']}, arguments {row['arguments']}: "
+             f"{row['reason']}")
+        tool = ask("tool_choice [pass/fail, s skip, q quit]").strip().lower()
+        if tool == "q":
+            break
+        if tool not in ("pass", "fail"):
+            continue
+        arguments = ask("arguments [pass/fail/n/a]").strip().lower()
+        if arguments not in ("pass", "fail", "n/a"):
+            continue
+        note = ask("note (why)", default="").strip()
+        labelled = item.model_copy(update={
+            "split": split,
+            "label": Labels(tool_choice=tool, arguments=arguments),  # type: ignore[arg-type]
+            "labeller": labeller,
+            "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "note": note or f"labelled by hand from run {run_id}; the judge said "
+                            f"{row['tool_choice']}/{row['arguments']}",
+        })
+        append_item(set_path, labelled)
+        added += 1
+    if added:
+        reload_set(store, set_path)
+    return added
+
+
+def append_item(set_path: Path, item: CalibrationItem) -> str:
+    """Append a labelled item to a calibration file; returns the line written."""
+    line = item.line()
+    with set_path.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+    return line
+
+
+def reload_set(store: Store, set_path: Path) -> list[CalibrationItem]:
+    """Load a calibration file into the store (replacing what the store held for it)."""
+    items, _ = read_set(set_path)
+    store.save_calibration_items(set_path.name, [
+        (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
+        for i in items
+    ])
+    return items
+
+
+def label_item(store: Store, set_path: Path, item: CalibrationItem, labeller: str,
+               tool_choice: str, arguments: str, note: str = "") -> dict[str, Any]:
+    """A person's label on an item of a set, as `judge label` keeps one: the item with the
+    label appended to the file, the file reloaded into the store; plus a person_labels row
+    with who labelled it and when (returned)."""
+    labelled = item.model_copy(update={
+        "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
+        "note": note or f"labelled by hand by {labeller}",
+        "labeller": labeller,
+        "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    })
+    line = append_item(set_path, labelled)
+    reload_set(store, set_path)
+    return store.add_person_label(set_path.name, item.id, labeller, tool_choice, arguments,
+                                  labelled.note, line)
+
+
+def undo_label(store: Store, set_path: Path, labeller: str) -> dict[str, Any] | None:
+    """Take back a person's last label: its row, and its line when it is still the file's
+    last line (otherwise the line stays and an earlier label must be given again)."""
+    row = store.last_person_label(set_path.name, labeller)
+    if row is None:
+        return None
+    data = set_path.read_bytes()
+    tail = (row["line"] + "\n").encode("utf-8")
+    if data.endswith(tail):
+        with set_path.open("r+b") as handle:
+            handle.truncate(len(data) - len(tail))
+        if data[:len(data) - len(tail)].strip():
+            reload_set(store, set_path)
+        else:  # the label was the file's only item
+            store.save_calibration_items(set_path.name, [])
+    store.delete_person_label(row["id"])
+    return row
+
+
+def judged_attempt_items(store: Store, run_id: int
+                         ) -> list[tuple[dict[str, Any], CalibrationItem]]:
+    """A run's judged attempts as unlabelled items, each with its judgement row: what
+    `callgate judge label` shows a person."""
+    return judged_items(store, run_id)
+
+
+def label_judged_attempt(store: Store, run_id: int, set_path: Path, item: CalibrationItem,
+                         judgement: Mapping[str, Any], labeller: str, tool_choice: str,
+                         arguments: str, note: str = "", split: str = "dev") -> dict[str, Any]:
+    """One judged attempt labelled by a person, kept as `label_judged_attempts` keeps it (the
+    item appended to the file, the file reloaded), plus who labelled it and when."""
+    labelled = item.model_copy(update={
+        "split": split,
+        "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
+        "note": note or f"labelled by hand by {labeller} from run {run_id}; the judge said "
+                        f"{judgement['tool_choice']}/{judgement['arguments']}",
+        "labeller": labeller,
+        "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    })
+    line = append_item(set_path, labelled)
+    reload_set(store, set_path)
+    return store.add_person_label(set_path.name, item.id, labeller, tool_choice, arguments,
+                                  labelled.note, line)
