@@ -11,6 +11,7 @@ RecursionError for the same limits.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -151,8 +152,15 @@ def depth_of(value: Any) -> int:
 def read_bytes(path: Path | str, *, missing: str = "file not found") -> bytes:
     """A file's bytes; a missing file, a folder or an unreadable file is an InputError."""
     source = Path(path)
-    try:
+    with _unreadable_as_input_error(source, missing):
         return source.read_bytes()
+
+
+@contextlib.contextmanager
+def _unreadable_as_input_error(source: Path, missing: str) -> Iterator[None]:
+    """A file that is missing, a folder or unreadable, as an InputError naming it."""
+    try:
+        yield
     except FileNotFoundError:
         raise InputError(source, missing) from None
     except IsADirectoryError:
@@ -214,16 +222,8 @@ def json_lines_in(where: Path | str, lines: Iterable[bytes | str]) -> Iterator[J
 def json_lines(path: Path | str, *, missing: str = "file not found") -> Iterator[JsonLine]:
     """Stream the lines of a JSON Lines file (cases, responses, calibration items)."""
     source = Path(path)
-    try:
+    with _unreadable_as_input_error(source, missing):
         handle = source.open("rb")
-    except FileNotFoundError:
-        raise InputError(source, missing) from None
-    except IsADirectoryError:
-        raise InputError(source, "is a folder, not a file") from None
-    except PermissionError:
-        raise InputError(source, "cannot be read: permission denied") from None
-    except OSError as exc:
-        raise InputError(source, f"cannot be read: {exc.strerror or exc}") from None
     with handle:
         try:
             yield from json_lines_in(source, handle)

@@ -7,16 +7,10 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
-
-from callgate.errors import CallgateError
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
-
-if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
-    pass
 
 from callgate.cli.common import (
     DbOption,
@@ -30,6 +24,8 @@ from callgate.cli.common import (
     _fail,
     _record_if_not_a_result,
 )
+from callgate.errors import CallgateError
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 
 
 def run_command(

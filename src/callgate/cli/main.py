@@ -9,17 +9,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from callgate.errors import CallgateError
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
-
-if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
-    pass
 from callgate.cli.common import (
     EXIT_INCONCLUSIVE,
     EXIT_INPUT,
@@ -36,6 +31,8 @@ from callgate.cli.common import (
 )
 from callgate.cli.judge import judge_app
 from callgate.cli.live import run_command
+from callgate.errors import CallgateError
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.version import __version__
 
 app = typer.Typer(
