@@ -28,7 +28,7 @@ from callgate.judging.estimates import (
     raw_share,
 )
 from callgate.judging.judge import JudgeOutput, cache_key
-from callgate.judging.labelling import judged_items
+from callgate.judging.labelling import LabellingStopped, ask_labels, item_text, judged_items
 from callgate.judging.planning import (
     AuditMoments,
     AuditPlan,
@@ -98,18 +98,14 @@ def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str
         _, item = shown[key]
         # The judge's verdict is not shown: the person's label must not lean on it.
         show(f"\n── audit item {audit_item['position'] + 1} of {len(items)}: {key[0]} "
-             f"(repeat {key[1]}) ──\nrubric: {item.case.rubric}\n"
-             f"last message: {item.case.messages[-1].get('content')}\n"
-             f"response: {json.dumps(item.response.judged(), ensure_ascii=False)}")
-        tool = ask("tool_choice [pass/fail, s skip, q quit]").strip().lower()
-        if tool == "q":
+             f"(repeat {key[1]}) ──\n{item_text(item)}")
+        try:
+            labels = ask_labels(ask)
+        except LabellingStopped:
             break
-        if tool not in ("pass", "fail"):
+        if labels is None:
             continue
-        arguments = ask("arguments [pass/fail/n/a]").strip().lower()
-        if arguments not in ("pass", "fail", "n/a"):
-            continue
-        store.save_audit_label(run_id, key[0], key[1], tool, arguments, labeller)
+        store.save_audit_label(run_id, key[0], key[1], *labels, labeller)
         labelled += 1
     return labelled
 

@@ -82,6 +82,31 @@ def judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], Calibr
     return out
 
 
+class LabellingStopped(Exception):
+    """The person typed q: stop asking, keep the labels given so far."""
+
+
+def item_text(item: CalibrationItem) -> str:
+    """What a person reads before labelling an item in the terminal."""
+    return (f"rubric: {item.case.rubric}\n"
+            f"last message: {item.case.messages[-1].get('content')}\n"
+            f"response: {json.dumps(item.response.judged(), ensure_ascii=False)}")
+
+
+def ask_labels(ask: Callable[..., str]) -> tuple[str, str] | None:
+    """A person's (tool_choice, arguments) labels from the terminal; None when the item is
+    skipped (s, or an answer that is not a label). Raises LabellingStopped on q."""
+    tool = ask("tool_choice [pass/fail, s skip, q quit]").strip().lower()
+    if tool == "q":
+        raise LabellingStopped
+    if tool not in ("pass", "fail"):
+        return None
+    arguments = ask("arguments [pass/fail/n/a]").strip().lower()
+    if arguments not in ("pass", "fail", "n/a"):
+        return None
+    return tool, arguments
+
+
 def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
                           ask: Callable[..., str], show: Callable[[str], Any],
                           labeller: str = "") -> int:
@@ -94,19 +119,16 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
     for row, item in judged_items(store, run_id):
         if item.id in existing:
             continue
-        show(f"\n── {item.id} ──\nrubric: {item.case.rubric}\n"
-             f"last message: {item.case.messages[-1].get('content')}\n"
-             f"response: {json.dumps(item.response.judged(), ensure_ascii=False)}\n"
+        show(f"\n── {item.id} ──\n{item_text(item)}\n"
              f"judge: tool_choice {row['tool_choice']}, arguments {row['arguments']}: "
              f"{row['reason']}")
-        tool = ask("tool_choice [pass/fail, s skip, q quit]").strip().lower()
-        if tool == "q":
+        try:
+            labels = ask_labels(ask)
+        except LabellingStopped:
             break
-        if tool not in ("pass", "fail"):
+        if labels is None:
             continue
-        arguments = ask("arguments [pass/fail/n/a]").strip().lower()
-        if arguments not in ("pass", "fail", "n/a"):
-            continue
+        tool, arguments = labels
         note = ask("note (why)", default="").strip()
         labelled = item.model_copy(update={
             "split": split,
