@@ -3,24 +3,14 @@ certificates, and the per-release audits."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
+from callgate.store.base import StoreBase
 from callgate.store.schema import now
 
 
-class JudgeRecords:
+class JudgeRecords(StoreBase):
     """Store methods for the judge (a mixin of Store)."""
-
-    # Provided by Store (store/db.py), which every mixin of it is combined into.
-    db: Database
-    path: Path
-
-    def atomic(self) -> AbstractContextManager[Database]:
-        raise NotImplementedError
 
     # ----------------------------------------------------------------- the judge
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
+from callgate.store.base import StoreBase
 from callgate.store.opening import MergeRefused
 from callgate.store.schema import RESPONSE_COLUMNS, VERDICT_COLUMNS
 
@@ -33,21 +30,8 @@ def _union_shards(here: str | None, there: str | None) -> str | None:
     return json.dumps(sorted(set(json.loads(here)) | set(json.loads(there))))
 
 
-class MergeRecords:
+class MergeRecords(StoreBase):
     """Store methods for merging stores (a mixin of Store)."""
-
-    # Provided by Store (store/db.py), which every mixin of it is combined into.
-    db: Database
-    path: Path
-
-    def atomic(self) -> AbstractContextManager[Database]:
-        raise NotImplementedError
-
-    def run(self, run_id: int) -> dict[str, Any] | None:
-        raise NotImplementedError
-
-    def find_run(self, suite_name: str, model: str, release: str) -> dict[str, Any] | None:
-        raise NotImplementedError
 
     def _person_labels_table(self) -> None:
         raise NotImplementedError

@@ -4,27 +4,14 @@ and labelling), and the labels people give in serve's calibration sessions."""
 from __future__ import annotations
 
 import json
-from contextlib import AbstractContextManager
-from pathlib import Path
 from typing import Any
 
-from sqlite_utils import Database
-
+from callgate.store.base import StoreBase
 from callgate.store.schema import _NEWEST_DONE, now
 
 
-class ServeRecords:
+class ServeRecords(StoreBase):
     """Store methods for the web app (a mixin of Store)."""
-
-    # Provided by Store (store/db.py), which every mixin of it is combined into.
-    db: Database
-    path: Path
-
-    def atomic(self) -> AbstractContextManager[Database]:
-        raise NotImplementedError
-
-    def run(self, run_id: int) -> dict[str, Any] | None:
-        raise NotImplementedError
 
     # ----------------------------------------------------------------- the web app (serve)
     # Reads for `callgate serve` and `callgate report --html`, and the labels people give in
