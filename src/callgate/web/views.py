@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,10 +48,14 @@ class Views:
     def models(self) -> list[dict[str, Any]]:
         return self.store.release_runs()
 
-    def decision(self, run: Mapping[str, Any]) -> tuple[ReleaseScores, GateDecision]:
+    def decision(self, run: Mapping[str, Any],
+                 siblings: Sequence[Mapping[str, Any]] | None = None
+                 ) -> tuple[ReleaseScores, GateDecision]:
         """The release's scores and the gate's decision, by `callgate gate`'s own rules
-        (gating.release.decide_release: baseline, audits, missing shards), not recorded."""
-        siblings = self.store.runs(model=run["model"], suite_name=run["suite_name"])
+        (gating.release.decide_release: baseline, audits, missing shards), not recorded.
+        `siblings`: the model's runs on the suite, when the caller has read them already."""
+        if siblings is None:
+            siblings = self.store.runs(model=run["model"], suite_name=run["suite_name"])
         key = (run["id"], tuple((r["id"], r.get("gate"), r.get("shards")) for r in siblings))
         cached = self._decisions.get(key)
         if cached is None:
@@ -65,8 +69,9 @@ class Views:
         """Every finished release of a model on a suite, oldest first, with its figures and
         the gate's decision."""
         out = []
-        for run in self.store.runs(model=model, suite_name=suite_name):
-            release, decision = self.decision(run)
+        runs = self.store.runs(model=model, suite_name=suite_name)
+        for run in runs:
+            release, decision = self.decision(run, runs)
             out.append(release_summary(run, release, decision))
         return out
 
