@@ -69,7 +69,15 @@ def too_deep_at(text: str, limit: int = MAX_DEPTH) -> int | None:
 
 
 _LONG_NUMBER = re.compile(r"\d{4300,}")
-_LONG_DIGITS = re.compile(r"[0-9]{19}")
+# Every digit as "0", so one substring search finds a run of 19 digits: several times faster
+# than a regular expression over a whole line.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN_ZEROS = b"0" * 19
+
+
+def _has_19_digits(text: str) -> bool:
+    return len(text) >= 19 and _NINETEEN_ZEROS in text.encode(
+        "utf-8", "surrogatepass").translate(_DIGITS_AS_ZERO)
 
 
 class _Constant:
@@ -85,7 +93,7 @@ def loads(text: str, *, constants: bool = False) -> Any:
     where = too_deep_at(text)
     if where is not None:
         raise JSONLimitError(f"nested more than {MAX_DEPTH} levels deep", pos=where)
-    if _LONG_DIGITS.search(text) is None:
+    if not _has_19_digits(text):
         # orjson is several times faster on a line. What it refuses (NaN, Infinity, bad input)
         # goes on to json below, so values and messages are json's; so does any text with 19
         # digits in a row, since orjson reads an integer past 64 bits as a float.

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from jsonschema import Draft7Validator
 
@@ -17,8 +16,7 @@ from callgate.suites.environment import EnvironmentFactory
 from callgate.suites.suite import Case, MatchRules
 
 
-@dataclass(frozen=True)
-class Attempt:
+class Attempt(NamedTuple):
     """An attempt past the checks every kind shares (provider error, truncation, environment
     failure, turn limit), handed to its expectation kind's `check(attempt, expect)`.
 

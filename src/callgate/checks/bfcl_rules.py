@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from callgate.suites.suite import ArgSpec
@@ -33,6 +34,17 @@ _STANDARDIZE = re.compile(r"[ \,\.\/\-\_\*\^]")
 
 def standardize(text: str) -> str:
     """ast_checker.py:174-182: drop spaces and ,./-_*^, lower-case, single quotes to double."""
+    if len(text) <= _MEMO_CHARS:
+        return _standardize_short(text)
+    return _STANDARDIZE.sub("", text).lower().replace("'", '"')
+
+
+# The same few answers are standardized for every attempt: short ones are remembered.
+_MEMO_CHARS = 256
+
+
+@lru_cache(maxsize=8192)
+def _standardize_short(text: str) -> str:
     return _STANDARDIZE.sub("", text).lower().replace("'", '"')
 
 
@@ -80,11 +92,6 @@ def _type_check(
     if answer_type is not None and type(value) == answer_type:  # noqa: E721
         return True, True
     return False, False
-
-
-def _string_ok(value: str, answers: Sequence[Any]) -> bool:
-    """ast_checker.py:185-201: normalised value among the normalised string answers."""
-    return standardize(value) in [standardize(a) for a in answers if type(a) == str]  # noqa: E721
 
 
 def _std(value: Any) -> Any:
@@ -139,30 +146,46 @@ def param_matches(schema: Mapping[str, Any] | None, value: Any, answers: Sequenc
     `answers` is BFCL's possible-answer list for the parameter ("" meaning it may be left out);
     `schema` is the parameter's JSON Schema as the importer wrote it.
     """
-    try:
-        return _param_matches(schema, value, answers)
-    except (AttributeError, KeyError, TypeError, IndexError):
-        return False  # BFCL's checker would raise here: the value is not accepted
+    return ParamRule(schema, answers).matches(value)
 
 
-def _param_matches(schema: Mapping[str, Any] | None, value: Any, answers: Sequence[Any]) -> bool:
-    expected = declared_type(schema)
-    nested: type | None = None
-    if expected is list and isinstance(schema, Mapping) and isinstance(schema.get("items"), dict):
-        nested = declared_type(schema["items"])
-    # ast_checker.py:442-448: an int is accepted for a float (converted, then compared).
-    if expected is float and type(value) == int:  # noqa: E721
-        value = float(value)
-    valid, is_variable = _type_check(value, answers, expected, nested)
-    if not valid:
-        return False
-    if not is_variable:
-        if expected is dict:
-            return _dict_ok(value, answers)
-        if expected is list and nested is dict:
-            return _list_dict_ok(value, answers)
-        if expected is str:
-            return _string_ok(value, answers)
-        if expected is list:
-            return _list_ok(value, answers)
-    return value in answers
+class ParamRule:
+    """`param_matches` for one parameter, with what depends only on its schema and answers
+    worked out once: the checks keep one per expected argument and ask it for every attempt."""
+
+    __slots__ = ("answers", "expected", "nested", "strings")
+
+    def __init__(self, schema: Mapping[str, Any] | None, answers: Sequence[Any]) -> None:
+        self.answers = answers
+        self.expected = declared_type(schema)
+        self.nested: type | None = None
+        if (self.expected is list and isinstance(schema, Mapping)
+                and isinstance(schema.get("items"), dict)):
+            self.nested = declared_type(schema["items"])
+        # ast_checker.py:185-201: a string matches when normalised among the normalised answers.
+        self.strings = [standardize(a) for a in answers if type(a) == str]  # noqa: E721
+
+    def matches(self, value: Any) -> bool:
+        try:
+            return self._matches(value)
+        except (AttributeError, KeyError, TypeError, IndexError):
+            return False  # BFCL's checker would raise here: the value is not accepted
+
+    def _matches(self, value: Any) -> bool:
+        expected, answers = self.expected, self.answers
+        # ast_checker.py:442-448: an int is accepted for a float (converted, then compared).
+        if expected is float and type(value) == int:  # noqa: E721
+            value = float(value)
+        valid, is_variable = _type_check(value, answers, expected, self.nested)
+        if not valid:
+            return False
+        if not is_variable:
+            if expected is dict:
+                return _dict_ok(value, answers)
+            if expected is list and self.nested is dict:
+                return _list_dict_ok(value, answers)
+            if expected is str:
+                return standardize(value) in self.strings
+            if expected is list:
+                return _list_ok(value, answers)
+        return value in answers

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from callgate import reading
 from callgate.reading import MAX_ARGUMENTS_CHARS
 from callgate.suites.responses import ToolCall
 
 
-@dataclass(frozen=True)
-class ParsedCall:
+class ParsedCall(NamedTuple):
     index: int
     name: str
     arguments: dict[str, Any] | None  # None when the raw string is not a JSON object

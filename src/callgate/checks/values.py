@@ -4,8 +4,8 @@ the suite's match rules (exact, or BFCL's rule set in `bfcl_rules`)."""
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from callgate.checks import bfcl_rules, trajectory
@@ -51,16 +51,63 @@ def call_matches(
     schema: Mapping[str, Any] | None = None,
 ) -> bool:
     """`schema` is the tool's parameters schema (read under `values: bfcl`)."""
-    if call.name != expected.tool or call.arguments is None:
-        return False
-    if _unlisted(expected, call, rules) is not None:
-        return False
-    args = call.arguments
-    properties = (schema or {}).get("properties", {})
-    return all(
-        arg_matches(spec, key in args, args.get(key), rules, properties.get(key))
-        for key, spec in expected.args.items()
-    )
+    return matcher(expected, rules, schema).matches(call)
+
+
+def _value_check(
+    spec: ArgSpec, rules: MatchRules, schema: Mapping[str, Any] | None
+) -> Callable[[Any], bool]:
+    """arg_matches for a value that is present, prepared once."""
+    if rules.values == "bfcl":
+        return bfcl_rules.ParamRule(schema, bfcl_rules.possible_answer(spec)).matches
+    if len(spec.one_of) == 1:
+        return partial(json_equal, spec.one_of[0])
+    return lambda value: any(json_equal(accepted, value) for accepted in spec.one_of)
+
+
+class CallMatcher:
+    """`call_matches` for one expected call, under one suite's rules and tool schema, with each
+    argument's check prepared once (`matcher` keeps it with the expected call)."""
+
+    __slots__ = ("args", "listed", "reject_unlisted", "rules", "schema", "tool")
+
+    def __init__(
+        self, expected: ExpectedCall, rules: MatchRules, schema: Mapping[str, Any] | None
+    ) -> None:
+        self.rules, self.schema, self.tool = rules, schema, expected.tool
+        self.listed = expected.args.keys()
+        self.reject_unlisted = rules.unlisted_args == "reject"
+        properties = (schema or {}).get("properties", {})
+        self.args = [
+            (key, spec.optional, _value_check(spec, rules, properties.get(key)))
+            for key, spec in expected.args.items()
+        ]
+
+    def matches(self, call: ParsedCall) -> bool:
+        args = call.arguments
+        if call.name != self.tool or args is None:
+            return False
+        if self.reject_unlisted and any(key not in self.listed for key in args):
+            return False
+        for key, optional, check in self.args:
+            if key in args:
+                if not check(args[key]):
+                    return False
+            elif not optional:
+                return False
+        return True
+
+
+def matcher(
+    expected: ExpectedCall, rules: MatchRules, schema: Mapping[str, Any] | None
+) -> CallMatcher:
+    """The expected call's matcher under these rules and schema, built on first use. It holds
+    both, so an id reused by a newer object is never mistaken for them."""
+    key = (id(rules), id(schema))
+    found: CallMatcher | None = expected.memo.get(key)
+    if found is None or found.rules is not rules or found.schema is not schema:
+        found = expected.memo[key] = CallMatcher(expected, rules, schema)
+    return found
 
 
 def describe(spec: ArgSpec) -> str:
@@ -91,28 +138,40 @@ def value_mismatch(
     return None
 
 
+def _count(names: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _wanted(want: Mapping[str, int]) -> str:
+    return " + ".join(f"{n}×{c}" if c > 1 else n for n, c in want.items())
+
+
 def select_tools(
     names: Sequence[str], expected: Sequence[ExpectedCall], mode: Mode
 ) -> tuple[ToolVerdict, str]:
     """Tool verdict over the whole array of called names against one expected call list."""
-    want = Counter(call.tool for call in expected)
-    wanted = " + ".join(f"{n}×{c}" if c > 1 else n for n, c in want.items())
+    want = _count(call.tool for call in expected)
     if not names:
-        return "missing_call", f"no tool call; expected {wanted}"
-    got = Counter(names)
-    if mode != "superset" and names[0] not in want:
-        return "wrong_tool", f"called {names[0]}; expected {wanted}"
+        return "missing_call", f"no tool call; expected {_wanted(want)}"
     if mode != "superset":
         for index, name in enumerate(names):
             if name not in want:
+                if index == 0:
+                    return "wrong_tool", f"called {name}; expected {_wanted(want)}"
                 return "extra_call", (
-                    f"call {index + 1} is {name}, which is outside the expectation ({wanted})"
+                    f"call {index + 1} is {name}, which is outside the expectation "
+                    f"({_wanted(want)})"
                 )
+    got = _count(names)
     for name, count in want.items():
-        if got[name] < count and mode != "subset":
-            return "missing_call", f"{got[name]} call(s) to {name} where {count} are expected"
-        if got[name] > count and mode in ("strict", "unordered", "subset"):
-            return "extra_call", f"{got[name]} calls to {name} where {count} are expected"
+        made = got.get(name, 0)
+        if made < count and mode != "subset":
+            return "missing_call", f"{made} call(s) to {name} where {count} are expected"
+        if made > count and mode in ("strict", "unordered", "subset"):
+            return "extra_call", f"{made} calls to {name} where {count} are expected"
     return "right", ""
 
 
@@ -128,6 +187,15 @@ def first_fit_pairing(edges: Sequence[Sequence[int]]) -> list[int | None]:
     return pairing
 
 
+def _one_each(edges: Sequence[Sequence[int]]) -> bool:
+    taken: set[int] = set()
+    for options in edges:
+        if len(options) > 1 or (options and options[0] in taken):
+            return False
+        taken.update(options)
+    return True
+
+
 def check_values(
     expected: Sequence[ExpectedCall],
     calls: Sequence[ParsedCall],
@@ -137,12 +205,15 @@ def check_values(
 ) -> str | None:
     """None when the key arguments pair up as the mode requires; else the first mismatch."""
     schemas = schemas or {}
-    edges = [
-        [j for j, call in enumerate(calls) if call_matches(exp, call, rules, schemas.get(exp.tool))]
-        for exp in expected
-    ]
+    edges = []
+    for exp in expected:
+        matches = matcher(exp, rules, schemas.get(exp.tool)).matches
+        edges.append([j for j, call in enumerate(calls) if matches(call)])
     if rules.pairing == "first_fit":
         pairing = first_fit_pairing(edges)
+    elif _one_each(edges):
+        # Each expected call matches at most one call, no call twice: the only maximum matching.
+        pairing = [options[0] if options else None for options in edges]
     else:
         # Optimal, not greedy: a call is never paired away from the one it alone can match.
         matched = trajectory.max_matching(

@@ -14,6 +14,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -71,6 +72,12 @@ def _parse_arg_spec(raw: Any) -> ArgSpec:
 class ExpectedCall(_Strict):
     tool: str
     args: dict[str, ArgSpec] = Field(default_factory=dict)
+
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Room for what the checks work out once from this call (its compiled matcher), kept
+        with it and gone with it. Not a field: never dumped, compared or stored."""
+        return {}
 
     @field_validator("args", mode="before")
     @classmethod
