@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from callgate import reading
 from callgate.reading import MAX_ARGUMENTS_CHARS
 from callgate.suites.responses import ToolCall
 
 
-class ParsedCall(NamedTuple):
+@dataclass(slots=True)  # built for every call of every attempt: slots, not frozen, for speed
+class ParsedCall:
     index: int
     name: str
     arguments: dict[str, Any] | None  # None when the raw string is not a JSON object
