@@ -25,15 +25,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from callgate.errors import InputError
 from callgate.models.config import FLAGS, Candidate
 from callgate.reading import canonical_json, loads
 from callgate.suites.responses import INT64_MAX, TOKEN_FIELDS
+
+if TYPE_CHECKING:  # imported where a request is sent: scoring recorded answers never needs it
+    import aiohttp
 
 # Routes the lean client serves, with their default endpoints. litellm sends these the request
 # unchanged (tools included); it rewrites tools for some other routes, e.g. hosted_vllm.
@@ -317,6 +318,8 @@ class LeanClient:
         self._session: aiohttp.ClientSession | None = None
 
     def _open(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300),
@@ -325,6 +328,8 @@ class LeanClient:
         return self._session
 
     async def send(self, body: dict[str, Any], timeout: float) -> Reply | ProviderFailure:
+        import aiohttp
+
         session = self._open()
         data = json.dumps(body, ensure_ascii=False).encode()
         started = time.perf_counter()

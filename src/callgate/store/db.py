@@ -7,6 +7,7 @@ later (e.g. with Datasette). WAL mode; writes are batched inside transactions.
 from __future__ import annotations
 
 import json
+import operator
 import os
 import socket
 import sqlite3
@@ -76,11 +77,14 @@ class StoredSuite(Protocol):
     def case_expect_types(self) -> Mapping[str, str]: ...
 
 
+_VERDICT_FIELDS = operator.itemgetter(*VERDICT_COLUMNS[1:])
+
+
 def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
-    """A verdict (`callgate.checks.verdict.Verdict`, or any object with its fields) as a row
-    of table `verdicts`, in VERDICT_COLUMNS order (booleans as 0/1)."""
-    values = (getattr(verdict, column) for column in VERDICT_COLUMNS[1:])
-    return (run_id, *(int(v) if isinstance(v, bool) else v for v in values))
+    """A verdict (`callgate.checks.verdict.Verdict`, or any object with its fields as
+    attributes) as a row of table `verdicts`, in VERDICT_COLUMNS order. sqlite3 stores a bool
+    as the integer 0 or 1."""
+    return (run_id, *_VERDICT_FIELDS(vars(verdict)))
 
 
 class Store(JudgeRecords, ServeRecords, MergeRecords):
