@@ -5,17 +5,19 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from callgate.checks.verdict import Verdict
-from callgate.gating.gate import GateDecision, ReleaseScores
-from callgate.judging.calibration import Certificate, Disagreement
-from callgate.scoring.pipeline import RunResult
 from callgate.scoring.scores import Scores, Share
+
+if TYPE_CHECKING:  # types only: `callgate score` need not load the gate or the judge
+    from callgate.checks.verdict import Verdict
+    from callgate.gating.gate import GateDecision, ReleaseScores
+    from callgate.judging.calibration import Certificate, Disagreement
+    from callgate.scoring.pipeline import RunResult
 
 
 def pct(share: Share) -> str:

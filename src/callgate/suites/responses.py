@@ -79,7 +79,7 @@ class Response(BaseModel):
         return (self.message,) if self.message is not None else ()
 
 
-_LINE_FIELDS = {
+_LINE_FIELDS = frozenset({
     "case_id",
     "repeat",
     "response",
@@ -91,7 +91,7 @@ _LINE_FIELDS = {
     "latency_ms",
     "provider",
     "note",
-}
+})
 
 
 def _text_or_none(value: Any, field: str) -> str | None:
@@ -101,30 +101,32 @@ def _text_or_none(value: Any, field: str) -> str | None:
 
 
 def _message_from(raw: Any, field: str) -> dict[str, Any]:
+    # Runs for every line: the field paths of errors are written only when one is raised.
     if not isinstance(raw, dict):
         raise ValueError(f"{field}: must be an object")
     tool_calls = raw.get("tool_calls")
-    if tool_calls is not None and not isinstance(tool_calls, list):
-        raise ValueError(f"{field}.tool_calls: must be a list of tool calls")
     calls = []
-    for index, call in enumerate(tool_calls or ()):
-        where = f"{field}.tool_calls[{index}]"
-        if not isinstance(call, dict):
-            raise ValueError(f"{where}: must be an object")
-        function = call.get("function")
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise ValueError(f"{where}.function.name: missing")
-        arguments = function.get("arguments", "")
-        if arguments is None:
-            arguments = ""
-        elif not isinstance(arguments, str):
-            # Some servers send parsed objects; keep a faithful string form.
-            arguments = json.dumps(arguments, ensure_ascii=False)
-        calls.append({
-            "id": _text_or_none(call.get("id"), f"{where}.id"),
-            "name": function["name"],
-            "arguments": arguments,
-        })
+    if tool_calls:
+        if not isinstance(tool_calls, list):
+            raise ValueError(f"{field}.tool_calls: must be a list of tool calls")
+        for index, call in enumerate(tool_calls):
+            if not isinstance(call, dict):
+                raise ValueError(f"{field}.tool_calls[{index}]: must be an object")
+            function = call.get("function")
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                raise ValueError(f"{field}.tool_calls[{index}].function.name: missing")
+            arguments = function.get("arguments", "")
+            if arguments is None:
+                arguments = ""
+            elif not isinstance(arguments, str):
+                # Some servers send parsed objects; keep a faithful string form.
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            call_id = call.get("id")
+            if call_id is not None and not isinstance(call_id, str):
+                raise ValueError(f"{field}.tool_calls[{index}].id: must be a string")
+            calls.append({"id": call_id, "name": function["name"], "arguments": arguments})
+    elif tool_calls is not None and not isinstance(tool_calls, list):
+        raise ValueError(f"{field}.tool_calls: must be a list of tool calls")
     content = raw.get("content")
     if isinstance(content, list):  # content parts: keep the text
         texts = []
@@ -132,27 +134,22 @@ def _message_from(raw: Any, field: str) -> dict[str, Any]:
             if isinstance(part, dict):
                 texts.append(_text_or_none(part.get("text"), f"{field}.content[{index}].text"))
         content = "".join(text for text in texts if text)
-    return {"content": _text_or_none(content, f"{field}.content"), "tool_calls": calls}
+    elif content is not None and not isinstance(content, str):
+        raise ValueError(f"{field}.content: must be a string")
+    return {"content": content, "tool_calls": calls}
+
+
+# The fields of a line that are copied as they are (when not null).
+_COPIED = frozenset(
+    ("case_id", "repeat", "finish_reason", "usage", "cost", "latency_ms", "provider", "error"))
 
 
 def normalise(raw: dict[str, Any]) -> dict[str, Any]:
     """Map one recorded line (either response shape) onto the fields of `Response`."""
-    unknown = set(raw) - _LINE_FIELDS
-    if unknown:
-        raise ValueError(f"{sorted(unknown)[0]}: unknown field")
+    if not _LINE_FIELDS.issuperset(raw):
+        raise ValueError(f"{sorted(set(raw) - _LINE_FIELDS)[0]}: unknown field")
     out: dict[str, Any] = {
-        key: raw[key]
-        for key in (
-            "case_id",
-            "repeat",
-            "finish_reason",
-            "usage",
-            "cost",
-            "latency_ms",
-            "provider",
-            "error",
-        )
-        if raw.get(key) is not None
+        key: value for key, value in raw.items() if value is not None and key in _COPIED
     }
     if raw.get("turns") is not None:
         if raw.get("response") is not None:

@@ -23,8 +23,10 @@ def check(attempt: Attempt, expect: Calls | Alternatives) -> Verdict:
             if tool_verdict == "right" else None
         )
         outcomes.append((index, tool_verdict, tool_reason, mismatch))
+        if tool_verdict == "right" and mismatch is None:
+            break  # the best there can be: no later alternative is looked at
     # Best alternative: right tool and values first, then right tool, then the first listed.
-    index, tool_verdict, tool_reason, mismatch = outcomes[0] if len(outcomes) == 1 else min(
+    index, tool_verdict, tool_reason, mismatch = outcomes[-1] if len(outcomes) == 1 else min(
         outcomes, key=lambda o: (o[1] != "right", o[3] is not None, o[0])
     )
     if tool_verdict != "right" and len(alternatives) > 1:
