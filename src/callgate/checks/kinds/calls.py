@@ -19,7 +19,9 @@ def check(attempt: Attempt, expect: Calls | Alternatives) -> Verdict:
     for index, expected in enumerate(alternatives):
         tool_verdict, tool_reason = select_tools(names, expected, mode)
         mismatch = (
-            check_values(expected, calls, mode, attempt.rules, attempt.schemas)
+            # With a JSON or schema problem, the verdict takes its reason, never this one.
+            check_values(expected, calls, mode, attempt.rules, attempt.schemas,
+                         explain=attempt.problems is None)
             if tool_verdict == "right" else None
         )
         outcomes.append((index, tool_verdict, tool_reason, mismatch))
