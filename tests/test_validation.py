@@ -9,6 +9,7 @@ tend to disagree (regular expressions, formats, 1 vs 1.0 vs true, float multiple
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
@@ -47,9 +48,13 @@ def _load_harness() -> Any:
     return module
 
 
-def slow_path() -> Any:
-    """jsonschema alone, as before the fast path existed."""
-    return mock.patch.object(checks, "surely_valid", lambda validator, instance: False)
+@contextlib.contextmanager
+def slow_path() -> Iterator[None]:
+    """jsonschema alone, as before the fast path existed: no compiled check, and failures
+    explained by the whole schema (no property left out)."""
+    whole = mock.patch.object(checks, "explaining_validator", lambda validator, _: validator)
+    with mock.patch.object(checks, "surely_valid", lambda validator, _: False), whole:
+        yield
 
 
 def corpus(tmp: Path) -> Iterator[tuple[str, Suite, list[dict[str, Any]]]]:

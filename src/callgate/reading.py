@@ -219,12 +219,13 @@ def json_lines_in(where: Path | str, lines: Iterable[bytes | str]) -> Iterator[J
     """The JSON objects of JSON Lines (blank lines skipped), each with its line number."""
     for number, data in enumerate(lines, start=1):
         text = decode(where, data, line=number) if isinstance(data, bytes) else data
-        if not text.strip():
+        stripped = text.strip()
+        if not stripped:
             continue
         value = parse_json(where, text, line=number)
         if not isinstance(value, dict):
             raise InputError(where, "each line must be a JSON object", line=number)
-        yield JsonLine(number, value, text.strip())
+        yield JsonLine(number, value, stripped)
 
 
 def json_lines(path: Path | str, *, missing: str = "file not found") -> Iterator[JsonLine]:

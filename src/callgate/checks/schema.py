@@ -9,7 +9,7 @@ from typing import Any
 from jsonschema import Draft7Validator
 
 from callgate.checks.parsing import ParsedCall
-from callgate.checks.validation import surely_valid
+from callgate.checks.validation import explaining_validator, surely_valid
 from callgate.checks.verdict import Problems, SchemaKind
 
 _JSON_TYPE = {
@@ -50,7 +50,7 @@ def schema_errors(
                 problems.append(("unknown_param", f"{tool}: {key!r} is not a parameter of {tool}"))
     if not problems and surely_valid(validator, args):
         return problems  # the compiled fast path; jsonschema explains only failing calls
-    for error in validator.iter_errors(args):
+    for error in explaining_validator(validator, args).iter_errors(args):
         path = ".".join(str(p) for p in error.absolute_path)
         where = f"{tool}.{path}" if path else tool
         if error.validator == "additionalProperties" and not error.absolute_path:

@@ -171,3 +171,94 @@ def surely_valid(validator: Draft7Validator, instance: Any) -> bool:
         return check(instance)
     except Exception:  # a value jsonschema-rs cannot take in: let jsonschema decide
         return False
+
+
+# --------------------------------------------------------------------------- explaining faster
+#
+# jsonschema explains a failing call by walking every keyword, and it descends into every
+# property given, valid or not; that walk, not the failure, is most of its cost. A top-level
+# property whose value the compiled path accepts yields no error there (the compiled path never
+# accepts what jsonschema rejects), so it can be left out of `properties` for the explanation:
+# jsonschema then reports the same errors, in the same order, with the same messages and paths.
+# Left out only where that holds: no `additionalProperties` schema or `patternProperties` (they
+# would take a property `properties` no longer lists), and no `$ref` or `$id` in the property's
+# schema (resolved against the whole schema, not the property alone).
+
+_PRUNED_KEPT = 64  # explaining validators kept per tool (one per set of valid properties)
+
+
+class _Explainer:
+    __slots__ = ("checks", "pruned", "validator")
+
+    def __init__(self, validator: Draft7Validator) -> None:
+        self.validator = validator
+        self.checks: dict[str, _Accepts | None] = {}
+        self.pruned: dict[frozenset[str], Draft7Validator] = {}
+
+    def property_check(self, name: str, schema: Any) -> _Accepts | None:
+        if name not in self.checks:
+            alone = None
+            if isinstance(schema, dict) and not (_mentions(schema, "$ref")
+                                                 or _mentions(schema, "$id")):
+                alone = _compile(Draft7Validator(
+                    schema, format_checker=self.validator.format_checker))
+            self.checks[name] = alone
+        return self.checks[name]
+
+    def for_instance(self, instance: Any) -> Draft7Validator:
+        schema = self.validator.schema
+        properties = schema.get("properties")
+        if not isinstance(instance, dict) or not isinstance(properties, dict):
+            return self.validator
+        valid = frozenset(
+            name for name, sub in properties.items()
+            if name in instance and _accepts(self.property_check(name, sub), instance[name])
+        )
+        if not valid:
+            return self.validator
+        found = self.pruned.get(valid)
+        if found is None:
+            kept = {name: sub for name, sub in properties.items() if name not in valid}
+            # Without additionalProperties too: its top-level errors are never reported
+            # (schema.py names unknown parameters itself), and it would now flag the
+            # properties left out.
+            pruned = {key: value for key, value in schema.items()
+                      if key != "additionalProperties"}
+            pruned["properties"] = kept
+            found = Draft7Validator(pruned, format_checker=self.validator.format_checker)
+            if len(self.pruned) < _PRUNED_KEPT:
+                self.pruned[valid] = found
+        return found
+
+
+def _accepts(check: _Accepts | None, value: Any) -> bool:
+    if check is None:
+        return False
+    try:
+        return check(value)
+    except Exception:  # a value jsonschema-rs cannot take in: not left out
+        return False
+
+
+def _prunable(schema: Any) -> bool:
+    return (isinstance(schema, dict) and isinstance(schema.get("properties"), dict)
+            and not isinstance(schema.get("additionalProperties"), dict)
+            and "patternProperties" not in schema)
+
+
+_explainers: dict[int, tuple[weakref.ref[Draft7Validator], _Explainer | None]] = {}
+
+
+def explaining_validator(validator: Draft7Validator, instance: Any) -> Draft7Validator:
+    """A validator whose errors for `instance` are exactly `validator`'s, in the same order,
+    with less to walk: the top-level properties the compiled path accepts are left out."""
+    key = id(validator)
+    entry = _explainers.get(key)
+    if entry is None or entry[0]() is not validator:
+        def forget(_: Any, explainers: dict[int, Any] = _explainers) -> None:
+            explainers.pop(key, None)
+
+        explainer = _Explainer(validator) if _prunable(validator.schema) else None
+        entry = (weakref.ref(validator, forget), explainer)
+        _explainers[key] = entry
+    return entry[1].for_instance(instance) if entry[1] is not None else validator

@@ -197,13 +197,14 @@ def _one_response(response: Any, field: str) -> dict[str, Any]:
     choice = choices[0]
     if not isinstance(choice, dict):
         raise ValueError(f"{field}.choices[0]: must be an object")
+    message = _message_from(choice.get("message"), f"{field}.choices[0].message")
+    finish_reason, provider = choice.get("finish_reason"), response.get("provider")
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise ValueError(f"{field}.choices[0].finish_reason: must be a string")
+    if provider is not None and not isinstance(provider, str):
+        raise ValueError(f"{field}.provider: must be a string")
     found: dict[str, Any] = {
-        "message": _message_from(choice.get("message"), f"{field}.choices[0].message"),
-        "finish_reason": _text_or_none(
-            choice.get("finish_reason"), f"{field}.choices[0].finish_reason"
-        ),
-        "provider": _text_or_none(response.get("provider"), f"{field}.provider"),
-    }
+        "message": message, "finish_reason": finish_reason, "provider": provider}
     usage = response.get("usage")
     if isinstance(usage, dict):
         found["usage"] = usage
