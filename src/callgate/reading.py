@@ -69,15 +69,11 @@ def too_deep_at(text: str, limit: int = MAX_DEPTH) -> int | None:
 
 
 _LONG_NUMBER = re.compile(r"\d{4300,}")
-# Every digit as "0", so one substring search finds a run of 19 digits: several times faster
-# than a regular expression over a whole line.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+# One pass over the bytes finds what `loads` must look at before orjson may read a text: every
+# digit becomes "0" (so a run of 19 digits is one substring search, several times faster than a
+# regular expression) and every "{" a "[" (so one count gives the brackets that open).
+_PRESCAN = bytes.maketrans(b"123456789{", b"000000000[")
 _NINETEEN_ZEROS = b"0" * 19
-
-
-def _has_19_digits(text: str) -> bool:
-    return len(text) >= 19 and _NINETEEN_ZEROS in text.encode(
-        "utf-8", "surrogatepass").translate(_DIGITS_AS_ZERO)
 
 
 class _Constant:
@@ -90,10 +86,12 @@ def loads(text: str, *, constants: bool = False) -> Any:
     not JSON, JSONLimitError (a ValueError) for JSON nested deeper than MAX_DEPTH, holding NaN
     or Infinity (with the field's path; unless `constants`, which reads them as floats for the
     caller to clean) or a number too long for Python to read."""
-    where = too_deep_at(text)
-    if where is not None:
-        raise JSONLimitError(f"nested more than {MAX_DEPTH} levels deep", pos=where)
-    if not _has_19_digits(text):
+    scanned = text.encode("utf-8", "surrogatepass").translate(_PRESCAN)
+    if scanned.count(b"[") > MAX_DEPTH:  # enough brackets to be too deep: look closer
+        where = too_deep_at(text)
+        if where is not None:
+            raise JSONLimitError(f"nested more than {MAX_DEPTH} levels deep", pos=where)
+    if _NINETEEN_ZEROS not in scanned:
         # orjson is several times faster on a line. What it refuses (NaN, Infinity, bad input)
         # goes on to json below, so values and messages are json's; so does any text with 19
         # digits in a row, since orjson reads an integer past 64 bits as a float.

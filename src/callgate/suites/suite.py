@@ -315,6 +315,9 @@ class _Column(Mapping[str, Any]):
     def __getitem__(self, case_id: str) -> Any:
         return self._values[case_id]
 
+    def get(self, case_id: str, default: Any = None) -> Any:  # read for every attempt scored
+        return self._values.get(case_id, default)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._text)
 
