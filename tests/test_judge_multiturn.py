@@ -41,13 +41,13 @@ from callgate.judging.judge import (
 from callgate.judging.labelling import (
     judged_items as _judged_items,
 )
+from callgate.judging.payloads import judge_payloads
 from callgate.models.config import Candidate
 from callgate.running.run import RetryPolicy, RunSettings, run_live
 from callgate.scoring.pipeline import (
     JudgedTally,
     JudgeStep,
     Recorder,
-    judge_payloads,
     judged_shares,
     score_file,
 )

@@ -64,6 +64,11 @@ def test_commands_that_call_no_model_do_not_import_litellm(
         ["score", str(suite), "-r", str(recorded), "-m", "m", "--release", "1", "--db", "c.db"],
     ):
         assert_no_litellm(callgate(*args).stderr)
+    # Scoring recorded answers without a judge loads neither the judge nor an HTTP client.
+    scored = imported(callgate("score", str(suite), "-r", str(recorded), "-m", "m",
+                               "--release", "2", "--db", "c.db").stderr)
+    assert "callgate.scoring.pipeline" in scored
+    assert not [m for m in scored if m.startswith(("callgate.judging", "aiohttp"))]
     # A live run on the lean path, then a re-run served from the store, offline.
     live = ["run", str(suite), "-m", "openrouter/t/m", "--api-base", loopback.base_url,
             "--api-key-env", KEY_ENV, "-k", "2", "--db", "c.db"]  # fmt: skip

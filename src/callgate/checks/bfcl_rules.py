@@ -68,15 +68,17 @@ def _answer_type(answers: Sequence[Any]) -> type | None:
 
 
 def _type_check(
-    value: Any, answers: Sequence[Any], expected: type, nested: type | None
+    value: Any, answers: Sequence[Any], expected: type, nested: type | None,
+    answer_type: type | None,
 ) -> tuple[bool, bool]:
     """ast_checker.py:93-171 (type_checker): (valid, is_variable).
 
     A value of the type of the first possible answer is accepted in place of the declared type:
     BFCL calls that a variable. Items of a list are checked one level deep, against each list
     among the possible answers; any possible answer that is not a list passes that check.
+    `answer_type` is `_answer_type(answers)`, which the caller works out (once, for a
+    ParamRule).
     """
-    answer_type = _answer_type(answers)
     is_variable = answer_type is not None and answer_type != expected
     if type(value) == expected:  # noqa: E721 - BFCL compares types exactly (bool is not int)
         if nested is None:
@@ -84,7 +86,8 @@ def _type_check(
         items: Any = value  # a list: its type is `expected`, and only lists have a nested type
         for answer in answers:
             if type(answer) == list and not all(  # noqa: E721
-                _type_check(item, answer, nested, None)[0] for item in items
+                _type_check(item, answer, nested, None, _answer_type(answer))[0]
+                for item in items
             ):
                 continue
             return True, is_variable
@@ -153,7 +156,7 @@ class ParamRule:
     """`param_matches` for one parameter, with what depends only on its schema and answers
     worked out once: the checks keep one per expected argument and ask it for every attempt."""
 
-    __slots__ = ("answers", "expected", "nested", "strings")
+    __slots__ = ("answer_type", "answers", "expected", "nested", "strings")
 
     def __init__(self, schema: Mapping[str, Any] | None, answers: Sequence[Any]) -> None:
         self.answers = answers
@@ -162,6 +165,7 @@ class ParamRule:
         if (self.expected is list and isinstance(schema, Mapping)
                 and isinstance(schema.get("items"), dict)):
             self.nested = declared_type(schema["items"])
+        self.answer_type = _answer_type(answers)
         # ast_checker.py:185-201: a string matches when normalised among the normalised answers.
         self.strings = [standardize(a) for a in answers if type(a) == str]  # noqa: E721
 
@@ -176,7 +180,8 @@ class ParamRule:
         # ast_checker.py:442-448: an int is accepted for a float (converted, then compared).
         if expected is float and type(value) == int:  # noqa: E721
             value = float(value)
-        valid, is_variable = _type_check(value, answers, expected, self.nested)
+        valid, is_variable = _type_check(value, answers, expected, self.nested,
+                                         self.answer_type)
         if not valid:
             return False
         if not is_variable:

@@ -10,29 +10,11 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from callgate.checks.check import check_response
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
-from callgate.judging.bundled import judge_spec
-from callgate.judging.calibration import Certificate, dimension_rates, require_certificate
-from callgate.judging.judge import (
-    Complete,
-    Judge,
-    JudgeCallError,
-    JudgeModel,
-    JudgeOutput,
-    JudgeOutputError,
-    JudgeSpec,
-    apply_judgement,
-    cache_key,
-    corrected_share,
-    judge_candidate,
-    judge_once,
-    load_judge,
-)
-from callgate.judging.payloads import judge_payloads
 from callgate.models.config import Candidate
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
@@ -41,6 +23,12 @@ from callgate.suites.responses import Response, read_response_lines
 from callgate.suites.shard import Shard
 from callgate.suites.suite import Case, Suite, case_tags
 from callgate.version import __version__
+
+# The judge is loaded only where a run uses one: scoring recorded answers without a judge does
+# not pay for importing it (about a tenth of a second per command).
+if TYPE_CHECKING:
+    from callgate.judging.calibration import Certificate
+    from callgate.judging.judge import Complete, Judge, JudgeOutput, JudgeOutputError, JudgeSpec
 
 BATCH = 2000
 FAILURES_KEPT = 50  # failed attempts kept in memory for the printed report
@@ -82,6 +70,8 @@ def at_endpoint(judge: Judge, api_base: str | None, api_key_env: str | None = No
 
 def _with_spec(judge: Judge, spec: JudgeSpec) -> Judge:
     """The judge with another endpoint: the client (its candidate) follows the spec."""
+    from callgate.judging.judge import judge_candidate
+
     return judge.model_copy(update={"spec": spec, "candidate": judge_candidate(spec)})
 
 
@@ -90,6 +80,10 @@ def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
                api_base: str | None = None, api_key_env: str | None = None) -> JudgeStep:
     """Load a judge for a run: refuse it without a certificate for its exact fingerprint,
     unless the user knowingly scores uncalibrated. `spec_path` may be a bundled judge's name."""
+    from callgate.judging.bundled import judge_spec
+    from callgate.judging.calibration import require_certificate
+    from callgate.judging.judge import JudgeModel, load_judge
+
     judge = at_endpoint(load_judge(judge_spec(spec_path)), api_base, api_key_env)
     try:
         certificate = require_certificate(judge, store)
@@ -137,6 +131,9 @@ class JudgedTally:
 def judged_shares(tally: JudgedTally, step: JudgeStep) -> dict[str, Any]:
     """Raw and Rogan–Gladen corrected shares of the judged attempts, per dimension, each over
     the attempts its calibration rates apply to (see `JudgedTally`)."""
+    from callgate.judging.calibration import dimension_rates
+    from callgate.judging.judge import corrected_share
+
     out: dict[str, Any] = {"n": tally.n, "fingerprint": step.judge.fingerprint,
                            "certified": step.certificate is not None}
     for dim, successes, n in (("tool_choice", tally.tool_choice, tally.n),
@@ -262,6 +259,15 @@ class Recorder:
         pending; a reply that is not a verdict (after the spec's retries) makes it a judge_error.
         If judging is cut short (an exception, Ctrl-C), the attempts judged so far are recorded
         and the others stay waiting, for keep_unjudged to record as pending."""
+        from callgate.judging.judge import (
+            JudgeCallError,
+            JudgeOutput,
+            JudgeOutputError,
+            cache_key,
+            judge_once,
+        )
+        from callgate.judging.payloads import judge_payloads
+
         step, waiting = self.judge, list(self._awaiting_judge)
         if step is None or not waiting:
             return
@@ -315,6 +321,8 @@ class Recorder:
     def _record_judged(self, waiting: list[tuple[Case, Response, str | None, Verdict]],
                        done: Mapping[int, JudgeOutput | JudgeOutputError | str]) -> None:
         """Record the attempts the judge answered (or failed on); the rest keep waiting."""
+        from callgate.judging.judge import JudgeOutputError, apply_judgement
+
         fingerprint = self.judge.judge.fingerprint if self.judge else ""
         self._awaiting_judge = [item for index, item in enumerate(waiting) if index not in done]
         judgements = []
