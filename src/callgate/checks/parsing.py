@@ -25,7 +25,7 @@ def parse_calls(tool_calls: Sequence[ToolCall]) -> list[ParsedCall]:
     parsed = []
     for index, call in enumerate(tool_calls):
         text = call.arguments
-        if not text.strip():
+        if not text or text.isspace():
             # Several servers send "" for a call without arguments.
             parsed.append(ParsedCall(index, call.name, {}, None))
             continue

@@ -156,6 +156,8 @@ def select_tools(
     names: Sequence[str], expected: Sequence[ExpectedCall], mode: Mode
 ) -> tuple[ToolVerdict, str]:
     """Tool verdict over the whole array of called names against one expected call list."""
+    if len(names) == len(expected) == 1 and names[0] == expected[0].tool:
+        return "right", ""  # one call of the one tool expected: right in every mode
     want = _count(call.tool for call in expected)
     if not names:
         return "missing_call", f"no tool call; expected {_wanted(want)}"
