@@ -69,12 +69,15 @@ class CallMatcher:
     """`call_matches` for one expected call, under one suite's rules and tool schema, with each
     argument's check prepared once (`matcher` keeps it with the expected call)."""
 
-    __slots__ = ("args", "listed", "reject_unlisted", "rules", "schema", "tool")
+    __slots__ = ("_described", "args", "listed", "reject_unlisted", "rules", "schema", "specs",
+                 "tool")
 
     def __init__(
         self, expected: ExpectedCall, rules: MatchRules, schema: Mapping[str, Any] | None
     ) -> None:
         self.rules, self.schema, self.tool = rules, schema, expected.tool
+        self.specs = expected.args  # not the call itself: it keeps this matcher
+        self._described: dict[str, str] = {}
         self.listed = expected.args.keys()
         self.reject_unlisted = rules.unlisted_args == "reject"
         properties = (schema or {}).get("properties", {})
@@ -90,6 +93,13 @@ class CallMatcher:
         if self.reject_unlisted and any(key not in self.listed for key in args):
             return False
         return self.mismatched_key(args) is None
+
+    def described(self, key: str) -> str:
+        """`describe` of the expected argument `key`, written once."""
+        text = self._described.get(key)
+        if text is None:
+            text = self._described[key] = describe(self.specs[key])
+        return text
 
     def mismatched_key(self, args: Mapping[str, Any]) -> str | None:
         """The first expected argument whose value does not match (or is left out while not
@@ -134,11 +144,12 @@ def value_mismatch(
     unlisted = _unlisted(expected, call, rules)
     if unlisted is not None:
         return f"{call.name}.{unlisted}: not an expected argument (the suite rejects unlisted ones)"
-    key = matcher(expected, rules, schema).mismatched_key(args)
+    found = matcher(expected, rules, schema)
+    key = found.mismatched_key(args)
     if key is None:
         return None
     got = json.dumps(args[key], ensure_ascii=False) if key in args else "nothing (left out)"
-    return f"{call.name}.{key}: expected {describe(expected.args[key])}, got {got}"
+    return f"{call.name}.{key}: expected {found.described(key)}, got {got}"
 
 
 def _count(names: Iterable[str]) -> dict[str, int]:
