@@ -46,7 +46,7 @@ def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
     for row in store.merged_attempts(run_id):
         verdict = Verdict.model_validate(row)
         judged = row["judged_tool_choice"] is not None
-        builder.add(verdict, judged=judged, cost=row["cost"],
+        builder.add(verdict, cost=row["cost"],
                     prompt_tokens=row["prompt_tokens"],
                     completion_tokens=row["completion_tokens"],
                     latency_ms=row["latency_ms"], provider=row["provider"])

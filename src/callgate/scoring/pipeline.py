@@ -188,14 +188,12 @@ class Recorder:
             return verdict
         return self._record(response, body, verdict)
 
-    def _record(self, response: Response, body: str | None, verdict: Verdict,
-                judged: bool = False) -> Verdict:
+    def _record(self, response: Response, body: str | None, verdict: Verdict) -> Verdict:
         usage = response.usage
         prompt_tokens = usage.prompt_tokens if usage else None
         completion_tokens = usage.completion_tokens if usage else None
         self.builder.add(
             verdict,
-            judged=judged,
             cost=response.cost,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
@@ -339,7 +337,7 @@ class Recorder:
                 self._record(response, body, verdict.model_copy(update={
                     "status": "judge_error", "tool_reason": f"judge error: {output}"}))
                 continue
-            self._record(response, body, apply_judgement(verdict, output), judged=True)
+            self._record(response, body, apply_judgement(verdict, output))
             self.judged_tally.add(verdict, output)
             judgements.append((self.run_id, verdict.case_id, verdict.repeat, fingerprint,
                                output.tool_choice, output.arguments, output.reason))

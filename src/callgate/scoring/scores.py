@@ -105,11 +105,12 @@ class _Tally:
     right_arguments: int = 0
     calls: int = 0
 
-    def add(self, verdict: Verdict) -> None:
-        self.scored += 1
-        self.right_tool += verdict.right_tool
-        self.right_arguments += verdict.right_arguments
-        self.calls += verdict.calls
+    def add_case(self, case: Sequence[int]) -> None:
+        """Add one case's tally: [right arguments, scored, right tool, calls]."""
+        self.right_arguments += case[0]
+        self.scored += case[1]
+        self.right_tool += case[2]
+        self.calls += case[3]
 
     def figures(self) -> Figures:
         return Figures(
@@ -126,11 +127,10 @@ class ScoreBuilder:
 
     tags_of: Mapping[str, Sequence[str]]
     attempts: int = 0
-    total: _Tally = field(default_factory=_Tally)
-    judged: _Tally = field(default_factory=_Tally)
-    tags: dict[str, _Tally] = field(default_factory=lambda: defaultdict(_Tally))
     excluded: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    per_case: dict[str, list[int]] = field(default_factory=dict)  # case -> [successes, trials]
+    # Scored attempts, per case: [right arguments, scored, right tool, calls]. The whole and
+    # the per-tag figures are summed from these in build(), not tallied for every attempt.
+    per_case: dict[str, list[int]] = field(default_factory=dict)
     cost: float = 0.0
     cost_known: int = 0
     cost_unknown: int = 0
@@ -150,7 +150,6 @@ class ScoreBuilder:
         completion_tokens: int | None = None,
         latency_ms: float | None = None,
         provider: str | None = None,
-        judged: bool = False,
     ) -> None:
         self.attempts += 1
         if verdict.status != "provider_error":
@@ -170,27 +169,31 @@ class ScoreBuilder:
         if verdict.status != "scored":
             self.excluded[verdict.status] += 1
             return
-        self.total.add(verdict)
-        if judged:
-            self.judged.add(verdict)
-        for tag in self.tags_of.get(verdict.case_id, ()):
-            self.tags[tag].add(verdict)
-        tally = self.per_case.setdefault(verdict.case_id, [0, 0])
+        tally = self.per_case.get(verdict.case_id)
+        if tally is None:
+            tally = self.per_case[verdict.case_id] = [0, 0, 0, 0]
         tally[0] += verdict.right_arguments
         tally[1] += 1
+        tally[2] += verdict.right_tool
+        tally[3] += verdict.calls
 
     def build(self) -> Scores:
         latencies = sorted(self.latencies)
+        total, tags = _Tally(), defaultdict[str, _Tally](_Tally)
+        for case_id, tally in self.per_case.items():
+            total.add_case(tally)
+            for tag in self.tags_of.get(case_id, ()):
+                tags[tag].add_case(tally)
         return Scores(
             attempts=self.attempts,
-            figures=self.total.figures(),
+            figures=total.figures(),
             excluded={
                 k: self.excluded.get(k, 0)
                 for k in ("truncated", "provider_error", "environment_error", "pending_judge",
                           "judge_error")
             },
-            by_tag={tag: tally.figures() for tag, tally in sorted(self.tags.items())},
-            pass_hat_k=mean_pass_hat_k(self.per_case.values()),
+            by_tag={tag: tally.figures() for tag, tally in sorted(tags.items())},
+            pass_hat_k=mean_pass_hat_k(tally[:2] for tally in self.per_case.values()),
             cases=len(self.per_case),
             cost_usd=self.cost if self.cost_known else None,
             cost_unknown=self.cost_unknown,
