@@ -1,0 +1,97 @@
+"""The fast paths of tool selection and key values decide exactly as the plain rules do.
+
+`select_tools` counts without Counter and takes a shortcut for one call of the one expected
+tool; `check_values` can skip its sentence (explain=False) and keeps a matcher per expected call
+(built once per rules and schema). Each is compared here with a plain statement of the rule on
+generated inputs, or with a fresh expected call.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from callgate.checks.parsing import ParsedCall
+from callgate.checks.values import check_values, matcher, select_tools, value_mismatch
+from callgate.suites.suite import ExpectedCall, MatchRules
+
+TOOLS = ["a", "b", "c"]
+MODES = ["strict", "unordered", "superset", "subset"]
+
+
+def plain_select_tools(names: list[str], expected: list[ExpectedCall], mode: str) -> Any:
+    """The rule as it read before the fast path (Counter, no shortcut)."""
+    want = Counter(call.tool for call in expected)
+    wanted = " + ".join(f"{n}×{c}" if c > 1 else n for n, c in want.items())
+    if not names:
+        return "missing_call", f"no tool call; expected {wanted}"
+    got = Counter(names)
+    if mode != "superset" and names[0] not in want:
+        return "wrong_tool", f"called {names[0]}; expected {wanted}"
+    if mode != "superset":
+        for index, name in enumerate(names):
+            if name not in want:
+                return "extra_call", (
+                    f"call {index + 1} is {name}, which is outside the expectation ({wanted})")
+    for name, count in want.items():
+        if got[name] < count and mode != "subset":
+            return "missing_call", f"{got[name]} call(s) to {name} where {count} are expected"
+        if got[name] > count and mode in ("strict", "unordered", "subset"):
+            return "extra_call", f"{got[name]} calls to {name} where {count} are expected"
+    return "right", ""
+
+
+expected_calls = st.lists(
+    st.builds(lambda tool, value: ExpectedCall(tool=tool, args={"x": value}),
+              st.sampled_from(TOOLS), st.sampled_from([1, 2, "s"])),
+    min_size=1, max_size=4,
+)
+made_calls = st.lists(
+    st.tuples(st.sampled_from(TOOLS), st.sampled_from([{"x": 1}, {"x": 2}, {"x": "s"}, {}])),
+    max_size=5,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(TOOLS), max_size=5), expected_calls, st.sampled_from(MODES))
+def test_select_tools_decides_as_the_plain_rule(
+    names: list[str], expected: list[ExpectedCall], mode: str
+) -> None:
+    assert select_tools(names, expected, mode) == plain_select_tools(names, expected, mode)  # type: ignore[arg-type]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(expected_calls, made_calls, st.sampled_from(MODES),
+       st.sampled_from(["optimal", "first_fit"]), st.sampled_from(["ignore", "reject"]))
+def test_values_unexplained_say_the_same_as_explained(
+    expected: list[ExpectedCall], made: list[tuple[str, dict[str, Any]]], mode: str,
+    pairing: str, unlisted: str,
+) -> None:
+    rules = MatchRules(pairing=pairing, unlisted_args=unlisted)  # type: ignore[arg-type]
+    calls = [ParsedCall(i, name, args, None) for i, (name, args) in enumerate(made)]
+    explained = check_values(expected, calls, mode, rules)  # type: ignore[arg-type]
+    quiet = check_values(expected, calls, mode, rules, explain=False)  # type: ignore[arg-type]
+    assert (explained is None) == (quiet is None)
+
+
+def test_one_expected_call_checked_under_other_rules_and_schemas_gets_their_matcher() -> None:
+    call = ExpectedCall(tool="f", args={"city": "New York", "n": 2})
+    given = ParsedCall(0, "f", {"city": "new york", "n": 2.0}, None)
+    city = {"properties": {"city": {"type": "string"}, "n": {"type": "integer"}}}
+    bfcl = MatchRules(values="bfcl")
+    # callgate's own rules: the exact string; BFCL's: normalised, and 2.0 is not an integer.
+    assert value_mismatch(call, given) == 'f.city: expected "New York", got "new york"'
+    assert value_mismatch(call, given, bfcl, city) == "f.n: expected 2, got 2.0"
+    # Under a schema that declares n a number, BFCL accepts 2.0: a new matcher, not the old one.
+    number = {"properties": {"city": {"type": "string"}, "n": {"type": "number"}}}
+    assert value_mismatch(call, given, bfcl, number) is None
+    assert matcher(call, bfcl, number) is matcher(call, bfcl, number)
+    assert matcher(call, bfcl, number) is not matcher(call, bfcl, city)
+    # The same answers as an expected call never used before.
+    for rules, schema in ((MatchRules(), None), (bfcl, city), (bfcl, number)):
+        fresh = ExpectedCall(tool="f", args={"city": "New York", "n": 2})
+        assert value_mismatch(call, given, rules, schema) == value_mismatch(
+            fresh, given, rules, schema)
