@@ -267,3 +267,22 @@ def test_corners_where_jsonschema_rs_alone_would_accept(schema: Any, payload: An
     assert fast
     with slow_path():
         assert fast == schema_errors("t", validator.schema, validator, payload)
+
+
+def test_the_cache_does_not_keep_a_validator_alive() -> None:
+    import gc
+    import weakref
+
+    from callgate.checks.validation import explaining_validator
+
+    validator = Draft7Validator({"type": "object", "properties": {"a": {"type": "integer"},
+                                                                  "b": {"type": "string"}},
+                                 "required": ["c"]})
+    assert surely_valid(validator, {"a": 1, "b": "x", "c": 0})
+    # A failing call with a valid property builds an explaining validator that leaves it out.
+    explained = explaining_validator(validator, {"a": 1, "b": 2})
+    assert explained is not validator and list(explained.schema["properties"]) == ["b"]
+    gone = weakref.ref(validator)
+    del validator, explained
+    gc.collect()
+    assert gone() is None

@@ -27,9 +27,6 @@ import jsonschema_rs
 from jsonschema import Draft7Validator
 
 _Accepts = Callable[[Any], bool]
-# id(validator) -> (weak reference to it, compiled check or None when it cannot be compiled).
-# Draft7Validator is unhashable, so it cannot key a WeakKeyDictionary itself.
-_compiled: dict[int, tuple[weakref.ref[Draft7Validator], _Accepts | None]] = {}
 
 
 # Keywords whose value is a schema, a list of schemas or a map of names to schemas (Draft 7).
@@ -145,30 +142,21 @@ def _conforms(checker: Any, name: str) -> Callable[[str], bool]:
     return lambda value: bool(checker.conforms(value, name))
 
 
-def _forget(key: int) -> Callable[[Any], None]:
-    def forget(_: Any) -> None:
-        _compiled.pop(key, None)
-
-    return forget
-
-
 def compiled_check(validator: Draft7Validator) -> _Accepts | None:
     """The compiled check for this validator's schema, built on first use and kept with it."""
-    key = id(validator)
-    entry = _compiled.get(key)
-    if entry is None or entry[0]() is not validator:
-        entry = (weakref.ref(validator, _forget(key)), _compile(validator))
-        _compiled[key] = entry
-    return entry[1]
+    return _compiled(validator).check
 
 
 def surely_valid(validator: Draft7Validator, instance: Any) -> bool:
     """True when the compiled check accepts `instance`; False means "ask jsonschema"."""
-    check = compiled_check(validator)
+    return _accepts(compiled_check(validator), instance)
+
+
+def _accepts(check: _Accepts | None, value: Any) -> bool:
     if check is None:
         return False
     try:
-        return check(instance)
+        return check(value)
     except Exception:  # a value jsonschema-rs cannot take in: let jsonschema decide
         return False
 
@@ -188,56 +176,49 @@ _PRUNED_KEPT = 64  # explaining validators kept per tool (one per set of valid p
 
 
 class _Explainer:
-    __slots__ = ("checks", "pruned", "validator")
+    """A validator's explaining validators, one per set of top-level properties left out.
+    It holds no reference to the validator (the cache's entries must not keep it alive)."""
 
-    def __init__(self, validator: Draft7Validator) -> None:
-        self.validator = validator
+    __slots__ = ("checks", "pruned")
+
+    def __init__(self) -> None:
         self.checks: dict[str, _Accepts | None] = {}
         self.pruned: dict[frozenset[str], Draft7Validator] = {}
 
-    def property_check(self, name: str, schema: Any) -> _Accepts | None:
+    def property_check(self, name: str, schema: Any, format_checker: Any) -> _Accepts | None:
         if name not in self.checks:
             alone = None
             if isinstance(schema, dict) and not (_mentions(schema, "$ref")
                                                  or _mentions(schema, "$id")):
-                alone = _compile(Draft7Validator(
-                    schema, format_checker=self.validator.format_checker))
+                alone = _compile(Draft7Validator(schema, format_checker=format_checker))
             self.checks[name] = alone
         return self.checks[name]
 
-    def for_instance(self, instance: Any) -> Draft7Validator:
-        schema = self.validator.schema
+    def for_instance(self, validator: Draft7Validator, instance: Any) -> Draft7Validator:
+        schema, checker = validator.schema, validator.format_checker
         properties = schema.get("properties")
         if not isinstance(instance, dict) or not isinstance(properties, dict):
-            return self.validator
+            return validator
         valid = frozenset(
             name for name, sub in properties.items()
-            if name in instance and _accepts(self.property_check(name, sub), instance[name])
+            if name in instance and _accepts(self.property_check(name, sub, checker),
+                                             instance[name])
         )
         if not valid:
-            return self.validator
+            return validator
         found = self.pruned.get(valid)
         if found is None:
-            kept = {name: sub for name, sub in properties.items() if name not in valid}
             # Without additionalProperties too: its top-level errors are never reported
             # (schema.py names unknown parameters itself), and it would now flag the
             # properties left out.
             pruned = {key: value for key, value in schema.items()
                       if key != "additionalProperties"}
-            pruned["properties"] = kept
-            found = Draft7Validator(pruned, format_checker=self.validator.format_checker)
+            pruned["properties"] = {
+                name: sub for name, sub in properties.items() if name not in valid}
+            found = Draft7Validator(pruned, format_checker=checker)
             if len(self.pruned) < _PRUNED_KEPT:
                 self.pruned[valid] = found
         return found
-
-
-def _accepts(check: _Accepts | None, value: Any) -> bool:
-    if check is None:
-        return False
-    try:
-        return check(value)
-    except Exception:  # a value jsonschema-rs cannot take in: not left out
-        return False
 
 
 def _prunable(schema: Any) -> bool:
@@ -246,19 +227,39 @@ def _prunable(schema: Any) -> bool:
             and "patternProperties" not in schema)
 
 
-_explainers: dict[int, tuple[weakref.ref[Draft7Validator], _Explainer | None]] = {}
-
-
 def explaining_validator(validator: Draft7Validator, instance: Any) -> Draft7Validator:
     """A validator whose errors for `instance` are exactly `validator`'s, in the same order,
     with less to walk: the top-level properties the compiled path accepts are left out."""
-    key = id(validator)
-    entry = _explainers.get(key)
-    if entry is None or entry[0]() is not validator:
-        def forget(_: Any, explainers: dict[int, Any] = _explainers) -> None:
-            explainers.pop(key, None)
+    explainer = _compiled(validator).explainer
+    return explainer.for_instance(validator, instance) if explainer is not None else validator
 
-        explainer = _Explainer(validator) if _prunable(validator.schema) else None
-        entry = (weakref.ref(validator, forget), explainer)
-        _explainers[key] = entry
-    return entry[1].for_instance(instance) if entry[1] is not None else validator
+
+# --------------------------------------------------------------------------- one cache
+
+
+class _Entry:
+    """What is worked out once for a validator: its compiled check (None when its schema
+    cannot be compiled) and its explainer (None when no property can be left out)."""
+
+    __slots__ = ("check", "explainer", "ref")
+
+    def __init__(self, validator: Draft7Validator, ref: weakref.ref[Draft7Validator]) -> None:
+        self.ref = ref
+        self.check = _compile(validator)
+        self.explainer = _Explainer() if _prunable(validator.schema) else None
+
+
+# id(validator) -> its entry. Draft7Validator is unhashable, so it cannot key a
+# WeakKeyDictionary itself; the entry holds a weak reference and leaves with the validator.
+_entries: dict[int, _Entry] = {}
+
+
+def _compiled(validator: Draft7Validator) -> _Entry:
+    key = id(validator)
+    entry = _entries.get(key)
+    if entry is None or entry.ref() is not validator:
+        def forget(_: Any, entries: dict[int, _Entry] = _entries) -> None:
+            entries.pop(key, None)
+
+        entry = _entries[key] = _Entry(validator, weakref.ref(validator, forget))
+    return entry
