@@ -28,12 +28,11 @@ def arg_matches(
     rules: MatchRules = DEFAULT_MATCH,
     schema: Mapping[str, Any] | None = None,
 ) -> bool:
-    """`schema` is the parameter's JSON Schema; only `values: bfcl` reads it (declared type)."""
+    """`schema` is the parameter's JSON Schema; only `values: bfcl` reads it (declared type).
+    (The checks of `calls` use a CallMatcher, which prepares the same test once.)"""
     if not present:
         return spec.optional
-    if rules.values == "bfcl":
-        return bfcl_rules.param_matches(schema, value, bfcl_rules.possible_answer(spec))
-    return any(json_equal(accepted, value) for accepted in spec.one_of)
+    return _value_check(spec, rules, schema)(value)
 
 
 def _unlisted(expected: ExpectedCall, call: ParsedCall, rules: MatchRules) -> str | None:
