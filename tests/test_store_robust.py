@@ -578,3 +578,31 @@ def test_a_run_left_running_by_a_dead_process_is_removed_by_the_next_finish(
         store.finish_run(later, SCORES)
         assert [row[0] for row in store.db.execute("SELECT id FROM runs")] == [later]
         assert store.db.execute("SELECT count(*) FROM verdicts").fetchone()[0] == 0
+
+
+def test_a_full_disk_mid_score_is_a_store_error_and_leaves_the_store_unchanged(
+    tmp_path: Path, suite_dir: Path, responses: Path
+) -> None:
+    """SQLite's "database or disk is full" in the middle of a score is the store's trouble,
+    said in one line naming it (exit 2 through the CLI), not an internal error; the rows
+    already written go with the run."""
+    from callgate.scoring.pipeline import score_file
+    from callgate.store.db import StoreError
+    from callgate.suites.suite import load_suite
+
+    db = tmp_path / "c.db"
+    assert cli("score", str(suite_dir), "-r", str(responses), "-m", "m", "--release", "r1",
+               "--db", str(db)).returncode == 0
+    dump_before = dump_hash(db)
+    good = message(tool_call("lookup_order", {"order_id": "ord_7281"}))
+    big = write_lines(tmp_path / "big.jsonl",
+                      [line("ord", good, repeat=repeat) for repeat in range(6000)])
+    with Store(db) as store:
+        pages = store.db.conn.execute("PRAGMA page_count").fetchone()[0]
+        # The file may grow by a few pages, not by the thousands the new rows need: "full".
+        store.db.conn.execute(f"PRAGMA max_page_count = {pages + 8}")
+        with pytest.raises(StoreError) as raised:
+            score_file(load_suite(suite_dir), big, store, model="m", release="r2")
+    assert str(raised.value).startswith(f"{db}: ") and "full" in str(raised.value)
+    assert "\n" not in str(raised.value)
+    assert dump_hash(db) == dump_before

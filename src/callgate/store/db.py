@@ -208,6 +208,9 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
         if "readonly" in text or "read-only" in text:
             return StoreError(f"{self.path}: the store cannot be written ({text}); make it and "
                               "its folder writable, or pass --db another file")
+        if "disk is full" in text:
+            return StoreError(f"{self.path}: the disk is full ({text}); free some space, or "
+                              "pass --db a file on another disk")
         if isinstance(exc, sqlite3.DatabaseError) and (
             "malformed" in text or "not a database" in text
         ):
@@ -236,9 +239,11 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
         self._begin_immediate()
         try:
             yield self.db
-        except BaseException:
+        except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):  # a full disk, an I/O error: the store's trouble
+                raise self._error(exc) from None
             raise
         try:
             conn.execute("COMMIT")
