@@ -64,6 +64,14 @@ def test_the_demo_tells_the_user_to_serve(tmp_path: Path) -> None:
     done = callgate("demo", "--db", str(tmp_path / "c.db"))
     last = done.stdout.strip().splitlines()[-1]
     assert f"callgate serve --db {tmp_path / 'c.db'}" in last
+    # It gates each release as CI would, so the store keeps the decisions `history` shows.
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        gates = conn.execute("SELECT suite_name, release, json_extract(gate, '$.outcome') "
+                             "FROM runs ORDER BY suite_name, release").fetchall()
+    assert gates == [("order-store", "2026.10", "first_release"),
+                     ("order-store", "2026.11", "regression"),
+                     ("order-support", "2026.10", "first_release"),
+                     ("order-support", "2026.11", "regression")]
 
 
 def test_releases_carry_the_gates_marks(server: Server) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from importlib.resources import as_file, files
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from callgate.checks.verdict import Verdict
-from callgate.gating.gate import GateDecision, decide, stored_release
+from callgate.gating.gate import GateDecision
+from callgate.gating.release import gate_release
 from callgate.report.console import gate_lines, print_gate, scores_table, tags_table
 from callgate.scoring.pipeline import RunResult, score_file
 from callgate.store.db import Store
@@ -73,21 +73,16 @@ def run_multi_turn_demo(db: Path, console: Console) -> None:
 
 def _score_both_releases(suite: Suite, root: Path, db: Path
                          ) -> tuple[list[RunResult], GateDecision]:
-    """Score the example's two recorded releases and gate the second against the first."""
+    """Score the example's two recorded releases and gate each as CI would, so the store
+    records the decisions (`callgate history` and `serve` show them): the first is the first
+    release, the second is gated against it."""
     with Store(db) as store:
-        results = [
-            score_file(suite, root / f"responses-{release}.jsonl", store, model=MODEL,
-                       release=release)
-            for release in RELEASES
-        ]
-        baseline, current = (stored_release(store, _run(store, r.run_id)) for r in results)
-    return results, decide(current, baseline, baseline_source=f"store {db}")
-
-
-def _run(store: Store, run_id: int) -> dict[str, Any]:
-    run = store.run(run_id)
-    assert run is not None  # just scored
-    return run
+        results = []
+        for release in RELEASES:
+            results.append(score_file(suite, root / f"responses-{release}.jsonl", store,
+                                      model=MODEL, release=release))
+            decision, _ = gate_release(store, MODEL, release, suite=suite.name)
+    return results, decision
 
 
 def _changed_cases(results: list[RunResult], kinds: Mapping[str, str]) -> list[str]:
