@@ -398,6 +398,9 @@ def test_the_served_decision_follows_the_gates_recorded_on_earlier_releases(
     had computed the earlier answer."""
     db = tmp_path / "c.db"
     shutil.copyfile(demo_db, db)
+    with sqlite3.connect(db) as conn:  # as if 2026.11 had been scored but not gated yet
+        conn.execute("UPDATE runs SET gate = NULL WHERE release = '2026.11' AND suite_name = ?",
+                     [SUITE])
     example = ROOT / "src" / "callgate" / "examples" / "order_support"
     done = callgate("score", str(example), "-r", str(example / "responses-2026.10.jsonl"),
                     "-m", MODEL, "--release", "2026.12", "--db", str(db))
