@@ -379,29 +379,37 @@ def config(name: str, text: str | bytes, *where: str, **kwargs: Any) -> None:
 config("not TOML", CONFIG + "name = \n", "callgate.toml:6", "invalid TOML")
 config("a byte that is not UTF-8", CONFIG.encode() + b'# caf\xe9\n', "callgate.toml:6",
        "not UTF-8")
-config("no candidates", 'title = "x"\n', "candidates")
-config("candidates is empty", "candidates = []\n", "candidates")
-config("a candidate without a model", '[[candidates]]\nname = "mini"\n', "candidates[0].model")
-config("the key itself", CONFIG + f'api_key = "{KEY}"\n', "candidates[0].api_key")
+config("no candidates", 'title = "x"\n', "callgate.toml: candidates")  # no table to name
+config("candidates is empty", "candidates = []\n", "callgate.toml:1: candidates")
+config("a candidate without a model", '[[candidates]]\nname = "mini"\n',
+       "callgate.toml:1: candidates[0].model")
+config("the key itself", CONFIG + f'api_key = "{KEY}"\n',
+       "callgate.toml:6: candidates[0].api_key")
 config("a key in extra", CONFIG + f'extra = {{ api_key = "{KEY}" }}\n',
-       "candidates[0].extra.api_key", "api_key_env")
+       "callgate.toml:6: candidates[0].extra.api_key", "api_key_env")
 config("a key in a header", CONFIG + f'extra = {{ extra_headers = {{ Authorization = '
-       f'"Bearer {KEY}" }} }}\n', "candidates[0].extra.extra_headers")
+       f'"Bearer {KEY}" }} }}\n', "callgate.toml:6: candidates[0].extra.extra_headers")
 config("a key in api_base", CONFIG.replace("http://127.0.0.1:9/v1",
-       f"http://user:{KEY}@127.0.0.1:9/v1"), "candidates[0].api_base")
+       f"http://user:{KEY}@127.0.0.1:9/v1"), "callgate.toml:4: candidates[0].api_base")
 config("a key in the api_base query", CONFIG.replace("http://127.0.0.1:9/v1",
-       f"http://127.0.0.1:9/v1?key={KEY}"), "candidates[0].api_base")
+       f"http://127.0.0.1:9/v1?key={KEY}"), "callgate.toml:4: candidates[0].api_base")
 config("a key as api_key_env", CONFIG.replace(f'"{KEY_ENV}"', f'"{KEY}"'),
-       "candidates[0].api_key_env")
-config("max_tokens", CONFIG + "max_tokens = 100\n", "candidates[0].max_tokens")
+       "callgate.toml:5: candidates[0].api_key_env")
+config("max_tokens", CONFIG + "max_tokens = 100\n",
+       "callgate.toml:6: candidates[0].max_tokens")
 config("max_tokens in extra", CONFIG + "extra = { max_tokens = 100 }\n",
-       "candidates[0].extra.max_tokens")
+       "callgate.toml:6: candidates[0].extra.max_tokens")
 config("unknown reasoning effort", CONFIG + 'reasoning_effort = "extreme"\n',
-       "candidates[0].reasoning_effort")
+       "callgate.toml:6: candidates[0].reasoning_effort")
 config("provider routing off OpenRouter", CONFIG.replace("openrouter/test/model", "openai/gpt-x")
-       + 'provider = { order = ["a"] }\n', "candidates[0].provider")
-config("duplicate names", CONFIG + CONFIG, "candidates[1].name", "duplicate")
-config("misspelt field", CONFIG + "temprature = 0\n", "candidates[0].temprature")
+       + 'provider = { order = ["a"] }\n', "callgate.toml:6: candidates[0].provider")
+config("duplicate names", CONFIG + CONFIG, "callgate.toml:7: candidates[1].name", "duplicate")
+config("misspelt field", CONFIG + "temprature = 0\n",
+       "callgate.toml:6: candidates[0].temprature")
+config("misspelt after a multi-line string", CONFIG + 'extra = { stop = """\n[[candidates]]\n'
+       'temprature = 1\n""" }\ntemprature = 0\n', "callgate.toml:10: candidates[0].temprature")
+config("a candidate in a multi-line array", 'candidates = [\n  { model = "openrouter/test/model" '
+       '},\n  { model = "a/b", max_tokens = 5 },\n]\n', "callgate.toml:3: candidates[1].max_tokens")
 config("nested 10,000 deep", CONFIG + "extra = { x = " + "[" * 10_000 + "]" * 10_000 + " }\n",
        "nested more than 100")
 config("no candidate of that name", CONFIG, "no candidate named 'maxi'",
@@ -436,28 +444,36 @@ def spec_with(**changes: str | None) -> str:
 spec("not TOML", SPEC + "samples = \n", "j.toml:9", "invalid TOML")
 spec("a byte that is not UTF-8", SPEC.encode().replace(b'"j"', b'"j\xff"', 1), "j.toml:1",
      "not UTF-8")
-spec("no name", spec_with(name=None), "name")
-spec("a floating model alias", spec_with(model='"openai/gpt-4o"'), "model", "dated snapshot")
+spec("no name", spec_with(name=None), "j.toml: name")  # top level: no table to name
+spec("a floating model alias", spec_with(model='"openai/gpt-4o"'), "j.toml:2: model",
+     "dated snapshot")
 spec("an even number of samples", spec_with(**{"parameters.samples": "2"}),
-     "parameters.samples", "odd")
-spec("zero samples", spec_with(**{"parameters.samples": "0"}), "parameters.samples")
+     "j.toml:7: parameters.samples", "odd")
+spec("zero samples", spec_with(**{"parameters.samples": "0"}), "j.toml:7: parameters.samples")
 spec("max_tokens", spec_with(**{"parameters.extra": "{ max_tokens = 5 }"}),
-     "parameters.extra", "max_tokens")
-spec("unknown field", spec_with(temprature="0"), "temprature")
-spec("threshold above 1", spec_with(**{"thresholds.tpr": "1.5"}), "thresholds.tpr")
-spec("unknown dimension", spec_with(dimensions='["tone"]'), "dimensions")
+     "j.toml:7: parameters.extra.max_tokens")
+spec("unknown field", spec_with(temprature="0"), "j.toml:6: temprature")
+spec("threshold above 1", spec_with(**{"thresholds.tpr": "1.5"}), "j.toml:7: thresholds.tpr")
+spec("unknown dimension", spec_with(dimensions='["tone"]'), "j.toml:6: dimensions")
 spec("nested 10,000 deep", spec_with(note="[" * 10_000 + "]" * 10_000), "nested more than 100")
-spec("prompt file missing", spec_with(prompt='"nope.md"'), "prompt", "not found")
+spec("prompt file missing", spec_with(prompt='"nope.md"'), "j.toml:3: prompt", "not found")
 spec("prompt without placeholders", SPEC, "j.md", "placeholder",
      files={"judges/j.md": "Judge it.\n"})
 spec("prompt not UTF-8", SPEC, "j.md:2", "not UTF-8",
      files={"judges/j.md": PROMPT.encode().replace(b"<tools>", b"<t\xffools>")})
 spec("prompt is a folder", spec_with(prompt='"sub"'), "sub", "folder",
      files={"judges/sub/x": "x"})
-spec("the key itself in the spec", spec_with(api_key=f'"{KEY}"'), "api_key")
-spec("the key as the model", spec_with(model=f'"{KEY}"'), "model")
-spec("the key as api_key_env", spec_with(api_key_env=f'"{KEY}"'), "api_key_env")
-spec("a key in api_base", spec_with(api_base=f'"http://u:{KEY}@127.0.0.1:9/v1"'), "api_base")
+spec("the key itself in the spec", spec_with(api_key=f'"{KEY}"'), "j.toml:6: api_key")
+spec("the key as the model", spec_with(model=f'"{KEY}"'), "j.toml:2: model")
+spec("the key as api_key_env", spec_with(api_key_env=f'"{KEY}"'), "j.toml:4: api_key_env")
+spec("a key in api_base", spec_with(api_base=f'"http://u:{KEY}@127.0.0.1:9/v1"'),
+     "j.toml:5: api_base")
+spec("a reserved parameter", spec_with(**{"parameters.extra": "{ tools = [] }"}),
+     "j.toml:7: parameters.extra.tools", "cannot be set")
+spec("unknown reasoning effort", spec_with(**{"parameters.reasoning_effort": '"extreme"'}),
+     "j.toml:7: parameters.reasoning_effort")
+spec("the key in a multi-line prompt path", spec_with(prompt=f'"""\nj.md\n{KEY}"""'),
+     "j.toml:3: prompt", "key itself")
 
 
 # --------------------------------------------------------------------------- calibration sets

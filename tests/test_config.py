@@ -192,7 +192,7 @@ def test_cli_exits_2_naming_file_and_field(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 2, result.output
-    assert f"{config}: candidates[0].max_tokens:" in result.output
+    assert f"{config}:4: candidates[0].max_tokens:" in result.output
     result = CliRunner().invoke(
         app,
         [

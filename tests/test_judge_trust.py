@@ -27,35 +27,36 @@ def write_spec(root: Path, body: str) -> Path:
     return spec
 
 
-SPEC_MISTAKES = [
-    ('api_key_env = ""', "api_key_env"),
-    (f'api_key_env = "{SECRET}"', "api_key_env"),
-    (f'api_key_env = "K"\n[parameters.extra]\napi_key = "{SECRET}"', "parameters.extra.api_key"),
+SPEC_MISTAKES = [  # (the lines after the spec's first three, the field, the line it is on)
+    ('api_key_env = ""', "api_key_env", 4),
+    (f'api_key_env = "{SECRET}"', "api_key_env", 4),
+    (f'api_key_env = "K"\n[parameters.extra]\napi_key = "{SECRET}"', "parameters.extra.api_key",
+     6),
     (f'api_key_env = "K"\n[parameters.extra]\nextra_headers = {{ Authorization = "{SECRET}" }}',
-     "parameters.extra.extra_headers"),
-    (f'api_key_env = "K"\napi_base = "https://me:{SECRET}@example.com/v1"', "api_base"),
-    (f'api_key_env = "K"\napi_base = "https://example.com/v1?key={SECRET}"', "api_base"),
-    (f'api_key = "{SECRET}"', "api_key"),
+     "parameters.extra.extra_headers", 6),
+    (f'api_key_env = "K"\napi_base = "https://me:{SECRET}@example.com/v1"', "api_base", 5),
+    (f'api_key_env = "K"\napi_base = "https://example.com/v1?key={SECRET}"', "api_base", 5),
+    (f'api_key = "{SECRET}"', "api_key", 4),
     ('api_key_env = "K"\n[parameters.extra]\nmax_output_tokens = 100',
-     "parameters.extra.max_output_tokens"),
-    ("max_tokens = 100", "max_tokens"),
-    ("[parameters]\nmax_completion_tokens = 100", "parameters.max_completion_tokens"),
-    (f'[parameters]\nreasoning_effort = "{SECRET}"', "parameters.reasoning_effort"),
+     "parameters.extra.max_output_tokens", 6),
+    ("max_tokens = 100", "max_tokens", 4),
+    ("[parameters]\nmax_completion_tokens = 100", "parameters.max_completion_tokens", 5),
+    (f'[parameters]\nreasoning_effort = "{SECRET}"', "parameters.reasoning_effort", 5),
 ]
 
 
-@pytest.mark.parametrize(("body", "field"), SPEC_MISTAKES)
+@pytest.mark.parametrize(("body", "field", "line"), SPEC_MISTAKES)
 def test_a_spec_mistake_is_an_input_error_that_never_echoes_the_value(
-    tmp_path: Path, callgate_exe: str, cli_env: dict, body: str, field: str
+    tmp_path: Path, callgate_exe: str, cli_env: dict, body: str, field: str, line: int
 ) -> None:
     spec = write_spec(tmp_path, body)
     with pytest.raises(InputError) as info:
         load_judge(spec)
-    assert info.value.field == field
+    assert (info.value.field, info.value.line) == (field, line)
     shown = subprocess.run([callgate_exe, "judge", "show", str(spec), "--db", "c.db"],
                            cwd=tmp_path, env=cli_env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 2, shown.stdout + shown.stderr
-    assert f"bad.toml: {field}: " in shown.stderr
+    assert f"bad.toml:{line}: {field}: " in shown.stderr
     assert "Traceback" not in shown.stderr and "internal error" not in shown.stderr
     assert SECRET not in shown.stdout + shown.stderr and "Zq7Zq7" not in shown.stderr
 

@@ -34,7 +34,7 @@ from callgate.errors import CallgateError, InputError, from_validation_error
 from callgate.models.config import Candidate, refuse_max_tokens
 from callgate.models.providers import Reply, api_key, make_client, target_for
 from callgate.models.retry import RetryPolicy
-from callgate.reading import loads, read_text, read_toml
+from callgate.reading import loads, read_text, reading_toml
 from callgate.stats import Z95
 
 Dimension = Literal["tool_choice", "arguments"]
@@ -194,13 +194,26 @@ def load_judge(path: Path | str) -> Judge:
         path: the spec's .toml file (or the path without the suffix).
 
     Returns the Judge, whose fingerprint names the prompt, model and parameters. Raises
-    InputError naming file and field."""
+    InputError naming file, line and field."""
     source = Path(path)
     if source.is_dir() or source.suffix != ".toml":
         with_suffix = source.with_suffix(".toml") if not source.is_dir() else None
         if with_suffix is not None and with_suffix.is_file():
             source = with_suffix
-    raw = read_toml(source, missing="judge spec not found")
+    with reading_toml(source, missing="judge spec not found") as raw:
+        spec, candidate = _checked_spec(source, raw)
+    prompt_path = source.parent / spec.prompt
+    template = read_text(prompt_path)
+    missing = {"tools", "conversation", "rubric", "response"} - set(_PLACEHOLDER.findall(template))
+    if missing:
+        raise InputError(prompt_path, f"missing placeholder(s): {', '.join(sorted(missing))}")
+    return Judge(spec=spec, spec_path=source, template=template,
+                 fingerprint=fingerprint(spec, template), candidate=candidate)
+
+
+def _checked_spec(source: Path, raw: Mapping[str, Any]) -> tuple[JudgeSpec, Candidate]:
+    """The spec read from `source` and the candidate its model is called as, or an InputError
+    naming the field (`reading_toml` adds its line)."""
     _refuse_the_key_itself(source, raw)
     try:
         spec = JudgeSpec.model_validate(raw)
@@ -216,12 +229,7 @@ def load_judge(path: Path | str) -> Judge:
     prompt_path = source.parent / spec.prompt
     if not prompt_path.exists():
         raise InputError(source, f"prompt file {prompt_path} not found", field="prompt")
-    template = read_text(prompt_path)
-    missing = {"tools", "conversation", "rubric", "response"} - set(_PLACEHOLDER.findall(template))
-    if missing:
-        raise InputError(prompt_path, f"missing placeholder(s): {', '.join(sorted(missing))}")
-    return Judge(spec=spec, spec_path=source, template=template,
-                 fingerprint=fingerprint(spec, template), candidate=candidate)
+    return spec, candidate
 
 
 def _refuse_the_key_itself(source: Path, raw: Mapping[str, Any]) -> None:

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from callgate.errors import InputError
-from callgate.reading import JSONLimitError, loads, read_toml, validate
+from callgate.reading import JSONLimitError, loads, reading_toml, validate
 
 DEFAULT_CONFIG = Path("callgate.toml")
 FLAGS = "command line"
@@ -224,9 +224,10 @@ class ConfigFile(BaseModel):
 
 
 def load_config(path: Path | str) -> ConfigFile:
-    """Read and check a callgate.toml. Raises InputError naming the file and the field."""
+    """Read and check a callgate.toml. Raises InputError naming the file, line and field."""
     source = Path(path)
-    return validate(ConfigFile, read_toml(source), source)
+    with reading_toml(source) as raw:
+        return validate(ConfigFile, raw, source)
 
 
 def parse_params(items: Sequence[str]) -> dict[str, Any]:
