@@ -418,6 +418,9 @@ config("no candidate of that name", CONFIG, "no candidate named 'maxi'",
 bad("config", "a folder", "run", "callgate.toml", "folder", folders=("callgate.toml",))
 bad("config", "--param nested 10,000 deep", "run", "--param x", "nested more than 100",
     args=(*COMMANDS["run"], "--param", "x=" + DEEP))
+bad("config", "--param max_tokens on a configured candidate", "run",
+    "command line: extra.max_tokens", "truncates",
+    args=(*COMMANDS["run"], "--param", "max_tokens=5"))
 
 
 # --------------------------------------------------------------------------- judge specs

@@ -259,14 +259,14 @@ def resolve_candidate(
 
     `overrides` (from flags) replace the candidate's fields; `provider` and `extra` merge key by
     key. With an explicitly given config, an unknown name is an error rather than a model id.
+    A candidate that fails its checks is the flags' doing (a configured one was checked when
+    the config was read), so the error names the command line, not a line of the config.
     """
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     base: dict[str, Any]
     found = config.find(model) if config is not None else None
-    where: Path | str = FLAGS
     if found is not None:
         base = found.model_dump(exclude_none=True)
-        where = config_path or FLAGS
     elif explicit_config and config is not None:
         names = ", ".join(c.name for c in config.candidates)
         raise InputError(
@@ -280,4 +280,4 @@ def resolve_candidate(
             merged[key] = {**(base.get(key) or {}), **value}
         else:
             merged[key] = value
-    return validate(Candidate, merged, where)
+    return validate(Candidate, merged, FLAGS)
