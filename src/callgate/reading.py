@@ -371,7 +371,7 @@ def line_of_toml_field(text: str, field: str) -> int | None:
     None when no part is, or when the text is not TOML this scanner follows."""
     try:
         where = _TomlScanner(text).positions()
-    except (ValueError, IndexError, RecursionError):
+    except (ValueError, IndexError):  # not TOML as the scanner reads it: no line, no crash
         return None
     cuts = [match.start() for match in _FIELD_CUT.finditer(field) if match.start()]
     for prefix in (field, *(field[:cut] for cut in reversed(cuts))):
@@ -399,7 +399,6 @@ class _TomlScanner:
                 table = self._header()
             else:
                 self._key_value(table, 0)
-            self._skip(_TOML_BLANK)
         return {**self.implied, **self.defined}
 
     def _skip(self, pattern: re.Pattern[str]) -> int:
