@@ -18,7 +18,7 @@ SRC = Path(callgate.__file__).parent
 
 # Lowest first. Packages on one line are siblings: neither imports the other.
 LAYERS: list[tuple[str, ...]] = [
-    ("callgate.version", "callgate.errors"),
+    ("callgate.version", "callgate.errors", "callgate.toml_lines"),
     ("callgate.reading", "callgate.stats"),
     ("callgate.store",),
     ("callgate.suites",),

@@ -1,4 +1,4 @@
-"""The line of a field in a TOML file (`reading.line_of_toml_field`), which tomllib does not
+"""The line of a field in a TOML file (`toml_lines.line_of_toml_field`), which tomllib does not
 give: keys, tables, arrays of tables, dotted and quoted keys, inline tables, multi-line strings
 and arrays; and the error of a checked TOML file carrying it (`reading.reading_toml`)."""
 
@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from callgate.errors import InputError, pydantic_field
-from callgate.reading import line_of_toml_field, reading_toml
+from callgate.reading import reading_toml
+from callgate.toml_lines import line_of_toml_field
 
 DOC = """\
 # a comment = 1
