@@ -191,6 +191,26 @@ def test_junit_parsed_back() -> None:
     assert "gate FAIL" in gate_markdown(d) and "`b`: b failed" in gate_markdown(d)
 
 
+def test_junit_never_shows_an_inconclusive_or_judged_regression_as_green() -> None:
+    before = release("r1", uniform(10, 9, 9))
+    after = release("r2", uniform(10, 9, 9), excluded=5)
+    for decision in (decide(after, before), decide(after, None)):
+        assert decision.outcome == "inconclusive"
+        gate = ET.fromstring(gate_junit(decision, after)).find("testsuite[@name='s.gate']")
+        assert gate is not None and gate.get("errors") == "1"
+        assert gate.get("tests") == str(len(gate.findall("testcase")))
+        error = gate.find("testcase[@name='inconclusive']/error")
+        assert error is not None and "attempts were excluded" in error.get("message", "")
+        assert gate.find("testcase[@name='first_release']") is None
+    judged = decide(release("r2", uniform(10, 9, 9)), before,
+                    judged_checks=[("regression", "right arguments, audited, fell 9 points")])
+    assert judged.outcome == "regression" and not any(c.failed for c in judged.checks)
+    gate = ET.fromstring(gate_junit(judged, after)).find("testsuite[@name='s.gate']")
+    assert gate is not None and gate.get("failures") == "1"
+    failure = gate.find("testcase[@name='regression']/failure")
+    assert failure is not None and "audited, fell 9" in failure.get("message", "")
+
+
 def test_release_file_round_trip_is_stable(tmp_path: Path) -> None:
     r = release("r1", uniform(5, 4, 3))
     path = tmp_path / "r1.json"

@@ -281,7 +281,9 @@ def gate_markdown(decision: GateDecision) -> str:
 
 
 def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
-    """JUnit XML: one testcase per case (failures carry the verdict reason), plus the gate."""
+    """JUnit XML: one testcase per case (failures carry the verdict reason), plus the gate:
+    one testcase per figure checked, an error when the decision is inconclusive, and a failure
+    when it is a regression that no figure check shows (an audited estimate fell)."""
     root = ET.Element("testsuites", name="callgate")
     cases = ET.SubElement(root, "testsuite", name=f"{current.suite_name}.cases")
     worse = {c.case_id for c in decision.worse}
@@ -302,8 +304,7 @@ def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
     cases.set("tests", str(len(current.cases)))
     cases.set("failures", str(failures))
     cases.set("skipped", str(skipped))
-    gate = ET.SubElement(root, "testsuite", name=f"{current.suite_name}.gate",
-                         tests=str(max(len(decision.checks), 1)))
+    gate = ET.SubElement(root, "testsuite", name=f"{current.suite_name}.gate")
     gate_failures = 0
     for check in decision.checks or []:
         element = ET.SubElement(gate, "testcase", name=check.name, classname="callgate.gating.gate")
@@ -312,9 +313,24 @@ def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
             ET.SubElement(element, "failure", type="regression",
                           message=f"{check.name} fell {-(check.change or 0.0):.1f} points, "
                                   f"more than {decision.max_drop:g}")
-    if not decision.checks:
+    if decision.outcome == "inconclusive":  # no result: an error, never a passing test
+        element = ET.SubElement(gate, "testcase", name="inconclusive",
+                                classname="callgate.gating.gate")
+        error = ET.SubElement(element, "error", type="inconclusive",
+                              message="; ".join(decision.messages))
+        error.text = "\n".join(gate_lines(decision))
+    elif decision.outcome == "regression" and not gate_failures:  # e.g. an audited estimate
+        gate_failures += 1
+        element = ET.SubElement(gate, "testcase", name="regression",
+                                classname="callgate.gating.gate")
+        ET.SubElement(element, "failure", type="regression",
+                      message="; ".join(decision.messages)).text = "\n".join(
+                          gate_lines(decision))
+    elif not decision.checks:
         ET.SubElement(gate, "testcase", name="first_release", classname="callgate.gating.gate")
+    gate.set("tests", str(len(gate)))
     gate.set("failures", str(gate_failures))
+    gate.set("errors", str(int(decision.outcome == "inconclusive")))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
