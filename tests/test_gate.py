@@ -91,6 +91,24 @@ def test_first_release_is_recorded_and_passes() -> None:
     assert "no baseline" in d.messages[0]
 
 
+def test_a_first_release_that_is_not_a_result_never_says_it_passes() -> None:
+    d = decide(release("r1", uniform(94, 90, 85), excluded=6), None)
+    assert d.outcome == "inconclusive"
+    assert d.messages[0] == "first release of m on s: no baseline"
+    whole = decide(release("r1", uniform(10, 9, 9)), None, not_whole="missing shard(s) 2/2")
+    assert whole.outcome == "inconclusive" and whole.exit_code == 3
+    assert whole.messages == ["missing shard(s) 2/2", "first release of m on s: no baseline"]
+
+
+def test_a_warning_about_the_first_release_is_not_an_earlier_release_passed_over() -> None:
+    pending = release("r1", uniform(10, 9, 9))
+    pending = pending.model_copy(update={"attempts": 11, "excluded": {**pending.excluded,
+                                                                      "pending_judge": 1}})
+    d = decide(pending, None, max_excluded=0.5)
+    assert d.outcome == "first_release" and d.warnings
+    assert d.messages == ["first release of m on s: no baseline; recorded, passes"]
+
+
 def test_suite_changed_compares_shared_cases_and_lists_the_difference() -> None:
     before = {"a": (1, 1, 1), "b": (1, 1, 1), "gone": (1, 0, 0)}
     after = {"a": (1, 1, 1), "b": (1, 1, 0), "new": (1, 0, 0)}

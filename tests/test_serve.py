@@ -103,6 +103,27 @@ def test_the_gate_api_prints_what_callgate_gate_json_prints(server: Server,
     assert status == 404 and "no finished run" in json.loads(body)["error"]
 
 
+def test_the_gate_api_and_gate_json_agree_on_a_release_missing_shards(
+        tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    example = ROOT / "src" / "callgate" / "examples" / "order_support"
+    done = callgate("score", str(example), "-r", str(example / "responses-2026.10.jsonl"),
+                    "-m", MODEL, "--release", "2026.12", "--shard", "2/2", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    printed = callgate("gate", "--model", MODEL, "--release", "2026.12", "--suite", SUITE,
+                       "--db", str(db), "--json")
+    assert printed.returncode == 3, printed.stderr
+    server = Server(db)
+    try:
+        served = server.json("/api/gate?" + urlencode({"model": MODEL, "release": "2026.12",
+                                                        "suite": SUITE}))
+    finally:
+        server.stop()
+    assert served["outcome"] == "inconclusive" and "shard(s) 1/2" in served["messages"][0]
+    assert served == json.loads(printed.stdout)
+
+
 def test_one_release_flipped_cases_and_filters(server: Server, demo_db: Path) -> None:
     rid = run_id(demo_db, "2026.11")
     release = server.json(f"/api/runs/{rid}")

@@ -13,6 +13,7 @@ import json
 import shutil
 import sqlite3
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +257,47 @@ def test_a_missing_shard_makes_the_gate_inconclusive_naming_it(
     gated = callgate(callgate_exe, cli_env, tmp_path, "gate", "-m", "router", "--release",
                      "2026.11", "--db", str(merged))
     assert gated.returncode == 0, gated.stdout + gated.stderr
+
+
+def test_every_gate_output_holds_the_decision_on_a_release_missing_shards(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    """A CI step that parses `gate --json` (or reads the JUnit or Markdown file) gets the
+    inconclusive decision, not nothing; the reason stays on stderr and the exit code is 3."""
+    db = tmp_path / "c.db"
+    score_whole(callgate_exe, cli_env, tmp_path, db)  # 2026.10 (the baseline) and 2026.11
+    done = callgate(callgate_exe, cli_env, tmp_path, "score", str(EXAMPLE), "-r",
+                    str(EXAMPLE / "responses-2026.11.jsonl"), "-m", "router", "--release",
+                    "2026.12", "--shard", "1/2", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    gated = callgate(callgate_exe, cli_env, tmp_path, "gate", "-m", "router", "--release",
+                     "2026.12", "--db", str(db), "--baseline", "auto", "--json",
+                     "--junit", "junit.xml", "--markdown", "summary.md",
+                     "--scores-out", "releases/2026.12.json")
+    assert gated.returncode == 3, gated.stdout + gated.stderr
+    decision = json.loads(gated.stdout)
+    assert decision["outcome"] == "inconclusive" and decision["exit_code"] == 3
+    assert "missing shard(s) 2/2" in decision["messages"][0]
+    assert decision["baseline_release"] == "2026.11" and decision["shared_cases"] > 0
+    assert {"checks", "worse", "better", "warnings"} <= set(decision)
+    assert gated.stderr.startswith("inconclusive: ") and "shard(s) 2/2" in gated.stderr
+    assert "Traceback" not in gated.stderr
+
+    gate_suite = ET.parse(tmp_path / "junit.xml").getroot().find(
+        "testsuite[@name='order-store.gate']")
+    assert gate_suite is not None and gate_suite.get("errors") == "1"
+    error = gate_suite.find("testcase[@name='inconclusive']/error")
+    assert error is not None and "shard(s) 2/2" in error.get("message", "")
+    summary = (tmp_path / "summary.md").read_text()
+    assert "gate INCONCLUSIVE" in summary and "shard(s) 2/2" in summary
+    kept = json.loads((tmp_path / "releases" / "2026.12.json").read_text())
+    assert kept["gate"]["outcome"] == "inconclusive" and kept["gate"]["released"] is False
+    assert json.loads(release_run(db, "2026.12")["gate"])["outcome"] == "inconclusive"
+
+    text = callgate(callgate_exe, cli_env, tmp_path, "gate", "-m", "router", "--release",
+                    "2026.12", "--db", str(db))
+    assert text.returncode == 3
+    assert "gate INCONCLUSIVE" in text.stdout and "shard(s) 2/2" in text.stderr
 
 
 def test_shards_that_disagree_are_refused_naming_the_case(

@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from callgate.cli.common import (
-    EXIT_INCONCLUSIVE,
     EXIT_INPUT,
     DbOption,
     JudgeApiBaseOption,
@@ -249,9 +248,11 @@ def gate(
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive."""
-    from callgate.gating.release import IncompleteRelease, gate_release
+    from callgate.gating.gate import find_current
+    from callgate.gating.release import gate_release
     from callgate.report.console import gate_junit, gate_markdown, print_gate
     from callgate.store.db import Store
+    from callgate.suites.shard import incomplete
 
     try:
         if not db.exists():
@@ -260,10 +261,7 @@ def gate(
             decision, current = gate_release(store, model, release, suite=suite,
                                              baseline=baseline, max_drop=max_drop,
                                              max_excluded=max_excluded)
-    except IncompleteRelease as exc:  # some shards of the release are missing: no result
-        Console(stderr=True).print(f"[yellow]inconclusive:[/yellow] {escape(str(exc))}",
-                                   highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_INCONCLUSIVE) from None
+            missing_shards = incomplete(find_current(store, model, release, suite))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if scores_out is not None:
@@ -278,6 +276,9 @@ def gate(
         sys.stdout.write("\n")
     else:
         print_gate(decision)
+    if missing_shards is not None:  # the decision says it too; stderr keeps the reason in CI logs
+        Console(stderr=True).print(f"[yellow]inconclusive:[/yellow] {escape(missing_shards)}",
+                                   highlight=False, soft_wrap=True)
     raise typer.Exit(decision.exit_code)
 
 

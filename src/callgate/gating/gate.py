@@ -283,17 +283,21 @@ def decide(
     baseline_source: str | None = None,
     baseline_notes: Iterable[str] = (),
     judged_checks: Iterable[tuple[str, str]] = (),
+    not_whole: str | None = None,
 ) -> GateDecision:
     """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
     `baseline_notes` (releases passed over as baselines) are shown among the warnings.
     `judged_checks` are (outcome, message) readings of the figures estimated with an audit of
     the judged attempts (audit.judged_check): `regression` fails the gate, `undecided` makes
-    it inconclusive, anything else is shown."""
+    it inconclusive, anything else is shown. `not_whole` says why the release is not a whole
+    one (shards missing): no result, inconclusive whatever the figures say, and the first
+    message."""
     common: dict[str, Any] = {"model": current.model, "release": current.release,
               "suite_name": current.suite_name, "max_drop": max_drop,
               "excluded_share": current.excluded_share}
     inconclusive: list[str] = []
-    warnings: list[str] = list(baseline_notes)
+    passed_over = list(baseline_notes)
+    warnings: list[str] = list(passed_over)
     if current.excluded_share > max_excluded:
         inconclusive.append(
             f"{current.excluded_share:.1%} of attempts were excluded (truncated, provider, "
@@ -305,17 +309,20 @@ def decide(
         warnings.append(f"{pending} of {current.attempts} attempts expect a judge and were not "
                         "judged (scored without --judge): the shares leave them out")
 
+    first = [not_whole] if not_whole else []
     if baseline is None:
-        messages = [f"first release of {current.model} on {current.suite_name}: no baseline; "
-                    "recorded, passes"]
-        if warnings:  # earlier releases exist, none of them released
+        outcome: Outcome = "inconclusive" if inconclusive or not_whole else "first_release"
+        passes = outcome == "first_release"
+        messages = [f"first release of {current.model} on {current.suite_name}: no baseline"
+                    + ("; recorded, passes" if passes else "")]
+        if passed_over:  # earlier releases exist, none of them released
             messages = [f"no earlier release of {current.model} on {current.suite_name} was "
-                        "released: no baseline; recorded, passes as a first release"]
-        outcome: Outcome = "inconclusive" if inconclusive else "first_release"
+                        "released: no baseline"
+                        + ("; recorded, passes as a first release" if passes else "")]
         return GateDecision(outcome=outcome, exit_code=EXIT_CODES[outcome],
                             baseline_release=None, baseline_source=None, shared_cases=0,
                             added_cases=[], removed_cases=[], suite_changed=False, checks=[],
-                            worse=[], better=[], messages=messages + inconclusive,
+                            worse=[], better=[], messages=first + messages + inconclusive,
                             warnings=warnings, **common)
 
     now_suite = set(current.suite_cases or current.cases)
@@ -407,7 +414,9 @@ def decide(
         else:
             judged_regression |= judged_outcome == "regression"
             messages.append(text)
-    if failed or judged_regression:
+    if not_whole:
+        outcome = "inconclusive"
+    elif failed or judged_regression:
         outcome = "regression"
     elif inconclusive:
         outcome = "inconclusive"
@@ -419,7 +428,7 @@ def decide(
         removed_cases=removed, suite_changed=suite_changed, checks=checks,
         worse=[CaseChange(case_id=c, reason=current.cases[c].reason) for c in worse_ids],
         better=[CaseChange(case_id=c, reason=baseline.cases[c].reason) for c in better_ids],
-        messages=messages + inconclusive, warnings=warnings, **common,
+        messages=first + messages + inconclusive, warnings=warnings, **common,
     )
 
 

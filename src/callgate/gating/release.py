@@ -8,12 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from callgate.errors import CallgateError
 from callgate.gating.gate import (
     DEFAULT_MAX_DROP,
-    EXIT_CODES,
     GateDecision,
-    GateRecord,
     ReleaseScores,
     baseline_from_path,
     baseline_from_store,
@@ -26,11 +23,6 @@ from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.judging.audit import audit_report, estimates_document, judged_check
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete
-
-
-class IncompleteRelease(CallgateError):
-    """Some shards of the release are not in the store: the gate is inconclusive (exit 3),
-    recorded so, and the release is never a baseline."""
 
 
 def gate_release(
@@ -55,19 +47,12 @@ def gate_release(
         max_drop: the drop, in percentage points, tolerated before a regression is declared.
         max_excluded: inconclusive above this share of excluded attempts.
 
-    Raises IncompleteRelease when shards of the release are missing (recorded inconclusive).
     Returns the decision (`decision.exit_code`: 0 pass, 1 regression, 3 inconclusive) and the
-    release's scores with the decision recorded (`scores.to_json()` is its scores file).
+    release's scores with the decision recorded (`scores.to_json()` is its scores file). A
+    release some of whose shards are missing is inconclusive, its first message naming them,
+    and recorded so (never a baseline).
     Raises CallgateError when the release or the baseline cannot be found or read."""
     run = find_current(store, model, release, suite)
-    why = incomplete(run)
-    if why is not None:
-        # A release some of whose shards are missing is no result: recorded inconclusive (so
-        # never a baseline).
-        record = GateRecord(outcome="inconclusive", released=False, max_excluded=max_excluded,
-                            messages=[why])
-        store.set_run_gate(run["id"], record.model_dump_json())
-        raise IncompleteRelease(why)
     decision, current = decide_release(store, run, baseline=baseline, max_drop=max_drop,
                                        max_excluded=max_excluded)
     # Recorded so that only a release that passed can be a later one's baseline.
@@ -102,12 +87,8 @@ def decide_release(
         source = baseline
     decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
-                      judged_checks=judged_checks(store, run["id"], base, max_drop))
-    why = incomplete(run)
-    if why is not None:  # missing shards: no result, whatever the figures say
-        decision = decision.model_copy(update={
-            "outcome": "inconclusive", "exit_code": EXIT_CODES["inconclusive"],
-            "messages": [why, *decision.messages]})
+                      judged_checks=judged_checks(store, run["id"], base, max_drop),
+                      not_whole=incomplete(run))
     return decision, current
 
 
