@@ -386,3 +386,9 @@ def test_a_store_made_with_one_row_per_release_is_upgraded(
     last = run(tmp_path, suite, candidate(loopback), settings(cache=False))
     assert rows(tmp_path, "SELECT id FROM runs") == [{"id": last.result.run_id}]
     assert rows(tmp_path, "SELECT DISTINCT run FROM verdicts") == [{"run": last.result.run_id}]
+
+
+def test_run_settings_refuse_a_repeat_count_that_is_surely_a_typo() -> None:
+    assert RunSettings(repeats=100).repeats == 100
+    with pytest.raises(ValueError, match="repeats"):
+        RunSettings(repeats=101)

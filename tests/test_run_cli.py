@@ -218,6 +218,27 @@ def test_flags_without_a_config(
     assert len(loopback.requests) == 1
 
 
+def test_a_count_that_is_surely_a_typo_is_refused_before_any_call(
+    loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    """`-k 30000` would plan 30,000 paid calls per case: refused in one line naming the
+    option, exit 2, with no call made and no store written; the bounds themselves run."""
+    suite = write_suite(tmp_path / "suite", [lookup_case("a"), no_call_case("b")])
+    base = ["run", str(suite), "-m", "openai/local-model", "--api-base", loopback.base_url,
+            "--api-key-env", KEY_ENV, "--db", "c.db"]
+    for option, value, name in (("-k", "101", "--repeats"), ("--repeats", "30000", "--repeats"),
+                                ("-k", "0", "--repeats"), ("-c", "4097", "--concurrency"),
+                                ("--concurrency", "0", "--concurrency")):
+        done = callgate(callgate_exe, cli_env, tmp_path, *base, option, value)
+        assert done.returncode == 2, done.stdout + done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {name} {value}: "), lines
+    assert loopback.requests == [] and not (tmp_path / "c.db").exists()
+    done = callgate(callgate_exe, cli_env, tmp_path, *base, "-k", "100", "-c", "4096")
+    assert done.returncode == 0, done.stderr
+    assert len(loopback.requests) == 200
+
+
 def test_an_auth_failure_stops_with_exit_2(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:

@@ -26,6 +26,7 @@ from callgate.cli.common import (
 )
 from callgate.errors import CallgateError
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.running.limits import MAX_CONCURRENCY, MAX_REPEATS
 
 
 def run_command(
@@ -36,9 +37,13 @@ def run_command(
             "--model", "-m", help="A candidate's name in the config, or a litellm model id."
         ),
     ],
-    repeats: Annotated[int, typer.Option("--repeats", "-k", min=1, help="Attempts per case.")] = 3,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", "-c", min=1, help="Requests in flight at once.")
+    repeats: Annotated[int, typer.Option(
+        "--repeats", "-k",
+        help=f"Attempts per case, 1 to {MAX_REPEATS}: pass^k is reported up to k = 8, and "
+             f"at {MAX_REPEATS} a case's pass rate is known within 10 points; more repeats "
+             "only cost calls (add cases instead).")] = 3,
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", "-c", help=f"Requests in flight at once, 1 to {MAX_CONCURRENCY}.")
     ] = 8,
     release: Annotated[
         str, typer.Option("--release", help="Release label; a run with the same label is replaced.")
@@ -125,6 +130,7 @@ def run_command(
     from callgate.suites.suite import load_suite
 
     err = Console(stderr=True)
+    _check_counts(repeats, concurrency)
     try:
         only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
@@ -217,3 +223,16 @@ def run_command(
             "was sent. Fix the cause and run the same command again to resume."
         )
     _exit_if_not_a_result(not_a_result)
+
+
+def _check_counts(repeats: int, concurrency: int) -> None:
+    """Refuse, before anything is read or called, a count that is surely a typo."""
+    if repeats < 1:
+        raise _fail(f"--repeats {repeats}: give at least 1 attempt per case")
+    if repeats > MAX_REPEATS:
+        raise _fail(f"--repeats {repeats}: at most {MAX_REPEATS} attempts per case; each repeat "
+                    f"is one more paid call per case, and past {MAX_REPEATS} they add nothing "
+                    "the figures use (add cases instead)")
+    if not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise _fail(f"--concurrency {concurrency}: give 1 to {MAX_CONCURRENCY} requests in "
+                    "flight at once")

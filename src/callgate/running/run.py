@@ -56,6 +56,7 @@ from callgate.models.providers import (
     target_for,
 )
 from callgate.models.retry import RetryPolicy
+from callgate.running.limits import MAX_CONCURRENCY, MAX_REPEATS
 from callgate.scoring.pipeline import JudgeStep, Recorder, RunResult
 from callgate.scoring.scores import Scores
 from callgate.store.db import Store, now
@@ -72,8 +73,8 @@ class OfflineMiss(CallgateError):
 
 class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    repeats: int = Field(3, ge=1)
-    concurrency: int = Field(8, ge=1, le=4096)
+    repeats: int = Field(3, ge=1, le=MAX_REPEATS)
+    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
     timeout: float = Field(120.0, gt=0, description="seconds per request")
     cache: bool = Field(True, description="reuse stored answers; False calls every attempt")
     offline: bool = Field(False, description="never call: a missing answer is an error")
