@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from factories import calls, case, write_suite
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
@@ -48,3 +49,55 @@ def test_model_output_that_looks_like_markup_is_printed_as_text(tmp_path: Path) 
     result = cli(tmp_path, "score", str(root), "-r", "r.jsonl", "-m", "m", "--release", "r1")
     assert result.returncode == 0, result.stderr
     assert "ord_[/red]" in result.stdout and "[/x]" in result.stdout
+
+
+BAD_COMMAND_LINES = [  # (arguments, how the one stderr line starts)
+    ("gate -m m --release r --max-drop -1", "error: --max-drop -1: "),  # below min=
+    ("gate -m m --release r --max-excluded 2", "error: --max-excluded 2: "),  # above max=
+    ("serve --port 99999", "error: --port 99999: "),
+    ("gate --release r", "error: missing option '--model'"),
+    ("judge calibrate tool_choice", "error: missing option '--set'"),
+    ("score suite -r r.jsonl -m m --release r --bogus", "error: no such option: --bogus"),
+    ("judge plan tool_choice --set tool_choice --rule bogus", "error: --rule "),  # a choice
+    ("judge label 1 --set new.jsonl --split bogus", "error: --split "),
+    ("run suite -m m -k many", "error: --repeats many: "),  # not a number
+    ("gate -m m --release r --max-drop lots", "error: --max-drop lots: "),
+    ("judge audit first", "error: RUN first: "),  # an argument that is not a number
+    ("gate -m m --release r --max-drop", "error: option '--max-drop' requires an argument"),
+    ("suite check", "error: missing argument 'path'"),
+    ("score -r r.jsonl -m m --release r", "error: missing argument 'SUITE'"),
+    ("gate -m m --release r stray", "error: got unexpected extra argument(s) (stray)"),
+    ("frobnicate", "error: no such command 'frobnicate'"),
+    ("judge calibrat tool_choice", "error: no such command 'calibrat'. Did you mean 'calibrate'?"),
+]
+
+
+@pytest.mark.parametrize(("args", "starts"), BAD_COMMAND_LINES,
+                         ids=[args for args, _ in BAD_COMMAND_LINES])
+def test_a_bad_command_line_is_one_line_naming_what_is_wrong(
+    args: str, starts: str, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    """No "Usage:"/"Try ... --help" lines and no box: one line in callgate's own style, exit 2,
+    nothing on stdout and nothing written."""
+    work = tmp_path / "work"
+    work.mkdir()
+    done = subprocess.run([callgate_exe, *args.split()], cwd=work, env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(starts), lines
+    assert not lines[0].endswith("."), lines
+    assert list(work.iterdir()) == []
+
+
+def test_help_and_a_bare_group_are_shown_as_before(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    bare = subprocess.run([callgate_exe, "judge"], cwd=tmp_path, env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert bare.returncode == 2 and "calibrate" in bare.stdout and "error" not in bare.stderr
+    shown = subprocess.run([callgate_exe, "judge", "calibrate", "--help"], cwd=tmp_path,
+                           env=cli_env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "Usage:" in shown.stdout and shown.stderr == ""
+

@@ -9,6 +9,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+try:  # typer 0.29 vendors click; older releases use click itself
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
 if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
     from callgate.gating.gate import GateRecord
     from callgate.scoring.pipeline import RunResult
@@ -54,6 +59,40 @@ def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False,
                                soft_wrap=True)
     return typer.Exit(code)
+
+
+def _usage_error(exc: click_errors.ClickException) -> int:
+    """Show what click found wrong in the command line (a bad, missing or unknown option,
+    argument or command) as one line, as callgate shows its own errors, without the usage
+    and help lines; its exit code. The help a bare group prints instead is shown as it was."""
+    if isinstance(exc, getattr(click_errors, "NoArgsIsHelpError", ())):
+        exc.show()
+    else:
+        _fail(_usage_message(exc), exc.exit_code)
+    return exc.exit_code
+
+
+def _usage_message(exc: click_errors.ClickException) -> str:
+    """Click's words on one line, lower case first and without a full stop as callgate's own
+    messages are; "Invalid value for '--max-drop' / '-d': ..." becomes `--max-drop -1: ...`."""
+    message = exc.format_message()
+    prefix, problem = "Invalid value for ", f": {exc.message}"
+    if message.startswith(prefix) and message.endswith(problem):
+        option = message[len(prefix):-len(problem)].split(" / ")[0].replace("'", "")
+        given = _refused_value(exc)
+        message = f"{option}{'' if given is None else f' {given}'}: {_lower_first(exc.message)}"
+    return _lower_first(" ".join(message.split()).removesuffix("."))
+
+
+def _refused_value(exc: click_errors.ClickException) -> str | None:
+    """The value typer refused, when pydantic checked it (typer's message leaves it out)."""
+    errors = getattr(exc.__cause__, "errors", None)
+    found = (errors() or [{}])[0].get("input") if callable(errors) else None
+    return str(found) if isinstance(found, str | int | float) else None
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
 
 
 MaxExcludedOption = Annotated[float, typer.Option(

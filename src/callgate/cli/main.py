@@ -27,6 +27,8 @@ from callgate.cli.common import (
     _exit_if_not_a_result,
     _fail,
     _record_if_not_a_result,
+    _usage_error,
+    click_errors,
 )
 from callgate.cli.judge import judge_app
 from callgate.cli.live import run_command
@@ -435,19 +437,13 @@ EXIT_INTERNAL = 4
 def entry() -> None:
     """The console script. CI reads exit 1 as "regression", so no failure that a command did
     not catch may end with it: unreadable input is 2, an internal error 4, Ctrl-C 130."""
-    try:  # typer 0.29 vendors click; older releases use click itself
-        from typer._click.exceptions import ClickException
-    except ImportError:  # pragma: no cover
-        from click.exceptions import ClickException  # type: ignore[assignment]
-
     try:
         code = app(standalone_mode=False)
     except typer.Abort:
         Console(stderr=True).print("interrupted", highlight=False)
         code = 130
-    except ClickException as exc:  # usage errors (exit 2), shown as click shows them
-        exc.show()
-        code = exc.exit_code
+    except click_errors.ClickException as exc:  # usage errors (exit 2), one line each
+        code = _usage_error(exc)
     except BrokenPipeError:  # e.g. `callgate gate ... | head`: the reader went away
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 141
