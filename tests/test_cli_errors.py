@@ -55,6 +55,9 @@ BAD_COMMAND_LINES = [  # (arguments, how the one stderr line starts)
     ("gate -m m --release r --max-drop -1", "error: --max-drop -1: "),  # below min=
     ("gate -m m --release r --max-excluded 2", "error: --max-excluded 2: "),  # above max=
     ("serve --port 99999", "error: --port 99999: "),
+    ("judge calibrate tool_choice --set absent.jsonl --concurrency 5000",
+     "error: --concurrency 5000: "),
+    ("judge calibrate tool_choice --set absent.jsonl --concurrency 0", "error: --concurrency 0: "),
     ("gate --release r", "error: missing option '--model'"),
     ("judge calibrate tool_choice", "error: missing option '--set'"),
     ("score suite -r r.jsonl -m m --release r --bogus", "error: no such option: --bogus"),
@@ -100,4 +103,16 @@ def test_help_and_a_bare_group_are_shown_as_before(
     shown = subprocess.run([callgate_exe, "judge", "calibrate", "--help"], cwd=tmp_path,
                            env=cli_env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "Usage:" in shown.stdout and shown.stderr == ""
+    assert "1 to 4096" in shown.stdout  # the bound of --concurrency is named in its help
 
+
+def test_the_judge_concurrency_bound_itself_is_allowed(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    """4096 passes the option check: the refusal is then the missing set file, no longer
+    --concurrency."""
+    done = subprocess.run([callgate_exe, "judge", "calibrate", "tool_choice", "--set",
+                           "absent.jsonl", "--concurrency", "4096"], cwd=tmp_path, env=cli_env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "absent.jsonl" in done.stderr
+    assert "--concurrency" not in done.stderr

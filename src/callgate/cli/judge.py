@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from callgate.errors import CallgateError
+from callgate.running.limits import MAX_CONCURRENCY
 
 if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
     from callgate.judging.calibration import Certificate, Disagreement
@@ -101,7 +102,9 @@ def judge_calibrate(
     calibration_set: Annotated[Path, typer.Option(
         "--set", help="Hand-checked items, JSON Lines (calibration/*.jsonl), or a bundled set's "
                       "name: tool_choice.")],
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1)] = 8,
+    concurrency: Annotated[int, typer.Option(
+        "--concurrency", min=1, max=MAX_CONCURRENCY,
+        help=f"Judge calls in flight at once, 1 to {MAX_CONCURRENCY}.")] = 8,
     as_json: Annotated[bool, typer.Option("--json", help="Print the certificate as JSON.")
                        ] = False,
     db: DbOption = Path("callgate.db"),
