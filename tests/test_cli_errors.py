@@ -72,6 +72,11 @@ BAD_COMMAND_LINES = [  # (arguments, how the one stderr line starts)
     ("gate -m m --release r stray", "error: got unexpected extra argument(s) (stray)"),
     ("frobnicate", "error: no such command 'frobnicate'"),
     ("judge calibrat tool_choice", "error: no such command 'calibrat'. Did you mean 'calibrate'?"),
+    # Run ids and seeds past what SQLite stores (they ended in an OverflowError, exit 4).
+    ("judge audit 99999999999999999999", "error: RUN 99999999999999999999: "),
+    ("judge plan tool_choice --run 99999999999999999999", "error: --run 99999999999999999999: "),
+    ("judge label --audit 99999999999999999999", "error: --audit 99999999999999999999: "),
+    ("judge audit 1 --seed 99999999999999999999", "error: --seed 99999999999999999999: "),
 ]
 
 

@@ -55,6 +55,10 @@ DbOption = Annotated[
 ]
 
 
+# The largest integer SQLite stores: a run id or a seed past it can only be a typo.
+SQLITE_INT_MAX = 2**63 - 1
+
+
 def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False,
                                soft_wrap=True)

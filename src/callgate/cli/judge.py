@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help
     from callgate.store.db import Store
 
 from callgate.cli.common import (
+    SQLITE_INT_MAX,
     ApiBaseOption,
     ApiKeyEnvOption,
     DbOption,
@@ -184,14 +185,15 @@ def _judge_progress(judge: Any, set_path: Path, store: Any) -> tuple[Any, int]:
 @judge_app.command("label")
 def judge_label(
     run_id: Annotated[int | None, typer.Argument(
-        metavar="RUN", help="Run id (see callgate score).")] = None,
+        metavar="RUN", min=1, max=SQLITE_INT_MAX, help="Run id (see callgate score).")] = None,
     calibration_set: Annotated[Path | None, typer.Option(
         "--set", help="Calibration file the new items are appended to.")] = None,
     split: Annotated[str, typer.Option(
         "--split", help="Split of the new items: dev (default) or test.")] = "dev",
     audit: Annotated[int | None, typer.Option(
-        "--audit", metavar="RUN", help="Label the audit sample of this run instead (see "
-                                       "callgate judge audit); the judge's verdict is hidden.")
+        "--audit", metavar="RUN", min=1, max=SQLITE_INT_MAX,
+        help="Label the audit sample of this run instead (see callgate judge audit); the "
+             "judge's verdict is hidden.")
     ] = None,
     labeller: Annotated[str | None, typer.Option(
         "--labeller", envvar="CALLGATE_LABELLER",
@@ -241,13 +243,15 @@ def _label_audit(run_id: int, labeller: str, db: Path) -> None:
 
 @judge_app.command("audit")
 def judge_audit(
-    run_id: Annotated[int, typer.Argument(metavar="RUN", help="Run id (see callgate score).")],
+    run_id: Annotated[int, typer.Argument(metavar="RUN", min=1, max=SQLITE_INT_MAX,
+                                          help="Run id (see callgate score).")],
     n: Annotated[int | None, typer.Option(
         "--n", min=1, help="Audit size: draw a uniform random sample of this many judged "
                            "attempts, or grow the audit to it (default 40 for a new audit).")
     ] = None,
     seed: Annotated[int | None, typer.Option(
-        "--seed", help="Seed of the sample (default: a random one, stored).")] = None,
+        "--seed", min=-SQLITE_INT_MAX - 1, max=SQLITE_INT_MAX,
+        help="Seed of the sample (default: a random one, stored).")] = None,
     width: Annotated[float, typer.Option(
         "--width", help="Also say how many labels give a PPI interval of ±WIDTH points.")
     ] = 2.0,
@@ -296,7 +300,8 @@ def judge_plan(
                        "lower bounds at least the thresholds); default: the spec's rule.")
     ] = None,
     run_id: Annotated[int | None, typer.Option(
-        "--run", metavar="RUN", help="Plan an audit of this run instead.")] = None,
+        "--run", metavar="RUN", min=1, max=SQLITE_INT_MAX,
+        help="Plan an audit of this run instead.")] = None,
     width: Annotated[float, typer.Option(
         "--width", help="With --run: the PPI interval's half-width to reach, in points.")
     ] = 2.0,
