@@ -188,7 +188,7 @@ def fingerprint(spec: JudgeSpec, template: str) -> str:
 
 
 def load_judge(path: Path | str) -> Judge:
-    """Load a judge spec (TOML, with its prompt file beside it; docs/judge.md).
+    """Load a judge spec (TOML, with its prompt file beside it; README, "The judge").
 
     Args:
         path: the spec's .toml file (or the path without the suffix).
