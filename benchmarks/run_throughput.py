@@ -27,7 +27,8 @@ from rich.console import Console
 
 from callgate.models.config import Candidate
 from callgate.models.providers import import_litellm
-from callgate.running.run import LiveRunner, RunSettings
+from callgate.running.run import LiveRunner
+from callgate.running.settings import RunSettings
 from callgate.store.db import Store
 from callgate.suites.suite import load_suite
 

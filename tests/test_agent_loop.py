@@ -16,14 +16,9 @@ from loopback import Loopback, Seen, error, ok, tool_call
 from multiturn import STATE, env_suite, mt_case, plain_suite
 
 from callgate.models.config import Candidate
-from callgate.running.run import (
-    LiveRun,
-    LiveRunner,
-    OfflineMiss,
-    RetryPolicy,
-    RunSettings,
-    run_live,
-)
+from callgate.models.retry import RetryPolicy
+from callgate.running.run import LiveRun, LiveRunner, OfflineMiss, run_live
+from callgate.running.settings import RunSettings
 from callgate.store.db import Store
 from callgate.suites.suite import Suite, load_suite
 

@@ -43,7 +43,9 @@ from callgate.judging.labelling import (
 )
 from callgate.judging.payloads import judge_payloads
 from callgate.models.config import Candidate
-from callgate.running.run import RetryPolicy, RunSettings, run_live
+from callgate.models.retry import RetryPolicy
+from callgate.running.run import run_live
+from callgate.running.settings import RunSettings
 from callgate.scoring.pipeline import (
     JudgedTally,
     JudgeStep,

@@ -27,7 +27,9 @@ from callgate.models.providers import (
     parse_retry_after,
     target_for,
 )
-from callgate.running.run import LiveRunner, RetryPolicy, RunSettings
+from callgate.models.retry import RetryPolicy
+from callgate.running.run import LiveRunner
+from callgate.running.settings import RunSettings
 from callgate.store.db import Store
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import load_suite

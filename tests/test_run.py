@@ -14,14 +14,9 @@ from loopback import Loopback, Reply, completion, error, ok, tool_call
 
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
-from callgate.running.run import (
-    LiveRun,
-    LiveRunner,
-    OfflineMiss,
-    RetryPolicy,
-    RunSettings,
-    run_live,
-)
+from callgate.models.retry import RetryPolicy
+from callgate.running.run import LiveRun, LiveRunner, OfflineMiss, run_live
+from callgate.running.settings import RunSettings
 from callgate.store.db import Store
 from callgate.suites.suite import Suite, load_suite
 

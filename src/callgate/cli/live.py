@@ -122,8 +122,10 @@ def run_command(
     with zero calls.
     """
     from callgate.models.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
+    from callgate.models.retry import RetryPolicy
     from callgate.report.console import print_run, run_document
-    from callgate.running.run import RetryPolicy, RunSettings, run_live
+    from callgate.running.run import run_live
+    from callgate.running.settings import RunSettings
     from callgate.scoring.pipeline import judge_step
     from callgate.store.db import Store
     from callgate.suites.shard import parse_shard

@@ -1,0 +1,95 @@
+"""One request to the model for one attempt, retried with exponential backoff and jitter on rate
+limits, 5xx, timeouts, connection faults and broken bodies, honouring Retry-After (a rate limit
+pauses every worker), within the policy's tries and wait and the run's retry budget. An answer
+that cannot be used becomes a recorded failure line, never an exception."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from callgate.models.providers import (
+    Client,
+    Pricing,
+    ProviderFailure,
+    Reply,
+    Target,
+    failure_line,
+    reply_line,
+)
+from callgate.running.cache import ResponseCache, _dumps, _Outcome
+from callgate.running.plan import Attempt
+from callgate.scoring.pipeline import Recorder
+from callgate.suites.responses import parse_response
+
+
+class AttemptCalls(ResponseCache):
+    """Calling the model for an attempt, with retries, and recording the answer."""
+
+    async def _attempt(
+        self, attempt: Attempt, client: Client, target: Target, pricing: Pricing
+    ) -> _Outcome:
+        policy = self.settings.retry
+        started = time.monotonic()
+        tries = 0
+        while True:
+            wait = self._pause_until - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            tries += 1
+            self.requests += 1
+            sent = await client.send(attempt.body, self.settings.timeout)
+            if isinstance(sent, Reply):
+                line = reply_line(
+                    attempt.case_id, attempt.repeat, sent, target=target, pricing=pricing
+                )
+                try:
+                    response = parse_response(line)
+                except (ValueError, TypeError) as exc:  # pydantic's ValidationError included
+                    failure = ProviderFailure(
+                        "bad_response",
+                        f"unusable completion: {exc}"[:500],
+                        status=200,
+                        latency_ms=sent.latency_ms,
+                    )
+                else:
+                    return _Outcome(attempt, response, _dumps(line), tries)
+            else:
+                failure = sent
+            note = self._give_up(failure, tries, started)
+            if note is not None:
+                line = failure_line(attempt.case_id, attempt.repeat, failure, note)
+                return _Outcome(attempt, parse_response(line), _dumps(line), tries)
+            delay = policy.delay(tries, failure.retry_after, self.rng)
+            if failure.kind == "rate_limit" and failure.retry_after:
+                # Everyone holds off: the limit is the account's, not this request's.
+                self._pause_until = max(self._pause_until, time.monotonic() + failure.retry_after)
+            self._retries_left -= 1
+            self.retries += 1
+            await asyncio.sleep(delay)
+
+    def _give_up(self, failure: ProviderFailure, tries: int, started: float) -> str | None:
+        """None to retry; else a note on why not (empty when the fault is not retryable)."""
+        policy = self.settings.retry
+        if not failure.retryable:
+            return ""
+        if tries > policy.max_retries:
+            return f" (gave up after {tries} tries)"
+        if self._retries_left <= 0:
+            return " (the run's retry budget is spent)"
+        soonest = max(failure.retry_after or 0.0, policy.base_delay / 2)
+        if time.monotonic() - started + soonest > policy.max_wait:
+            return f" (a retry would pass the {policy.max_wait:g} s wait limit)"
+        return None
+
+    def _record(
+        self, outcome: _Outcome, client: Client, target: Target, recorder: Recorder
+    ) -> None:
+        """Keep a single-turn attempt's request and answer, then check and score it."""
+        attempt, response = outcome.attempt, outcome.response
+        self._save_request(outcome, client, target)
+        self.called += 1
+        if response.error is not None:
+            self.errors += 1
+        self._links.append((recorder.run_id, attempt.case_id, attempt.repeat, attempt.key, 0))
+        recorder.add(response, outcome.line)

@@ -1,0 +1,56 @@
+"""The plan of a live run: every (case, repeat) of the suite, in suite order, as an `Attempt`
+(one request: its body and cache key) or, for the cases whose calls get results, as a
+`Conversation` (turns of requests until the model answers without a call)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from callgate.models.providers import Target
+from callgate.suites.suite import Suite
+
+
+@dataclass(frozen=True)
+class Attempt:
+    case_id: str
+    repeat: int
+    key: str
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A (case, repeat) whose calls get results: turns of requests until the model answers."""
+
+    case_id: str
+    repeat: int
+    messages: list[dict[str, Any]]  # the case's own messages
+    tools: list[dict[str, Any]]
+
+
+def plan(suite: Suite, target: Target, repeats: int) -> list[Attempt]:
+    """Every single-turn (case, repeat) of the suite, in suite order, with its request body and
+    cache key. Cases whose calls get results are planned by `plan_conversations`."""
+    attempts: list[Attempt] = []
+    for case_id, case in suite.cases.items():
+        if suite.loops(case):
+            continue
+        messages = suite.raw_cases[case_id]["messages"]
+        tools = suite.offered_tools(case)
+        body = target.body(messages, tools)
+        for repeat in range(repeats):
+            key = target.cache_key(messages, tools, repeat)
+            attempts.append(Attempt(case_id, repeat, key, body))
+    return attempts
+
+
+def plan_conversations(suite: Suite, repeats: int) -> list[Conversation]:
+    """Every (case, repeat) of the cases whose calls get results, in suite order."""
+    return [
+        Conversation(case_id, repeat, suite.raw_cases[case_id]["messages"],
+                     suite.offered_tools(case))
+        for case_id, case in suite.cases.items()
+        if suite.loops(case)
+        for repeat in range(repeats)
+    ]

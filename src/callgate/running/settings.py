@@ -1,0 +1,24 @@
+"""The settings of a live run: repeats, concurrency, per-request timeout, cache and offline
+switches, the retry policy, how often answers are committed, the progress bar and the shard.
+Checked at the boundary (pydantic), so a bad value is refused before any call is made."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from callgate.models.retry import RetryPolicy
+from callgate.running.limits import MAX_CONCURRENCY, MAX_REPEATS
+from callgate.suites.shard import Shard
+
+
+class RunSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    repeats: int = Field(3, ge=1, le=MAX_REPEATS)
+    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
+    timeout: float = Field(120.0, gt=0, description="seconds per request")
+    cache: bool = Field(True, description="reuse stored answers; False calls every attempt")
+    offline: bool = Field(False, description="never call: a missing answer is an error")
+    retry: RetryPolicy = RetryPolicy()
+    commit_every: float = Field(0.25, gt=0, description="seconds between commits of answers")
+    progress: bool = True
+    shard: Shard | None = Field(None, description="run only the cases of this shard")

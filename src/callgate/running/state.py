@@ -1,0 +1,62 @@
+"""What a live run holds while it runs: its inputs (suite, candidate, store, settings, client),
+its counters (requests, retries, errors, spend), the answers waiting to be committed and the
+run's links to them, and the switch that stops it cleanly. `LiveRunner` (module `run`) is built
+on it, one concern a class: the cache, the calls, the conversations, the workers, the run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rich.console import Console
+
+from callgate.models.config import Candidate
+from callgate.models.providers import Client
+from callgate.running.settings import RunSettings
+from callgate.scoring.pipeline import JudgeStep
+from callgate.store.db import Store
+from callgate.suites.suite import Suite
+
+
+@dataclass
+class RunnerState:
+    """The inputs, counters and stop switch of one live run; `LiveRunner` is built on it."""
+
+    suite: Suite
+    candidate: Candidate
+    store: Store
+    release: str
+    settings: RunSettings = field(default_factory=RunSettings)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    console: Console = field(default_factory=lambda: Console(stderr=True))
+    keep_verdicts: bool = True  # every verdict in the result, not only the first failures
+    judge: JudgeStep | None = None  # decides the cases whose expectation is judge
+    client: Client | None = None  # injected by tests; built from the candidate otherwise
+    rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self) -> None:
+        self._stop = asyncio.Event()
+        self._stopped: str | None = None
+        self._pause_until = 0.0
+        self._retries_left = 0
+        self._pending: list[tuple] = []
+        self._links: list[tuple] = []
+        self._turn_links: list[tuple] = []
+        self._last_commit = time.monotonic()
+        self.requests = 0
+        self.retries = 0
+        self.errors = 0
+        self.called = 0
+        self.spend = 0.0
+        self.spend_known = 0
+        self.cost_unknown = 0
+
+    def stop(self, reason: str = "interrupted") -> None:
+        """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""
+        if self._stopped is None:
+            self._stopped = reason
+        self._stop.set()
