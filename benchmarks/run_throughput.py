@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 
 from callgate.models.config import Candidate
-from callgate.models.providers import import_litellm
+from callgate.models.litellm_client import import_litellm
 from callgate.running.run import LiveRunner
 from callgate.running.settings import RunSettings
 from callgate.store.db import Store

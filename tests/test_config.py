@@ -16,7 +16,7 @@ from callgate.models.config import (
     parse_params,
     resolve_candidate,
 )
-from callgate.models.providers import target_for
+from callgate.models.targets import target_for
 
 GOOD = """
 [[candidates]]

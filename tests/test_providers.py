@@ -17,17 +17,12 @@ from loopback import Loopback, Reply, completion, error, ok, tool_call
 
 from callgate.errors import InputError
 from callgate.models.config import Candidate
-from callgate.models.providers import (
-    LeanClient,
-    LitellmClient,
-    Pricing,
-    ProviderFailure,
-    api_key,
-    classify_status,
-    parse_retry_after,
-    target_for,
-)
+from callgate.models.lean import LeanClient
+from callgate.models.litellm_client import LitellmClient
+from callgate.models.pricing import Pricing
+from callgate.models.replies import ProviderFailure, classify_status, parse_retry_after
 from callgate.models.retry import RetryPolicy
+from callgate.models.targets import api_key, target_for
 from callgate.running.run import LiveRunner
 from callgate.running.settings import RunSettings
 from callgate.store.db import Store
@@ -192,7 +187,7 @@ NO_CALL = {"c-none"}
 
 @pytest.fixture(scope="module")
 def litellm_loaded() -> None:
-    from callgate.models.providers import import_litellm
+    from callgate.models.litellm_client import import_litellm
 
     import_litellm()
 

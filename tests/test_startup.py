@@ -89,7 +89,7 @@ class Spy:
             raise ImportError("the spy stops here")
 
 sys.meta_path.insert(0, Spy())
-from callgate.models.providers import import_litellm
+from callgate.models.litellm_client import import_litellm
 try:
     import_litellm()
 except ImportError:

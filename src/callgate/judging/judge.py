@@ -32,8 +32,10 @@ from pydantic import (
 from callgate.checks.verdict import ArgsVerdict, Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
 from callgate.models.config import Candidate, refuse_max_tokens
-from callgate.models.providers import Reply, api_key, make_client, target_for
+from callgate.models.providers import make_client
+from callgate.models.replies import Reply
 from callgate.models.retry import RetryPolicy
+from callgate.models.targets import api_key, target_for
 from callgate.reading import loads, read_text, reading_toml
 from callgate.stats import Z95
 

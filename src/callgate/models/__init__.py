@@ -1,2 +1,4 @@
-"""Calling a model: the candidate's configuration (`config`), the provider clients and their
-cache (`providers`) and the retry policy (`retry`). Used by live runs and by the judge."""
+"""Calling a model: the candidate's configuration (`config`), where its requests go (`targets`),
+the two clients (`lean`, `litellm_client`) behind one interface (`providers`), what a request
+comes back as (`replies`), what a reply cost (`pricing`), the lines recorded for each attempt
+(`recorded_lines`) and the retry policy (`retry`). Used by live runs and by the judge."""

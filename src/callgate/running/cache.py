@@ -12,7 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from callgate.models.providers import FATAL, Client, Target
+from callgate.models.providers import Client
+from callgate.models.replies import FATAL
+from callgate.models.targets import Target
 from callgate.running.plan import Attempt
 from callgate.running.state import RunnerState
 from callgate.store.db import now

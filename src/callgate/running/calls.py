@@ -8,15 +8,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from callgate.models.providers import (
-    Client,
-    Pricing,
-    ProviderFailure,
-    Reply,
-    Target,
-    failure_line,
-    reply_line,
-)
+from callgate.models.pricing import Pricing
+from callgate.models.providers import Client
+from callgate.models.recorded_lines import failure_line, reply_line
+from callgate.models.replies import ProviderFailure, Reply
+from callgate.models.targets import Target
 from callgate.running.cache import ResponseCache, _dumps, _Outcome
 from callgate.running.plan import Attempt
 from callgate.scoring.pipeline import Recorder

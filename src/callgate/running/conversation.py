@@ -12,7 +12,9 @@ from typing import Any
 
 from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
-from callgate.models.providers import Client, Pricing, Target
+from callgate.models.pricing import Pricing
+from callgate.models.providers import Client
+from callgate.models.targets import Target
 from callgate.running.cache import _dumps
 from callgate.running.calls import AttemptCalls
 from callgate.running.plan import Attempt, Conversation

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from callgate.models.providers import Target
+from callgate.models.targets import Target
 from callgate.suites.suite import Suite
 
 

@@ -20,7 +20,9 @@ from rich.console import Console
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
-from callgate.models.providers import Client, Pricing, Target, api_key, make_client, target_for
+from callgate.models.pricing import Pricing
+from callgate.models.providers import Client, make_client
+from callgate.models.targets import Target, api_key, target_for
 from callgate.running.cache import _stored
 from callgate.running.conversation import _Talk
 from callgate.running.plan import Attempt, Conversation, plan, plan_conversations

@@ -18,7 +18,9 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from callgate.models.providers import Client, Pricing, Target
+from callgate.models.pricing import Pricing
+from callgate.models.providers import Client
+from callgate.models.targets import Target
 from callgate.running.conversation import ConversationLoop
 from callgate.running.plan import Attempt, Conversation
 from callgate.scoring.pipeline import Recorder

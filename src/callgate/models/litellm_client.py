@@ -1,0 +1,148 @@
+"""The litellm client, for every provider litellm knows (Anthropic, Gemini, Bedrock, ...):
+`litellm.acompletion` with litellm's own retries off, its exceptions mapped onto the same
+classified `ProviderFailure`s the lean client returns, and the key redacted from replies and
+messages. litellm takes seconds to import and reaches the network at import unless told not to,
+so `import_litellm` sets its offline switches first and is called only when a model is called or
+priced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+from callgate.models.replies import (
+    ProviderFailure,
+    Reply,
+    _ms,
+    _redact,
+    _short,
+    _timeout_message,
+    classify_status,
+    error_message,
+    parse_retry_after,
+)
+from callgate.models.targets import Target
+from callgate.suites.responses import TOKEN_FIELDS
+
+
+def import_litellm() -> Any:
+    """Import litellm with its network-at-import switched off (seconds, so only when needed)."""
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True  # else it prints help banners on stdout with each error
+    return litellm
+
+
+class LitellmClient:
+    """litellm.acompletion, with its own retries off."""
+
+    name = "litellm"
+
+    def __init__(self, target: Target, key: str | None) -> None:
+        self._litellm = import_litellm()
+        self._target = target
+        self._key = key
+        if key is None and target.route == "openai" and target.api_base:
+            # litellm's OpenAI route insists on a key; a keyless local server ignores this one.
+            self._key_arg: str | None = "no-key"
+        else:
+            self._key_arg = key
+
+    async def send(self, body: dict[str, Any], timeout: float) -> Reply | ProviderFailure:
+        target = self._target
+        params = dict(body)
+        params.pop("model", None)
+        messages = params.pop("messages")
+        tools = params.pop("tools", None)
+        kwargs: dict[str, Any] = {}
+        if "reasoning_effort" in params:
+            kwargs["reasoning_effort"] = params.pop("reasoning_effort")
+        if target.lean_url is not None:
+            # OpenAI-compatible routes: the rest goes in the body verbatim, as the lean client
+            # sends it.
+            if params:
+                kwargs["extra_body"] = params
+        else:
+            kwargs.update(params)
+        if tools:
+            kwargs["tools"] = tools
+        if target.api_base:
+            kwargs["api_base"] = target.api_base
+        if self._key_arg is not None:
+            kwargs["api_key"] = self._key_arg
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(timeout + 5):  # backstop: litellm enforces `timeout` itself
+                response = await self._litellm.acompletion(
+                    model=target.model,
+                    messages=messages,
+                    timeout=timeout,
+                    num_retries=0,
+                    max_retries=0,
+                    **kwargs,
+                )
+        except TimeoutError:
+            return ProviderFailure("timeout", _timeout_message(timeout), latency_ms=_ms(started))
+        except Exception as exc:  # litellm maps every provider fault onto its exceptions
+            return self._failure(exc, timeout, _ms(started))
+        latency = _ms(started)
+        payload = response.model_dump(mode="json")
+        usage = payload.get("usage")
+        if isinstance(usage, dict) and not any(usage.get(k) for k in TOKEN_FIELDS):
+            # litellm fills in zeros for a reply that reported no usage: unknown is not 0.
+            payload["usage"] = None
+        if self._key:
+            text = json.dumps(payload)
+            if self._key in text:
+                payload = json.loads(_redact(text, self._key))
+        return Reply(payload, latency)
+
+    def _failure(self, exc: Exception, timeout: float, latency: float) -> ProviderFailure:
+        lt = self._litellm
+        status = getattr(exc, "status_code", None)
+        headers = getattr(exc, "litellm_response_headers", None)
+        if headers is None:
+            headers = getattr(getattr(exc, "response", None), "headers", None)
+        if isinstance(exc, lt.Timeout):
+            return ProviderFailure("timeout", _timeout_message(timeout), latency_ms=latency)
+        if isinstance(exc, lt.APIConnectionError):
+            kind, status = "connection", None
+        elif not isinstance(status, int) or status < 400:
+            kind = "bad_response"
+        else:
+            kind = classify_status(status)
+        if isinstance(exc, lt.ContentPolicyViolationError):
+            kind = "refused"
+        message = _redact(_litellm_message(exc), self._key)
+        return ProviderFailure(
+            kind,
+            _short(message),
+            status=status if isinstance(status, int) else None,
+            retry_after=parse_retry_after(headers),
+            latency_ms=latency,
+        )
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _litellm_message(exc: Exception) -> str:
+    """The provider's own message where litellm kept it, else litellm's text."""
+    found = error_message(getattr(exc, "body", None))
+    if found:
+        return found
+    text = str(getattr(exc, "message", None) or exc)
+    _, sep, tail = text.partition("Exception - ")
+    if sep:
+        try:
+            found = error_message(json.loads(tail))
+        except ValueError:
+            found = None
+        return found or tail
+    return text
