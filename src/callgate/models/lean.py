@@ -17,13 +17,13 @@ from callgate.models.config import FLAGS
 from callgate.models.replies import (
     ProviderFailure,
     Reply,
-    _ms,
-    _redact,
-    _short,
-    _timeout_message,
     classify_status,
     error_message,
+    ms_since,
     parse_retry_after,
+    redact,
+    shorten,
+    timeout_message,
 )
 from callgate.models.targets import LEAN_BASES, Target
 from callgate.reading import loads
@@ -97,14 +97,15 @@ class LeanClient:
                 status = response.status
                 headers = response.headers
         except TimeoutError:
-            return ProviderFailure("timeout", _timeout_message(timeout), latency_ms=_ms(started))
+            return ProviderFailure("timeout", timeout_message(timeout),
+                                   latency_ms=ms_since(started))
         except aiohttp.ClientError as exc:
-            message = _redact(f"{type(exc).__name__}: {exc}", self._key)
-            return ProviderFailure("connection", _short(message), latency_ms=_ms(started))
-        latency = _ms(started)
+            message = redact(f"{type(exc).__name__}: {exc}", self._key)
+            return ProviderFailure("connection", shorten(message), latency_ms=ms_since(started))
+        latency = ms_since(started)
         text = raw.decode("utf-8", errors="replace")
         if self._key and self._key in text:
-            text = _redact(text, self._key)
+            text = redact(text, self._key)
         try:
             payload = loads(text, constants=True)  # NaN costs are cleaned in reply_line
         except ValueError as exc:  # not JSON, or nested too deep to read
@@ -112,7 +113,7 @@ class LeanClient:
                 return self._status_failure(status, text, headers, latency)
             return ProviderFailure(
                 "bad_response",
-                _short(f"the body is not valid JSON ({exc}): {text}"),
+                shorten(f"the body is not valid JSON ({exc}): {text}"),
                 status=status,
                 latency_ms=latency,
             )
@@ -120,7 +121,7 @@ class LeanClient:
             return self._status_failure(status, payload, headers, latency)
         if not isinstance(payload, dict):
             return ProviderFailure(
-                "bad_response", _short(f"not a JSON object: {text}"), status, latency_ms=latency
+                "bad_response", shorten(f"not a JSON object: {text}"), status, latency_ms=latency
             )
         if "error" in payload and not payload.get("choices"):
             # OpenRouter can answer 200 with an error object (its `code` is an HTTP status).
@@ -128,7 +129,7 @@ class LeanClient:
             kind = classify_status(code) if isinstance(code, int) else "bad_response"
             return ProviderFailure(
                 kind,
-                _short(error_message(payload) or text),
+                shorten(error_message(payload) or text),
                 status=code if isinstance(code, int) else status,
                 retry_after=parse_retry_after(headers),
                 latency_ms=latency,
@@ -142,7 +143,7 @@ class LeanClient:
             message = payload if isinstance(payload, str) else json.dumps(payload)
         return ProviderFailure(
             classify_status(status),
-            _short(message),
+            shorten(message),
             status=status,
             retry_after=parse_retry_after(headers),
             latency_ms=latency,

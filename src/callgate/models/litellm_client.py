@@ -17,13 +17,13 @@ from typing import Any
 from callgate.models.replies import (
     ProviderFailure,
     Reply,
-    _ms,
-    _redact,
-    _short,
-    _timeout_message,
     classify_status,
     error_message,
+    ms_since,
     parse_retry_after,
+    redact,
+    shorten,
+    timeout_message,
 )
 from callgate.models.targets import Target
 from callgate.suites.responses import TOKEN_FIELDS
@@ -88,10 +88,11 @@ class LitellmClient:
                     **kwargs,
                 )
         except TimeoutError:
-            return ProviderFailure("timeout", _timeout_message(timeout), latency_ms=_ms(started))
+            return ProviderFailure("timeout", timeout_message(timeout),
+                                   latency_ms=ms_since(started))
         except Exception as exc:  # litellm maps every provider fault onto its exceptions
-            return self._failure(exc, timeout, _ms(started))
-        latency = _ms(started)
+            return self._failure(exc, timeout, ms_since(started))
+        latency = ms_since(started)
         payload = response.model_dump(mode="json")
         usage = payload.get("usage")
         if isinstance(usage, dict) and not any(usage.get(k) for k in TOKEN_FIELDS):
@@ -100,7 +101,7 @@ class LitellmClient:
         if self._key:
             text = json.dumps(payload)
             if self._key in text:
-                payload = json.loads(_redact(text, self._key))
+                payload = json.loads(redact(text, self._key))
         return Reply(payload, latency)
 
     def _failure(self, exc: Exception, timeout: float, latency: float) -> ProviderFailure:
@@ -110,7 +111,7 @@ class LitellmClient:
         if headers is None:
             headers = getattr(getattr(exc, "response", None), "headers", None)
         if isinstance(exc, lt.Timeout):
-            return ProviderFailure("timeout", _timeout_message(timeout), latency_ms=latency)
+            return ProviderFailure("timeout", timeout_message(timeout), latency_ms=latency)
         if isinstance(exc, lt.APIConnectionError):
             kind, status = "connection", None
         elif not isinstance(status, int) or status < 400:
@@ -119,10 +120,10 @@ class LitellmClient:
             kind = classify_status(status)
         if isinstance(exc, lt.ContentPolicyViolationError):
             kind = "refused"
-        message = _redact(_litellm_message(exc), self._key)
+        message = redact(_litellm_message(exc), self._key)
         return ProviderFailure(
             kind,
-            _short(message),
+            shorten(message),
             status=status if isinstance(status, int) else None,
             retry_after=parse_retry_after(headers),
             latency_ms=latency,

@@ -111,17 +111,17 @@ def error_message(data: Any) -> str | None:
     return None
 
 
-def _redact(text: str, secret: str | None) -> str:
+def redact(text: str, secret: str | None) -> str:
     return text.replace(secret, REDACTED) if secret and secret in text else text
 
 
-def _short(text: str) -> str:
+def shorten(text: str) -> str:
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + "…"
 
 
-def _timeout_message(timeout: float) -> str:
+def timeout_message(timeout: float) -> str:
     return f"no response within {timeout:g} s"
 
 
-def _ms(started: float) -> float:
+def ms_since(started: float) -> float:
     return (time.perf_counter() - started) * 1000

@@ -22,23 +22,26 @@ from callgate.suites.responses import Response, parse_response
 
 
 @dataclass
-class _Outcome:
+class AttemptOutcome:
+    """One attempt's answer: the response, the line stored for it, and the tries it took."""
+
     attempt: Attempt
     response: Response
     line: str
     tries: int
 
 
-def _dumps(line: dict[str, Any]) -> str:
+def line_text(line: dict[str, Any]) -> str:
+    """A recorded line as it is stored: compact JSON, non-ASCII kept."""
     return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
 
 
-def _stored(attempt: Attempt, text: str) -> tuple[Response, str]:
+def stored_response(attempt: Attempt, text: str) -> tuple[Response, str]:
     """A stored line as this attempt's response (identical requests share a cache key)."""
     line = json.loads(text)
     if line.get("case_id") != attempt.case_id or line.get("repeat") != attempt.repeat:
         line["case_id"], line["repeat"] = attempt.case_id, attempt.repeat
-        text = _dumps(line)
+        text = line_text(line)
     return parse_response(line), text
 
 
@@ -54,7 +57,7 @@ class ResponseCache(RunnerState):
             return None  # online, a stored failure is called again
         return row
 
-    def _save_request(self, outcome: _Outcome, client: Client, target: Target) -> None:
+    def _save_request(self, outcome: AttemptOutcome, client: Client, target: Target) -> None:
         """Keep one request and its answer (an attempt, or a turn of a conversation) for the
         cache; count its spend, and stop the run on a failure every request would repeat."""
         attempt, response = outcome.attempt, outcome.response

@@ -13,7 +13,7 @@ from callgate.models.providers import Client
 from callgate.models.recorded_lines import failure_line, reply_line
 from callgate.models.replies import ProviderFailure, Reply
 from callgate.models.targets import Target
-from callgate.running.cache import ResponseCache, _dumps, _Outcome
+from callgate.running.cache import AttemptOutcome, ResponseCache, line_text
 from callgate.running.plan import Attempt
 from callgate.scoring.pipeline import Recorder
 from callgate.suites.responses import parse_response
@@ -24,7 +24,7 @@ class AttemptCalls(ResponseCache):
 
     async def _attempt(
         self, attempt: Attempt, client: Client, target: Target, pricing: Pricing
-    ) -> _Outcome:
+    ) -> AttemptOutcome:
         policy = self.settings.retry
         started = time.monotonic()
         tries = 0
@@ -49,13 +49,13 @@ class AttemptCalls(ResponseCache):
                         latency_ms=sent.latency_ms,
                     )
                 else:
-                    return _Outcome(attempt, response, _dumps(line), tries)
+                    return AttemptOutcome(attempt, response, line_text(line), tries)
             else:
                 failure = sent
             note = self._give_up(failure, tries, started)
             if note is not None:
                 line = failure_line(attempt.case_id, attempt.repeat, failure, note)
-                return _Outcome(attempt, parse_response(line), _dumps(line), tries)
+                return AttemptOutcome(attempt, parse_response(line), line_text(line), tries)
             delay = policy.delay(tries, failure.retry_after, self.rng)
             if failure.kind == "rate_limit" and failure.retry_after:
                 # Everyone holds off: the limit is the account's, not this request's.
@@ -79,7 +79,7 @@ class AttemptCalls(ResponseCache):
         return None
 
     def _record(
-        self, outcome: _Outcome, client: Client, target: Target, recorder: Recorder
+        self, outcome: AttemptOutcome, client: Client, target: Target, recorder: Recorder
     ) -> None:
         """Keep a single-turn attempt's request and answer, then check and score it."""
         attempt, response = outcome.attempt, outcome.response

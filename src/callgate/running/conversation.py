@@ -15,7 +15,7 @@ from callgate.checks.tool_answers import ToolAnswers
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client
 from callgate.models.targets import Target
-from callgate.running.cache import _dumps
+from callgate.running.cache import line_text
 from callgate.running.calls import AttemptCalls
 from callgate.running.plan import Attempt, Conversation
 from callgate.scoring.pipeline import Recorder
@@ -24,7 +24,7 @@ from callgate.suites.responses import Response, parse_response
 
 
 @dataclass
-class _Talk:
+class Talk:
     """A finished conversation: its `turns` line and the request behind every turn."""
 
     conversation: Conversation
@@ -43,7 +43,7 @@ class ConversationLoop(AttemptCalls):
         client: Client | None,
         target: Target,
         pricing: Pricing | None,
-    ) -> _Talk | None:
+    ) -> Talk | None:
         """Turn after turn: send, read the calls, append their results, until the model answers
         without a call, a turn is cut or fails, or max_turns is reached.
 
@@ -115,9 +115,9 @@ class ConversationLoop(AttemptCalls):
                 ),
             ]
         line = _turns_line(conversation, lines, ending, error)
-        return _Talk(conversation, parse_response(line), _dumps(line), keys, cached)
+        return Talk(conversation, parse_response(line), line_text(line), keys, cached)
 
-    def _record_talk(self, talk: _Talk, recorder: Recorder) -> None:
+    def _record_talk(self, talk: Talk, recorder: Recorder) -> None:
         conversation, response = talk.conversation, talk.response
         run_id = recorder.run_id
         if not all(talk.cached):

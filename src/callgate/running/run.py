@@ -23,8 +23,8 @@ from callgate.models.config import Candidate
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client, make_client
 from callgate.models.targets import Target, api_key, target_for
-from callgate.running.cache import _stored
-from callgate.running.conversation import _Talk
+from callgate.running.cache import stored_response
+from callgate.running.conversation import Talk
 from callgate.running.plan import Attempt, Conversation, plan, plan_conversations
 from callgate.running.settings import RunSettings
 from callgate.running.workers import WorkerPool
@@ -99,7 +99,7 @@ class LiveRunner(WorkerPool):
         hits = [(a, stored[a.key]) for a in attempts if usable(stored.get(a.key))]
         misses = [a for a in attempts if not usable(stored.get(a.key))]
         # A conversation is answered from the store when every one of its turns is.
-        talks: list[_Talk] = []
+        talks: list[Talk] = []
         unfinished: list[Conversation] = []
         for conversation in plan_conversations(self.suite, settings.repeats):
             if shard is not None and not shard.holds(conversation.case_id):
@@ -188,7 +188,7 @@ class LiveRunner(WorkerPool):
         target: Target,
         pricing: Pricing,
         recorder: Recorder,
-        talks: list[_Talk] | None = None,
+        talks: list[Talk] | None = None,
         unfinished: list[Conversation] | None = None,
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
@@ -203,7 +203,7 @@ class LiveRunner(WorkerPool):
         )
         with progress:
             for attempt, row in hits:
-                response, line = _stored(attempt, row["line"])
+                response, line = stored_response(attempt, row["line"])
                 recorder.add(response, line)
                 self._links.append((run_id, attempt.case_id, attempt.repeat, attempt.key, 1))
                 if response.error is not None:
