@@ -95,3 +95,13 @@ def test_one_expected_call_checked_under_other_rules_and_schemas_gets_their_matc
         fresh = ExpectedCall(tool="f", args={"city": "New York", "n": 2})
         assert value_mismatch(call, given, rules, schema) == value_mismatch(
             fresh, given, rules, schema)
+
+
+def test_a_copy_with_other_arguments_gets_its_own_matcher() -> None:
+    call = ExpectedCall(tool="f", args={"n": 1})
+    given = ParsedCall(0, "f", {"n": 2}, None)
+    assert value_mismatch(call, given) == "f.n: expected 1, got 2"
+    # model_copy shares the memo with the original; the copy's matcher must not be the old one.
+    other = call.model_copy(update={"args": ExpectedCall(tool="f", args={"n": 2}).args})
+    assert value_mismatch(other, given) is None
+    assert value_mismatch(call, given) == "f.n: expected 1, got 2"

@@ -116,10 +116,12 @@ def matcher(
     expected: ExpectedCall, rules: MatchRules, schema: Mapping[str, Any] | None
 ) -> CallMatcher:
     """The expected call's matcher under these rules and schema, built on first use. It holds
-    both, so an id reused by a newer object is never mistaken for them."""
+    both, so an id reused by a newer object is never mistaken for them, and the call's
+    arguments, so a copy with other arguments (model_copy shares the memo) gets its own."""
     key = (id(rules), id(schema))
     found: CallMatcher | None = expected.memo.get(key)
-    if found is None or found.rules is not rules or found.schema is not schema:
+    if (found is None or found.rules is not rules or found.schema is not schema
+            or found.specs is not expected.args):
         found = expected.memo[key] = CallMatcher(expected, rules, schema)
     return found
 
