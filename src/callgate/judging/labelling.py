@@ -130,14 +130,10 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
             continue
         tool, arguments = labels
         note = ask("note (why)", default="").strip()
-        labelled = item.model_copy(update={
-            "split": split,
-            "label": Labels(tool_choice=tool, arguments=arguments),  # type: ignore[arg-type]
-            "labeller": labeller,
-            "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "note": note or f"labelled by hand from run {run_id}; the judge said "
-                            f"{row['tool_choice']}/{row['arguments']}",
-        })
+        labelled = with_person_labels(
+            item, labeller, tool, arguments,
+            note or f"labelled by hand from run {run_id}; the judge said "
+                    f"{row['tool_choice']}/{row['arguments']}", split=split)
         append_item(set_path, labelled)
         added += 1
     if added:
@@ -168,16 +164,8 @@ def label_item(store: Store, set_path: Path, item: CalibrationItem, labeller: st
     """A person's label on an item of a set, as `judge label` keeps one: the item with the
     label appended to the file, the file reloaded into the store; plus a person_labels row
     with who labelled it and when (returned)."""
-    labelled = item.model_copy(update={
-        "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
-        "note": note or f"labelled by hand by {labeller}",
-        "labeller": labeller,
-        "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    })
-    line = append_item(set_path, labelled)
-    reload_set(store, set_path)
-    return store.add_person_label(set_path.name, item.id, labeller, tool_choice, arguments,
-                                  labelled.note, line)
+    return _keep_person_label(store, set_path, with_person_labels(
+        item, labeller, tool_choice, arguments, note or f"labelled by hand by {labeller}"))
 
 
 def undo_label(store: Store, set_path: Path, labeller: str) -> dict[str, Any] | None:
@@ -211,15 +199,31 @@ def label_judged_attempt(store: Store, run_id: int, set_path: Path, item: Calibr
                          arguments: str, note: str = "", split: str = "dev") -> dict[str, Any]:
     """One judged attempt labelled by a person, kept as `label_judged_attempts` keeps it (the
     item appended to the file, the file reloaded), plus who labelled it and when."""
-    labelled = item.model_copy(update={
-        "split": split,
+    return _keep_person_label(store, set_path, with_person_labels(
+        item, labeller, tool_choice, arguments,
+        note or f"labelled by hand by {labeller} from run {run_id}; the judge said "
+                f"{judgement['tool_choice']}/{judgement['arguments']}", split=split))
+
+
+def with_person_labels(item: CalibrationItem, labeller: str, tool_choice: str, arguments: str,
+                       note: str, **fields: Any) -> CalibrationItem:
+    """The item with a person's labels, their note, who gave them and when (and `fields`,
+    e.g. its split)."""
+    return item.model_copy(update={
+        **fields,
         "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
-        "note": note or f"labelled by hand by {labeller} from run {run_id}; the judge said "
-                        f"{judgement['tool_choice']}/{judgement['arguments']}",
+        "note": note,
         "labeller": labeller,
         "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
     })
+
+
+def _keep_person_label(store: Store, set_path: Path, labelled: CalibrationItem
+                       ) -> dict[str, Any]:
+    """A labelled item appended to its file, the file reloaded into the store, and the
+    person_labels row saying who labelled it and when (returned)."""
     line = append_item(set_path, labelled)
     reload_set(store, set_path)
-    return store.add_person_label(set_path.name, item.id, labeller, tool_choice, arguments,
+    return store.add_person_label(set_path.name, labelled.id, labelled.labeller,
+                                  labelled.label.tool_choice, labelled.label.arguments,
                                   labelled.note, line)
