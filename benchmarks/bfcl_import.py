@@ -15,7 +15,6 @@ loaded from the same wheel.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import subprocess
@@ -31,8 +30,10 @@ from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store
 from callgate.suites.suite import load_suite
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the BFCL fixture
+from bfcl_fixture import load_harness
+
 DOWNLOADS = Path("/tmp/bfcl")
-HARNESS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "bfcl" / "harness.py"
 
 
 def find_wheel(given: Path | None) -> Path:
@@ -47,14 +48,6 @@ def find_wheel(given: Path | None) -> Path:
         wheels = sorted(DOWNLOADS.glob("bfcl_eval-*.whl"))
     return wheels[-1]
 
-
-def load_harness() -> Any:
-    spec = importlib.util.spec_from_file_location("bfcl_harness", HARNESS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bfcl_harness"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def bench(source: Path, category: str, work: Path, repeat: int) -> None:

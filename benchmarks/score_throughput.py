@@ -18,7 +18,6 @@ the suite and the attempts grow: benchmarks/score_memory.py).
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import resource
 import subprocess
@@ -38,6 +37,10 @@ from callgate.store.db import Store
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import load_suite
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the BFCL fixture
+from bfcl_fixture import FIXTURES as BFCL
+from bfcl_fixture import load_harness
+
 
 def write_responses(path: Path, attempts: int) -> None:
     root = example_path()
@@ -55,17 +58,8 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-BFCL = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "bfcl"
 BFCL_CATEGORIES = ("simple_python", "live_multiple")
 
-
-def _harness() -> Any:
-    spec = importlib.util.spec_from_file_location("bfcl_harness", BFCL / "harness.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bfcl_harness"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _bfcl_decode(harness: Any, names: dict[str, str], message: dict[str, Any]) -> Any:
@@ -96,7 +90,7 @@ def bfcl_rates(tmp: Path, only_right: bool, rounds: int = 3) -> BfclRates:
     checker and are left out of its count. Best of `rounds` for each, alternating, in CPU
     time.
     """
-    harness = _harness()
+    harness = load_harness()
     ast_checker = harness.load_ast_checker()
     reference = harness.Reference(ast_checker)
     ours: list[tuple[Any, Any, Any]] = []  # (case, response, schemas, validators, rules)

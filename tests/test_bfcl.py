@@ -6,7 +6,6 @@ a verbatim copy) wherever it decides them; see tests/fixtures/bfcl/harness.py.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bfcl_fixture import FIXTURES, load_harness
 from jsonschema import Draft7Validator
 
 from callgate.checks.check import check_response
@@ -28,20 +28,9 @@ from callgate.store.db import Store
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import MatchRules, load_suite
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
 DATA = FIXTURES / "data"
 
-
-def _load_harness() -> Any:
-    spec = importlib.util.spec_from_file_location("bfcl_harness", FIXTURES / "harness.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bfcl_harness"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-harness = _load_harness()
+harness = load_harness()
 REFERENCE = harness.Reference(harness.load_ast_checker())
 
 

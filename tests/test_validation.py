@@ -10,15 +10,14 @@ tend to disagree (regular expressions, formats, 1 vs 1.0 vs true, float multiple
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
+from bfcl_fixture import FIXTURES, load_harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator
@@ -33,19 +32,8 @@ from callgate.importers.bfcl import CATEGORIES, import_category
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite, load_suite
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
 EXAMPLES = example_path("examples")
 
-
-def _load_harness() -> Any:
-    if "bfcl_harness" in sys.modules:
-        return sys.modules["bfcl_harness"]
-    spec = importlib.util.spec_from_file_location("bfcl_harness", FIXTURES / "harness.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bfcl_harness"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @contextlib.contextmanager
@@ -67,7 +55,7 @@ def corpus(tmp: Path) -> Iterator[tuple[str, Suite, list[dict[str, Any]]]]:
             if line.strip()
         ]
         yield root.name, suite, raws
-    harness = _load_harness()
+    harness = load_harness()
     for category in CATEGORIES:
         suite = load_suite(import_category(FIXTURES / "data", category, tmp / category).out)
         raws = [
