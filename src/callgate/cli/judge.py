@@ -356,18 +356,14 @@ def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None,
 def _plan_run(run_id: int, width: float, db: Path) -> None:
     from callgate.judging.audit import describe_width_plan, width_plan
     from callgate.judging.calibration import Certificate, dimension_rates
+    from callgate.judging.labelling import judged_run
     from callgate.store.db import Store
 
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
         with Store(db) as store:
-            run = store.run(run_id)
-            if run is None:
-                raise CallgateError(f"no run {run_id} in {db}")
-            judgements = store.judgements(run_id)
-            if not judgements:
-                raise CallgateError(f"run {run_id} has no attempts decided by a judge")
+            run, _ = judged_run(store, run_id)
             cert_json = (store.certificate(run["judge_fingerprint"])
                          if run.get("judge_fingerprint") else None)
             report = None

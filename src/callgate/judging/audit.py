@@ -28,7 +28,13 @@ from callgate.judging.estimates import (
     raw_share,
 )
 from callgate.judging.judge import JudgeOutput, cache_key
-from callgate.judging.labelling import LabellingStopped, ask_labels, item_text, judged_items
+from callgate.judging.labelling import (
+    LabellingStopped,
+    ask_labels,
+    item_text,
+    judged_items,
+    judged_run,
+)
 from callgate.judging.planning import (
     AuditMoments,
     AuditPlan,
@@ -55,12 +61,8 @@ def draw_audit(store: Store, run_id: int, n: int, seed: int | None = None
     """Draw (or grow to n) the audit of a run. Returns the seed and the audit's items."""
     if n < 1:
         raise CallgateError("--n must be at least 1")
-    run = store.run(run_id)
-    if run is None:
-        raise CallgateError(f"no run {run_id} in {store.path}")
-    keys = [(row["case_id"], row["repeat"]) for row in store.judgements(run_id)]
-    if not keys:
-        raise CallgateError(f"run {run_id} has no attempts decided by a judge: nothing to audit")
+    _, rows = judged_run(store, run_id, then=": nothing to audit")
+    keys = [(row["case_id"], row["repeat"]) for row in rows]
     existing = store.audit(run_id)
     if existing is not None:
         if seed is not None and seed != existing["seed"]:

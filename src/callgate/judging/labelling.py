@@ -40,15 +40,23 @@ def _run_suite(store: Store, run: Mapping[str, Any]) -> Suite:
     return suite
 
 
-def judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], CalibrationItem]]:
-    """The judged attempts of a run, each as (judgement row, an unlabelled item holding what
-    the judge saw: for a multi-turn attempt, the whole trajectory with its tool results)."""
+def judged_run(store: Store, run_id: int, *, then: str = ""
+               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run and the rows of its attempts a judge decided; a CallgateError naming the run when
+    there is no such run, or no attempt of it a judge decided (`then` ends that message)."""
     run = store.run(run_id)
     if run is None:
         raise CallgateError(f"no run {run_id} in {store.path}")
     rows = store.judgements(run_id)
     if not rows:
-        raise CallgateError(f"run {run_id} has no attempts decided by a judge")
+        raise CallgateError(f"run {run_id} has no attempts decided by a judge{then}")
+    return run, rows
+
+
+def judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], CalibrationItem]]:
+    """The judged attempts of a run, each as (judgement row, an unlabelled item holding what
+    the judge saw: for a multi-turn attempt, the whole trajectory with its tool results)."""
+    run, rows = judged_run(store, run_id)
     tools = store.suite_tools(run["suite"])
     suite: Suite | None = None  # loaded only for multi-turn attempts: their tool results
     out = []
