@@ -79,11 +79,8 @@ class ResponseCache(RunnerState):
         if error_kind is not None:
             if error_kind in FATAL:
                 self.stop(f"{error_kind}: {response.error.message}")  # type: ignore[union-attr]
-        elif response.cost is None:
-            self.cost_unknown += 1
         else:
-            self.spend += response.cost
-            self.spend_known += 1
+            self.counters.count_cost(response.cost)
         if len(self._pending) >= 64:
             self._commit()
 

@@ -33,7 +33,7 @@ class AttemptCalls(ResponseCache):
             if wait > 0:
                 await asyncio.sleep(wait)
             tries += 1
-            self.requests += 1
+            self.counters.requests += 1
             sent = await client.send(attempt.body, self.settings.timeout)
             if isinstance(sent, Reply):
                 line = reply_line(
@@ -61,7 +61,7 @@ class AttemptCalls(ResponseCache):
                 # Everyone holds off: the limit is the account's, not this request's.
                 self._pause_until = max(self._pause_until, time.monotonic() + failure.retry_after)
             self._retries_left -= 1
-            self.retries += 1
+            self.counters.retries += 1
             await asyncio.sleep(delay)
 
     def _give_up(self, failure: ProviderFailure, tries: int, started: float) -> str | None:
@@ -84,8 +84,8 @@ class AttemptCalls(ResponseCache):
         """Keep a single-turn attempt's request and answer, then check and score it."""
         attempt, response = outcome.attempt, outcome.response
         self._save_request(outcome, client, target)
-        self.called += 1
+        self.counters.called += 1
         if response.error is not None:
-            self.errors += 1
+            self.counters.errors += 1
         self._links.append((recorder.run_id, attempt.case_id, attempt.repeat, attempt.key, 0))
         recorder.add(response, outcome.line)

@@ -121,9 +121,9 @@ class ConversationLoop(AttemptCalls):
         conversation, response = talk.conversation, talk.response
         run_id = recorder.run_id
         if not all(talk.cached):
-            self.called += 1
+            self.counters.called += 1
         if response.error is not None:
-            self.errors += 1
+            self.counters.errors += 1
         key, cached = talk.keys[-1], int(all(talk.cached))
         self._links.append((run_id, conversation.case_id, conversation.repeat, key, cached))
         self._turn_links.extend(

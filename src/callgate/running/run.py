@@ -25,6 +25,7 @@ from callgate.models.providers import Client, make_client
 from callgate.models.targets import Target, api_key, target_for
 from callgate.running.cache import stored_response
 from callgate.running.conversation import Talk
+from callgate.running.counters import progress_bar
 from callgate.running.plan import Attempt, Conversation, plan, plan_conversations
 from callgate.running.settings import RunSettings
 from callgate.running.workers import WorkerPool
@@ -171,13 +172,13 @@ class LiveRunner(WorkerPool):
             client=client.name if (misses or unfinished) and client is not None else None,
             attempts=total,
             cached=len(hits) + len(talks),
-            called=self.called,
-            requests=self.requests,
-            retries=self.retries,
-            provider_errors=self.errors,
-            spend=self.spend if self.spend_known else None,
-            cost_unknown=self.cost_unknown,
-            stopped=self._stopped,
+            called=self.counters.called,
+            requests=self.counters.requests,
+            retries=self.counters.retries,
+            provider_errors=self.counters.errors,
+            spend=self.counters.spend if self.counters.spend_known else None,
+            cost_unknown=self.counters.cost_unknown,
+            stopped=self.switch.reason,
         )
 
     async def _fill(
@@ -194,12 +195,12 @@ class LiveRunner(WorkerPool):
         """Record the stored answers, call for the rest, and score: the run's rows."""
         talks, unfinished = talks or [], unfinished or []
         run_id = recorder.run_id
-        progress = self._progress()
+        progress = progress_bar(self.console, enabled=self.settings.progress)
         task = progress.add_task(
             self.candidate.name,
             total=len(hits) + len(misses) + len(talks) + len(unfinished),
             errors=0,
-            spend=self._spend_text(),
+            spend=self.counters.spend_text(),
         )
         with progress:
             for attempt, row in hits:
@@ -207,11 +208,11 @@ class LiveRunner(WorkerPool):
                 recorder.add(response, line)
                 self._links.append((run_id, attempt.case_id, attempt.repeat, attempt.key, 1))
                 if response.error is not None:
-                    self.errors += 1
-                progress.update(task, advance=1, errors=self.errors)
+                    self.counters.errors += 1
+                progress.update(task, advance=1, errors=self.counters.errors)
             for talk in talks:
                 self._record_talk(talk, recorder)
-                progress.update(task, advance=1, errors=self.errors)
+                progress.update(task, advance=1, errors=self.counters.errors)
             completed = False
             try:
                 if misses or unfinished:
@@ -227,7 +228,7 @@ class LiveRunner(WorkerPool):
                 self.store.save_run_requests(self._links)
                 self.store.save_run_turns(self._turn_links)
                 recorder.keep_unjudged()
-                if self._stopped or not completed:
+                if self.switch.reason or not completed:
                     # Marked first: partial scores never serve as a baseline, nor replace the
                     # release's earlier finished run (the store keeps that one).
                     self.store.set_run_status(run_id, "interrupted")

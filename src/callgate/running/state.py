@@ -5,7 +5,6 @@ on it, one concern a class: the cache, the calls, the conversations, the workers
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import time
@@ -16,6 +15,7 @@ from rich.console import Console
 
 from callgate.models.config import Candidate
 from callgate.models.providers import Client
+from callgate.running.counters import RunCounters, StopSwitch
 from callgate.running.settings import RunSettings
 from callgate.scoring.pipeline import JudgeStep
 from callgate.store.db import Store
@@ -39,24 +39,15 @@ class RunnerState:
     rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self) -> None:
-        self._stop = asyncio.Event()
-        self._stopped: str | None = None
+        self.counters = RunCounters()
+        self.switch = StopSwitch()
         self._pause_until = 0.0
         self._retries_left = 0
         self._pending: list[tuple] = []
         self._links: list[tuple] = []
         self._turn_links: list[tuple] = []
         self._last_commit = time.monotonic()
-        self.requests = 0
-        self.retries = 0
-        self.errors = 0
-        self.called = 0
-        self.spend = 0.0
-        self.spend_known = 0
-        self.cost_unknown = 0
 
     def stop(self, reason: str = "interrupted") -> None:
         """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""
-        if self._stopped is None:
-            self._stopped = reason
-        self._stop.set()
+        self.switch.stop(reason)

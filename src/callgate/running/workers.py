@@ -9,14 +9,7 @@ import asyncio
 import signal
 from typing import Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import Progress
 
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client
@@ -43,7 +36,7 @@ class WorkerPool(ConversationLoop):
 
         async def worker() -> None:
             for attempt in queue:  # one shared iterator: each worker takes the next attempt
-                if self._stop.is_set():
+                if self.switch.is_set():
                     return
                 if isinstance(attempt, Conversation):
                     talk = await self._converse(attempt, client, target, pricing)
@@ -52,7 +45,10 @@ class WorkerPool(ConversationLoop):
                 else:
                     outcome = await self._attempt(attempt, client, target, pricing)
                     self._record(outcome, client, target, recorder)
-                progress.update(task, advance=1, errors=self.errors, spend=self._spend_text())
+                counters = self.counters
+                progress.update(
+                    task, advance=1, errors=counters.errors, spend=counters.spend_text()
+                )
 
         loop = asyncio.get_running_loop()
         handled = []
@@ -68,7 +64,7 @@ class WorkerPool(ConversationLoop):
             for _ in range(min(self.settings.concurrency, len(misses)))
         ]
         committer = asyncio.create_task(self._commit_loop())
-        stopper = asyncio.create_task(self._stop.wait())
+        stopper = asyncio.create_task(self.switch.wait())
         everything = asyncio.gather(*workers)
         try:
             waiting: list[asyncio.Future[Any]] = [everything, stopper]
@@ -85,20 +81,3 @@ class WorkerPool(ConversationLoop):
             await asyncio.gather(*workers, committer, stopper, return_exceptions=True)
             if everything.done() and not everything.cancelled():
                 everything.exception()  # retrieved: the cancellations were ours
-
-    def _spend_text(self) -> str:
-        text = f"${self.spend:.4f}" if self.spend_known else "$–"
-        return text + (f" (+{self.cost_unknown} unknown)" if self.cost_unknown else "")
-
-    def _progress(self) -> Progress:
-        return Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("errors {task.fields[errors]}"),
-            TextColumn("{task.fields[spend]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
-            disable=not self.settings.progress,
-        )
