@@ -6,20 +6,22 @@ that cannot be used becomes a recorded failure line, never an exception."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client
 from callgate.models.recorded_lines import failure_line, reply_line
-from callgate.models.replies import ProviderFailure, Reply
+from callgate.models.replies import FATAL, ProviderFailure, Reply
 from callgate.models.targets import Target
-from callgate.running.cache import AttemptOutcome, ResponseCache, line_text
+from callgate.running.cache import AttemptOutcome, line_text
 from callgate.running.plan import Attempt
+from callgate.running.state import RunnerState
 from callgate.scoring.pipeline import Recorder
 from callgate.suites.responses import parse_response
 
 
-class AttemptCalls(ResponseCache):
+class AttemptCalls(RunnerState):
     """Calling the model for an attempt, with retries, and recording the answer."""
 
     async def _attempt(
@@ -77,6 +79,19 @@ class AttemptCalls(ResponseCache):
         if time.monotonic() - started + soonest > policy.max_wait:
             return f" (a retry would pass the {policy.max_wait:g} s wait limit)"
         return None
+
+    def _save_request(self, outcome: AttemptOutcome, client: Client, target: Target) -> None:
+        """Keep one request and its answer (an attempt, or a turn of a conversation) for the
+        cache; count its spend, and stop the run on a failure every request would repeat."""
+        request = json.dumps(
+            target.request_record(client.name, outcome.attempt.body), ensure_ascii=False
+        )
+        self.cache.keep(outcome, target.model, request)
+        error = outcome.response.error
+        if error is None:
+            self.counters.count_cost(outcome.response.cost)
+        elif error.kind in FATAL:
+            self.stop(f"{error.kind}: {error.message}")
 
     def _record(
         self, outcome: AttemptOutcome, client: Client, target: Target, recorder: Recorder

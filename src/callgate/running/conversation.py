@@ -60,7 +60,7 @@ class ConversationLoop(AttemptCalls):
         error: dict[str, Any] | None = None
         for turn in range(case.max_turns):
             key = target.cache_key(messages, conversation.tools, conversation.repeat)
-            row = self._stored_turn(key)
+            row = self.cache.stored_turn(key)
             if row is not None:
                 line = json.loads(row["line"])
             elif client is None:

@@ -87,18 +87,9 @@ class LiveRunner(WorkerPool):
         if shard is not None:
             attempts = [a for a in attempts if shard.holds(a.case_id)]
         self.store.save_suite(self.suite)
-        stored = (
-            self.store.live_responses([a.key for a in attempts])
-            if settings.cache or settings.offline
-            else {}
-        )
-
-        def usable(row: dict[str, Any] | None) -> bool:
-            # Online, a stored failure is called again; offline it is reproduced as it was.
-            return row is not None and (settings.offline or row["error_kind"] is None)
-
-        hits = [(a, stored[a.key]) for a in attempts if usable(stored.get(a.key))]
-        misses = [a for a in attempts if not usable(stored.get(a.key))]
+        stored = self.cache.usable([a.key for a in attempts])
+        hits = [(a, stored[a.key]) for a in attempts if a.key in stored]
+        misses = [a for a in attempts if a.key not in stored]
         # A conversation is answered from the store when every one of its turns is.
         talks: list[Talk] = []
         unfinished: list[Conversation] = []
@@ -224,7 +215,7 @@ class LiveRunner(WorkerPool):
                 completed = True
             finally:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
-                self._commit()
+                self.cache.commit()
                 self.store.save_run_requests(self._links)
                 self.store.save_run_turns(self._turn_links)
                 recorder.keep_unjudged()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -15,6 +14,7 @@ from rich.console import Console
 
 from callgate.models.config import Candidate
 from callgate.models.providers import Client
+from callgate.running.cache import AnswerCache
 from callgate.running.counters import RunCounters, StopSwitch
 from callgate.running.settings import RunSettings
 from callgate.scoring.pipeline import JudgeStep
@@ -43,10 +43,14 @@ class RunnerState:
         self.switch = StopSwitch()
         self._pause_until = 0.0
         self._retries_left = 0
-        self._pending: list[tuple] = []
         self._links: list[tuple] = []
         self._turn_links: list[tuple] = []
-        self._last_commit = time.monotonic()
+        self.cache = AnswerCache(
+            self.store,
+            read=self.settings.cache or self.settings.offline,
+            offline=self.settings.offline,
+            commit_every=self.settings.commit_every,
+        )
 
     def stop(self, reason: str = "interrupted") -> None:
         """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""

@@ -63,7 +63,7 @@ class WorkerPool(ConversationLoop):
             asyncio.create_task(worker())
             for _ in range(min(self.settings.concurrency, len(misses)))
         ]
-        committer = asyncio.create_task(self._commit_loop())
+        committer = asyncio.create_task(self.cache.commit_loop())
         stopper = asyncio.create_task(self.switch.wait())
         everything = asyncio.gather(*workers)
         try:
