@@ -12,11 +12,9 @@ from typing import Any
 
 from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
-from callgate.models.pricing import Pricing
-from callgate.models.providers import Client
 from callgate.models.targets import Target
 from callgate.running.cache import line_text
-from callgate.running.calls import AttemptCalls
+from callgate.running.calls import AttemptCalls, Caller
 from callgate.running.plan import Attempt, Conversation
 from callgate.scoring.pipeline import Recorder
 from callgate.suites.environment import EnvironmentError_
@@ -40,15 +38,14 @@ class ConversationLoop(AttemptCalls):
     async def _converse(
         self,
         conversation: Conversation,
-        client: Client | None,
         target: Target,
-        pricing: Pricing | None,
+        caller: Caller | None,
     ) -> Talk | None:
         """Turn after turn: send, read the calls, append their results, until the model answers
         without a call, a turn is cut or fails, or max_turns is reached.
 
         Each turn is one request through the retry path, cached under the whole conversation so
-        far, so a killed run resumes at the first unanswered turn. Without a client, only stored
+        far, so a killed run resumes at the first unanswered turn. Without a caller, only stored
         turns are read: None when a turn is not stored."""
         case = self.suite.cases[conversation.case_id]
         answers = ToolAnswers(self.suite, case)
@@ -63,7 +60,7 @@ class ConversationLoop(AttemptCalls):
             row = self.cache.stored_turn(key)
             if row is not None:
                 line = json.loads(row["line"])
-            elif client is None:
+            elif caller is None:
                 return None
             else:
                 attempt = Attempt(
@@ -72,9 +69,7 @@ class ConversationLoop(AttemptCalls):
                     key,
                     target.body(messages, conversation.tools),
                 )
-                assert pricing is not None
-                outcome = await self._attempt(attempt, client, target, pricing)
-                self._save_request(outcome, client, target)
+                outcome = await caller.call(attempt)
                 line = json.loads(outcome.line)
             keys.append(key)
             cached.append(row is not None)

@@ -21,9 +21,10 @@ from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
 from callgate.models.pricing import Pricing
-from callgate.models.providers import Client, make_client
+from callgate.models.providers import make_client
 from callgate.models.targets import Target, api_key, target_for
 from callgate.running.cache import stored_response
+from callgate.running.calls import Caller
 from callgate.running.conversation import Talk
 from callgate.running.counters import progress_bar
 from callgate.running.plan import Attempt, Conversation, plan, plan_conversations
@@ -96,7 +97,7 @@ class LiveRunner(WorkerPool):
         for conversation in plan_conversations(self.suite, settings.repeats):
             if shard is not None and not shard.holds(conversation.case_id):
                 continue
-            talk = await self._converse(conversation, None, target, None)
+            talk = await self._converse(conversation, target, None)
             if talk is None:
                 unfinished.append(conversation)
             else:
@@ -113,17 +114,8 @@ class LiveRunner(WorkerPool):
                 f"response (first: case {first_id!r} repeat {first_repeat}); "
                 "run without --offline to call the model for them"
             )
-        client = self.client
-        pricing = Pricing(target)
-        if misses or unfinished:
-            key = api_key(target, self.environ)
-            if client is None:
-                client = make_client(target, self.candidate.client, key, settings.concurrency)
-            pricing.prepare()
-        budget = settings.retry.budget
-        self._retries_left = (
-            budget if budget is not None else max(20, len(misses) + len(unfinished))
-        )
+        to_call = len(misses) + len(unfinished)
+        caller = self._caller(target, to_call) if to_call else None
 
         with self.store.atomic():
             run_id = self.store.replace_run(
@@ -134,12 +126,10 @@ class LiveRunner(WorkerPool):
         recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts,
                             judge=self.judge)
         try:
-            scores = await self._fill(
-                hits, misses, client, target, pricing, recorder, talks, unfinished
-            )
+            scores = await self._fill(hits, misses, caller, recorder, talks, unfinished)
         finally:
-            if client is not None and self.client is None:
-                await client.aclose()
+            if caller is not None and self.client is None:
+                await caller.client.aclose()
         order = {case_id: i for i, case_id in enumerate(self.suite.cases)}
 
         def in_suite_order(verdicts: list[Verdict]) -> list[Verdict]:
@@ -160,7 +150,7 @@ class LiveRunner(WorkerPool):
         return LiveRun(
             result=result,
             candidate=self.candidate,
-            client=client.name if (misses or unfinished) and client is not None else None,
+            client=caller.client.name if caller is not None else None,
             attempts=total,
             cached=len(hits) + len(talks),
             called=self.counters.called,
@@ -172,13 +162,34 @@ class LiveRunner(WorkerPool):
             stopped=self.switch.reason,
         )
 
+    def _caller(self, target: Target, to_call: int) -> Caller:
+        """The caller for the attempts the store does not answer (`to_call` of them): the
+        candidate's client (or the one injected), its pricing, the retry policy and budget."""
+        key = api_key(target, self.environ)  # a missing key variable stops the run here
+        client = self.client
+        if client is None:
+            client = make_client(target, self.candidate.client, key, self.settings.concurrency)
+        pricing = Pricing(target)
+        pricing.prepare()
+        budget = self.settings.retry.budget
+        return Caller(
+            client,
+            target,
+            pricing,
+            policy=self.settings.retry,
+            timeout=self.settings.timeout,
+            retry_budget=budget if budget is not None else max(20, to_call),
+            cache=self.cache,
+            counters=self.counters,
+            stop=self.switch,
+            rng=self.rng,
+        )
+
     async def _fill(
         self,
         hits: list[tuple[Attempt, dict[str, Any]]],
         misses: list[Attempt],
-        client: Client | None,
-        target: Target,
-        pricing: Pricing,
+        caller: Caller | None,
         recorder: Recorder,
         talks: list[Talk] | None = None,
         unfinished: list[Conversation] | None = None,
@@ -207,10 +218,8 @@ class LiveRunner(WorkerPool):
             completed = False
             try:
                 if misses or unfinished:
-                    assert client is not None
-                    await self._call_all(
-                        [*misses, *unfinished], client, target, pricing, recorder, progress, task
-                    )
+                    assert caller is not None
+                    await self._call_all([*misses, *unfinished], caller, recorder, progress, task)
                 await recorder.judge_pending()
                 completed = True
             finally:

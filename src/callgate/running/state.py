@@ -41,8 +41,6 @@ class RunnerState:
     def __post_init__(self) -> None:
         self.counters = RunCounters()
         self.switch = StopSwitch()
-        self._pause_until = 0.0
-        self._retries_left = 0
         self._links: list[tuple] = []
         self._turn_links: list[tuple] = []
         self.cache = AnswerCache(

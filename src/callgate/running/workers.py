@@ -11,9 +11,7 @@ from typing import Any
 
 from rich.progress import Progress
 
-from callgate.models.pricing import Pricing
-from callgate.models.providers import Client
-from callgate.models.targets import Target
+from callgate.running.calls import Caller
 from callgate.running.conversation import ConversationLoop
 from callgate.running.plan import Attempt, Conversation
 from callgate.scoring.pipeline import Recorder
@@ -25,9 +23,7 @@ class WorkerPool(ConversationLoop):
     async def _call_all(
         self,
         misses: list[Attempt | Conversation],
-        client: Client,
-        target: Target,
-        pricing: Pricing,
+        caller: Caller,
         recorder: Recorder,
         progress: Progress,
         task: Any,
@@ -39,12 +35,11 @@ class WorkerPool(ConversationLoop):
                 if self.switch.is_set():
                     return
                 if isinstance(attempt, Conversation):
-                    talk = await self._converse(attempt, client, target, pricing)
-                    assert talk is not None  # with a client, every turn gets an answer
+                    talk = await self._converse(attempt, caller.target, caller)
+                    assert talk is not None  # with a caller, every turn gets an answer
                     self._record_talk(talk, recorder)
                 else:
-                    outcome = await self._attempt(attempt, client, target, pricing)
-                    self._record(outcome, client, target, recorder)
+                    self._record(await caller.call(attempt), recorder)
                 counters = self.counters
                 progress.update(
                     task, advance=1, errors=counters.errors, spend=counters.spend_text()
