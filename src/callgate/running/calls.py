@@ -19,8 +19,6 @@ from callgate.models.targets import Target
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
 from callgate.running.counters import RunCounters, StopSwitch
 from callgate.running.plan import Attempt
-from callgate.running.state import RunnerState
-from callgate.scoring.pipeline import Recorder
 from callgate.suites.responses import parse_response
 
 
@@ -126,16 +124,3 @@ class Caller:
             self.counters.count_cost(outcome.response.cost)
         elif error.kind in FATAL:
             self.stop.stop(f"{error.kind}: {error.message}")
-
-
-class AttemptCalls(RunnerState):
-    """Recording a single-turn attempt's answer."""
-
-    def _record(self, outcome: AttemptOutcome, recorder: Recorder) -> None:
-        """Check and score a single-turn attempt's answer, and link the run to it."""
-        attempt, response = outcome.attempt, outcome.response
-        self.counters.called += 1
-        if response.error is not None:
-            self.counters.errors += 1
-        self._links.append((recorder.run_id, attempt.case_id, attempt.repeat, attempt.key, 0))
-        recorder.add(response, outcome.line)

@@ -23,11 +23,11 @@ from callgate.models.config import Candidate
 from callgate.models.pricing import Pricing
 from callgate.models.providers import make_client
 from callgate.models.targets import Target, api_key, target_for
-from callgate.running.cache import stored_response
 from callgate.running.calls import Caller
-from callgate.running.conversation import Talk
+from callgate.running.conversation import Talk, converse
 from callgate.running.counters import progress_bar
 from callgate.running.plan import Attempt, Conversation, plan, plan_conversations
+from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
 from callgate.running.workers import WorkerPool
 from callgate.scoring.pipeline import JudgeStep, Recorder, RunResult
@@ -97,7 +97,7 @@ class LiveRunner(WorkerPool):
         for conversation in plan_conversations(self.suite, settings.repeats):
             if shard is not None and not shard.holds(conversation.case_id):
                 continue
-            talk = await self._converse(conversation, target, None)
+            talk = await converse(conversation, self.suite, target, self.cache, None)
             if talk is None:
                 unfinished.append(conversation)
             else:
@@ -125,8 +125,9 @@ class LiveRunner(WorkerPool):
             )
         recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts,
                             judge=self.judge)
+        record = RunRecord(recorder, self.counters)
         try:
-            scores = await self._fill(hits, misses, caller, recorder, talks, unfinished)
+            scores = await self._fill(hits, misses, caller, record, talks, unfinished)
         finally:
             if caller is not None and self.client is None:
                 await caller.client.aclose()
@@ -135,7 +136,7 @@ class LiveRunner(WorkerPool):
         def in_suite_order(verdicts: list[Verdict]) -> list[Verdict]:
             return sorted(verdicts, key=lambda v: (order[v.case_id], v.repeat))
 
-        answered = {link[1] for link in self._links}  # (run, case_id, repeat, key, cached)
+        answered = record.answered()
         result = RunResult(
             run_id=run_id,
             suite=self.suite,
@@ -190,13 +191,13 @@ class LiveRunner(WorkerPool):
         hits: list[tuple[Attempt, dict[str, Any]]],
         misses: list[Attempt],
         caller: Caller | None,
-        recorder: Recorder,
+        record: RunRecord,
         talks: list[Talk] | None = None,
         unfinished: list[Conversation] | None = None,
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
         talks, unfinished = talks or [], unfinished or []
-        run_id = recorder.run_id
+        recorder = record.recorder
         progress = progress_bar(self.console, enabled=self.settings.progress)
         task = progress.add_task(
             self.candidate.name,
@@ -206,32 +207,27 @@ class LiveRunner(WorkerPool):
         )
         with progress:
             for attempt, row in hits:
-                response, line = stored_response(attempt, row["line"])
-                recorder.add(response, line)
-                self._links.append((run_id, attempt.case_id, attempt.repeat, attempt.key, 1))
-                if response.error is not None:
-                    self.counters.errors += 1
+                record.stored(attempt, row)
                 progress.update(task, advance=1, errors=self.counters.errors)
             for talk in talks:
-                self._record_talk(talk, recorder)
+                record.talk(talk)
                 progress.update(task, advance=1, errors=self.counters.errors)
             completed = False
             try:
                 if misses or unfinished:
                     assert caller is not None
-                    await self._call_all([*misses, *unfinished], caller, recorder, progress, task)
+                    await self._call_all([*misses, *unfinished], caller, record, progress, task)
                 await recorder.judge_pending()
                 completed = True
             finally:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
                 self.cache.commit()
-                self.store.save_run_requests(self._links)
-                self.store.save_run_turns(self._turn_links)
+                record.save_links(self.store)
                 recorder.keep_unjudged()
                 if self.switch.reason or not completed:
                     # Marked first: partial scores never serve as a baseline, nor replace the
                     # release's earlier finished run (the store keeps that one).
-                    self.store.set_run_status(run_id, "interrupted")
+                    self.store.set_run_status(recorder.run_id, "interrupted")
                 scores = recorder.finish()
         return scores
 

@@ -41,8 +41,6 @@ class RunnerState:
     def __post_init__(self) -> None:
         self.counters = RunCounters()
         self.switch = StopSwitch()
-        self._links: list[tuple] = []
-        self._turn_links: list[tuple] = []
         self.cache = AnswerCache(
             self.store,
             read=self.settings.cache or self.settings.offline,

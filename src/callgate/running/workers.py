@@ -12,19 +12,20 @@ from typing import Any
 from rich.progress import Progress
 
 from callgate.running.calls import Caller
-from callgate.running.conversation import ConversationLoop
+from callgate.running.conversation import converse
 from callgate.running.plan import Attempt, Conversation
-from callgate.scoring.pipeline import Recorder
+from callgate.running.record import RunRecord
+from callgate.running.state import RunnerState
 
 
-class WorkerPool(ConversationLoop):
+class WorkerPool(RunnerState):
     """Calling for every unanswered attempt at once, within the concurrency bound."""
 
     async def _call_all(
         self,
         misses: list[Attempt | Conversation],
         caller: Caller,
-        recorder: Recorder,
+        record: RunRecord,
         progress: Progress,
         task: Any,
     ) -> None:
@@ -35,11 +36,11 @@ class WorkerPool(ConversationLoop):
                 if self.switch.is_set():
                     return
                 if isinstance(attempt, Conversation):
-                    talk = await self._converse(attempt, caller.target, caller)
+                    talk = await converse(attempt, self.suite, caller.target, self.cache, caller)
                     assert talk is not None  # with a caller, every turn gets an answer
-                    self._record_talk(talk, recorder)
+                    record.talk(talk)
                 else:
-                    self._record(await caller.call(attempt), recorder)
+                    record.called(await caller.call(attempt))
                 counters = self.counters
                 progress.update(
                     task, advance=1, errors=counters.errors, spend=counters.spend_text()
