@@ -1,7 +1,9 @@
 """One request to the model for one attempt, retried with exponential backoff and jitter on rate
 limits, 5xx, timeouts, connection faults and broken bodies, honouring Retry-After (a rate limit
 pauses every worker), within the policy's tries and wait and the run's retry budget. An answer
-that cannot be used becomes a recorded failure line, never an exception."""
+that cannot be used becomes a recorded failure line, never an exception. The request and its
+answer are kept for the cache and its spend counted; a failure every request would repeat (a
+bad key, no such model) stops the run."""
 
 from __future__ import annotations
 
