@@ -55,6 +55,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def imported_from(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` statement of `package` reads, relative levels resolved."""
+    if not node.level:
+        return node.module or ""
+    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+    return f"{base}.{node.module}" if node.module else base
+
+
 def imports(path: Path, module: str) -> set[str]:
     """Every callgate module the file imports, wherever the import statement is."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -63,11 +71,7 @@ def imports(path: Path, module: str) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "callgate")
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
+            target = imported_from(node, package)
             if target.split(".")[0] != "callgate":
                 continue
             folder = SRC.parent / target.replace(".", "/")
@@ -164,11 +168,7 @@ def _names(tree: ast.Module, path: Path, module: str) -> dict[str, str]:
                 if alias.asname:
                     bound[alias.asname] = alias.name
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                source = f"{base}.{node.module}" if node.module else base
-            else:
-                source = node.module or ""
+            source = imported_from(node, package)
             for alias in node.names:
                 bound[alias.asname or alias.name] = f"{source}.{alias.name}"
     return bound
