@@ -198,7 +198,7 @@ def test_a_killed_run_resumes_at_the_first_unanswered_turn(
             runner = LiveRunner(suite, candidate(loopback), store, "r1",
                                 settings=settings(), environ={KEY_ENV: KEY})
             task = asyncio.create_task(runner.run())
-            while runner.requests < 2:
+            while runner.counters.requests < 2:
                 await asyncio.sleep(0.01)
             runner.stop()
             return await task

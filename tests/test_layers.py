@@ -1,11 +1,13 @@
 """The packages are layered as the pipeline runs: a module may import its own package and the
 layers below it, never a layer above or a sibling of its own layer. Every import counts, those
 inside functions included (the CLI's lazy imports keep `callgate --help` fast; they may reach
-down, never up), so no cycle can hide behind a lazy import."""
+down, never up), so no cycle can hide behind a lazy import. And a class has at most one project
+base, itself without one: collaborators are passed, not inherited."""
 
 from __future__ import annotations
 
 import ast
+import builtins
 from pathlib import Path
 
 import callgate
@@ -53,6 +55,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def imported_from(node: ast.ImportFrom, package: str) -> str:
+    """The module a `from ... import` statement of `package` reads, relative levels resolved."""
+    if not node.level:
+        return node.module or ""
+    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+    return f"{base}.{node.module}" if node.module else base
+
+
 def imports(path: Path, module: str) -> set[str]:
     """Every callgate module the file imports, wherever the import statement is."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -61,11 +71,7 @@ def imports(path: Path, module: str) -> set[str]:
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "callgate")
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
+            target = imported_from(node, package)
             if target.split(".")[0] != "callgate":
                 continue
             folder = SRC.parent / target.replace(".", "/")
@@ -141,3 +147,126 @@ def test_every_expectation_kind_has_one_handler() -> None:
 def test_the_verdict_columns_are_the_verdicts_fields() -> None:
     assert VERDICT_COLUMNS[0] == "run"
     assert set(VERDICT_COLUMNS[1:]) <= set(Verdict.model_fields)
+
+
+# Classes deeper than the rule allows, each with the change that takes it apart; the test fails
+# when one of them is no longer too deep, so the list cannot outlive its reason.
+KNOWN_DEEP: dict[str, str] = {
+    "callgate.store.db.Store": "its record mixins on StoreBase (issue 25: typed store rows)",
+}
+
+
+def _names(tree: ast.Module, path: Path, module: str) -> dict[str, str]:
+    """What each name bound by the module's imports and classes refers to, fully qualified."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bound[node.name] = f"{module}.{node.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            source = imported_from(node, package)
+            for alias in node.names:
+                bound[alias.asname or alias.name] = f"{source}.{alias.name}"
+    return bound
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`Name`, `a.b.Name` or `Name[...]` as a dotted name; None for anything else."""
+    if isinstance(node, ast.Subscript):
+        return _dotted(node.value)
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
+
+
+def _qualified(dotted: str, bound: dict[str, str]) -> str:
+    head, _, rest = dotted.partition(".")
+    name = bound.get(head, head)
+    return f"{name}.{rest}" if rest else name
+
+
+def class_bases() -> dict[str, list[str]]:
+    """Every class in src (those inside functions included), by qualified name, with its bases:
+    a project class's qualified name, or a library base's name as written."""
+    names: dict[str, dict[str, str]] = {}
+    written: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        if "examples" in path.relative_to(SRC).parts:
+            continue
+        module = module_name(path)
+        tree = ast.parse(path.read_text(), str(path))
+        names[module] = bound = _names(tree, path, module)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                written[f"{module}.{node.name}"] = [
+                    _qualified(dotted, bound) for dotted in map(_dotted, node.bases) if dotted
+                ]
+
+    def resolve(name: str) -> str:
+        """A re-exported name followed to the module that defines the class."""
+        for _ in range(10):
+            if name in written:
+                return name
+            module, _, attr = name.rpartition(".")
+            if module not in names or attr not in names[module]:
+                return name
+            name = names[module][attr]
+        return name
+
+    return {cls: [resolve(base) for base in bases] for cls, bases in written.items()}
+
+
+def project_bases(bases: dict[str, list[str]], cls: str) -> list[str]:
+    return [base for base in bases[cls] if base in bases]
+
+
+def is_error(bases: dict[str, list[str]], cls: str) -> bool:
+    """An exception class: its bases are the categories an `except` catches, not shared code."""
+    for base in bases[cls]:
+        if base in bases:
+            if is_error(bases, base):
+                return True
+            continue
+        last = base.rsplit(".", 1)[-1]
+        builtin = getattr(builtins, last, None)
+        if (isinstance(builtin, type) and issubclass(builtin, BaseException)) or last.endswith(
+            ("Error", "Exception")
+        ):
+            return True
+    return False
+
+
+def test_no_class_is_more_than_one_project_class_deep() -> None:
+    bases = class_bases()
+    deep = {}
+    for cls in bases:
+        if is_error(bases, cls):
+            continue
+        above = project_bases(bases, cls)
+        grand = [g for base in above for g in project_bases(bases, base)]
+        if len(above) > 1 or grand:
+            deep[cls] = above + grand
+    wrong = [f"{cls} is built on {', '.join(chain)}" for cls, chain in sorted(deep.items())
+             if cls not in KNOWN_DEEP]
+    assert not wrong, "pass collaborators instead:\n" + "\n".join(wrong)
+    fixed = sorted(set(KNOWN_DEEP) - set(deep))
+    assert not fixed, f"no longer too deep, take them off KNOWN_DEEP: {fixed}"
+
+
+def test_the_class_bases_are_read() -> None:
+    """The test above sees real bases, re-exports and library bases told apart."""
+    bases = class_bases()
+    assert bases["callgate.store.opening.StoreLocked"] == ["callgate.store.opening.StoreError"]
+    assert bases["callgate.running.run.OfflineMiss"] == ["callgate.errors.CallgateError"]
+    assert bases["callgate.suites.suite.Case"] == ["callgate.suites.suite._Strict"]
+    assert bases["callgate.suites.suite._Strict"] == ["pydantic.BaseModel"]
+    assert "callgate.store.judging.JudgeRecords" in bases["callgate.store.db.Store"]
+    assert is_error(bases, "callgate.store.opening.StoreLocked")
+    assert not is_error(bases, "callgate.suites.suite.Case")

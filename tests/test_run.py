@@ -297,7 +297,7 @@ def test_stopping_keeps_what_finished_and_a_rerun_resumes(
                 environ={KEY_ENV: KEY},
             )
             task = asyncio.create_task(runner.run())
-            while runner.called < 4:
+            while runner.counters.called < 4:
                 await asyncio.sleep(0.01)
             runner.stop()
             return await task

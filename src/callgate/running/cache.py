@@ -1,8 +1,7 @@
 """The cache of model calls, which is also what lets a killed run resume: every request and its
 answer is kept in table live_responses under a SHA-256 key (model, api base, parameters,
 messages, tools, repeat index), committed in small batches as answers arrive, and read back
-instead of calling again. Saving a request also counts its spend, and stops the run on a
-failure every request would repeat (FATAL: a bad key, no such model)."""
+instead of calling again."""
 
 from __future__ import annotations
 
@@ -12,12 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from callgate.models.providers import Client
-from callgate.models.replies import FATAL
-from callgate.models.targets import Target
 from callgate.running.plan import Attempt
-from callgate.running.state import RunnerState
-from callgate.store.db import now
+from callgate.store.db import Store, now
 from callgate.suites.responses import Response, parse_response
 
 
@@ -45,56 +40,57 @@ def stored_response(attempt: Attempt, text: str) -> tuple[Response, str]:
     return parse_response(line), text
 
 
-class ResponseCache(RunnerState):
-    """Reading stored answers back and keeping new ones: the run's cache and resume."""
+class AnswerCache:
+    """The answers of table live_responses: read back (when the run reads the cache), and new
+    ones kept and committed in batches, at least every `commit_every` seconds."""
 
-    def _stored_turn(self, key: str) -> dict[str, Any] | None:
-        settings = self.settings
-        if not (settings.cache or settings.offline):
-            return None
-        row = self.store.live_responses([key]).get(key)
-        if row is None or (row["error_kind"] is not None and not settings.offline):
-            return None  # online, a stored failure is called again
-        return row
+    def __init__(self, store: Store, *, read: bool, offline: bool, commit_every: float) -> None:
+        self.store = store
+        self.read = read  # False: every attempt is called again (--no-cache)
+        self.offline = offline  # a stored failure is reproduced, not called again
+        self.commit_every = commit_every
+        self._pending: list[tuple] = []
+        self._last_commit = time.monotonic()
 
-    def _save_request(self, outcome: AttemptOutcome, client: Client, target: Target) -> None:
-        """Keep one request and its answer (an attempt, or a turn of a conversation) for the
-        cache; count its spend, and stop the run on a failure every request would repeat."""
+    def usable(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The stored rows of these keys the run may answer from."""
+        if not self.read:
+            return {}
+        rows = self.store.live_responses(keys)
+        # Online, a stored failure is called again; offline it is reproduced as it was.
+        return {key: row for key, row in rows.items()
+                if self.offline or row["error_kind"] is None}
+
+    def stored_turn(self, key: str) -> dict[str, Any] | None:
+        return self.usable([key]).get(key)
+
+    def keep(self, outcome: AttemptOutcome, model: str, request: str) -> None:
+        """Keep one request (an attempt, or a turn of a conversation) and its answer."""
         attempt, response = outcome.attempt, outcome.response
-        request = json.dumps(target.request_record(client.name, attempt.body), ensure_ascii=False)
-        error_kind = response.error.kind if response.error else None
         self._pending.append(
             (
                 attempt.key,
-                target.model,
+                model,
                 attempt.case_id,
                 attempt.repeat,
                 request,
                 outcome.line,
-                error_kind,
+                response.error.kind if response.error else None,
                 outcome.tries,
                 now(),
             )
         )
-        if error_kind is not None:
-            if error_kind in FATAL:
-                self.stop(f"{error_kind}: {response.error.message}")  # type: ignore[union-attr]
-        elif response.cost is None:
-            self.cost_unknown += 1
-        else:
-            self.spend += response.cost
-            self.spend_known += 1
         if len(self._pending) >= 64:
-            self._commit()
+            self.commit()
 
-    def _commit(self) -> None:
+    def commit(self) -> None:
         if self._pending:
             self.store.save_live_responses(self._pending)
             self._pending = []
         self._last_commit = time.monotonic()
 
-    async def _commit_loop(self) -> None:
+    async def commit_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.settings.commit_every)
-            if time.monotonic() - self._last_commit >= self.settings.commit_every:
-                self._commit()
+            await asyncio.sleep(self.commit_every)
+            if time.monotonic() - self._last_commit >= self.commit_every:
+                self.commit()

@@ -1,31 +1,66 @@
 """One request to the model for one attempt, retried with exponential backoff and jitter on rate
 limits, 5xx, timeouts, connection faults and broken bodies, honouring Retry-After (a rate limit
 pauses every worker), within the policy's tries and wait and the run's retry budget. An answer
-that cannot be used becomes a recorded failure line, never an exception."""
+that cannot be used becomes a recorded failure line, never an exception. The request and its
+answer are kept for the cache and its spend counted; a failure every request would repeat (a
+bad key, no such model) stops the run."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import random
 import time
 
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client
 from callgate.models.recorded_lines import failure_line, reply_line
-from callgate.models.replies import ProviderFailure, Reply
+from callgate.models.replies import FATAL, ProviderFailure, Reply
+from callgate.models.retry import RetryPolicy
 from callgate.models.targets import Target
-from callgate.running.cache import AttemptOutcome, ResponseCache, line_text
+from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
+from callgate.running.counters import RunCounters, StopSwitch
 from callgate.running.plan import Attempt
-from callgate.scoring.pipeline import Recorder
 from callgate.suites.responses import parse_response
 
 
-class AttemptCalls(ResponseCache):
-    """Calling the model for an attempt, with retries, and recording the answer."""
+class Caller:
+    """The one way a live run reaches the model: one request for an attempt (or a turn of a
+    conversation), retried as the policy allows, its request and answer kept in the cache."""
 
-    async def _attempt(
-        self, attempt: Attempt, client: Client, target: Target, pricing: Pricing
-    ) -> AttemptOutcome:
-        policy = self.settings.retry
+    def __init__(
+        self,
+        client: Client,
+        target: Target,
+        pricing: Pricing,
+        *,
+        policy: RetryPolicy,
+        timeout: float,
+        retry_budget: int,
+        cache: AnswerCache,
+        counters: RunCounters,
+        stop: StopSwitch,
+        rng: random.Random,
+    ) -> None:
+        self.client = client
+        self.target = target
+        self.pricing = pricing
+        self.policy = policy
+        self.timeout = timeout
+        self.cache = cache
+        self.counters = counters
+        self.stop = stop
+        self.rng = rng
+        self._retries_left = retry_budget  # the run's, shared by every attempt
+        self._pause_until = 0.0  # a rate limit's Retry-After holds every attempt off
+
+    async def call(self, attempt: Attempt) -> AttemptOutcome:
+        outcome = await self._send(attempt)
+        self._keep(outcome)
+        return outcome
+
+    async def _send(self, attempt: Attempt) -> AttemptOutcome:
+        policy, target, counters = self.policy, self.target, self.counters
         started = time.monotonic()
         tries = 0
         while True:
@@ -33,11 +68,11 @@ class AttemptCalls(ResponseCache):
             if wait > 0:
                 await asyncio.sleep(wait)
             tries += 1
-            self.requests += 1
-            sent = await client.send(attempt.body, self.settings.timeout)
+            counters.requests += 1
+            sent = await self.client.send(attempt.body, self.timeout)
             if isinstance(sent, Reply):
                 line = reply_line(
-                    attempt.case_id, attempt.repeat, sent, target=target, pricing=pricing
+                    attempt.case_id, attempt.repeat, sent, target=target, pricing=self.pricing
                 )
                 try:
                     response = parse_response(line)
@@ -61,12 +96,12 @@ class AttemptCalls(ResponseCache):
                 # Everyone holds off: the limit is the account's, not this request's.
                 self._pause_until = max(self._pause_until, time.monotonic() + failure.retry_after)
             self._retries_left -= 1
-            self.retries += 1
+            counters.retries += 1
             await asyncio.sleep(delay)
 
     def _give_up(self, failure: ProviderFailure, tries: int, started: float) -> str | None:
         """None to retry; else a note on why not (empty when the fault is not retryable)."""
-        policy = self.settings.retry
+        policy = self.policy
         if not failure.retryable:
             return ""
         if tries > policy.max_retries:
@@ -78,14 +113,16 @@ class AttemptCalls(ResponseCache):
             return f" (a retry would pass the {policy.max_wait:g} s wait limit)"
         return None
 
-    def _record(
-        self, outcome: AttemptOutcome, client: Client, target: Target, recorder: Recorder
-    ) -> None:
-        """Keep a single-turn attempt's request and answer, then check and score it."""
-        attempt, response = outcome.attempt, outcome.response
-        self._save_request(outcome, client, target)
-        self.called += 1
-        if response.error is not None:
-            self.errors += 1
-        self._links.append((recorder.run_id, attempt.case_id, attempt.repeat, attempt.key, 0))
-        recorder.add(response, outcome.line)
+    def _keep(self, outcome: AttemptOutcome) -> None:
+        """Keep the request and its answer for the cache; count its spend, and stop the run on
+        a failure every request would repeat (FATAL: a bad key, no such model)."""
+        request = json.dumps(
+            self.target.request_record(self.client.name, outcome.attempt.body),
+            ensure_ascii=False,
+        )
+        self.cache.keep(outcome, self.target.model, request)
+        error = outcome.response.error
+        if error is None:
+            self.counters.count_cost(outcome.response.cost)
+        elif error.kind in FATAL:
+            self.stop.stop(f"{error.kind}: {error.message}")

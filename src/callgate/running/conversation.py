@@ -12,15 +12,13 @@ from typing import Any
 
 from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
-from callgate.models.pricing import Pricing
-from callgate.models.providers import Client
 from callgate.models.targets import Target
-from callgate.running.cache import line_text
-from callgate.running.calls import AttemptCalls
+from callgate.running.cache import AnswerCache, line_text
+from callgate.running.calls import Caller
 from callgate.running.plan import Attempt, Conversation
-from callgate.scoring.pipeline import Recorder
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, parse_response
+from callgate.suites.suite import Suite
 
 
 @dataclass
@@ -34,103 +32,83 @@ class Talk:
     cached: list[bool]
 
 
-class ConversationLoop(AttemptCalls):
-    """Asking the model over turns, answering its calls from the suite."""
+async def converse(
+    conversation: Conversation,
+    suite: Suite,
+    target: Target,
+    cache: AnswerCache,
+    caller: Caller | None,
+) -> Talk | None:
+    """Turn after turn: send, read the calls, append their results, until the model answers
+    without a call, a turn is cut or fails, or max_turns is reached.
 
-    async def _converse(
-        self,
-        conversation: Conversation,
-        client: Client | None,
-        target: Target,
-        pricing: Pricing | None,
-    ) -> Talk | None:
-        """Turn after turn: send, read the calls, append their results, until the model answers
-        without a call, a turn is cut or fails, or max_turns is reached.
-
-        Each turn is one request through the retry path, cached under the whole conversation so
-        far, so a killed run resumes at the first unanswered turn. Without a client, only stored
-        turns are read: None when a turn is not stored."""
-        case = self.suite.cases[conversation.case_id]
-        answers = ToolAnswers(self.suite, case)
-        messages = list(conversation.messages)
-        lines: list[dict[str, Any]] = []  # the turn lines, as reply_line made them
-        keys: list[str] = []
-        cached: list[bool] = []
-        ending: str | None = None  # a finish_reason the loop sets: turn_limit, environment_error
-        error: dict[str, Any] | None = None
-        for turn in range(case.max_turns):
-            key = target.cache_key(messages, conversation.tools, conversation.repeat)
-            row = self._stored_turn(key)
-            if row is not None:
-                line = json.loads(row["line"])
-            elif client is None:
-                return None
-            else:
-                attempt = Attempt(
-                    conversation.case_id,
-                    conversation.repeat,
-                    key,
-                    target.body(messages, conversation.tools),
-                )
-                assert pricing is not None
-                outcome = await self._attempt(attempt, client, target, pricing)
-                self._save_request(outcome, client, target)
-                line = json.loads(outcome.line)
-            keys.append(key)
-            cached.append(row is not None)
-            if line.get("error"):
-                error = line["error"]
-                break
-            lines.append(line)
-            reply = parse_response(line)
-            message = reply.message
-            if reply.finish_reason == "length" or message is None or not message.tool_calls:
-                break
-            if turn == case.max_turns - 1:
-                ending = "turn_limit"
-                break
-            tool_calls = [
+    Each turn is one request through the retry path, cached under the whole conversation so
+    far, so a killed run resumes at the first unanswered turn. Without a caller, only stored
+    turns are read: None when a turn is not stored."""
+    case = suite.cases[conversation.case_id]
+    answers = ToolAnswers(suite, case)
+    messages = list(conversation.messages)
+    lines: list[dict[str, Any]] = []  # the turn lines, as reply_line made them
+    keys: list[str] = []
+    cached: list[bool] = []
+    ending: str | None = None  # a finish_reason the loop sets: turn_limit, environment_error
+    error: dict[str, Any] | None = None
+    for turn in range(case.max_turns):
+        key = target.cache_key(messages, conversation.tools, conversation.repeat)
+        row = cache.stored_turn(key)
+        if row is not None:
+            line = json.loads(row["line"])
+        elif caller is None:
+            return None
+        else:
+            attempt = Attempt(
+                conversation.case_id,
+                conversation.repeat,
+                key,
+                target.body(messages, conversation.tools),
+            )
+            outcome = await caller.call(attempt)
+            line = json.loads(outcome.line)
+        keys.append(key)
+        cached.append(row is not None)
+        if line.get("error"):
+            error = line["error"]
+            break
+        lines.append(line)
+        reply = parse_response(line)
+        message = reply.message
+        if reply.finish_reason == "length" or message is None or not message.tool_calls:
+            break
+        if turn == case.max_turns - 1:
+            ending = "turn_limit"
+            break
+        tool_calls = [
+            {
+                "id": call.id or f"call_{turn}_{index}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for index, call in enumerate(message.tool_calls)
+        ]
+        try:
+            results = [answers(call) for call in parse_calls(message.tool_calls)]
+        except EnvironmentError_:
+            ending = "environment_error"  # the checks run the calls again and say why
+            break
+        messages = [
+            *messages,
+            {"role": "assistant", "content": message.content, "tool_calls": tool_calls},
+            *(
                 {
-                    "id": call.id or f"call_{turn}_{index}",
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
+                    "role": "tool",
+                    "tool_call_id": tool_call["id"],
+                    "content": json.dumps(result, ensure_ascii=False),
                 }
-                for index, call in enumerate(message.tool_calls)
-            ]
-            try:
-                results = [answers(call) for call in parse_calls(message.tool_calls)]
-            except EnvironmentError_:
-                ending = "environment_error"  # the checks run the calls again and say why
-                break
-            messages = [
-                *messages,
-                {"role": "assistant", "content": message.content, "tool_calls": tool_calls},
-                *(
-                    {
-                        "role": "tool",
-                        "tool_call_id": tool_call["id"],
-                        "content": json.dumps(result, ensure_ascii=False),
-                    }
-                    for tool_call, result in zip(tool_calls, results, strict=True)
-                ),
-            ]
-        line = _turns_line(conversation, lines, ending, error)
-        return Talk(conversation, parse_response(line), line_text(line), keys, cached)
-
-    def _record_talk(self, talk: Talk, recorder: Recorder) -> None:
-        conversation, response = talk.conversation, talk.response
-        run_id = recorder.run_id
-        if not all(talk.cached):
-            self.called += 1
-        if response.error is not None:
-            self.errors += 1
-        key, cached = talk.keys[-1], int(all(talk.cached))
-        self._links.append((run_id, conversation.case_id, conversation.repeat, key, cached))
-        self._turn_links.extend(
-            (run_id, conversation.case_id, conversation.repeat, turn, key, int(cached))
-            for turn, (key, cached) in enumerate(zip(talk.keys, talk.cached, strict=True))
-        )
-        recorder.add(response, talk.line)
+                for tool_call, result in zip(tool_calls, results, strict=True)
+            ),
+        ]
+    line = _turns_line(conversation, lines, ending, error)
+    return Talk(conversation, parse_response(line), line_text(line), keys, cached)
 
 
 def _turns_line(

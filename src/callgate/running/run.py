@@ -1,9 +1,11 @@
 """Stage 1, live: call the candidate for every (case, repeat), then check and score as recorded.
 
-`LiveRunner` ties the stage together: it plans the attempts (`plan`), reads back what the store
-already answered (`cache`), calls for the rest with bounded concurrency (`workers`), each one
-request with retries (`calls`) or a conversation over turns (`conversation`), and has
-everything checked, stored and scored by `pipeline.Recorder`, as `callgate score` does. A run
+`LiveRunner` wires the stage's collaborators, each built with what it needs and passed along,
+none a base class of another: it plans the attempts (`plan`), reads back what the store
+already answered (`AnswerCache`), calls for the rest with bounded concurrency
+(`call_concurrently`), each one request with retries (`Caller`) or a conversation over turns
+(`converse`), and has every answer checked, stored and scored by `pipeline.Recorder`, as
+`callgate score` does, and linked to its requests (`RunRecord`). A run
 killed at any point resumes with only the unanswered attempts; a run stopped early is marked
 interrupted, so its partial scores never serve as a baseline."""
 
@@ -11,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -23,11 +26,14 @@ from callgate.models.config import Candidate
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client, make_client
 from callgate.models.targets import Target, api_key, target_for
-from callgate.running.cache import stored_response
-from callgate.running.conversation import Talk
+from callgate.running.cache import AnswerCache
+from callgate.running.calls import Caller
+from callgate.running.conversation import Talk, converse
+from callgate.running.counters import RunCounters, StopSwitch, progress_bar
 from callgate.running.plan import Attempt, Conversation, plan, plan_conversations
+from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
-from callgate.running.workers import WorkerPool
+from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import JudgeStep, Recorder, RunResult
 from callgate.scoring.scores import Scores
 from callgate.store.db import Store
@@ -73,65 +79,71 @@ class LiveRun:
         }
 
 
-class LiveRunner(WorkerPool):
-    """One live run. Build it, then `await runner.run()` (or use `run_live`)."""
+@dataclass
+class _Work:
+    """A run's plan read against the store: what the store answers and what must be called."""
+
+    hits: list[tuple[Attempt, dict[str, Any]]]  # single-turn attempts and their stored rows
+    talks: list[Talk]  # conversations every turn of which is stored
+    to_call: list[Attempt | Conversation]  # the rest, single-turn attempts first
+
+    @property
+    def total(self) -> int:
+        return len(self.hits) + len(self.talks) + len(self.to_call)
+
+
+@dataclass
+class LiveRunner:
+    """One live run. Build it, then `await runner.run()` (or use `run_live`).
+
+    It holds the run's inputs, its counters and its stop switch (both are read or used from
+    outside while it runs), and wires for each run the collaborators that do the work: the
+    answer cache, the caller, the conversations, the concurrent loop and the run's record."""
+
+    suite: Suite
+    candidate: Candidate
+    store: Store
+    release: str
+    settings: RunSettings = field(default_factory=RunSettings)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    console: Console = field(default_factory=lambda: Console(stderr=True))
+    keep_verdicts: bool = True  # every verdict in the result, not only the first failures
+    judge: JudgeStep | None = None  # decides the cases whose expectation is judge
+    client: Client | None = None  # injected by tests; built from the candidate otherwise
+    rng: random.Random = field(default_factory=random.Random)
+    counters: RunCounters = field(default_factory=RunCounters, init=False)
+    switch: StopSwitch = field(default_factory=StopSwitch, init=False)
+
+    def stop(self, reason: str = "interrupted") -> None:
+        """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""
+        self.switch.stop(reason)
 
     async def run(self) -> LiveRun:
-        settings = self.settings
+        settings, shard = self.settings, self.settings.shard
         if settings.offline and not settings.cache:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
         target = target_for(self.candidate)
         attempts = plan(self.suite, target, settings.repeats)
-        shard = settings.shard
+        conversations = plan_conversations(self.suite, settings.repeats)
         if shard is not None:
             attempts = [a for a in attempts if shard.holds(a.case_id)]
+            conversations = [c for c in conversations if shard.holds(c.case_id)]
         self.store.save_suite(self.suite)
-        stored = (
-            self.store.live_responses([a.key for a in attempts])
-            if settings.cache or settings.offline
-            else {}
+        cache = AnswerCache(
+            self.store,
+            read=settings.cache or settings.offline,
+            offline=settings.offline,
+            commit_every=settings.commit_every,
         )
-
-        def usable(row: dict[str, Any] | None) -> bool:
-            # Online, a stored failure is called again; offline it is reproduced as it was.
-            return row is not None and (settings.offline or row["error_kind"] is None)
-
-        hits = [(a, stored[a.key]) for a in attempts if usable(stored.get(a.key))]
-        misses = [a for a in attempts if not usable(stored.get(a.key))]
-        # A conversation is answered from the store when every one of its turns is.
-        talks: list[Talk] = []
-        unfinished: list[Conversation] = []
-        for conversation in plan_conversations(self.suite, settings.repeats):
-            if shard is not None and not shard.holds(conversation.case_id):
-                continue
-            talk = await self._converse(conversation, None, target, None)
-            if talk is None:
-                unfinished.append(conversation)
-            else:
-                talks.append(talk)
-        total = len(attempts) + len(talks) + len(unfinished)
-        if settings.offline and (misses or unfinished):
-            first_id, first_repeat = (
-                (misses[0].case_id, misses[0].repeat)
-                if misses
-                else (unfinished[0].case_id, unfinished[0].repeat)
-            )
+        work = await self._look_up(attempts, conversations, target, cache)
+        if settings.offline and work.to_call:
+            first = work.to_call[0]
             raise OfflineMiss(
-                f"--offline: {len(misses) + len(unfinished)} of {total} attempts have no stored "
-                f"response (first: case {first_id!r} repeat {first_repeat}); "
+                f"--offline: {len(work.to_call)} of {work.total} attempts have no stored "
+                f"response (first: case {first.case_id!r} repeat {first.repeat}); "
                 "run without --offline to call the model for them"
             )
-        client = self.client
-        pricing = Pricing(target)
-        if misses or unfinished:
-            key = api_key(target, self.environ)
-            if client is None:
-                client = make_client(target, self.candidate.client, key, settings.concurrency)
-            pricing.prepare()
-        budget = settings.retry.budget
-        self._retries_left = (
-            budget if budget is not None else max(20, len(misses) + len(unfinished))
-        )
+        caller = self._caller(target, cache, len(work.to_call)) if work.to_call else None
 
         with self.store.atomic():
             run_id = self.store.replace_run(
@@ -141,19 +153,18 @@ class LiveRunner(WorkerPool):
             )
         recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts,
                             judge=self.judge)
+        record = RunRecord(recorder, self.counters)
         try:
-            scores = await self._fill(
-                hits, misses, client, target, pricing, recorder, talks, unfinished
-            )
+            scores = await self._fill(work, caller, cache, record)
         finally:
-            if client is not None and self.client is None:
-                await client.aclose()
+            if caller is not None and self.client is None:
+                await caller.client.aclose()
         order = {case_id: i for i, case_id in enumerate(self.suite.cases)}
 
         def in_suite_order(verdicts: list[Verdict]) -> list[Verdict]:
             return sorted(verdicts, key=lambda v: (order[v.case_id], v.repeat))
 
-        answered = {link[1] for link in self._links}  # (run, case_id, repeat, key, cached)
+        answered = record.answered()
         result = RunResult(
             run_id=run_id,
             suite=self.suite,
@@ -165,72 +176,114 @@ class LiveRunner(WorkerPool):
             missing=[c for c in self.suite.cases
                      if c not in answered and (shard is None or shard.holds(c))],
         )
+        counters = self.counters
         return LiveRun(
             result=result,
             candidate=self.candidate,
-            client=client.name if (misses or unfinished) and client is not None else None,
-            attempts=total,
-            cached=len(hits) + len(talks),
-            called=self.called,
-            requests=self.requests,
-            retries=self.retries,
-            provider_errors=self.errors,
-            spend=self.spend if self.spend_known else None,
-            cost_unknown=self.cost_unknown,
-            stopped=self._stopped,
+            client=caller.client.name if caller is not None else None,
+            attempts=work.total,
+            cached=len(work.hits) + len(work.talks),
+            called=counters.called,
+            requests=counters.requests,
+            retries=counters.retries,
+            provider_errors=counters.errors,
+            spend=counters.spend if counters.spend_known else None,
+            cost_unknown=counters.cost_unknown,
+            stopped=self.switch.reason,
+        )
+
+    async def _look_up(
+        self,
+        attempts: list[Attempt],
+        conversations: list[Conversation],
+        target: Target,
+        cache: AnswerCache,
+    ) -> _Work:
+        stored = cache.usable([a.key for a in attempts])
+        hits = [(a, stored[a.key]) for a in attempts if a.key in stored]
+        misses: list[Attempt | Conversation] = [a for a in attempts if a.key not in stored]
+        # A conversation is answered from the store when every one of its turns is.
+        talks: list[Talk] = []
+        unfinished: list[Conversation] = []
+        for conversation in conversations:
+            talk = await converse(conversation, self.suite, target, cache, None)
+            if talk is None:
+                unfinished.append(conversation)
+            else:
+                talks.append(talk)
+        return _Work(hits, talks, [*misses, *unfinished])
+
+    def _caller(self, target: Target, cache: AnswerCache, to_call: int) -> Caller:
+        """The caller for the attempts the store does not answer (`to_call` of them): the
+        candidate's client (or the one injected), its pricing, the retry policy and budget."""
+        key = api_key(target, self.environ)  # a missing key variable stops the run here
+        client = self.client
+        if client is None:
+            client = make_client(target, self.candidate.client, key, self.settings.concurrency)
+        pricing = Pricing(target)
+        pricing.prepare()
+        budget = self.settings.retry.budget
+        return Caller(
+            client,
+            target,
+            pricing,
+            policy=self.settings.retry,
+            timeout=self.settings.timeout,
+            retry_budget=budget if budget is not None else max(20, to_call),
+            cache=cache,
+            counters=self.counters,
+            stop=self.switch,
+            rng=self.rng,
         )
 
     async def _fill(
-        self,
-        hits: list[tuple[Attempt, dict[str, Any]]],
-        misses: list[Attempt],
-        client: Client | None,
-        target: Target,
-        pricing: Pricing,
-        recorder: Recorder,
-        talks: list[Talk] | None = None,
-        unfinished: list[Conversation] | None = None,
+        self, work: _Work, caller: Caller | None, cache: AnswerCache, record: RunRecord
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
-        talks, unfinished = talks or [], unfinished or []
-        run_id = recorder.run_id
-        progress = self._progress()
+        recorder, counters = record.recorder, self.counters
+        progress = progress_bar(self.console, enabled=self.settings.progress)
         task = progress.add_task(
-            self.candidate.name,
-            total=len(hits) + len(misses) + len(talks) + len(unfinished),
-            errors=0,
-            spend=self._spend_text(),
+            self.candidate.name, total=work.total, errors=0, spend=counters.spend_text()
         )
+
+        async def answer(item: Attempt | Conversation) -> None:
+            assert caller is not None
+            if isinstance(item, Conversation):
+                talk = await converse(item, self.suite, caller.target, cache, caller)
+                assert talk is not None  # with a caller, every turn gets an answer
+                record.talk(talk)
+            else:
+                record.called(await caller.call(item))
+            progress.update(task, advance=1, errors=counters.errors, spend=counters.spend_text())
+
         with progress:
-            for attempt, row in hits:
-                response, line = stored_response(attempt, row["line"])
-                recorder.add(response, line)
-                self._links.append((run_id, attempt.case_id, attempt.repeat, attempt.key, 1))
-                if response.error is not None:
-                    self.errors += 1
-                progress.update(task, advance=1, errors=self.errors)
-            for talk in talks:
-                self._record_talk(talk, recorder)
-                progress.update(task, advance=1, errors=self.errors)
+            for attempt, row in work.hits:
+                record.stored(attempt, row)
+                progress.update(task, advance=1, errors=counters.errors)
+            for talk in work.talks:
+                record.talk(talk)
+                progress.update(task, advance=1, errors=counters.errors)
             completed = False
             try:
-                if misses or unfinished:
-                    assert client is not None
-                    await self._call_all(
-                        [*misses, *unfinished], client, target, pricing, recorder, progress, task
+                if work.to_call:
+                    await call_concurrently(
+                        work.to_call,
+                        answer,
+                        concurrency=self.settings.concurrency,
+                        stop=self.switch,
+                        commit_loop=cache.commit_loop,
                     )
                 await recorder.judge_pending()
                 completed = True
             finally:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
-                self._commit()
-                self.store.save_run_requests(self._links)
-                self.store.save_run_turns(self._turn_links)
+                cache.commit()
+                record.save_links(self.store)
                 recorder.keep_unjudged()
-                if self._stopped or not completed:
+                if self.switch.reason or not completed:
                     # Marked first: partial scores never serve as a baseline, nor replace the
                     # release's earlier finished run (the store keeps that one).
-                    self.store.set_run_status(run_id, "interrupted")
+                    self.store.set_run_status(recorder.run_id, "interrupted")
                 scores = recorder.finish()
         return scores
 

@@ -1,104 +1,62 @@
 """The concurrent part of a live run: workers that share one queue of unanswered attempts and
-conversations (at most `concurrency` at once), a committer that writes answers every
-`commit_every` seconds, Ctrl-C and SIGTERM turned into a clean stop, and the progress bar
-(errors and spend so far) they advance."""
+conversations (at most `concurrency` at once), a committer beside them that writes answers
+every `commit_every` seconds, and Ctrl-C and SIGTERM turned into a clean stop."""
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from callgate.running.counters import StopSwitch
 
-from callgate.models.pricing import Pricing
-from callgate.models.providers import Client
-from callgate.models.targets import Target
-from callgate.running.conversation import ConversationLoop
-from callgate.running.plan import Attempt, Conversation
-from callgate.scoring.pipeline import Recorder
+Item = TypeVar("Item")
 
 
-class WorkerPool(ConversationLoop):
-    """Calling for every unanswered attempt at once, within the concurrency bound."""
+async def call_concurrently(
+    items: Sequence[Item],
+    answer: Callable[[Item], Awaitable[None]],
+    *,
+    concurrency: int,
+    stop: StopSwitch,
+    commit_loop: Callable[[], Coroutine[Any, Any, None]],
+) -> None:
+    """Await `answer` for every item, at most `concurrency` at once, until all are answered or
+    the run is stopped (then the answers in flight are abandoned); `commit_loop` runs beside."""
+    queue = iter(items)
 
-    async def _call_all(
-        self,
-        misses: list[Attempt | Conversation],
-        client: Client,
-        target: Target,
-        pricing: Pricing,
-        recorder: Recorder,
-        progress: Progress,
-        task: Any,
-    ) -> None:
-        queue = iter(misses)
+    async def worker() -> None:
+        for item in queue:  # one shared iterator: each worker takes the next item
+            if stop.is_set():
+                return
+            await answer(item)
 
-        async def worker() -> None:
-            for attempt in queue:  # one shared iterator: each worker takes the next attempt
-                if self._stop.is_set():
-                    return
-                if isinstance(attempt, Conversation):
-                    talk = await self._converse(attempt, client, target, pricing)
-                    assert talk is not None  # with a client, every turn gets an answer
-                    self._record_talk(talk, recorder)
-                else:
-                    outcome = await self._attempt(attempt, client, target, pricing)
-                    self._record(outcome, client, target, recorder)
-                progress.update(task, advance=1, errors=self.errors, spend=self._spend_text())
-
-        loop = asyncio.get_running_loop()
-        handled = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous = signal.getsignal(sig)
-            try:
-                loop.add_signal_handler(sig, self.stop)
-                handled.append((sig, previous))
-            except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
-                pass
-        workers = [
-            asyncio.create_task(worker())
-            for _ in range(min(self.settings.concurrency, len(misses)))
-        ]
-        committer = asyncio.create_task(self._commit_loop())
-        stopper = asyncio.create_task(self._stop.wait())
-        everything = asyncio.gather(*workers)
+    loop = asyncio.get_running_loop()
+    handled = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(sig)
         try:
-            waiting: list[asyncio.Future[Any]] = [everything, stopper]
-            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            if everything.done():
-                everything.result()  # a bug in a worker surfaces here
-        finally:
-            for sig, previous in handled:
-                loop.remove_signal_handler(sig)
-                if previous is not None:
-                    signal.signal(sig, previous)
-            for pending in (*workers, committer, stopper):
-                pending.cancel()
-            await asyncio.gather(*workers, committer, stopper, return_exceptions=True)
-            if everything.done() and not everything.cancelled():
-                everything.exception()  # retrieved: the cancellations were ours
-
-    def _spend_text(self) -> str:
-        text = f"${self.spend:.4f}" if self.spend_known else "$–"
-        return text + (f" (+{self.cost_unknown} unknown)" if self.cost_unknown else "")
-
-    def _progress(self) -> Progress:
-        return Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("errors {task.fields[errors]}"),
-            TextColumn("{task.fields[spend]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=self.console,
-            disable=not self.settings.progress,
-        )
+            loop.add_signal_handler(sig, stop.stop)
+            handled.append((sig, previous))
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            pass
+    workers = [asyncio.create_task(worker()) for _ in range(min(concurrency, len(items)))]
+    committer = asyncio.create_task(commit_loop())
+    stopper = asyncio.create_task(stop.wait())
+    everything = asyncio.gather(*workers)
+    try:
+        waiting: list[asyncio.Future[Any]] = [everything, stopper]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if everything.done():
+            everything.result()  # a bug in a worker surfaces here
+    finally:
+        for sig, previous in handled:
+            loop.remove_signal_handler(sig)
+            if previous is not None:
+                signal.signal(sig, previous)
+        for pending in (*workers, committer, stopper):
+            pending.cancel()
+        await asyncio.gather(*workers, committer, stopper, return_exceptions=True)
+        if everything.done() and not everything.cancelled():
+            everything.exception()  # retrieved: the cancellations were ours

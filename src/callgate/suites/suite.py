@@ -69,7 +69,8 @@ def _parse_arg_spec(raw: Any) -> ArgSpec:
     return ArgSpec(one_of=(raw,))
 
 
-class ExpectedCall(_Strict):
+class ExpectedCall(BaseModel):
+    model_config = _Strict.model_config  # not on _Strict: two classes are built on this one
     tool: str
     args: dict[str, ArgSpec] = Field(default_factory=dict)
 

@@ -1,0 +1,78 @@
+"""What a live run counts while it runs (requests, retries, errors, spend), the progress bar that
+shows it, and the switch that stops the run cleanly. The run owns one of each and hands them to
+the collaborators that count or stop (`calls.Caller`, `record.RunRecord`, `workers`)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+
+@dataclass
+class RunCounters:
+    """The run's counts so far, for its summary and its progress bar."""
+
+    requests: int = 0  # HTTP requests, retries included
+    retries: int = 0
+    errors: int = 0  # attempts whose answer is a provider failure
+    called: int = 0  # attempts sent to the provider
+    spend: float = 0.0  # USD of the requests whose cost is known
+    spend_known: int = 0
+    cost_unknown: int = 0
+
+    def count_cost(self, cost: float | None) -> None:
+        """Count one answered request's price (None: the price is not known)."""
+        if cost is None:
+            self.cost_unknown += 1
+        else:
+            self.spend += cost
+            self.spend_known += 1
+
+    def spend_text(self) -> str:
+        text = f"${self.spend:.4f}" if self.spend_known else "$–"
+        return text + (f" (+{self.cost_unknown} unknown)" if self.cost_unknown else "")
+
+
+class StopSwitch:
+    """Stops a run cleanly: no new requests, in-flight ones abandoned, answers kept. The first
+    reason given is the one the run reports."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.reason: str | None = None
+
+    def stop(self, reason: str = "interrupted") -> None:
+        if self.reason is None:
+            self.reason = reason
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+def progress_bar(console: Console, *, enabled: bool) -> Progress:
+    """The run's progress bar; its task carries the fields `errors` and `spend`."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("errors {task.fields[errors]}"),
+        TextColumn("{task.fields[spend]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        disable=not enabled,
+    )
