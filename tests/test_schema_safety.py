@@ -22,7 +22,7 @@ from factories import write_suite as write_shop
 from loopback import Loopback
 
 from callgate.checks.schema import schema_errors
-from callgate.checks.validation import surely_valid
+from callgate.checks.validation import compiled_check, surely_valid
 from callgate.errors import InputError
 from callgate.suites.schemas import tool_validator
 from callgate.suites.suite import lint, load_suite
@@ -101,9 +101,14 @@ def test_a_file_ref_is_never_read(tmp_path: Path) -> None:
             opened.append(str(args[0]))
 
     sys.addaudithook(watch)  # cannot be removed; it only records opens of this file
-    root = shop(tmp_path / "s", order_id_schema({"$ref": secret.as_uri()}))
-    error = refused(root)
+    schema = order_id_schema({"$ref": secret.as_uri()})
+    error = refused(shop(tmp_path / "s", schema))
     assert "#/properties/order_id/$ref" in error.message and "file://" in error.message
+    # Nor do the validators read it when handed the schema without the load check.
+    validator = tool_validator(schema)
+    assert compiled_check(validator) is None  # jsonschema-rs, offline, refuses to compile it
+    with pytest.raises(Exception, match="secret"):
+        schema_errors("lookup_order", schema, validator, {"order_id": 5})
     assert opened == []
 
 

@@ -23,7 +23,6 @@ from urllib.parse import urlsplit
 
 import jsonschema_rs
 from jsonschema import Draft7Validator, FormatChecker, ValidationError, validators
-from jsonschema._utils import extras_msg
 from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT7
@@ -171,7 +170,8 @@ def _additional_properties(validator: Any, extra: Any, instance: Any,
             listed = ", ".join(repr(each) for each in sorted(patterns))
             yield ValidationError(f"{joined} {verb} not match any of the regexes: {listed}")
         else:
-            listed, verb = extras_msg(sorted(extras, key=str))
+            listed = ", ".join(repr(each) for each in sorted(extras, key=str))
+            verb = "was" if len(extras) == 1 else "were"
             yield ValidationError(f"Additional properties are not allowed ({listed} {verb} "
                                   "unexpected)")
 
