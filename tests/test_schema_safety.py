@@ -85,7 +85,9 @@ def test_a_ref_outside_the_schema_is_refused_without_a_request(
 ) -> None:
     root = shop(tmp_path / "s", outside_refs(f"http://127.0.0.1:{loopback.port}")[where])
     error = refused(root)
-    assert error.path.endswith("tools.json") and error.field == "[0].function.parameters"
+    assert error.path.endswith("tools.json")
+    assert error.field == "[0].function.parameters" + POINTERS[where][1:].replace(
+        "/", ".").replace(".0.", "[0].")
     assert "tool lookup_order" in error.message and POINTERS[where] in error.message
     assert "leaves the tool's schema" in error.message
     assert loopback.requests == []
@@ -198,7 +200,7 @@ def test_a_ref_that_cannot_be_followed_is_refused_with_its_pointer(
     parameters: dict[str, Any], pointer: str, words: str, tmp_path: Path
 ) -> None:
     error = refused(shop(tmp_path / "s", parameters))
-    assert error.field == "[0].function.parameters"
+    assert error.field is not None and error.field.startswith("[0].function.parameters.")
     assert "tool lookup_order: " in error.message, error.message
     assert pointer in error.message and words in error.message, error.message
 

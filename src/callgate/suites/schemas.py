@@ -226,6 +226,13 @@ def _escape(segment: object) -> str:
     return str(segment).replace("~", "~0").replace("/", "~1")
 
 
+def field_of(pointer: str) -> str:
+    """A JSON pointer as the tail of an error's field (/properties/a/allOf/0 ->
+    .properties.a.allOf[0]), which reading.names_lines finds the line of."""
+    parts = [part.replace("~1", "/").replace("~0", "~") for part in pointer.split("/")[1:]]
+    return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in parts)
+
+
 def _children(node: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """(pointer suffix, subschema) for each subschema a Draft 7 keyword of `node` holds."""
     for keyword in ONE_SCHEMA:

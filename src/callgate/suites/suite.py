@@ -396,7 +396,8 @@ def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
             schemas.audit(schema)
         except schemas.SchemaRefused as exc:
             raise InputError(
-                path, f"tool {name}: {exc.message}", field=f"[{index}].function.parameters"
+                path, f"tool {name}: {exc.message}",
+                field=f"[{index}].function.parameters{schemas.field_of(exc.pointer)}",
             ) from None
         try:
             schemas.check_schema(schema)
