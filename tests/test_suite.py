@@ -39,6 +39,19 @@ def test_invalid_draft7_schema_is_refused(tmp_path: Path) -> None:
     assert "Draft 7" in str(err)
 
 
+def test_a_dangling_ref_names_the_line_of_the_ref(tmp_path: Path) -> None:
+    bad = json.loads(json.dumps(LOOKUP_ORDER))
+    bad["function"]["parameters"]["properties"]["include_items"] = {"$ref": "#/definitions/no"}
+    root = write_suite(tmp_path / "s", [GOOD], [bad])
+    (root / "tools.json").write_text(json.dumps([bad], indent=2))
+    with pytest.raises(InputError) as info:
+        load_suite(root)
+    text = (root / "tools.json").read_text().splitlines()
+    assert info.value.line is not None and '"$ref"' in text[info.value.line - 1]
+    assert info.value.field == "[0].function.parameters.properties.include_items.$ref"
+    assert "#/properties/include_items/$ref" in info.value.message
+
+
 def test_unknown_expectation_type_names_line_and_field(tmp_path: Path) -> None:
     err = load_error(tmp_path, [GOOD, case("x", {"type": "maybe"})])
     assert err.path.endswith("cases.jsonl") and err.line == 2

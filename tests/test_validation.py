@@ -30,6 +30,7 @@ from callgate.checks.validation import compiled_check, surely_valid
 from callgate.cli.demo import example_path
 from callgate.importers.bfcl import CATEGORIES, import_category
 from callgate.suites.responses import parse_response
+from callgate.suites.schemas import tool_validator
 from callgate.suites.suite import Suite, load_suite
 
 EXAMPLES = example_path("examples")
@@ -127,7 +128,7 @@ SCHEMAS: list[dict[str, Any]] = [
                                       "gap": {"pattern": "^a\\sb$"},
                                       "edge": {"pattern": "\\bfoo"},
                                       "tail": {"pattern": "x$"},
-                                      "posix": {"pattern": "^[[:alpha:]]+$"}},
+                                      "letters": {"pattern": "^\\p{L}+$"}},
      "required": ["code"], "additionalProperties": False},
     {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 10},
                                       "x": {"type": "number", "exclusiveMaximum": 1.5},
@@ -152,10 +153,12 @@ SCHEMAS: list[dict[str, Any]] = [
      "additionalProperties": {"type": "string"},
      "properties": {"anyOf": {"anyOf": [{"type": "null"}, {"oneOf": [{"minimum": 2},
                                                                      {"maximum": 3}]}]}}},
+    {"type": "object", "patternProperties": {"^x_\\d$": {"type": "integer"}, "^Q$": {}},
+     "properties": {"s": {"pattern": "^(\\w+\\s?)+$"}}, "additionalProperties": False},
 ]
 KEYS = st.sampled_from(
     ["when", "day", "at", "mail", "ip", "ip6", "re", "uri", "code", "word", "gap", "edge", "tail",
-     "posix", "n", "x", "e", "c", "f", "u", "m", "k", "big", "items", "s", "x_1", "x_a", "x_١",
+     "letters", "n", "x", "e", "c", "f", "u", "m", "k", "big", "items", "s", "x_1", "x_a", "x_١",
      "x_1\n", "anyOf", "Q"]
 )
 TRICKY_STRINGS = st.sampled_from(
@@ -177,9 +180,9 @@ VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
     max_leaves=8,
 )
-VALIDATORS = [
-    Draft7Validator(schema, format_checker=Draft7Validator.FORMAT_CHECKER) for schema in SCHEMAS
-] + [Draft7Validator(schema) for schema in SCHEMAS]  # no format checker, as in top_level mode
+VALIDATORS = [tool_validator(schema) for schema in SCHEMAS] + [
+    tool_validator(schema, formats=False) for schema in SCHEMAS  # as in top_level mode
+]
 
 
 @st.composite
@@ -215,9 +218,12 @@ def outcome(validator: Draft7Validator, payload: dict[str, Any]) -> Any:
 
 
 def test_schemas_with_risky_keywords_are_not_compiled() -> None:
-    # multipleOf and patternProperties are left to jsonschema (see validation.py).
+    # multipleOf is left to jsonschema (see validation.py); patternProperties is compiled, its
+    # keys matched by the engine jsonschema's path uses too.
     compiled = [compiled_check(validator) is not None for validator in VALIDATORS[: len(SCHEMAS)]]
-    assert compiled == [True, True, True, False, True, True, False]
+    assert compiled == [True, True, True, False, True, True, True, True]
+    # A validator matching patterns with Python's re (not callgate's) is never compiled.
+    assert compiled_check(Draft7Validator(SCHEMAS[1])) is None
 
 
 @pytest.mark.parametrize(
@@ -239,22 +245,52 @@ def test_date_time_is_decided_by_rfc3339_validator(value: str, valid: bool) -> N
     [
         ({"properties": {"m": {"multipleOf": 0.1}}}, {"m": 0.3}),
         ({"properties": {"m": {"multipleOf": 0.01}}}, {"m": 0.07}),
-        ({"patternProperties": {"^x_\\d$": {"type": "integer"}}}, {"x_١": "s"}),
-        ({"patternProperties": {"^x_\\d$": {"type": "integer"}}}, {"x_1\n": "s"}),
-        ({"properties": {"gap": {"pattern": "^a\\sb$"}}}, {"gap": "a\ufeffb"}),
         ({"properties": {"n": {"maximum": 3}}}, {"n": float("inf")}),
         ({"properties": {"n": {"exclusiveMinimum": 0}}}, {"n": float("-inf")}),
     ],
 )
 def test_corners_where_jsonschema_rs_alone_would_accept(schema: Any, payload: Any) -> None:
     # jsonschema-rs on its own accepts each of these; jsonschema, the reference, does not.
-    validator = Draft7Validator({"type": "object", **schema})
+    validator = tool_validator({"type": "object", **schema})
     assert not validator.is_valid(payload)
     assert not surely_valid(validator, payload)
     fast = schema_errors("t", validator.schema, validator, payload)
     assert fast
     with slow_path():
         assert fast == schema_errors("t", validator.schema, validator, payload)
+
+
+@pytest.mark.parametrize(
+    ("schema", "payload", "valid"),
+    [
+        ({"patternProperties": {"^x_\\d$": {"type": "integer"}}}, {"x_١": "s"}, True),
+        ({"patternProperties": {"^x_\\d$": {"type": "integer"}}}, {"x_1\n": "s"}, True),
+        ({"properties": {"gap": {"pattern": "^a\\sb$"}}}, {"gap": "a\ufeffb"}, True),
+        ({"properties": {"code": {"pattern": "^\\d+$"}}}, {"code": "١٢"}, False),
+        ({"properties": {"code": {"pattern": "^[a-z]+$"}}}, {"code": "abc\n"}, False),
+        ({"properties": {"ctl": {"pattern": "^\\cA$"}}}, {"ctl": "\x01"}, True),
+        ({"patternProperties": {"^x_": {"type": "integer"}}, "additionalProperties": False},
+         {"y": 1}, False),
+    ],
+)
+def test_patterns_are_ecma_262_on_both_paths(schema: Any, payload: Any, valid: bool) -> None:
+    # ECMA's \d is ASCII, $ is the end of the text, \s takes U+FEFF, \cA is a control
+    # character; Python's re (jsonschema's own engine) decides each of these the other way.
+    validator = tool_validator({"type": "object", **schema})
+    assert validator.is_valid(payload) is valid
+    assert surely_valid(validator, payload) is valid
+    fast = schema_errors("t", validator.schema, validator, payload)
+    assert (not fast) is valid
+    with slow_path():
+        assert fast == schema_errors("t", validator.schema, validator, payload)
+
+
+def test_a_lone_surrogate_is_matched_as_a_replacement_character() -> None:
+    # Rust strings cannot hold one: the compiled path hands the call to jsonschema's path.
+    validator = tool_validator({"type": "object", "properties": {"n": {"pattern": "^a.$"}}})
+    assert not surely_valid(validator, {"n": "a\ud800"})
+    assert schema_errors("t", validator.schema, validator, {"n": "a\ud800"}) == []
+    assert schema_errors("t", validator.schema, validator, {"n": "b\ud800"})
 
 
 def test_the_cache_does_not_keep_a_validator_alive() -> None:

@@ -44,7 +44,8 @@ def schema_errors(
     """All schema problems of one call's arguments, most basic first."""
     problems: list[tuple[SchemaKind, str]] = []
     properties = schema.get("properties", {})
-    if not _declares_extras(schema):
+    extras_declared = _declares_extras(schema)
+    if not extras_declared:
         for key in args:
             if key not in properties:
                 problems.append(("unknown_param", f"{tool}: {key!r} is not a parameter of {tool}"))
@@ -53,7 +54,8 @@ def schema_errors(
     for error in explaining_validator(validator, args).iter_errors(args):
         path = ".".join(str(p) for p in error.absolute_path)
         where = f"{tool}.{path}" if path else tool
-        if error.validator == "additionalProperties" and not error.absolute_path:
+        if (error.validator == "additionalProperties" and not error.absolute_path
+                and not extras_declared):
             continue  # reported above, whatever the schema says about additionalProperties
         if error.validator == "required":
             missing = error.message.split("'")[1] if "'" in error.message else error.message

@@ -7,8 +7,9 @@ it rejects (or cannot judge: a schema or value it refuses) goes to jsonschema, w
 only judge of failures and writes every reason, so verdicts, reasons and sub-kinds do not
 change. The fast path must never accept what jsonschema rejects: `format` is checked by
 jsonschema's own format checkers (date-time through rfc3339-validator, ...), plugged into the
-compiled validator, and tests/test_validation.py compares both paths on every bundled suite,
-the BFCL fixtures and generated payloads.
+compiled validator; `pattern` and `patternProperties` run on one engine on both paths (the
+linear-time regex crate, suites/schemas.py); and tests/test_validation.py compares both paths
+on every bundled suite, the BFCL fixtures and generated payloads.
 
 jsonschema-rs was measured against fastjsonschema on the same calls, formats plugged in
 (benchmarks/validator_choice.py): two to three times as fast in the same run, and it builds a
@@ -18,7 +19,6 @@ validator without generating and exec'ing Python source. Both need the same guar
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -26,21 +26,24 @@ from typing import Any
 import jsonschema_rs
 from jsonschema import Draft7Validator
 
+from callgate.suites.schemas import (
+    ONE_SCHEMA,
+    PATTERN_OPTIONS,
+    SCHEMA_LISTS,
+    SCHEMA_MAPS,
+    like,
+    mentions,
+    runs_patterns_here,
+)
+
 _Accepts = Callable[[Any], bool]
 
 
-# Keywords whose value is a schema, a list of schemas or a map of names to schemas (Draft 7).
-_ONE_SCHEMA = (
-    "additionalItems", "additionalProperties", "contains", "else", "if", "items", "not",
-    "propertyNames", "then",
-)
-_SCHEMA_LISTS = ("allOf", "anyOf", "items", "oneOf")
-_SCHEMA_MAPS = ("definitions", "dependencies", "properties")
 _BOUNDS = ("maximum", "minimum", "exclusiveMaximum", "exclusiveMinimum")
 _ANY_TYPE = ["array", "boolean", "null", "number", "object", "string"]
 # Where jsonschema-rs could accept what jsonschema rejects, the compiled path is not used:
-# multipleOf (jsonschema divides floats: 0.3 is not a multiple of 0.1 there) and
-# patternProperties (which keys a regular expression picks: Python's re, not ECMA's).
+# multipleOf (jsonschema divides floats: 0.3 is not a multiple of 0.1 there), and patterns
+# for a validator that matches them with Python's re (one not made by suites/schemas.py).
 
 
 def _walk(schema: Any) -> Iterator[dict[str, Any]]:
@@ -48,79 +51,58 @@ def _walk(schema: Any) -> Iterator[dict[str, Any]]:
     if not isinstance(schema, dict):
         return
     yield schema
-    for keyword in _ONE_SCHEMA:
+    for keyword in ONE_SCHEMA:
         if isinstance(schema.get(keyword), dict):
             yield from _walk(schema[keyword])
-    for keyword in _SCHEMA_LISTS:
+    for keyword in SCHEMA_LISTS:
         if isinstance(schema.get(keyword), list):
             for item in schema[keyword]:
                 yield from _walk(item)
-    for keyword in _SCHEMA_MAPS:
+    for keyword in SCHEMA_MAPS:
         if isinstance(schema.get(keyword), dict):
             for item in schema[keyword].values():
                 yield from _walk(item)
 
 
-def _mentions(value: Any, keyword: str) -> bool:
-    """Whether `keyword` is a key anywhere in `value` (schema-blind, so never misses one)."""
-    if isinstance(value, dict):
-        return keyword in value or any(_mentions(item, keyword) for item in value.values())
-    if isinstance(value, list):
-        return any(_mentions(item, keyword) for item in value)
-    return False
+def _unsafe(validator: Draft7Validator) -> bool:
+    schema = validator.schema
+    return mentions(schema, "multipleOf") or (
+        not runs_patterns_here(validator)
+        and (mentions(schema, "pattern") or mentions(schema, "patternProperties"))
+    )
 
 
-def _unsafe(schema: Any) -> bool:
-    return _mentions(schema, "multipleOf") or _mentions(schema, "patternProperties")
-
-
-def _for_jsonschema_rs(schema: Any, formats: dict[str, Callable[[str], bool]]) -> Any:
+def _for_jsonschema_rs(schema: Any) -> Any:
     """A copy of the schema that jsonschema-rs judges as jsonschema does, or more strictly.
 
-    A `pattern` becomes a format that runs Python's re.search, as jsonschema does (ECMA
-    regular expressions differ: \\s takes U+FEFF, $ never matches before a final newline).
     Beside a bound, a type list of every JSON type makes jsonschema-rs reject an infinite
     number, which it sees as no type at all and lets past the bound (json.loads reads
     Infinity and 1e999; jsonschema compares them as numbers)."""
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
-    for keyword in _ONE_SCHEMA:
+    for keyword in ONE_SCHEMA:
         if isinstance(out.get(keyword), dict):
-            out[keyword] = _for_jsonschema_rs(out[keyword], formats)
-    for keyword in _SCHEMA_LISTS:
+            out[keyword] = _for_jsonschema_rs(out[keyword])
+    for keyword in SCHEMA_LISTS:
         if isinstance(out.get(keyword), list):
-            out[keyword] = [_for_jsonschema_rs(item, formats) for item in out[keyword]]
-    for keyword in _SCHEMA_MAPS:
+            out[keyword] = [_for_jsonschema_rs(item) for item in out[keyword]]
+    for keyword in SCHEMA_MAPS:
         if isinstance(out.get(keyword), dict):
             out[keyword] = {
-                name: _for_jsonschema_rs(item, formats) for name, item in out[keyword].items()
+                name: _for_jsonschema_rs(item) for name, item in out[keyword].items()
             }
-    also: list[dict[str, Any]] = []
-    pattern = out.pop("pattern", None)
-    if isinstance(pattern, str):
-        name = f"callgate-pattern-{len(formats)}"
-        regex = re.compile(pattern)
-        formats[name] = lambda value: bool(regex.search(value))
-        also.append({"format": name})
-    elif pattern is not None:
-        out["pattern"] = pattern
     if any(keyword in out for keyword in _BOUNDS):
-        also.append({"type": _ANY_TYPE})
-    if also:
-        out["allOf"] = [*out.get("allOf", []), *also]
+        out["allOf"] = [*out.get("allOf", []), {"type": _ANY_TYPE}]
     return out
 
 
 def _compile(validator: Draft7Validator) -> _Accepts | None:
-    if not isinstance(validator.schema, dict) or _unsafe(validator.schema):
+    if not isinstance(validator.schema, dict) or _unsafe(validator):
         return None
-    formats: dict[str, Callable[[str], bool]] = {}
-    try:
-        schema = _for_jsonschema_rs(validator.schema, formats)
-    except re.error:  # jsonschema reports the bad pattern when a call reaches it
-        return None
+    schema = _for_jsonschema_rs(validator.schema)
     checker = validator.format_checker
+    formats: dict[str, Callable[[str], bool]] = {}
     for sub in _walk(schema):
         name = sub.get("format")
         if isinstance(name, str) and name not in formats:
@@ -128,8 +110,10 @@ def _compile(validator: Draft7Validator) -> _Accepts | None:
             # accepts formats it does not know), or not at all without one.
             formats[name] = _conforms(checker, name)
     try:
+        # offline: no reference is ever retrieved (jsonschema's registry refuses too).
         compiled = jsonschema_rs.Draft7Validator(
-            schema, formats=formats, validate_formats=True, offline=True
+            schema, formats=formats, validate_formats=True, offline=True,
+            pattern_options=PATTERN_OPTIONS,
         )
     except Exception:  # a schema jsonschema accepts and jsonschema-rs does not: always explain
         return None
@@ -185,23 +169,24 @@ class _Explainer:
         self.checks: dict[str, _Accepts | None] = {}
         self.pruned: dict[frozenset[str], Draft7Validator] = {}
 
-    def property_check(self, name: str, schema: Any, format_checker: Any) -> _Accepts | None:
+    def property_check(self, name: str, schema: Any,
+                       validator: Draft7Validator) -> _Accepts | None:
         if name not in self.checks:
             alone = None
-            if isinstance(schema, dict) and not (_mentions(schema, "$ref")
-                                                 or _mentions(schema, "$id")):
-                alone = _compile(Draft7Validator(schema, format_checker=format_checker))
+            if isinstance(schema, dict) and not (mentions(schema, "$ref")
+                                                 or mentions(schema, "$id")):
+                alone = _compile(like(validator, schema))
             self.checks[name] = alone
         return self.checks[name]
 
     def for_instance(self, validator: Draft7Validator, instance: Any) -> Draft7Validator:
-        schema, checker = validator.schema, validator.format_checker
+        schema = validator.schema
         properties = schema.get("properties")
         if not isinstance(instance, dict) or not isinstance(properties, dict):
             return validator
         valid = frozenset(
             name for name, sub in properties.items()
-            if name in instance and _accepts(self.property_check(name, sub, checker),
+            if name in instance and _accepts(self.property_check(name, sub, validator),
                                              instance[name])
         )
         if not valid:
@@ -215,7 +200,7 @@ class _Explainer:
                       if key != "additionalProperties"}
             pruned["properties"] = {
                 name: sub for name, sub in properties.items() if name not in valid}
-            found = Draft7Validator(pruned, format_checker=checker)
+            found = like(validator, pruned)
             if len(self.pruned) < _PRUNED_KEPT:
                 self.pruned[valid] = found
         return found

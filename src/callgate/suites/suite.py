@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from callgate.errors import InputError
 from callgate.reading import canonical_json, json_lines, names_lines, read_json, validate
+from callgate.suites import schemas
 from callgate.suites.environment import (
     EnvironmentError_,
     EnvironmentFactory,
@@ -392,7 +393,15 @@ def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
             )
         schema = tool.function.parameters
         try:
-            Draft7Validator.check_schema(schema)
+            # References and patterns first: the meta-schema check takes neither.
+            schemas.audit(schema)
+        except schemas.SchemaRefused as exc:
+            raise InputError(
+                path, f"tool {name}: {exc.message}",
+                field=f"[{index}].function.parameters{schemas.field_of(exc.pointer)}",
+            ) from None
+        try:
+            schemas.check_schema(schema)
         except SchemaError as exc:
             where = "/".join(str(p) for p in exc.path)
             raise InputError(
@@ -408,7 +417,7 @@ def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
                 field=f"[{index}].function.parameters.type",
             )
         tools[name] = tool
-        validators[name] = Draft7Validator(schema, format_checker=Draft7Validator.FORMAT_CHECKER)
+        validators[name] = schemas.tool_validator(schema)
     return tools, validators, raw
 
 
@@ -657,7 +666,9 @@ def load_suite(path: Path | str) -> Suite:
     tools, validators, raw_tools = load_tools(root / "tools.json")
     if match.schema_ == "top_level":
         validators = {
-            tool_name: Draft7Validator(top_level_schema(tool.function.parameters))
+            tool_name: schemas.tool_validator(
+                top_level_schema(tool.function.parameters), formats=False
+            )
             for tool_name, tool in tools.items()
         }
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment)
@@ -724,4 +735,6 @@ def lint(suite: Suite) -> list[str]:
     unused = sorted(set(suite.tools) - used)
     if unused:
         warnings.append(f"tools never expected by any case: {', '.join(unused)}")
+    for name, tool in suite.tools.items():
+        warnings.extend(schemas.pattern_warnings(name, tool.function.parameters))
     return warnings
