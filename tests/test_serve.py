@@ -244,6 +244,7 @@ def assert_file_and_store_agree(db: Path, labels: Path) -> None:
                        for a in journal.adjudications]
 
 
+@pytest.mark.slow
 def test_undo_withdraws_the_label_from_the_file_and_the_store(tmp_path: Path,
                                                               demo_db: Path) -> None:
     db = tmp_path / "c.db"
@@ -271,6 +272,7 @@ def test_undo_withdraws_the_label_from_the_file_and_the_store(tmp_path: Path,
             ] == [None, "tc-004"]
 
 
+@pytest.mark.slow
 def test_two_labellers_undo_and_relabel_keep_file_store_and_calibration_equal(
         tmp_path: Path, demo_db: Path) -> None:
     """A labels, B labels, A undoes: A's label is gone from the file's labels and from the
@@ -338,6 +340,7 @@ def test_two_labellers_undo_and_relabel_keep_file_store_and_calibration_equal(
     assert_file_and_store_agree(db, labels)
 
 
+@pytest.mark.slow
 def test_a_fail_then_pass_slip_is_refused_with_the_reason_not_a_500(
         tmp_path: Path, demo_db: Path) -> None:
     db = tmp_path / "c.db"
@@ -363,6 +366,7 @@ def test_a_fail_then_pass_slip_is_refused_with_the_reason_not_a_500(
     assert labels.read_bytes() == before and person_rows(db) == []
 
 
+@pytest.mark.slow
 def test_the_labelling_page_is_blind_until_the_person_has_labelled(
         tmp_path: Path, demo_db: Path) -> None:
     db = tmp_path / "c.db"
@@ -393,6 +397,7 @@ def first_item_shown(page: str) -> str:
     return re.search(r"<h1>(\S+) ", page).group(1)  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_each_person_has_a_queue_of_their_own(tmp_path: Path, demo_db: Path) -> None:
     db = tmp_path / "c.db"
     shutil.copyfile(demo_db, db)
@@ -416,6 +421,7 @@ def test_each_person_has_a_queue_of_their_own(tmp_path: Path, demo_db: Path) -> 
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_session_plan_shares_items_asks_second_labels_and_conflicts_are_adjudicated(
         tmp_path: Path, demo_db: Path) -> None:
     from callgate.judging.labelling import SessionPlan
@@ -616,6 +622,62 @@ def test_labelling_a_runs_judged_attempts_grows_a_set_as_judge_label_does(
         "labelled_from_run"
     assert [row[:2] for row in person_rows(tmp_path / "c.db")] == [
         (f"run{run}-j0-r0", "ana"), (f"run{run}-j3-r0", "ana")]
+
+
+@pytest.mark.slow
+def test_a_releases_audit_sample_is_labelled_in_the_serve_queue_blind(
+    tmp_path: Path, loopback, callgate_exe: str, cli_env: dict) -> None:
+    """`callgate judge audit RUN --n 2` draws the sample; /runs/RUN/audit shows its items in
+    sample order without the judge's verdict and stores each label as `judge label --audit`
+    does."""
+    from test_judge_live import judged_responses, judged_suite, make_judge, ok, verdict
+
+    spec = make_judge(tmp_path, loopback.base_url)
+    for n in range(4):
+        loopback.script(f"[case-{n}]", ok(content=verdict("pass", "pass", f"judge-says-{n}"),
+                                           provider=None, cost=None))
+    suite = judged_suite(tmp_path / "suite")
+    responses = judged_responses(tmp_path / "r.jsonl")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([callgate_exe, *args, "--db", "c.db"], cwd=tmp_path, env=cli_env,
+                              capture_output=True, text=True, timeout=120)
+
+    scored = cli("score", str(suite), "-r", str(responses), "-m", "m", "--release", "r1",
+                 "--judge", str(spec), "--uncalibrated", "--json")
+    assert scored.returncode in (0, 3), scored.stderr
+    run = json.loads(scored.stdout)["run_id"]
+    assert cli("judge", "audit", str(run), "--n", "2", "--seed", "5").returncode == 0
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        sample = conn.execute("SELECT case_id, repeat FROM audit_items WHERE run = ? "
+                              "ORDER BY position", [run]).fetchall()
+    server = Server(tmp_path / "c.db")
+    try:
+        for case_id, repeat in sample:
+            status, page = server.get(f"/runs/{run}/audit?labeller=ana")
+            assert status == 200 and f"run{run}-{case_id}-r{repeat}" in page
+            assert "judge-says" not in page
+            status, page = form_post(server, f"/runs/{run}/audit", {
+                "case_id": case_id, "repeat": str(repeat), "labeller": "ana",
+                "tool_choice": "fail", "arguments": "pass"})
+            assert status == 400 and "cannot pass when tool_choice fails" in page
+            assert form_post(server, f"/runs/{run}/audit", {
+                "case_id": case_id, "repeat": str(repeat), "labeller": "ana",
+                "tool_choice": "pass", "arguments": "fail"})[0] == 200
+        status, page = server.get(f"/runs/{run}/audit?labeller=ana")
+        assert "every item" in page
+        assert form_post(server, f"/runs/{run}/audit", {
+            "case_id": "nope", "repeat": "0", "labeller": "ana", "tool_choice": "pass",
+            "arguments": "pass"})[0] == 400
+    finally:
+        server.stop()
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        stored = conn.execute("SELECT case_id, repeat, label_tool_choice, label_arguments, "
+                              "labeller FROM audit_items WHERE run = ? ORDER BY position",
+                              [run]).fetchall()
+    assert stored == [(c, r, "pass", "fail", "ana") for c, r in sample]
+    report = cli("judge", "audit", str(run), "--json")
+    assert json.loads(report.stdout)["labelled"] == 2
 
 
 def test_other_sites_can_neither_write_nor_rebind(tmp_path: Path, demo_db: Path) -> None:
