@@ -125,3 +125,24 @@ def test_a_withdrawal_line_is_one_json_object_naming_the_item_and_the_person() -
     line = Withdrawal(withdraw="tc-001", labeller="ana", at="2026-12-01T09:00:00+00:00").line()
     assert json.loads(line) == {"withdraw": "tc-001", "labeller": "ana",
                                 "at": "2026-12-01T09:00:00+00:00"}
+
+
+@pytest.mark.slow
+def test_judge_calibrate_leaves_out_what_people_disagree_on_and_says_so(
+        tmp_path: Path, loopback, callgate_exe: str, cli_env: dict) -> None:
+    from test_judge_live import make_judge, make_set, run, script_judge
+
+    spec = make_judge(tmp_path, loopback.base_url)
+    labels = make_set(tmp_path / "set.jsonl")
+    script_judge(loopback, labels)
+    first = CalibrationItem.model_validate_json(
+        (tmp_path / "set.jsonl").read_text().splitlines()[0])
+    label(tmp_path / "set.jsonl", first, "ana", "pass", "pass")
+    label(tmp_path / "set.jsonl", first, "bo", "fail", "n/a")
+    result = run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+                 "set.jsonl", "--db", "c.db", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    assert (f"note: 1 item(s) of set.jsonl left out: people disagree on them and no one has "
+            f"adjudicated ({first.id})") in result.stderr
+    assert len(loopback.requests) == len(labels) - 1  # the item was not judged
+    assert first.id not in json.loads(result.stdout)["labels"]
