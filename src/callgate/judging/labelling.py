@@ -1,6 +1,8 @@
 """Labelling: a person's verdicts on calibration items and on a run's judged attempts, kept as
-lines appended to the calibration file (reloaded into the store) plus, for `judge label` and the
-web pages, a `person_labels` row saying who labelled what and when."""
+lines appended to the calibration file: labels, withdrawals (undo) and adjudications, replayed
+by `read_journal`. After each one the file is reloaded into the store, whose `person_labels`
+and `adjudications` rows then say what the file says. Also the sessions of `callgate serve`:
+each person's queue and the plan sharing the items among people."""
 
 from __future__ import annotations
 

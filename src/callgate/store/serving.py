@@ -174,14 +174,3 @@ class ServeRecords(StoreBase):
         self._person_labels_table()
         return list(self.db.query(
             "SELECT * FROM person_labels WHERE set_name = ? ORDER BY id", [set_name]))
-
-    def last_person_label(self, set_name: str, labeller: str) -> dict[str, Any] | None:
-        self._person_labels_table()
-        rows = list(self.db.query(
-            "SELECT * FROM person_labels WHERE set_name = ? AND labeller = ? "
-            "ORDER BY id DESC LIMIT 1", [set_name, labeller]))
-        return rows[0] if rows else None
-
-    def delete_person_label(self, label_id: int) -> None:
-        with self.db.atomic():
-            self.db.execute("DELETE FROM person_labels WHERE id = ?", [label_id])
