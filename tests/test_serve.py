@@ -574,6 +574,11 @@ def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path)
         assert "Labels still needed" in page
         assert any(line.startswith("  tool_choice: fail items (TNR): cannot certify")
                    for line in api["plan"]), api["plan"]
+        # the progress page measures the session against the same plan
+        needed = server.json(f"/api/calibration/{labels.name}/progress")["labels_needed"]
+        assert needed["plan"] == api["plan"] and needed["labels_since"] == 1  # ana's relabel
+        status, page = server.get(f"/calibration/{labels.name}/progress")
+        assert "Labels needed to certify" in page and "1 label(s) given since" in page
     finally:
         server.stop()
 

@@ -580,7 +580,8 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
             report["labels_needed"] = {
                 "judge": newest.judge, "calibrated_at": newest.created_at,
                 "plan": certificate_plan_lines(newest.dimensions, newest.thresholds),
-                "labels_since": sum(r["created_at"] > newest.created_at for r in rows)}
+                # labels carry whole seconds: one given in the calibration's second counts
+                "labels_since": sum(r["created_at"] >= newest.created_at[:19] for r in rows)}
         if request.url.path.startswith("/api/"):
             return JSONResponse({"set": name, **report})
         return page("progress.html", request, set_name=name, p=report,
