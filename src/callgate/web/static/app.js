@@ -96,5 +96,6 @@
     event.preventDefault();
   });
   show();
+  sync();  // a label given before (shown to its labeller) may already fail the tool choice
   document.body.setAttribute("data-keys", "ready");  // the shortcuts are listening
 })();
