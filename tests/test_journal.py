@@ -146,3 +146,54 @@ def test_judge_calibrate_leaves_out_what_people_disagree_on_and_says_so(
             f"adjudicated ({first.id})") in result.stderr
     assert len(loopback.requests) == len(labels) - 1  # the item was not judged
     assert first.id not in json.loads(result.stdout)["labels"]
+
+
+@pytest.mark.slow
+def test_any_sequence_of_labels_relabels_and_undos_leaves_file_and_store_agreeing(
+        tmp_path: Path, two_items) -> None:
+    """150 seeded random steps by three people on two items, checked after every step against
+    a model kept here: each person's labels as a stack (a relabel pushes, undo pops their
+    latest anywhere), a label counting when the people's latest labels agree."""
+    import random
+    import sqlite3
+
+    from callgate.judging.labelling import label_item, reload_set, undo_label
+    from callgate.store.db import Store
+
+    path, first, second = two_items
+    items = {first.id: first, second.id: second}
+    base = {i.id: (i.label.tool_choice, i.label.arguments) for i in items.values()}
+    choices = [("pass", "pass"), ("pass", "fail"), ("pass", "n/a"), ("fail", "fail"),
+               ("fail", "n/a")]
+    given: list[tuple[str, str, tuple[str, str]]] = []  # (person, item, label), oldest first
+    rng = random.Random(23)
+    with Store(tmp_path / "c.db") as store:
+        reload_set(store, path)
+        for _ in range(150):
+            who = rng.choice(["ana", "bo", "cy"])
+            if rng.random() < 0.35:
+                undo_label(store, path, who)
+                mine = [n for n, (person, _, _) in enumerate(given) if person == who]
+                if mine:
+                    given.pop(mine[-1])
+            else:
+                item_id, labels = rng.choice(sorted(items)), rng.choice(choices)
+                label_item(store, path, items[item_id], who, *labels)
+                given.append((who, item_id, labels))
+            expected = {}
+            for item_id in items:
+                latest = {p: lab for p, i, lab in given if i == item_id}
+                if not latest:
+                    expected[item_id] = base[item_id]
+                elif len(set(latest.values())) == 1:
+                    expected[item_id] = next(iter(latest.values()))
+            assert {i.id: (i.label.tool_choice, i.label.arguments)
+                    for i in read_journal(path).counted()} == expected
+            with sqlite3.connect(tmp_path / "c.db") as conn:
+                stored = conn.execute("SELECT labeller, item_id, tool_choice, arguments FROM "
+                                      "person_labels ORDER BY id").fetchall()
+                in_store = dict(conn.execute(
+                    "SELECT item_id, label_tool_choice || '/' || label_arguments "
+                    "FROM calibration_items").fetchall())
+            assert stored == [(p, i, *lab) for p, i, lab in given]
+            assert in_store == {i: "/".join(lab) for i, lab in expected.items()}
