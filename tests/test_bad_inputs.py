@@ -512,6 +512,15 @@ calibration("arguments as an object", item(response={"content": None, "tool_call
     "response.tool_calls[0].arguments")
 calibration("a JSON array", "[]", "JSON object")
 calibration("no messages", item(case={**ITEM["case"], "messages": []}), "case.messages")
+calibration("a withdrawal of a label never given", j({"withdraw": "c1", "labeller": "ana"}),
+            "withdraw", "no standing label by 'ana'")
+calibration("a withdrawal without a labeller", j({"withdraw": "c1"}), "labeller")
+calibration("an adjudication of an unknown item", j({
+    "adjudicate": "c9", "label": {"tool_choice": "pass", "arguments": "n/a"},
+    "labeller": "cy", "why": "x"}), "adjudicate", "no item 'c9'")
+calibration("an adjudication without a reason", j({
+    "adjudicate": "c1", "label": {"tool_choice": "pass", "arguments": "n/a"},
+    "labeller": "cy", "why": ""}), "why")
 bad("calibration", "empty file", "calibrate", "cal.jsonl", "no items", files={"cal.jsonl": ""})
 bad("calibration", "missing", "calibrate", "cal.jsonl", "not found", removed=("cal.jsonl",))
 

@@ -24,6 +24,7 @@ SET = ROOT / "calibration" / "tool_choice.jsonl"
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,
     pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
                        reason="browser tests need /usr/bin/chromium and /usr/bin/chromedriver "
                               "(apt-get install chromium chromium-driver)"),
@@ -48,8 +49,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[object]:
+def start_browser(profile: Path) -> object:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -58,14 +58,29 @@ def browser(tmp_path: Path) -> Iterator[object]:
     for flag in ("--headless", "--no-sandbox", "--disable-gpu",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--window-size=1280,1000",
-                 f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+                 f"--user-data-dir={profile}"):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)),
-                              options=options)
+    return webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)),
+                            options=options)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[object]:
+    driver = start_browser(tmp_path / "chromium-profile")
     try:
         yield driver
     finally:
-        driver.quit()
+        driver.quit()  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def second_browser(tmp_path: Path) -> Iterator[object]:
+    """Another person's browser: its own profile, so its own stored name."""
+    driver = start_browser(tmp_path / "chromium-profile-2")
+    try:
+        yield driver
+    finally:
+        driver.quit()  # type: ignore[attr-defined]
 
 
 def test_the_releases_chart_shows_both_releases_and_the_regression(
@@ -101,20 +116,86 @@ def test_the_releases_chart_shows_both_releases_and_the_regression(
         server.stop()
 
 
-def labels_in(db: Path) -> list[tuple[str, str, str]]:
+def labels_in(db: Path, labeller: str = "tester") -> list[tuple[str, str, str]]:
     with sqlite3.connect(db) as conn:
         return conn.execute("SELECT item_id, tool_choice, arguments FROM person_labels "
-                            "WHERE labeller = 'tester' ORDER BY id").fetchall()
+                            "WHERE labeller = ? ORDER BY id", [labeller]).fetchall()
+
+
+def item_id(browser) -> str:
+    """The item the labelling page shows. Read again if the page is replaced between finding
+    the heading and reading it: seen under load as a stale element, a JavaScript error or a
+    bare WebDriverException ("unhandled inspector error: Node with given id does not belong
+    to the document")."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+
+    for _ in range(50):
+        try:
+            return str(browser.find_element(By.CSS_SELECTOR, "h1").text.split()[0])
+        except WebDriverException:  # the base class of each of those
+            time.sleep(0.1)
+    raise AssertionError("the labelling page never showed an item")
+
+
+def ready(browser) -> None:
+    """The page has loaded and its shortcuts listen: a key sent earlier would be lost."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 30, ignored_exceptions=(WebDriverException,)).until(
+        lambda _: browser.execute_script("return document.readyState") == "complete"
+        and browser.find_element(By.TAG_NAME, "body").get_attribute("data-keys") == "ready")
+
+
+def keys(browser, *pressed: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    for key in pressed:
+        ActionChains(browser).send_keys(key).perform()
+
+
+def press(browser, *pressed: str) -> None:
+    """Keys that end on another page (a label saved, undo, next): wait for it."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    ready(browser)
+    browser.execute_script("window.beforeTheKeys = true;")  # gone once another page loads
+    keys(browser, *pressed)
+    WebDriverWait(browser, 30, ignored_exceptions=(WebDriverException,)).until(
+        lambda _: browser.execute_script("return window.beforeTheKeys === undefined") is True)
+    ready(browser)
+
+
+def open_queue(browser, server: Server, set_name: str, labeller: str, item: str = "") -> None:
+    query = {"labeller": labeller, **({"item": item} if item else {})}
+    browser.get(f"{server.base}/calibration/{set_name}?{urlencode(query)}")
+    ready(browser)
+
+
+def file_and_store(db: Path, labels: Path) -> tuple[list[tuple], list[tuple], dict]:
+    """(people's labels in the file, in the store; the labels that count in the file)."""
+    from callgate.judging.calibration import read_journal, read_set
+
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute("SELECT item_id, labeller, tool_choice, arguments FROM "
+                              "person_labels WHERE set_name = ? ORDER BY id",
+                              [labels.name]).fetchall()
+        counted = dict(((i, (t, a)) for i, t, a in conn.execute(
+            "SELECT item_id, label_tool_choice, label_arguments FROM calibration_items "
+            "WHERE set_name = ?", [labels.name])))
+    in_file = [(i.id, i.labeller, i.label.tool_choice, i.label.arguments)
+               for i in read_journal(labels).people]
+    effective = {i.id: (i.label.tool_choice, i.label.arguments) for i in read_set(labels)[0]}
+    assert counted == effective
+    return in_file, stored, effective
 
 
 def test_labelling_five_items_with_the_keyboard(browser, demo_db: Path, tmp_path: Path,
                                                 shots: Path) -> None:
-    # A page replaced while it is read shows up as any WebDriverException (stale element,
-    # JavaScript or inspector errors): such reads are retried.
-    from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     db = tmp_path / "c.db"
     shutil.copyfile(demo_db, db)
@@ -122,62 +203,176 @@ def test_labelling_five_items_with_the_keyboard(browser, demo_db: Path, tmp_path
     shutil.copyfile(SET, labels)
     lines_before = labels.read_text().splitlines()
     server = Server(db, "--set", str(labels))
-
-    def item_id() -> str:
-        # Read again if the page is replaced between finding the heading and reading it: seen
-        # under load as a stale element, a JavaScript error or a bare WebDriverException
-        # ("unhandled inspector error: Node with given id does not belong to the document").
-        for _ in range(50):
-            try:
-                return str(browser.find_element(By.CSS_SELECTOR, "h1").text.split()[0])
-            except WebDriverException:  # the base class of each of those
-                time.sleep(0.1)
-        raise AssertionError("the labelling page never showed an item")
-
-    def ready() -> None:
-        """The page has loaded and its shortcuts listen: a key sent earlier would be lost."""
-        WebDriverWait(browser, 30, ignored_exceptions=(
-            WebDriverException,)).until(
-            lambda _: browser.execute_script("return document.readyState") == "complete"
-            and browser.find_element(By.TAG_NAME, "body").get_attribute("data-keys") == "ready")
-
-    def press(*keys: str) -> None:
-        ready()
-        shown = item_id()
-        for key in keys:
-            ActionChains(browser).send_keys(key).perform()
-        WebDriverWait(browser, 30, ignored_exceptions=(
-            WebDriverException,)).until(
-            lambda _: item_id() != shown)
-        ready()
-
     try:
-        browser.get(f"{server.base}/calibration/{labels.name}?labeller=tester")
+        open_queue(browser, server, labels.name, "tester")
         browser.save_screenshot(str(shots / "label.png"))
-        keys = [("p", "p"), ("p", "f"), ("f", "n"), ("p", "n"), ("f", "n")]
+        pairs = [("p", "p"), ("p", "f"), ("f", "n"), ("p", "n"), ("f", "n")]
         labelled = []
-        for pair in keys:
-            labelled.append(item_id())
-            press(*pair)
+        for pair in pairs:
+            labelled.append(item_id(browser))
+            press(browser, *pair)
         browser.save_screenshot(str(shots / "label-after-five.png"))
         expected = [(item, {"p": "pass", "f": "fail"}[tool],
                      {"p": "pass", "f": "fail", "n": "n/a"}[args])
-                    for item, (tool, args) in zip(labelled, keys, strict=True)]
+                    for item, (tool, args) in zip(labelled, pairs, strict=True)]
         assert labels_in(db) == expected
         lines = labels.read_text().splitlines()
         assert lines[:len(lines_before)] == lines_before
         assert len(lines) == len(lines_before) + 5
         assert [line.split('"id":"')[1].split('"')[0] for line in lines[-5:]] == labelled
 
-        press("u")  # undo: back to the last item labelled, its row and line gone
-        assert item_id() == labelled[-1]
+        press(browser, "u")  # undo: back to the last item labelled, its label withdrawn
+        assert item_id(browser) == labelled[-1]
         assert labels_in(db) == expected[:4]
-        assert len(labels.read_text().splitlines()) == len(lines_before) + 4
-        press("j")
-        press("k")
-        assert item_id() == labelled[-1]
+        lines = labels.read_text().splitlines()
+        assert len(lines) == len(lines_before) + 6 and '"withdraw"' in lines[-1]
+        press(browser, "j")
+        press(browser, "k")
+        assert item_id(browser) == labelled[-1]
         browser.get(f"{server.base}/calibration/{labels.name}/progress")
         assert "4" in browser.find_element(By.CSS_SELECTOR, ".card strong").text
         browser.save_screenshot(str(shots / "progress.png"))
     finally:
         server.stop()
+
+
+def test_two_labellers_undo_and_relabel_keep_the_file_and_the_store_equal(
+        browser, second_browser, demo_db: Path, tmp_path: Path, shots: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = tmp_path / SET.name
+    shutil.copyfile(SET, labels)
+    server = Server(db, "--set", str(labels))
+    ana, bo = browser, second_browser
+
+    def agree() -> dict:
+        in_file, stored, effective = file_and_store(db, labels)
+        assert in_file == stored
+        return effective
+
+    try:
+        open_queue(ana, server, labels.name, "ana")
+        first = item_id(ana)
+        press(ana, "p", "p")
+        assert agree()[first] == ("pass", "pass")
+        open_queue(bo, server, labels.name, "bo")
+        assert item_id(bo) == first  # bo's own queue starts at bo's first item
+        press(bo, "f", "n")
+        assert first not in agree()  # they disagree: it counts for nothing yet
+        open_queue(ana, server, labels.name, "ana")
+        press(ana, "u")  # ana takes her label back: bo's alone counts
+        assert item_id(ana) == first
+        assert agree()[first] == ("fail", "n/a")
+        assert [row[1] for row in file_and_store(db, labels)[1]] == ["bo"]
+        open_queue(bo, server, labels.name, "bo", first)
+        press(bo, "p", "f")  # bo relabels
+        assert agree()[first] == ("pass", "fail")
+        press(bo, "u")  # and undoes the relabel: bo's first label stands again
+        assert agree()[first] == ("fail", "n/a")
+        open_queue(ana, server, labels.name, "ana", first)
+        press(ana, "f", "n")  # ana agrees with bo now
+        assert agree()[first] == ("fail", "n/a")
+        bo.save_screenshot(str(shots / "label-two-people.png"))
+    finally:
+        server.stop()
+
+
+def test_the_queue_is_blind_and_each_persons_own(browser, demo_db: Path, tmp_path: Path
+                                                 ) -> None:
+    import json
+    import urllib.request
+
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = tmp_path / SET.name
+    shutil.copyfile(SET, labels)
+    first, second, third = (json.loads(line) for line in labels.read_text().splitlines()[:3])
+    server = Server(db, "--set", str(labels))
+    try:
+        open_queue(browser, server, labels.name, "anaxx")
+        for item in (first, second):
+            assert item_id(browser) == item["id"]
+            press(browser, "f", "n")
+        assert item_id(browser) == third["id"]  # anaxx's next
+        request = urllib.request.Request(
+            f"{server.base}/api/calibration/{labels.name}/labels", method="POST",
+            headers={"content-type": "application/json"},
+            data=json.dumps({"item_id": first["id"], "labeller": "cyxx", "tool_choice": "pass",
+                             "arguments": "pass", "note": "cy-was-here"}).encode())
+        urllib.request.urlopen(request, timeout=30).read()
+        # bo, in the same browser: bo's queue opens at bo's first item, not after ana's work
+        open_queue(browser, server, labels.name, "bo")
+        assert item_id(browser) == first["id"]
+        source = browser.page_source
+        assert first["case"]["rubric"] in source
+        for given_away in (first["category"], "anaxx", "cyxx", "cy-was-here", first["note"]):
+            assert given_away not in source, given_away
+        press(browser, "p", "p")
+        assert item_id(browser) == second["id"]
+        open_queue(browser, server, labels.name, "bo", first["id"])  # labelled: shown now
+        source = browser.page_source
+        assert first["category"] in source and "anaxx" in source and "cyxx" in source
+    finally:
+        server.stop()
+
+
+def test_a_fail_then_pass_slip_is_refused_on_the_page(browser, demo_db: Path, tmp_path: Path,
+                                                     shots: Path) -> None:
+    import asyncio
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from callgate.judging.calibration import calibrate
+    from callgate.judging.judge import load_judge
+    from callgate.store.db import Store
+
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = tmp_path / SET.name
+    shutil.copyfile(SET, labels)
+    judge = load_judge(ROOT / "judges" / "tool_choice.toml").model_copy(
+        update={"spec_path": tmp_path / "tool_choice.toml"})
+
+    async def always_pass(messages: list[dict]) -> str:
+        return '{"tool_choice": "pass", "arguments": "pass", "reason": "stub"}'
+
+    with Store(db) as store:
+        asyncio.run(calibrate(judge, labels, store, always_pass, 4))
+    before = labels.read_bytes()
+    server = Server(db, "--set", str(labels))
+    try:
+        open_queue(browser, server, labels.name, "ana")
+        shown = item_id(browser)
+        keys(browser, "f", "p")
+        refusal = browser.find_element(By.ID, "key-refused")
+        assert refusal.is_displayed() and "cannot pass" in refusal.text
+        browser.save_screenshot(str(shots / "label-refused.png"))
+        assert item_id(browser) == shown and labels.read_bytes() == before
+        assert labels_in(db, "ana") == []
+        press(browser, "n")  # the arguments: n/a, and the label is saved
+        assert labels_in(db, "ana") == [(shown, "fail", "n/a")]
+        # the review page's dropdowns: a failed tool choice moves the arguments to n/a
+        browser.get(f"{server.base}/calibration/{labels.name}/review?labeller=ana")
+        ready_page(browser)
+        row = browser.find_element(By.CSS_SELECTOR, "form.relabel")
+        tool = Select(row.find_element(By.NAME, "tool_choice"))
+        arguments = Select(row.find_element(By.NAME, "arguments"))
+        tool.select_by_value("pass")
+        arguments.select_by_value("pass")
+        tool.select_by_value("fail")
+        assert arguments.first_selected_option.get_attribute("value") == "n/a"
+        assert row.find_element(By.CSS_SELECTOR, ".why").is_displayed()
+        item = row.find_element(By.NAME, "item_id").get_attribute("value")
+        row.find_element(By.TAG_NAME, "button").click()
+        ready_page(browser)
+        assert (item, "fail", "n/a") in labels_in(db, "ana")
+    finally:
+        server.stop()
+
+
+def ready_page(browser) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 30).until(
+        lambda _: browser.execute_script("return document.readyState") == "complete")

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import pytest
 from webserver import Server, callgate_script
 
-from callgate.judging.calibration import read_set
+from callgate.judging.calibration import read_journal, read_set
 
 ROOT = Path(__file__).resolve().parent.parent
 SET = ROOT / "calibration" / "tool_choice.jsonl"
@@ -195,7 +195,9 @@ def test_labels_are_stored_appended_and_compared(tmp_path: Path, demo_db: Path) 
         progress = server.json(f"/api/calibration/{labels.name}/progress")
         status, index = server.get("/")
         assert status == 200
-        assert re.search(rf"{labels.name}</td><td class=\"num\">{len(before)}</td>", index)
+        # ana and bo disagree on tc-001: until a person adjudicates it, it counts for nothing
+        # (the store holds the items calibration uses)
+        assert re.search(rf"{labels.name}</td><td class=\"num\">{len(before) - 1}</td>", index)
     finally:
         server.stop()
     assert person_rows(db) == [("tc-001", "ana", "fail", "n/a"), ("tc-001", "bo", "pass", "pass"),
@@ -203,7 +205,7 @@ def test_labels_are_stored_appended_and_compared(tmp_path: Path, demo_db: Path) 
     after = labels.read_text().splitlines()
     assert after[:len(before)] == before and len(after) == len(before) + 3
     items = {item.id: item for item in read_set(labels)[0]}
-    assert len(items) == len(before)  # a relabel, not a new item
+    assert len(items) == len(before) - 1 and "tc-001" not in items  # in conflict
     assert items["tc-002"].label.model_dump() == {"tool_choice": "pass", "arguments": "pass"}
     # Who gave the label is in the file too, so a person's label is told from an assistant's.
     assert items["tc-002"].labeller == "ana" and items["tc-002"].labelled_at
@@ -213,30 +215,266 @@ def test_labels_are_stored_appended_and_compared(tmp_path: Path, demo_db: Path) 
     assert [c["item_id"] for c in progress["conflicts"]] == ["tc-001"]
 
 
-def test_undo_takes_back_the_row_and_the_line(tmp_path: Path, demo_db: Path) -> None:
+def form_post(server: Server, path: str, fields: dict[str, str]) -> tuple[int, str]:
+    status, body, _ = server.request(
+        path, method="POST", data=urlencode(fields).encode(),
+        headers={"content-type": "application/x-www-form-urlencoded"})
+    return status, body
+
+
+def effective(labels: Path) -> dict[str, tuple[str, str]]:
+    """The labels calibration uses, read from the set file."""
+    return {i.id: (i.label.tool_choice, i.label.arguments) for i in read_set(labels)[0]}
+
+
+def assert_file_and_store_agree(db: Path, labels: Path) -> None:
+    """The set file replayed and the store hold the same people's labels, the same
+    adjudications and the same labels that count."""
+    journal = read_journal(labels)
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute("SELECT item_id, label_tool_choice, label_arguments FROM "
+                              "calibration_items WHERE set_name = ?", [labels.name]).fetchall()
+        settled = conn.execute("SELECT item_id, labeller, tool_choice, arguments, why FROM "
+                               "adjudications WHERE set_name = ? ORDER BY id",
+                               [labels.name]).fetchall()
+    assert {i: (t, a) for i, t, a in stored} == effective(labels)
+    assert person_rows(db) == [(i.id, i.labeller, i.label.tool_choice, i.label.arguments)
+                               for i in journal.people]
+    assert settled == [(a.adjudicate, a.labeller, a.label.tool_choice, a.label.arguments, a.why)
+                       for a in journal.adjudications]
+
+
+@pytest.mark.slow
+def test_undo_withdraws_the_label_from_the_file_and_the_store(tmp_path: Path,
+                                                              demo_db: Path) -> None:
     db = tmp_path / "c.db"
     shutil.copyfile(demo_db, db)
     labels = set_copy(tmp_path)
-    original = labels.read_bytes()
+    original = effective(labels)
     server = Server(db, "--set", str(labels))
     try:
-        status, _, _ = server.request(
-            f"/calibration/{labels.name}/label", method="POST",
-            data=urlencode({"item_id": "tc-004", "labeller": "ana", "tool_choice": "pass",
-                            "arguments": "fail"}).encode(),
-            headers={"content-type": "application/x-www-form-urlencoded"})
+        status, _ = form_post(server, f"/calibration/{labels.name}/label",
+                              {"item_id": "tc-004", "labeller": "ana", "tool_choice": "pass",
+                               "arguments": "fail"})
         assert status == 200  # followed the redirect to the next item
         assert person_rows(db) == [("tc-004", "ana", "pass", "fail")]
-        assert labels.read_bytes() != original
-        status, _, _ = server.request(
-            f"/calibration/{labels.name}/undo", method="POST",
-            data=urlencode({"labeller": "ana"}).encode(),
-            headers={"content-type": "application/x-www-form-urlencoded"})
+        assert effective(labels)["tc-004"] == ("pass", "fail")
+        assert_file_and_store_agree(db, labels)
+        status, _ = form_post(server, f"/calibration/{labels.name}/undo", {"labeller": "ana"})
         assert status == 200
     finally:
         server.stop()
     assert person_rows(db) == []
-    assert labels.read_bytes() == original
+    assert effective(labels) == original
+    assert_file_and_store_agree(db, labels)
+    # the label and its withdrawal stay in the file, in that order
+    assert [json.loads(line).get("withdraw") for line in labels.read_text().splitlines()[-2:]
+            ] == [None, "tc-004"]
+
+
+@pytest.mark.slow
+def test_two_labellers_undo_and_relabel_keep_file_store_and_calibration_equal(
+        tmp_path: Path, demo_db: Path) -> None:
+    """A labels, B labels, A undoes: A's label is gone from the file's labels and from the
+    store, and calibration uses B's; relabels replace a person's own label only."""
+    import asyncio
+
+    from callgate.judging.calibration import calibrate
+    from callgate.judging.judge import load_judge
+    from callgate.store.db import Store
+
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    original = effective(labels)
+    assert original["tc-001"] == ("pass", "pass")
+    server = Server(db, "--set", str(labels))
+    url = f"/api/calibration/{labels.name}/labels"
+
+    def label(who: str, item: str, tool: str, args: str) -> None:
+        assert server.post_json(url, {"item_id": item, "labeller": who, "tool_choice": tool,
+                                      "arguments": args})[0] == 201
+        assert_file_and_store_agree(db, labels)
+
+    def undo(who: str) -> None:
+        assert form_post(server, f"/calibration/{labels.name}/undo",
+                         {"labeller": who})[0] == 200
+        assert_file_and_store_agree(db, labels)
+
+    try:
+        label("ana", "tc-001", "fail", "n/a")
+        assert effective(labels)["tc-001"] == ("fail", "n/a")
+        label("bo", "tc-001", "pass", "fail")
+        assert "tc-001" not in effective(labels)  # they disagree: it counts for nothing
+        undo("ana")
+        assert effective(labels)["tc-001"] == ("pass", "fail")  # bo's, alone
+        assert [r[1] for r in person_rows(db)] == ["bo"]
+        status, page = server.get(f"/calibration/{labels.name}?labeller=bo&item=tc-001")
+        assert status == 200 and "ana" not in page
+        # relabel, then undo the relabel: bo's first label stands again
+        label("bo", "tc-001", "fail", "fail")
+        label("ana", "tc-002", "pass", "fail")
+        label("bo", "tc-001", "pass", "pass")
+        undo("bo")
+        assert effective(labels)["tc-001"] == ("fail", "fail")
+        undo("bo")
+        assert effective(labels)["tc-001"] == ("pass", "fail")
+        undo("bo")  # bo's last label on it withdrawn: the file's own label counts again
+        assert effective(labels)["tc-001"] == original["tc-001"] and person_rows(db) == [
+            ("tc-002", "ana", "pass", "fail")]
+        assert effective(labels)["tc-002"] == ("pass", "fail")
+        label("bo", "tc-003", "fail", "n/a")
+    finally:
+        server.stop()
+    judge = load_judge(ROOT / "judges" / "tool_choice.toml").model_copy(
+        update={"spec_path": tmp_path / "tool_choice.toml"})
+
+    async def always_pass(messages: list[dict]) -> str:
+        return '{"tool_choice": "pass", "arguments": "pass", "reason": "stub"}'
+
+    with Store(db) as store:
+        certificate, _, _ = asyncio.run(calibrate(judge, labels, store, always_pass, 4))
+    used = certificate.labels
+    assert used["tc-001"].endswith("pass/pass") and used["tc-002"].endswith("pass/fail")
+    assert used["tc-003"].endswith("fail/n/a")
+    assert_file_and_store_agree(db, labels)
+
+
+@pytest.mark.slow
+def test_a_fail_then_pass_slip_is_refused_with_the_reason_not_a_500(
+        tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    before = labels.read_bytes()
+    server = Server(db, "--set", str(labels))
+    slip = {"item_id": "tc-001", "labeller": "ana", "tool_choice": "fail", "arguments": "pass"}
+    try:
+        status, error = server.post_json(f"/api/calibration/{labels.name}/labels", slip)
+        assert status == 400
+        assert error["error"] == "arguments: cannot pass when tool_choice fails (use n/a or fail)"
+        for path, fields in ((f"/calibration/{labels.name}/label", slip),
+                             (f"/calibration/{labels.name}/label", {**slip, "back": "review"}),
+                             (f"/calibration/{labels.name}/adjudicate", {**slip, "why": "x"})):
+            status, page = form_post(server, path, fields)
+            assert status == 400 and "cannot pass when tool_choice fails" in page
+        status, page = form_post(server, f"/calibration/{labels.name}/label", slip)
+        assert 'id="back"' in page and "item=tc-001" in page  # back to the same item
+        assert server.get("/")[0] == 200
+    finally:
+        server.stop()
+    assert labels.read_bytes() == before and person_rows(db) == []
+
+
+@pytest.mark.slow
+def test_the_labelling_page_is_blind_until_the_person_has_labelled(
+        tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    item = read_set(labels)[0][0]
+    server = Server(db, "--set", str(labels))
+    page_of = f"/calibration/{labels.name}?labeller=bo&item={item.id}"
+    try:
+        assert server.post_json(f"/api/calibration/{labels.name}/labels", {
+            "item_id": item.id, "labeller": "ana", "tool_choice": "fail", "arguments": "n/a",
+            "note": "ana-thinks-so"})[0] == 201
+        status, page = server.get(page_of)
+        assert status == 200 and item.case.rubric in html.unescape(page)
+        for given_away in (item.category, "ana", "ana-thinks-so", item.note):
+            assert given_away not in html.unescape(page), given_away
+        assert "Blind:" in page
+        assert server.post_json(f"/api/calibration/{labels.name}/labels", {
+            "item_id": item.id, "labeller": "bo", "tool_choice": "pass",
+            "arguments": "pass"})[0] == 201
+        status, page = server.get(page_of)
+        assert item.category in page and "ana" in page  # shown once bo has labelled it
+    finally:
+        server.stop()
+
+
+def first_item_shown(page: str) -> str:
+    return re.search(r"<h1>(\S+) ", page).group(1)  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
+def test_each_person_has_a_queue_of_their_own(tmp_path: Path, demo_db: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    ids = [i.id for i in read_set(labels)[0]]
+    server = Server(db, "--set", str(labels))
+    try:
+        for item in ids[:2]:
+            assert form_post(server, f"/calibration/{labels.name}/label", {
+                "item_id": item, "labeller": "ana", "tool_choice": "pass",
+                "arguments": "pass"})[0] == 200
+        assert first_item_shown(server.get(f"/calibration/{labels.name}?labeller=ana")[1]
+                                ) == ids[2]
+        # bo's queue opens at bo's first unlabelled item, not after ana's work
+        assert first_item_shown(server.get(f"/calibration/{labels.name}?labeller=bo")[1]
+                                ) == ids[0]
+        _status, page = form_post(server, f"/calibration/{labels.name}/label", {
+            "item_id": ids[0], "labeller": "bo", "tool_choice": "pass", "arguments": "pass"})
+        assert first_item_shown(page) == ids[1]  # bo's next
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_session_plan_shares_items_asks_second_labels_and_conflicts_are_adjudicated(
+        tmp_path: Path, demo_db: Path) -> None:
+    from callgate.judging.labelling import SessionPlan
+
+    db = tmp_path / "c.db"
+    shutil.copyfile(demo_db, db)
+    labels = set_copy(tmp_path)
+    ids = [i.id for i in read_set(labels)[0]]
+    server = Server(db, "--set", str(labels), "--labellers", "ana,bo", "--second-label", "25",
+                    "--seed", "7")
+    try:
+        progress = server.json(f"/api/calibration/{labels.name}/progress")
+        left = progress["still_to_label"]
+        assert set(left) == {"ana", "bo"}
+        doubled = SessionPlan(labellers=("ana", "bo"), second_share=0.25, seed=7).doubled(ids)
+        assert len(doubled) == 46  # ceil(0.25 × 182)
+        assert doubled == set(left["ana"]) & set(left["bo"])
+        assert len(left["ana"]) + len(left["bo"]) == len(ids) + len(doubled)
+        # each queue opens at that person's first item
+        for who in ("ana", "bo"):
+            page = server.get(f"/calibration/{labels.name}?labeller={who}")[1]
+            assert first_item_shown(page) == left[who][0]
+        shared = sorted(doubled)[0]
+        for who, tool in (("ana", "pass"), ("bo", "fail")):
+            assert server.post_json(f"/api/calibration/{labels.name}/labels", {
+                "item_id": shared, "labeller": who, "tool_choice": tool,
+                "arguments": "n/a"})[0] == 201
+        progress = server.json(f"/api/calibration/{labels.name}/progress")
+        assert shared not in progress["still_to_label"]["ana"] + progress["still_to_label"]["bo"]
+        assert [c["item_id"] for c in progress["conflicts"]] == [shared]
+        assert shared not in effective(labels)
+        assert form_post(server, f"/calibration/{labels.name}/adjudicate", {
+            "item_id": shared, "labeller": "cy", "tool_choice": "fail", "arguments": "n/a",
+            "why": "the order id is wrong"})[0] == 200
+        assert_file_and_store_agree(db, labels)
+        progress = server.json(f"/api/calibration/{labels.name}/progress")
+        assert progress["conflicts"] == []
+        assert [(a["item_id"], a["labeller"], a["why"]) for a in progress["adjudications"]] == [
+            (shared, "cy", "the order id is wrong")]
+        # a later label by the last saver does not unsettle it
+        assert server.post_json(f"/api/calibration/{labels.name}/labels", {
+            "item_id": shared, "labeller": "ana", "tool_choice": "pass",
+            "arguments": "pass"})[0] == 201
+        assert effective(labels)[shared] == ("fail", "n/a")
+        assert form_post(server, f"/calibration/{labels.name}/adjudicate", {
+            "item_id": shared, "labeller": "cy", "tool_choice": "fail", "arguments": "n/a",
+            "why": ""})[0] == 400  # no reason, no adjudication
+    finally:
+        server.stop()
+    settled = [json.loads(line) for line in labels.read_text().splitlines()
+               if '"adjudicate"' in line]
+    assert [(s["adjudicate"], s["labeller"], s["why"]) for s in settled] == [
+        (shared, "cy", "the order id is wrong")]
 
 
 def test_with_a_token_every_write_needs_it(tmp_path: Path, demo_db: Path) -> None:
@@ -336,6 +574,11 @@ def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path)
         assert "Labels still needed" in page
         assert any(line.startswith("  tool_choice: fail items (TNR): cannot certify")
                    for line in api["plan"]), api["plan"]
+        # the progress page measures the session against the same plan
+        needed = server.json(f"/api/calibration/{labels.name}/progress")["labels_needed"]
+        assert needed["plan"] == api["plan"] and needed["labels_since"] == 1  # ana's relabel
+        status, page = server.get(f"/calibration/{labels.name}/progress")
+        assert "Labels needed to certify" in page and "1 label(s) given since" in page
     finally:
         server.stop()
 
@@ -384,6 +627,62 @@ def test_labelling_a_runs_judged_attempts_grows_a_set_as_judge_label_does(
         "labelled_from_run"
     assert [row[:2] for row in person_rows(tmp_path / "c.db")] == [
         (f"run{run}-j0-r0", "ana"), (f"run{run}-j3-r0", "ana")]
+
+
+@pytest.mark.slow
+def test_a_releases_audit_sample_is_labelled_in_the_serve_queue_blind(
+    tmp_path: Path, loopback, callgate_exe: str, cli_env: dict) -> None:
+    """`callgate judge audit RUN --n 2` draws the sample; /runs/RUN/audit shows its items in
+    sample order without the judge's verdict and stores each label as `judge label --audit`
+    does."""
+    from test_judge_live import judged_responses, judged_suite, make_judge, ok, verdict
+
+    spec = make_judge(tmp_path, loopback.base_url)
+    for n in range(4):
+        loopback.script(f"[case-{n}]", ok(content=verdict("pass", "pass", f"judge-says-{n}"),
+                                           provider=None, cost=None))
+    suite = judged_suite(tmp_path / "suite")
+    responses = judged_responses(tmp_path / "r.jsonl")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([callgate_exe, *args, "--db", "c.db"], cwd=tmp_path, env=cli_env,
+                              capture_output=True, text=True, timeout=120)
+
+    scored = cli("score", str(suite), "-r", str(responses), "-m", "m", "--release", "r1",
+                 "--judge", str(spec), "--uncalibrated", "--json")
+    assert scored.returncode in (0, 3), scored.stderr
+    run = json.loads(scored.stdout)["run_id"]
+    assert cli("judge", "audit", str(run), "--n", "2", "--seed", "5").returncode == 0
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        sample = conn.execute("SELECT case_id, repeat FROM audit_items WHERE run = ? "
+                              "ORDER BY position", [run]).fetchall()
+    server = Server(tmp_path / "c.db")
+    try:
+        for case_id, repeat in sample:
+            status, page = server.get(f"/runs/{run}/audit?labeller=ana")
+            assert status == 200 and f"run{run}-{case_id}-r{repeat}" in page
+            assert "judge-says" not in page
+            status, page = form_post(server, f"/runs/{run}/audit", {
+                "case_id": case_id, "repeat": str(repeat), "labeller": "ana",
+                "tool_choice": "fail", "arguments": "pass"})
+            assert status == 400 and "cannot pass when tool_choice fails" in page
+            assert form_post(server, f"/runs/{run}/audit", {
+                "case_id": case_id, "repeat": str(repeat), "labeller": "ana",
+                "tool_choice": "pass", "arguments": "fail"})[0] == 200
+        status, page = server.get(f"/runs/{run}/audit?labeller=ana")
+        assert "every item" in page
+        assert form_post(server, f"/runs/{run}/audit", {
+            "case_id": "nope", "repeat": "0", "labeller": "ana", "tool_choice": "pass",
+            "arguments": "pass"})[0] == 400
+    finally:
+        server.stop()
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        stored = conn.execute("SELECT case_id, repeat, label_tool_choice, label_arguments, "
+                              "labeller FROM audit_items WHERE run = ? ORDER BY position",
+                              [run]).fetchall()
+    assert stored == [(c, r, "pass", "fail", "ana") for c, r in sample]
+    report = cli("judge", "audit", str(run), "--json")
+    assert json.loads(report.stdout)["labelled"] == 2
 
 
 def test_other_sites_can_neither_write_nor_rebind(tmp_path: Path, demo_db: Path) -> None:

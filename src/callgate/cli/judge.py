@@ -119,7 +119,7 @@ def judge_calibrate(
 
     from callgate.judging.bundled import calibration_set as bundled_set
     from callgate.judging.bundled import judge_spec
-    from callgate.judging.calibration import calibrate, read_set
+    from callgate.judging.calibration import calibrate, read_journal, read_set
     from callgate.judging.judge import JudgeModel, load_judge
     from callgate.report.console import print_calibration
     from callgate.scoring.pipeline import at_endpoint
@@ -147,6 +147,12 @@ def judge_calibrate(
         judge = at_endpoint(load_judge(judge_spec(spec)), api_base, api_key_env)
         set_path = bundled_set(calibration_set)
         read_set(set_path)  # the whole set is checked before the store is touched
+        unsettled = read_journal(set_path).conflicts
+        if unsettled:
+            typer.echo(f"note: {len(unsettled)} item(s) of {set_path} left out: people "
+                       f"disagree on them and no one has adjudicated ({', '.join(unsettled[:5])}"
+                       f"{', ...' if len(unsettled) > 5 else ''}); settle them on callgate "
+                       "serve's progress page", err=True)
         with Store(db) as store:
             certificate, disagreements, judged = asyncio.run(go(store, set_path))
     except CallgateError as exc:

@@ -383,6 +383,15 @@ def serve(
     sets: Annotated[list[Path] | None, typer.Option(
         "--set", help="Calibration file(s) people may label here; labels are appended to it, "
                       "as `callgate judge label` does.")] = None,
+    labellers: Annotated[str | None, typer.Option(
+        "--labellers", help="Comma-separated names: share each set's items among these "
+                            "people (each person's queue holds their items).")] = None,
+    second_label: Annotated[float, typer.Option(
+        "--second-label", min=0, max=100,
+        help="Percent of items that get a second person's label (for kappa).")] = 0,
+    seed: Annotated[int, typer.Option(
+        "--seed", help="Seed of the choice of items for a second label and of the sharing.")
+    ] = 0,
 ) -> None:
     """A local web app and JSON API over the store: releases, attempts, calibration sessions."""
     if host not in LOOPBACK and not token:
@@ -396,10 +405,14 @@ def serve(
                         "a folder that exists)")
     import uvicorn
 
+    from callgate.judging.labelling import SessionPlan
     from callgate.web.app import create_app
 
+    names = tuple(dict.fromkeys(n.strip() for n in (labellers or "").split(",") if n.strip()))
+    plan = (SessionPlan(labellers=names, second_share=second_label / 100, seed=seed)
+            if names or second_label else None)
     try:
-        web_app = create_app(db, list(sets or []), token, host)
+        web_app = create_app(db, list(sets or []), token, host, plan)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     shown = f"[{host}]" if ":" in host else host

@@ -112,6 +112,18 @@ def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str
     return labelled
 
 
+def record_audit_label(store: Store, run_id: int, case_id: str, repeat: int, tool_choice: str,
+                       arguments: str, labeller: str) -> None:
+    """One audit label given outside the terminal (`callgate serve`'s audit queue): stored as
+    `label_audit` stores it. A CallgateError when the attempt is not in the run's audit."""
+    if not labeller.strip():
+        raise CallgateError("a labeller name is required")
+    if not any((i["case_id"], i["repeat"]) == (case_id, repeat)
+               for i in store.audit_items(run_id)):
+        raise CallgateError(f"{case_id} (repeat {repeat}) is not in the audit of run {run_id}")
+    store.save_audit_label(run_id, case_id, repeat, tool_choice, arguments, labeller)
+
+
 # --------------------------------------------------------------------------- estimates
 
 

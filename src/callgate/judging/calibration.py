@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -133,26 +134,156 @@ class CalibrationItem(BaseModel):
                           separators=(",", ":"))
 
 
-def read_set(path: Path | str) -> tuple[list[CalibrationItem], str]:
-    """Read a calibration set; returns the items and the SHA-256 of the file."""
+NOT_A_PERSON: Final = ("", "assistant")  # labellers whose labels a person's label replaces
+
+
+class Withdrawal(BaseModel):
+    """A line of a set file taking back `labeller`'s latest standing label (or adjudication)
+    on item `withdraw`: what undo appends."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    withdraw: str = Field(min_length=1)
+    labeller: str = Field(min_length=1)
+    at: str = ""
+
+    def line(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False,
+                          separators=(",", ":"))
+
+
+class Adjudication(BaseModel):
+    """A line of a set file settling item `adjudicate`, on which people disagree: the label
+    that counts, who decided and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    adjudicate: str = Field(min_length=1)
+    label: Labels
+    labeller: str = Field(min_length=1)
+    why: str = Field(min_length=1)
+    at: str = ""
+
+    def line(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False,
+                          separators=(",", ":"))
+
+
+Record = CalibrationItem | Adjudication
+
+
+@dataclass(frozen=True)
+class SetJournal:
+    """A set file replayed: every item (with the label that counts; for an item people
+    disagree on and no one adjudicated, its latest line), the people's standing labels and
+    the standing adjudications in file order, the items still in conflict, the file's hash."""
+
+    items: list[CalibrationItem]
+    # (line number, record): the people's labels not withdrawn (labellers not in NOT_A_PERSON;
+    # a relabelled one too, for its withdrawal brings it back) and the standing adjudication
+    # of each settled item, in file order
+    standing: list[tuple[int, Record]]
+    conflicts: list[str]  # items whose people disagree and that no one adjudicated
+    digest: str
+
+    @property
+    def people(self) -> list[CalibrationItem]:
+        return [r for _, r in self.standing if isinstance(r, CalibrationItem)]
+
+    @property
+    def adjudications(self) -> list[Adjudication]:
+        return [r for _, r in self.standing if isinstance(r, Adjudication)]
+
+    def last_by(self, labeller: str) -> Record | None:
+        """A person's standing record written last: what their undo takes back."""
+        mine = [r for _, r in self.standing if r.labeller == labeller]
+        return mine[-1] if mine else None
+
+    def counted(self) -> list[CalibrationItem]:
+        """The items calibration uses: every item but those still in conflict."""
+        held = set(self.conflicts)
+        return [item for item in self.items if item.id not in held]
+
+
+def read_journal(path: Path | str) -> SetJournal:
+    """Replay a set file, line by line. Item lines are labels: a later line for the same id
+    (same case and response) by the same labeller replaces their earlier one. A withdrawal
+    takes back that labeller's latest standing label or adjudication of the item (so an
+    earlier label of theirs stands again); an adjudication settles it. The label that counts:
+    the standing adjudication, else the people's latest labels when they agree (an item people
+    disagree on counts for nothing until adjudicated), else the latest standing label of the
+    file's own labeller (`assistant` or unnamed)."""
     source = Path(path)
     data = read_bytes(source, missing="calibration set not found")
-    items: list[CalibrationItem] = []
-    seen: dict[str, int] = {}
+    first: dict[str, CalibrationItem] = {}  # id -> its first line (its case and response)
+    standing: dict[str, list[tuple[int, Record]]] = {}  # id -> (line, record) still standing
     for line_no, raw, _ in json_lines_in(source, data.splitlines(keepends=True)):
-        item = validate(CalibrationItem, raw, source, line=line_no)
-        if item.id in seen:
-            earlier = items[seen[item.id]]
-            if (earlier.case, earlier.response) != (item.case, item.response):
-                raise InputError(source, f"duplicate item id {item.id!r}", line=line_no,
-                                 field="id")
-            items[seen[item.id]] = item  # a person relabelled the item: the later label wins
+        if "withdraw" in raw:
+            taken = validate(Withdrawal, raw, source, line=line_no)
+            records = standing.get(taken.withdraw, [])
+            mine = [pair for pair in records if pair[1].labeller == taken.labeller]
+            if not mine:
+                raise InputError(source, f"no standing label by {taken.labeller!r} on "
+                                 f"{taken.withdraw!r} before this line", line=line_no,
+                                 field="withdraw")
+            records.remove(mine[-1])
             continue
-        seen[item.id] = len(items)
-        items.append(item)
+        record: Record
+        if "adjudicate" in raw:
+            record = validate(Adjudication, raw, source, line=line_no)
+            if record.adjudicate not in first:
+                raise InputError(source, f"no item {record.adjudicate!r} before this line",
+                                 line=line_no, field="adjudicate")
+            standing[record.adjudicate].append((line_no, record))
+            continue
+        record = validate(CalibrationItem, raw, source, line=line_no)
+        earlier = first.setdefault(record.id, record)
+        if (earlier.case, earlier.response) != (record.case, record.response):
+            raise InputError(source, f"duplicate item id {record.id!r}", line=line_no,
+                             field="id")
+        standing.setdefault(record.id, []).append((line_no, record))
+    items, conflicts = [], []
+    people: list[tuple[int, CalibrationItem]] = []
+    settled: list[tuple[int, Adjudication]] = []
+    for item_id in first:
+        records = standing[item_id]
+        labels = [(n, r) for n, r in records if isinstance(r, CalibrationItem)]
+        decided = [(n, r) for n, r in records if isinstance(r, Adjudication)]
+        by_people = [(n, r) for n, r in labels if r.labeller not in NOT_A_PERSON]
+        people += by_people
+        # each labeller's latest standing label (a relabel replaces their earlier one)
+        current = {r.labeller: (n, r) for n, r in by_people}
+        by_people = sorted(current.values(), key=_line)
+        counted = by_people or labels
+        if not counted:
+            continue  # every label of the item was withdrawn
+        latest = counted[-1][1]
+        if decided:
+            settled.append(decided[-1])
+            verdict = decided[-1][1]
+            latest = latest.model_copy(update={
+                "label": verdict.label, "note": f"adjudicated by {verdict.labeller}: "
+                                                f"{verdict.why}"})
+        elif any(r.label != latest.label for _, r in by_people):
+            conflicts.append(item_id)
+        items.append(latest)
+    standing_records: list[tuple[int, Record]] = [*people, *settled]
+    return SetJournal(items=items, standing=sorted(standing_records, key=_line),
+                      conflicts=conflicts, digest=hashlib.sha256(data).hexdigest())
+
+
+def _line(pair: tuple[int, Any]) -> int:
+    return pair[0]
+
+
+def read_set(path: Path | str) -> tuple[list[CalibrationItem], str]:
+    """Read a calibration set: the items calibration uses, each with the label that counts
+    (`read_journal`; an item people disagree on and no one adjudicated is left out), and the
+    SHA-256 of the file."""
+    journal = read_journal(path)
+    items = journal.counted()
     if not items:
-        raise InputError(source, "no items")
-    return items, hashlib.sha256(data).hexdigest()
+        raise InputError(Path(path), "no items" if not journal.conflicts else
+                         "no items that count: people disagree on every one")
+    return items, journal.digest
 
 
 # --------------------------------------------------------------------------- metrics

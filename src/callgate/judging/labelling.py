@@ -1,23 +1,32 @@
 """Labelling: a person's verdicts on calibration items and on a run's judged attempts, kept as
-lines appended to the calibration file (reloaded into the store) plus, for `judge label` and the
-web pages, a `person_labels` row saying who labelled what and when."""
+lines appended to the calibration file: labels, withdrawals (undo) and adjudications, replayed
+by `read_journal`. After each one the file is reloaded into the store, whose `person_labels`
+and `adjudications` rows then say what the file says. Also the sessions of `callgate serve`:
+each person's queue and the plan sharing the items among people."""
 
 from __future__ import annotations
 
 import json
+import math
+import random
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from callgate.errors import CallgateError
 from callgate.judging.calibration import (
+    Adjudication,
     CalibrationCall,
     CalibrationCase,
     CalibrationItem,
     CalibrationResponse,
     Labels,
-    read_set,
+    SetJournal,
+    Withdrawal,
+    read_journal,
 )
 from callgate.judging.payloads import judge_payloads
 from callgate.store.db import Store
@@ -122,7 +131,7 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
     to the calibration file and reload the file into the store. Returns how many were added."""
     existing: set[str] = set()
     if set_path.exists():
-        existing = {item.id for item in read_set(set_path)[0]}
+        existing = {item.id for item in read_journal(set_path).items}
     added = 0
     for row, item in judged_items(store, run_id):
         if item.id in existing:
@@ -149,22 +158,33 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
     return added
 
 
-def append_item(set_path: Path, item: CalibrationItem) -> str:
-    """Append a labelled item to a calibration file; returns the line written."""
+def append_item(set_path: Path, item: CalibrationItem | Withdrawal | Adjudication) -> str:
+    """Append a record (a labelled item, a withdrawal, an adjudication) to a calibration file;
+    returns the line written."""
     line = item.line()
     with set_path.open("a", encoding="utf-8") as handle:
         handle.write(line + "\n")
     return line
 
 
-def reload_set(store: Store, set_path: Path) -> list[CalibrationItem]:
-    """Load a calibration file into the store (replacing what the store held for it)."""
-    items, _ = read_set(set_path)
-    store.save_calibration_items(set_path.name, [
-        (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
-        for i in items
-    ])
-    return items
+def reload_set(store: Store, set_path: Path) -> SetJournal:
+    """Load a calibration file into the store, replacing what the store held for it: the
+    items calibration uses (`read_set`'s), and the people's standing labels and adjudications,
+    so that the store says what the file says after any label, relabel, undo or
+    adjudication."""
+    journal = read_journal(set_path)
+    with store.atomic():
+        store.save_calibration_items(set_path.name, [
+            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
+            for i in journal.counted()
+        ])
+        store.replace_set_labels(
+            set_path.name,
+            [(i.id, i.labeller, i.label.tool_choice, i.label.arguments, i.note, i.labelled_at,
+              i.line()) for i in journal.people],
+            [(a.adjudicate, a.labeller, a.label.tool_choice, a.label.arguments, a.why, a.at,
+              a.line()) for a in journal.adjudications])
+    return journal
 
 
 def label_item(store: Store, set_path: Path, item: CalibrationItem, labeller: str,
@@ -177,22 +197,35 @@ def label_item(store: Store, set_path: Path, item: CalibrationItem, labeller: st
 
 
 def undo_label(store: Store, set_path: Path, labeller: str) -> dict[str, Any] | None:
-    """Take back a person's last label: its row, and its line when it is still the file's
-    last line (otherwise the line stays and an earlier label must be given again)."""
-    row = store.last_person_label(set_path.name, labeller)
-    if row is None:
+    """Take back a person's last standing label (or adjudication) on a set: a withdrawal
+    appended to the file, the file reloaded into the store. Returns the row taken back (its
+    item_id, labeller and labels), or None when the person has nothing standing."""
+    if not set_path.is_file():
         return None
-    data = set_path.read_bytes()
-    tail = (row["line"] + "\n").encode("utf-8")
-    if data.endswith(tail):
-        with set_path.open("r+b") as handle:
-            handle.truncate(len(data) - len(tail))
-        if data[:len(data) - len(tail)].strip():
-            reload_set(store, set_path)
-        else:  # the label was the file's only item
-            store.save_calibration_items(set_path.name, [])
-    store.delete_person_label(row["id"])
-    return row
+    last = read_journal(set_path).last_by(labeller)
+    if last is None:
+        return None
+    item_id = last.adjudicate if isinstance(last, Adjudication) else last.id
+    append_item(set_path, Withdrawal(withdraw=item_id, labeller=labeller, at=_now()))
+    reload_set(store, set_path)
+    return {"item_id": item_id, "labeller": labeller, **last.label.model_dump(),
+            "adjudication": isinstance(last, Adjudication)}
+
+
+def adjudicate(store: Store, set_path: Path, item_id: str, labeller: str, tool_choice: str,
+               arguments: str, why: str) -> Adjudication:
+    """A person settles an item people disagree on: the label that counts, who and why,
+    appended to the file, the file reloaded into the store."""
+    decided = Adjudication(adjudicate=item_id, labeller=labeller, why=why, at=_now(),
+                           label=Labels(tool_choice=tool_choice,  # type: ignore[arg-type]
+                                        arguments=arguments))  # type: ignore[arg-type]
+    append_item(set_path, decided)
+    reload_set(store, set_path)
+    return decided
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def judged_attempt_items(store: Store, run_id: int
@@ -222,7 +255,7 @@ def with_person_labels(item: CalibrationItem, labeller: str, tool_choice: str, a
         "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
         "note": note,
         "labeller": labeller,
-        "labelled_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "labelled_at": _now(),
     })
 
 
@@ -230,8 +263,87 @@ def _keep_person_label(store: Store, set_path: Path, labelled: CalibrationItem
                        ) -> dict[str, Any]:
     """A labelled item appended to its file, the file reloaded into the store, and the
     person_labels row saying who labelled it and when (returned)."""
-    line = append_item(set_path, labelled)
+    append_item(set_path, labelled)
     reload_set(store, set_path)
-    return store.add_person_label(set_path.name, labelled.id, labelled.labeller,
-                                  labelled.label.tool_choice, labelled.label.arguments,
-                                  labelled.note, line)
+    return [row for row in store.person_labels(set_path.name)
+            if (row["item_id"], row["labeller"]) == (labelled.id, labelled.labeller)][-1]
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+class SessionPlan(BaseModel):
+    """Who labels what in a session (`callgate serve --labellers --second-label --seed`):
+    every item needs one person's label, a seeded share of them a second person's (for
+    kappa). With labellers named, each item is given to one of them (and a doubled item to
+    the next one too); without, anyone may give the labels an item still needs."""
+
+    model_config = ConfigDict(frozen=True)
+    labellers: tuple[str, ...] = ()
+    second_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    seed: int = 0
+
+    def doubled(self, item_ids: list[str]) -> set[str]:
+        """The items asked for a second label: the first ceil(share × n) of a seeded
+        permutation of the ids (sorted first, so file order does not change the choice)."""
+        order = self._order(item_ids)
+        return set(order[:math.ceil(self.second_share * len(order))])
+
+    def assignments(self, item_ids: list[str]) -> dict[str, tuple[str, ...]]:
+        """Item -> the named labellers asked to label it (empty without named labellers)."""
+        if not self.labellers:
+            return {i: () for i in item_ids}
+        doubled = self.doubled(item_ids)
+        people = self.labellers
+        out: dict[str, tuple[str, ...]] = {}
+        for position, item_id in enumerate(self._order(item_ids)):
+            first = people[position % len(people)]
+            second = people[(position + 1) % len(people)]
+            out[item_id] = (first, second) if item_id in doubled and second != first else (
+                first,)
+        return out
+
+    def needed(self, item_ids: list[str]) -> dict[str, int]:
+        """Item -> how many people's labels it needs."""
+        doubled = self.doubled(item_ids)
+        return {i: 2 if i in doubled else 1 for i in item_ids}
+
+    def _order(self, item_ids: list[str]) -> list[str]:
+        order = sorted(item_ids)
+        random.Random(self.seed).shuffle(order)
+        return order
+
+
+def queue_for(item_ids: list[str], labelled_by: Mapping[str, set[str]], labeller: str,
+              plan: SessionPlan | None = None) -> tuple[list[str], int]:
+    """A person's queue over a set's items (file order within each part) and how many items
+    at its head are theirs to label: first what they still have to label (without a plan,
+    every item they have not labelled; with one, those given to them, or without named
+    labellers those still short of the labels they need), then the other items they have not
+    labelled, then those they have."""
+    mine = {i for i, people in labelled_by.items() if labeller in people}
+    open_ = [i for i in item_ids if i not in mine]
+    if plan is None:
+        todo = open_
+    elif plan.labellers:
+        given = plan.assignments(item_ids)
+        todo = [i for i in open_ if labeller in given[i]]
+    else:
+        needed = plan.needed(item_ids)
+        todo = [i for i in open_ if len(labelled_by.get(i, ())) < needed[i]]
+    held = set(todo)
+    return todo + [i for i in open_ if i not in held] + [i for i in item_ids if i in mine], \
+        len(todo)
+
+
+def still_to_label(item_ids: list[str], labelled_by: Mapping[str, set[str]],
+                   plan: SessionPlan | None) -> dict[str, list[str]]:
+    """Who still has to label what: labeller -> their items still unlabelled (with named
+    labellers), or "anyone" -> the items still short of the labels they need."""
+    if plan is not None and plan.labellers:
+        given = plan.assignments(item_ids)
+        return {who: [i for i in item_ids if who in given[i]
+                      and who not in labelled_by.get(i, set())]
+                for who in plan.labellers}
+    needed = (plan or SessionPlan()).needed(item_ids)
+    return {"anyone": [i for i in item_ids if len(labelled_by.get(i, ())) < needed[i]]}

@@ -128,6 +128,35 @@ class ServeRecords(StoreBase):
         self.db.execute("CREATE INDEX IF NOT EXISTS person_labels_by_item "
                         "ON person_labels (set_name, item_id)")
 
+    def _adjudications_table(self) -> None:
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS adjudications (id INTEGER PRIMARY KEY, "
+            "set_name TEXT NOT NULL, item_id TEXT NOT NULL, labeller TEXT NOT NULL, "
+            "tool_choice TEXT NOT NULL, arguments TEXT NOT NULL, why TEXT NOT NULL, "
+            "created_at TEXT NOT NULL, line TEXT NOT NULL)")
+
+    def replace_set_labels(self, set_name: str, labels: list[tuple], adjudications: list[tuple]
+                           ) -> None:
+        """Make a set's people's labels and adjudications those a set file holds, in one
+        transaction: (item_id, labeller, tool_choice, arguments, note, created_at, line) and
+        (item_id, labeller, tool_choice, arguments, why, created_at, line) rows, file order."""
+        self._person_labels_table()
+        self._adjudications_table()
+        with self.atomic():
+            for table, text in (("person_labels", "note"), ("adjudications", "why")):
+                self.db.execute(f"DELETE FROM {table} WHERE set_name = ?", [set_name])
+                self.db.conn.executemany(
+                    f"INSERT INTO {table} (set_name, item_id, labeller, tool_choice, arguments, "
+                    f"{text}, created_at, line) VALUES (?,?,?,?,?,?,?,?)",
+                    [(set_name, *row) for row in (labels if table == "person_labels"
+                                                  else adjudications)])
+
+    def adjudications(self, set_name: str) -> list[dict[str, Any]]:
+        """The standing adjudication of each settled item of a set, oldest first."""
+        self._adjudications_table()
+        return list(self.db.query(
+            "SELECT * FROM adjudications WHERE set_name = ? ORDER BY id", [set_name]))
+
     def add_person_label(self, set_name: str, item_id: str, labeller: str, tool_choice: str,
                          arguments: str, note: str, line: str) -> dict[str, Any]:
         """Store a person's label (with the set-file line it wrote); returns the row."""
@@ -145,14 +174,3 @@ class ServeRecords(StoreBase):
         self._person_labels_table()
         return list(self.db.query(
             "SELECT * FROM person_labels WHERE set_name = ? ORDER BY id", [set_name]))
-
-    def last_person_label(self, set_name: str, labeller: str) -> dict[str, Any] | None:
-        self._person_labels_table()
-        rows = list(self.db.query(
-            "SELECT * FROM person_labels WHERE set_name = ? AND labeller = ? "
-            "ORDER BY id DESC LIMIT 1", [set_name, labeller]))
-        return rows[0] if rows else None
-
-    def delete_person_label(self, label_id: int) -> None:
-        with self.db.atomic():
-            self.db.execute("DELETE FROM person_labels WHERE id = ?", [label_id])

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -28,16 +29,22 @@ from starlette.staticfiles import StaticFiles
 
 from callgate.errors import CallgateError
 from callgate.gating.gate import find_current
-from callgate.judging.audit import certificate_plan_lines
+from callgate.judging.audit import certificate_plan_lines, record_audit_label
 from callgate.judging.calibration import (
+    NOT_A_PERSON,
     CalibrationItem,
     Certificate,
+    Labels,
 )
 from callgate.judging.labelling import (
+    SessionPlan,
+    adjudicate,
     judged_attempt_items,
     label_item,
     label_judged_attempt,
+    queue_for,
     reload_set,
+    still_to_label,
     undo_label,
 )
 from callgate.store.db import Store
@@ -120,7 +127,7 @@ class Session:
 
 
 def create_app(db: Path, sets: list[Path] | None = None, token: str | None = None,
-               host: str = "127.0.0.1") -> Starlette:
+               host: str = "127.0.0.1", plan: SessionPlan | None = None) -> Starlette:
     session = Session(Path(db), list(sets or []), token)
     env = templates()
     # in the static URLs, so that a browser never keeps an older stylesheet or script
@@ -278,41 +285,66 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
             return page("error.html", request, message=f"{name} has no items yet: label a "
                         "run's judged attempts into it from the run's page")
         rows = session.store.person_labels(name)
-        order = cv.queue_order(items, {r["item_id"] for r in rows})
         by_id = {i.id: i for i in items}
-        labeller = request.query_params.get("labeller", "")
+        labeller = request.query_params.get("labeller", "").strip()
+        order, todo = queue_for(list(by_id), cv.labelled_by(rows), labeller, plan)
         current = request.query_params.get("item") or order[0]
         if current not in by_id:
             return not_found(request, f"no item {current} in {name}")
         position = order.index(current)
         latest = cv.latest_labels(rows)
+        mine = latest.get((current, labeller)) if labeller else None
+        # Blind: what others said, the file's label and the category stay out of the page
+        # until this person has given their own label.
         return page(
             "label.html", request, set_name=name, writable=path is not None,
-            item=cv.item_view(by_id[current]), position=position, total=len(order),
+            item=cv.item_view(by_id[current], reveal=mine is not None), position=position,
+            total=len(order), todo=todo,
             prev_id=order[position - 1] if position > 0 else None,
             next_id=order[position + 1] if position + 1 < len(order) else None,
-            labeller=labeller, mine=latest.get((current, labeller)),
-            others=[r for (i, who), r in sorted(latest.items()) if i == current],
+            labeller=labeller, mine=mine,
+            others=[r for (i, who), r in sorted(latest.items()) if i == current]
+            if mine else [],
             progress=cv.progress(items, rows))
+
+    def _labels(fields: dict[str, Any]) -> tuple[Labels | None, str | None]:
+        """The labels of a form or JSON body, or why they are refused (the rule of Labels:
+        arguments cannot pass when the tool choice fails)."""
+        tool_choice, arguments = fields.get("tool_choice"), fields.get("arguments")
+        if tool_choice not in LABELS["tool_choice"] or arguments not in LABELS["arguments"]:
+            return None, "tool_choice must be pass or fail, arguments pass, fail or n/a"
+        try:
+            return Labels(tool_choice=tool_choice, arguments=arguments), None
+        except ValidationError as exc:
+            return None, str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+
+    def _person(fields: dict[str, Any]) -> tuple[str, str | None]:
+        labeller = str(fields.get("labeller") or "").strip()
+        if not labeller:
+            return labeller, "a labeller name is required"
+        if labeller in NOT_A_PERSON:
+            return labeller, (f"{labeller!r} marks a label no person gave; give your own name")
+        return labeller, None
 
     async def _write_label(name: str, path: Path | None, fields: dict[str, Any]
                            ) -> tuple[dict[str, Any] | None, str | None]:
         if path is None:
             return None, (f"set {name} was not given to callgate serve with --set, so its file "
                           "cannot be appended to")
-        labeller = str(fields.get("labeller") or "").strip()
-        if not labeller:
-            return None, "a labeller name is required"
-        tool_choice, arguments = fields.get("tool_choice"), fields.get("arguments")
-        if tool_choice not in LABELS["tool_choice"] or arguments not in LABELS["arguments"]:
-            return None, "tool_choice must be pass or fail, arguments pass, fail or n/a"
+        labeller, error = _person(fields)
+        labels, error = (None, error) if error else _labels(fields)
+        if labels is None:
+            return None, error
         items = {i.id: i for i in cv.load_items(path)}
         item = items.get(str(fields.get("item_id")))
         if item is None:
             return None, f"no item {fields.get('item_id')!r} in {name}"
-        row = label_item(session.store, path, item, labeller, tool_choice, arguments,
-                         str(fields.get("note") or "").strip())
+        row = label_item(session.store, path, item, labeller, labels.tool_choice,
+                         labels.arguments, str(fields.get("note") or "").strip())
         return row, None
+
+    def _refused_form(request: Request, message: str, back: str) -> Response:
+        return page("error.html", request, status=400, message=message, back=back)
 
     async def label_post(request: Request) -> Response:
         form = await read_form(request)
@@ -321,20 +353,44 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         name, path = _set(request)
         row, error = await _write_label(name, path, form)
         if error:
-            return page("error.html", request, status=400, message=error)
+            back = f"/calibration/{name}?" + urlencode(
+                {"labeller": form.get("labeller", ""), "item": form.get("item_id", "")})
+            return _refused_form(request, f"the label was not saved: {error}", back)
         assert row is not None and path is not None  # no error: the label was written
         if form.get("back") == "review":
             query = urlencode({"labeller": row["labeller"]})
             return RedirectResponse(f"/calibration/{name}/review?{query}#{row['item_id']}",
                                     status_code=303)
+        # on to this person's next item
         items = cv.load_items(path)
-        rows = session.store.person_labels(name)
-        done = {r["item_id"] for r in rows if r["labeller"] == row["labeller"]}
-        after = [i.id for i in items if i.id not in done]
+        order, todo = queue_for([i.id for i in items],
+                                cv.labelled_by(session.store.person_labels(name)),
+                                row["labeller"], plan)
         target = {"labeller": row["labeller"]}
-        if after:
-            target["item"] = after[0]
+        if todo:
+            target["item"] = order[0]
         return RedirectResponse(f"/calibration/{name}?{urlencode(target)}", status_code=303)
+
+    async def adjudicate_post(request: Request) -> Response:
+        form = await read_form(request)
+        if not authorised(request, form):
+            return refused(request)
+        name, path = _set(request)
+        back = f"/calibration/{name}/progress"
+        if path is None:
+            return _refused_form(request, f"set {name} was not given to callgate serve with "
+                                 "--set", back)
+        labeller, error = _person(form)
+        labels, error = (None, error) if error else _labels(form)
+        why = form.get("why", "").strip()
+        if labels is None or not why:
+            return _refused_form(request, f"not adjudicated: {error or 'say why'}", back)
+        item_id = form.get("item_id", "")
+        if item_id not in {i.id for i in cv.load_items(path)}:
+            return not_found(request, f"no item {item_id} in {name}")
+        adjudicate(session.store, path, item_id, labeller, labels.tool_choice,
+                   labels.arguments, why)
+        return RedirectResponse(back, status_code=303)
 
     async def undo_post(request: Request) -> Response:
         form = await read_form(request)
@@ -373,25 +429,30 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         path = session.set_paths.get(name)
         in_file = {i.id for i in _items(name, path) or []} if path else set()
         rows = session.store.person_labels(name) if path else []
-        order = cv.queue_order([item for _, item in judged], in_file)
+        labeller = q.get("labeller", "").strip()
+        order, todo = queue_for([item.id for _, item in judged], cv.labelled_by(rows),
+                                labeller)
         found = {item.id: (row, item) for row, item in judged}
         current = q.get("item") or order[0]
         if current not in found:
             return not_found(request, f"no judged attempt {current} in run {run_id}")
         position = order.index(current)
-        labeller = q.get("labeller", "")
         latest = cv.latest_labels(rows)
+        mine = latest.get((current, labeller)) if labeller else None
         run = session.store.run(run_id) or {}
+        audit = session.store.audit_items(run_id)
         return page(
             "label.html", request, set_name=name, writable=path is not None,
-            item=cv.item_view(found[current][1]), position=position, total=len(order),
+            item=cv.item_view(found[current][1], reveal=mine is not None), position=position,
+            total=len(order), todo=todo,
             prev_id=order[position - 1] if position > 0 else None,
             next_id=order[position + 1] if position + 1 < len(order) else None,
-            labeller=labeller, mine=latest.get((current, labeller)),
-            others=[r for (i, _), r in sorted(latest.items()) if i == current],
+            labeller=labeller, mine=mine,
+            others=[r for (i, _), r in sorted(latest.items()) if i == current] if mine else [],
             progress={"labelled": sum(item.id in in_file for _, item in judged),
                       "total": len(judged)},
-            run=run, judgement=found[current][0], sets=sorted(session.set_paths),
+            run=run, judgement=found[current][0] if mine else None,
+            sets=sorted(session.set_paths), audit_size=len(audit),
             form_action=f"/runs/{run_id}/label", back=f"/runs/{run_id}/label")
 
     async def run_label_post(request: Request) -> Response:
@@ -401,17 +462,17 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         run_id = request.path_params["run_id"]
         name = form.get("set", "")
         path = session.set_paths.get(name)
+        back = f"/runs/{run_id}/label?" + urlencode(
+            {"set": name, "labeller": form.get("labeller", ""), "item": form.get("item_id", "")})
         if path is None:
-            return page("error.html", request, status=400, message=(
-                f"set {name!r} was not given to callgate serve with --set"))
-        labeller = form.get("labeller", "").strip()
-        tool_choice, arguments = form.get("tool_choice"), form.get("arguments")
+            return _refused_form(request, f"set {name!r} was not given to callgate serve with "
+                                 "--set", back)
+        labeller, error = _person(form)
+        labels, error = (None, error) if error else _labels(form)
         split = form.get("split") or "dev"
-        if not labeller or tool_choice not in LABELS["tool_choice"] or (
-                arguments not in LABELS["arguments"]) or split not in ("dev", "test"):
-            return page("error.html", request, status=400, message=(
-                "a labeller, tool_choice pass or fail, arguments pass, fail or n/a, and split "
-                "dev or test are required"))
+        if labels is None or split not in ("dev", "test"):
+            return _refused_form(request, "the label was not saved: "
+                                 f"{error or 'split must be dev or test'}", back)
         judged = _judged(run_id)
         if isinstance(judged, str):
             return not_found(request, judged)
@@ -420,13 +481,67 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
             return not_found(request, f"no judged attempt {form.get('item_id')} in run {run_id}")
         judgement, item = found[form["item_id"]]
         label_judged_attempt(session.store, run_id, path, item, judgement, labeller,
-                             tool_choice, arguments, form.get("note", "").strip(), split)
-        in_file = {i.id for i in _items(name, path) or []}
-        left = [i.id for _, i in judged if i.id not in in_file]
+                             labels.tool_choice, labels.arguments, form.get("note", "").strip(),
+                             split)
+        order, todo = queue_for([i.id for _, i in judged],
+                                cv.labelled_by(session.store.person_labels(name)), labeller)
         target = {"set": name, "labeller": labeller}
-        if left:
-            target["item"] = left[0]
+        if todo:
+            target["item"] = order[0]
         return RedirectResponse(f"/runs/{run_id}/label?{urlencode(target)}", status_code=303)
+
+    # ------------------------------------------------------------------ a release's audit
+
+    async def audit_page(request: Request) -> Response:
+        """The audit sample of a run (`callgate judge audit RUN --n N` draws it) as a queue:
+        its unlabelled items in sample order; the judge's verdict is never shown."""
+        run_id = request.path_params["run_id"]
+        sample = session.store.audit_items(run_id)
+        if not sample:
+            return not_found(request, f"run {run_id} has no audit sample; draw one: "
+                             f"callgate judge audit {run_id} --n N")
+        judged = _judged(run_id)
+        if isinstance(judged, str):
+            return not_found(request, judged)
+        by_key = {(row["case_id"], row["repeat"]): item for row, item in judged}
+        waiting = [a for a in sample if a["label_tool_choice"] is None]
+        labeller = request.query_params.get("labeller", "").strip()
+        if not waiting:
+            return page("error.html", request, message=(
+                f"every item of run {run_id}'s audit sample is labelled "
+                f"({len(sample)}); see callgate judge audit {run_id}"),
+                back=f"/runs/{run_id}")
+        current = waiting[0]
+        item = by_key[(current["case_id"], current["repeat"])]
+        run = session.store.run(run_id) or {}
+        return page(
+            "label.html", request, set_name="", writable=True, item=cv.item_view(item),
+            position=current["position"], total=len(sample), todo=len(waiting),
+            prev_id=None, next_id=None, labeller=labeller, mine=None, others=[],
+            progress={"labelled": len(sample) - len(waiting), "total": len(sample)},
+            run=run, judgement=None, audit_item=current,
+            form_action=f"/runs/{run_id}/audit")
+
+    async def audit_post(request: Request) -> Response:
+        form = await read_form(request)
+        if not authorised(request, form):
+            return refused(request)
+        run_id = request.path_params["run_id"]
+        back = f"/runs/{run_id}/audit?" + urlencode({"labeller": form.get("labeller", "")})
+        labeller, error = _person(form)
+        labels, error = (None, error) if error else _labels(form)
+        try:
+            repeat = int(form.get("repeat", ""))
+        except ValueError:
+            labels, error = None, "repeat must be a number"
+        if labels is None:
+            return _refused_form(request, f"the label was not saved: {error}", back)
+        try:
+            record_audit_label(session.store, run_id, form.get("case_id", ""), repeat,
+                               labels.tool_choice, labels.arguments, labeller)
+        except CallgateError as exc:
+            return _refused_form(request, f"the label was not saved: {exc}", back)
+        return RedirectResponse(back, status_code=303)
 
     async def labels_api(request: Request) -> Response:
         if not authorised(request):
@@ -451,10 +566,26 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         items = _items(name, path)
         if items is None:
             return not_found(request, f"no calibration set {name}")
-        report = cv.progress(items, session.store.person_labels(name))
+        rows = session.store.person_labels(name)
+        report = cv.progress(items, rows, session.store.adjudications(name))
+        report["still_to_label"] = still_to_label([i.id for i in items], cv.labelled_by(rows),
+                                                  plan)
+        report["plan"] = plan.model_dump(mode="json") if plan else None
+        # progress against `judge plan`: the labels the newest calibration on this set said
+        # it still needs, beside the labels given since
+        certificates = cv.certificates_for_set(session.store, name)
+        report["labels_needed"] = None
+        if certificates:
+            newest = certificates[0]
+            report["labels_needed"] = {
+                "judge": newest.judge, "calibrated_at": newest.created_at,
+                "plan": certificate_plan_lines(newest.dimensions, newest.thresholds),
+                # labels carry whole seconds: one given in the calibration's second counts
+                "labels_since": sum(r["created_at"] >= newest.created_at[:19] for r in rows)}
         if request.url.path.startswith("/api/"):
             return JSONResponse({"set": name, **report})
-        return page("progress.html", request, set_name=name, p=report)
+        return page("progress.html", request, set_name=name, p=report,
+                    writable=path is not None)
 
     async def review_page(request: Request) -> Response:
         name, path = _set(request)
@@ -504,6 +635,9 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         Route("/calibration/{set_name}", label_page),
         Route("/calibration/{set_name}/label", label_post, methods=["POST"]),
         Route("/calibration/{set_name}/undo", undo_post, methods=["POST"]),
+        Route("/calibration/{set_name}/adjudicate", adjudicate_post, methods=["POST"]),
+        Route("/runs/{run_id:int}/audit", audit_page),
+        Route("/runs/{run_id:int}/audit", audit_post, methods=["POST"]),
         Route("/calibration/{set_name}/progress", progress_page),
         Route("/calibration/{set_name}/review", review_page),
         Route("/certificates/{fingerprint}", certificate_page),

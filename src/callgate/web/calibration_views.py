@@ -15,7 +15,7 @@ from callgate.judging.calibration import (
     CalibrationItem,
     Certificate,
     item_payloads,
-    read_set,
+    read_journal,
 )
 from callgate.judging.judge import JudgeOutput, cache_key
 from callgate.store.db import Store
@@ -31,10 +31,12 @@ def latest_labels(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Ma
     return found
 
 
-def queue_order(items: Sequence[CalibrationItem], labelled: set[str]) -> list[str]:
-    """Item ids, those no person has labelled first (each group in file order)."""
-    return ([i.id for i in items if i.id not in labelled]
-            + [i.id for i in items if i.id in labelled])
+def labelled_by(rows: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """item_id -> the people with a standing label on it."""
+    found: dict[str, set[str]] = {}
+    for row in rows:
+        found.setdefault(row["item_id"], set()).add(row["labeller"])
+    return found
 
 
 def kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
@@ -48,9 +50,11 @@ def kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
     return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
 
 
-def progress(items: Sequence[CalibrationItem], rows: Sequence[Mapping[str, Any]]
-             ) -> dict[str, Any]:
-    """Labelled / total, per category and per dimension; agreement between people."""
+def progress(items: Sequence[CalibrationItem], rows: Sequence[Mapping[str, Any]],
+             adjudications: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """Labelled / total, per category and per dimension; agreement between people; the
+    items they disagree on that no one has adjudicated yet, and the adjudications."""
+    settled = {row["item_id"] for row in adjudications}
     latest = latest_labels(rows)
     by_item: dict[str, dict[str, Mapping[str, Any]]] = {}
     for (item_id, labeller), row in latest.items():
@@ -76,7 +80,7 @@ def progress(items: Sequence[CalibrationItem], rows: Sequence[Mapping[str, Any]]
                                     for x in both])
             agreement.append(entry)
     for item_id, people in sorted(by_item.items()):
-        if len(people) > 1 and len({(r["tool_choice"], r["arguments"])
+        if item_id not in settled and len(people) > 1 and len({(r["tool_choice"], r["arguments"])
                                     for r in people.values()}) > 1:
             conflicts.append({"item_id": item_id, "labels": {
                 name: {"tool_choice": r["tool_choice"], "arguments": r["arguments"],
@@ -87,6 +91,9 @@ def progress(items: Sequence[CalibrationItem], rows: Sequence[Mapping[str, Any]]
         "labellers": labellers,
         "categories": {k: {"labelled": v[0], "total": v[1]} for k, v in sorted(categories.items())},
         "per_dimension": per_dimension, "agreement": agreement, "conflicts": conflicts,
+        "adjudications": [{k: row[k] for k in ("item_id", "labeller", "tool_choice",
+                                                "arguments", "why", "created_at")}
+                          for row in adjudications],
     }
 
 
@@ -140,7 +147,10 @@ def certificate_status(certificate: Certificate, certified_row: bool,
     return ("certified" if certified_row and not why else "void"), why
 
 
-def item_view(item: CalibrationItem) -> dict[str, Any]:
+def item_view(item: CalibrationItem, reveal: bool = False) -> dict[str, Any]:
+    """What the labelling page shows of an item: the case and the response; its category,
+    label and note only when `reveal` (the person has given their label), for those would
+    give the answer away."""
     response = item.response
     turns: list[dict[str, Any]] = ([t.model_dump() for t in response.turns]
                                    if response.turns is not None
@@ -153,11 +163,15 @@ def item_view(item: CalibrationItem) -> dict[str, Any]:
                                             ensure_ascii=False)
             except json.JSONDecodeError:
                 call["pretty"] = call["arguments"]
-    return {"id": item.id, "split": item.split, "category": item.category,
-            "messages": item.case.messages, "rubric": item.case.rubric,
-            "tools": [t.get("function", {}).get("name") for t in item.case.tools],
-            "turns": turns, "label": item.label.model_dump(), "note": item.note}
+    shown: dict[str, Any] = {
+        "id": item.id, "split": item.split, "messages": item.case.messages,
+        "rubric": item.case.rubric, "turns": turns,
+        "tools": [t.get("function", {}).get("name") for t in item.case.tools]}
+    if reveal:
+        shown.update(category=item.category, label=item.label.model_dump(), note=item.note)
+    return shown
 
 
 def load_items(set_path: Path) -> list[CalibrationItem]:
-    return read_set(set_path)[0]
+    """Every item of a set file, those people disagree on included (`read_journal`)."""
+    return read_journal(set_path).items
