@@ -104,6 +104,11 @@ MaxExcludedOption = Annotated[float, typer.Option(
     help="Exit 3 (not a result, never a baseline) above this share of truncated or "
          "provider-error attempts.")]
 EXIT_INCONCLUSIVE = 3
+ServerErrorsOption = Annotated[Literal["count", "exclude"], typer.Option(
+    "--server-errors",
+    help="exclude: a server error (HTTP 5xx after retries) is a provider error, left out of the "
+         "shares like rate limits and timeouts. count: it is a wrong answer, labelled so, for "
+         "when the serving stack (vLLM, SGLang, a proxy) is what is released.")]
 
 
 def _record_if_not_a_result(store: Store, by: Literal["run", "score"], result: RunResult,

@@ -22,6 +22,7 @@ from callgate.cli.common import (
     JudgeKeyEnvOption,
     JudgeOption,
     MaxExcludedOption,
+    ServerErrorsOption,
     ShardOption,
     UncalibratedOption,
     _exit_if_not_a_result,
@@ -153,11 +154,13 @@ def score(
     judge_api_key_env: JudgeKeyEnvOption = None,
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
     shard: ShardOption = None,
+    server_errors: ServerErrorsOption = "exclude",
 ) -> None:
     """Score recorded responses against a suite, store everything and print the figures.
 
     Exit 3 when more than --max-excluded of the attempts were excluded
-    (truncated, provider, environment or judge errors)."""
+    (truncated, provider, environment or judge errors; server errors only without
+    --server-errors count)."""
     from callgate.report.console import print_run, run_document
     from callgate.scoring.pipeline import judge_step, score_file
     from callgate.store.db import Store
@@ -175,7 +178,8 @@ def score(
                                api_base=judge_api_base, api_key_env=judge_api_key_env)
                     if judge else None)
             result = score_file(suite, responses, store, model=model, release=release,
-                                keep_verdicts=as_json, judge=step, shard=only)
+                                keep_verdicts=as_json, judge=step, shard=only,
+                                server_errors=server_errors)
             not_a_result = _record_if_not_a_result(store, "score", result, max_excluded)
     except CallgateError as exc:
         raise _fail(str(exc)) from None

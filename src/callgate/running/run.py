@@ -140,7 +140,7 @@ class LiveRunner(WorkerPool):
                 shard=(shard.index, shard.count) if shard else None,
             )
         recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts,
-                            judge=self.judge)
+                            judge=self.judge, server_errors=settings.server_errors)
         try:
             scores = await self._fill(
                 hits, misses, client, target, pricing, recorder, talks, unfinished
