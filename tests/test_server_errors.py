@@ -74,6 +74,8 @@ def test_run_counts_server_errors_only_when_asked(
     figures = doc["scores"]["figures"]
     assert figures["scored"] == 4 and figures["right_tool"]["pct"] == pytest.approx(50.0)
     assert doc["scores"]["excluded"]["provider_error"] == 1
+    # A failed request has no cost to know: the counted ones are not "cost unknown".
+    assert doc["scores"]["cost_unknown"] == 0
 
 
 def test_score_counts_recorded_server_errors_only_when_asked(

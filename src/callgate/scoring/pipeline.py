@@ -200,6 +200,7 @@ class Recorder:
             completion_tokens=completion_tokens,
             latency_ms=response.latency_ms,
             provider=response.provider,
+            failed_request=response.error is not None,
         )
         self._responses.append(
             (
