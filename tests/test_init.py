@@ -27,7 +27,8 @@ def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> Non
     assert made.returncode == 0, made.stderr
     proj = tmp_path / "proj"
     for name in ("suite/tools.json", "suite/cases.jsonl", "responses/first.jsonl",
-                 "callgate.toml", "releases/.gitkeep", ".github/workflows/callgate.yml",
+                 "callgate.toml", "releases/.gitkeep", "calibration/README.md",
+                 ".github/workflows/callgate.yml",
                  ".github/workflows/callgate-sharded.yml"):
         assert (proj / name).is_file(), name
         assert f"created {Path('proj') / name}" in made.stdout
@@ -181,3 +182,29 @@ def test_init_fills_in_the_git_source_callgate_was_installed_from(
         assert scaffold.install_source() == source
         workflow = scaffold.scaffold_files()[".github/workflows/callgate.yml"]
         assert f'CALLGATE_SOURCE: "{source}"' in workflow
+
+
+def test_hints_name_the_command_that_works_where_they_are_read(tmp_path: Path) -> None:
+    """Outside the uv project that runs this callgate (as after `uv tool install .`), the
+    hints say `callgate`, not `uv run callgate`, which works only inside such a project."""
+    made = cli("init", "proj", cwd=tmp_path)
+    assert "\n  cd proj && callgate suite check suite\n  callgate score suite" in made.stdout
+    demo = cli("demo", "--db", "d.db", cwd=tmp_path)
+    assert demo.returncode == 0, demo.stderr
+    assert "uv run" not in demo.stdout
+    assert "run `callgate serve --db d.db`" in demo.stdout
+
+
+def test_inside_a_uv_project_the_hints_say_uv_run(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from callgate.cli.common import command_name
+
+    project = tmp_path / "project"
+    (project / ".venv").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'mine'\n")
+    (project / "sub").mkdir()
+    monkeypatch.setattr(sys, "prefix", str(project / ".venv"))
+    assert command_name(project) == command_name(project / "sub") == "uv run callgate"
+    assert command_name(tmp_path) == "callgate"
+    (project / "pyproject.toml").unlink()  # a plain virtual environment named .venv
+    assert command_name(project) == "callgate"

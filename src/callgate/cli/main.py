@@ -30,6 +30,7 @@ from callgate.cli.common import (
     _record_if_not_a_result,
     _usage_error,
     click_errors,
+    command_name,
 )
 from callgate.cli.judge import judge_app
 from callgate.cli.live import run_command
@@ -208,8 +209,9 @@ def init(
     for path in written:
         typer.echo(f"created {path}")
     where = "" if directory == Path(".") else f"cd {directory} && "
-    typer.echo(f"\nnext:\n  {where}callgate suite check {SUITE}\n"
-               f"  callgate score {SUITE} --responses {RESPONSES} --model my-agent "
+    command = command_name(directory)
+    typer.echo(f"\nnext:\n  {where}{command} suite check {SUITE}\n"
+               f"  {command} score {SUITE} --responses {RESPONSES} --model my-agent "
                "--release first\n"
                "  then edit suite/tools.json and suite/cases.jsonl for your agent, and "
                "commit releases/.gitkeep")

@@ -124,6 +124,16 @@ reasoning_effort = "low"                        # "omit" for models that reject 
 # api_base = "http://localhost:8000/v1"
 '''
 
+CALIBRATION_README = """\
+# Calibration sets
+
+Hand-checked labels a judge is calibrated against before callgate lets it score (see the
+callgate README, "The judge: cases with several valid answers"). Label judged attempts by hand
+with `callgate judge label RUN_ID --set calibration/mine.jsonl`, then certify a judge on them
+with `callgate judge calibrate judges/NAME.toml --set calibration/mine.jsonl`. The default
+judge's own set ships with callgate: `--set tool_choice`.
+"""
+
 # Where the workflows install callgate from when `callgate init` cannot tell (see install_source).
 PLACEHOLDER_SOURCE = "git+https://github.com/OWNER/callgate@COMMIT"
 
@@ -297,6 +307,7 @@ def scaffold_files() -> dict[str, str]:
         RESPONSES: "".join(json.dumps(line) + "\n" for line in RECORDED),
         "callgate.toml": CONFIG,
         "releases/.gitkeep": "",
+        "calibration/README.md": CALIBRATION_README,
         ".github/workflows/callgate.yml": WORKFLOW.replace(PLACEHOLDER_SOURCE, source),
         ".github/workflows/callgate-sharded.yml": SHARDED_WORKFLOW.replace(PLACEHOLDER_SOURCE,
                                                                            source),
