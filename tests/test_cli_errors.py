@@ -121,3 +121,14 @@ def test_the_judge_concurrency_bound_itself_is_allowed(
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "absent.jsonl" in done.stderr
     assert "--concurrency" not in done.stderr
+
+
+def test_judge_calibrate_without_its_key_fails_before_drawing_a_bar(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("CALLGATE_DB", "OPENAI_API_KEY")}
+    done = subprocess.run([CALLGATE, "judge", "calibrate", "tool_choice", "--set", "tool_choice",
+                           "--db", "c.db"], cwd=tmp_path, capture_output=True, text=True,
+                          env={**env, "COLUMNS": "100"}, timeout=60)
+    assert done.returncode == 2
+    assert done.stdout == "" and done.stderr.splitlines() == [
+        "error: command line: environment variable OPENAI_API_KEY is not set; it should hold the "
+        "API key for openai/gpt-4.1-2025-04-14 (set api_key_env to name another variable)"]

@@ -71,3 +71,25 @@ def test_every_command_and_option_is_in_the_readme(path: tuple[str, ...],
         and not re.search(re.escape(flag) + r"(?![\w-])", README)
     ]
     assert not missing, f"callgate {' '.join(path)}: {', '.join(missing)} not in README"
+
+
+def test_the_case_field_table_lists_every_field_of_a_case() -> None:
+    from callgate.suites.suite import Case
+
+    formats = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
+    table = formats[formats.index("### cases.jsonl"):formats.index("Expectation shapes")]
+    listed = set(re.findall(r"^\| `(\w+)`", table, flags=re.M))
+    assert listed == set(Case.model_fields), set(Case.model_fields) ^ listed
+
+
+def test_the_calibration_readme_points_only_at_files_it_ships_with() -> None:
+    # It is installed beside the set (callgate/defaults/calibration/): a path in it must exist
+    # there and here, so only the set and the judges, never the source tree's other files.
+    folder = ROOT / "calibration"
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    paths = re.findall(r"`((?:\.\./)?[\w./-]+\.(?:md|jsonl|toml))`", text)
+    assert paths
+    for path in paths:
+        assert (folder / path).is_file(), path
+        assert path.startswith(("../judges/", "tool_choice")), path
+    assert "design document" not in text  # not in the repository

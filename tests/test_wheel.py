@@ -58,3 +58,29 @@ def test_wheel_in_a_fresh_venv_runs_the_demo_and_has_the_judge(tmp_path: Path) -
     installed_set = Path(found.stdout.strip())
     assert "site-packages" in str(installed_set)
     assert installed_set.read_bytes() == (ROOT / "calibration" / "tool_choice.jsonl").read_bytes()
+
+
+def test_a_judge_a_user_adds_to_judges_is_not_baked_into_the_wheel(tmp_path: Path) -> None:
+    import zipfile
+
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is needed to build the wheel")
+    tree = tmp_path / "tree"
+    for name in ("src", "judges", "calibration"):
+        shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tree / name)
+    (tree / "judges" / "mine.toml").write_text("# a user's own judge\n")
+    (tree / "calibration" / "mine.jsonl").write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    built = subprocess.run([uv, "build", "--wheel", "--offline", "-q", "-o", str(tmp_path / "d")],
+                           cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+    if built.returncode != 0 and "offline" in built.stderr.lower():
+        pytest.skip("the build backend is not in uv's cache")
+    assert built.returncode == 0, built.stderr
+    wheel = next((tmp_path / "d").glob("callgate-*.whl"))
+    shipped = {name for name in zipfile.ZipFile(wheel).namelist() if "/defaults/" in name}
+    assert shipped == {f"callgate/defaults/{name}" for name in (
+        "judges/tool_choice.toml", "judges/tool_choice.md", "calibration/tool_choice.jsonl",
+        "calibration/README.md")}

@@ -23,10 +23,10 @@ from callgate.checks.kinds import CHECKS
 from callgate.checks.parsing import parse_calls
 from callgate.checks.replay import Run, agent_run
 from callgate.checks.schema import argument_problems
-from callgate.checks.verdict import Verdict
+from callgate.checks.verdict import ServerErrors, ToolVerdict, Verdict
 from callgate.suites.environment import EnvironmentError_, EnvironmentFactory
-from callgate.suites.responses import Response
-from callgate.suites.suite import DEFAULT_MATCH, Case, FinalState, MatchRules, Suite
+from callgate.suites.responses import ProviderError, Response
+from callgate.suites.suite import DEFAULT_MATCH, Case, FinalState, MatchRules, NoCall, Suite
 
 
 def check_response(
@@ -37,13 +37,18 @@ def check_response(
     *,
     rules: MatchRules = DEFAULT_MATCH,
     environment: EnvironmentFactory | None = None,
+    server_errors: ServerErrors = "exclude",
 ) -> Verdict:
     """Decide one attempt. `schemas`/`validators` map tool name to parameters and validator;
-    `rules` are the suite's match rules; `environment` is the suite's, if it names one.
+    `rules` are the suite's match rules; `environment` is the suite's, if it names one;
+    `server_errors` says whether a server error (a 5xx after retries) is excluded, as every
+    provider error is, or counted as a wrong answer (`counted_server_error`).
 
     The calls of a multi-turn attempt are every call of every turn, in order."""
     base: dict[str, Any] = {"case_id": response.case_id, "repeat": response.repeat}
     if response.error is not None:
+        if server_errors == "count" and response.error.kind == "server_error":
+            return counted_server_error(base, case, response.error)
         return Verdict(
             **base,
             status="provider_error",
@@ -114,6 +119,23 @@ def check_response(
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
                       environment, replayed, failure)
     return CHECKS[expect.type](attempt, expect)
+
+
+def counted_server_error(base: dict[str, Any], case: Case, error: ProviderError) -> Verdict:
+    """A server error counted as the release's wrong answer (--server-errors count): scored as
+    an answer with no call, and never right: `missing_call`, or `wrong_tool` on a case that
+    expects a text answer (the answer never came)."""
+    status = f" {error.status}" if error.status is not None else ""
+    label = f"server error{status} counted (--server-errors count)"
+    if isinstance(case.expect, NoCall):
+        reason = f"{label}: no answer came, where a text answer is expected"
+        tool: ToolVerdict = "wrong_tool"
+    else:
+        reason, tool = f"{label}: no answer came, so no tool call", "missing_call"
+    if error.message:
+        reason += f"; {error.message}"
+    return Verdict(**base, status="scored", tool=tool, tool_reason=reason,
+                   arguments="not_applicable")
 
 
 def check(suite: Suite, response: Response) -> Verdict:

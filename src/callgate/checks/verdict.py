@@ -18,6 +18,9 @@ ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value"
 # counted like a provider error.
 Status = Literal["scored", "truncated", "provider_error", "environment_error", "pending_judge",
                  "judge_error"]
+# What a server error (a 5xx after retries) is: excluded like every provider error (the default),
+# or counted as a wrong answer, when the serving stack is what is released.
+ServerErrors = Literal["count", "exclude"]
 SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_param", "other"]
 # What the JSON and schema checks found: (verdict, schema sub-kind, reason), or None.
 Problems = tuple[ArgsVerdict, SchemaKind | None, str] | None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -21,6 +22,20 @@ if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help
 
 
 EXIT_INPUT = 2
+
+
+def command_name(cwd: Path | None = None) -> str:
+    """How to run callgate from `cwd` (default: here), for the commands a hint names:
+    `uv run callgate` inside the uv project whose .venv runs this callgate (a source checkout,
+    or a project that depends on callgate), else `callgate`, as after `uv tool install .` or
+    `pip install .` into a virtual environment of one's own."""
+    venv = Path(sys.prefix)
+    project = venv.parent
+    here = (cwd or Path.cwd()).resolve()
+    if venv.name == ".venv" and (project / "pyproject.toml").is_file() and (
+            here == project.resolve() or project.resolve() in here.parents):
+        return "uv run callgate"
+    return "callgate"
 
 ShardOption = Annotated[str | None, typer.Option(
     "--shard", metavar="K/N",
@@ -104,6 +119,11 @@ MaxExcludedOption = Annotated[float, typer.Option(
     help="Exit 3 (not a result, never a baseline) above this share of truncated or "
          "provider-error attempts.")]
 EXIT_INCONCLUSIVE = 3
+ServerErrorsOption = Annotated[Literal["count", "exclude"], typer.Option(
+    "--server-errors",
+    help="exclude: a server error (HTTP 5xx after retries) is a provider error, left out of the "
+         "shares like rate limits and timeouts. count: it is a wrong answer, labelled so, for "
+         "when the serving stack (vLLM, SGLang, a proxy) is what is released.")]
 
 
 def _record_if_not_a_result(store: Store, by: Literal["run", "score"], result: RunResult,

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from callgate.checks.verdict import Verdict
+from callgate.cli.common import command_name
 from callgate.gating.gate import GateDecision
 from callgate.gating.release import gate_release
 from callgate.report.console import gate_lines, print_gate, scores_table, tags_table
@@ -39,7 +40,8 @@ def run_demo(db: Path, console: Console) -> None:
     columns = [(r.release, r.scores) for r in results]
     console.print(scores_table(f"{suite.name}: {MODEL}", columns))
     console.print(tags_table(columns))
-    console.print(f"\n[bold]The gate[/bold]: `callgate gate --model {MODEL} --release "
+    command = command_name()
+    console.print(f"\n[bold]The gate[/bold]: `{command} gate --model {MODEL} --release "
                   f"{RELEASES[1]} --db {db}` decides:")
     print_gate(decision, console)
     console.print(f"\n(`callgate gate` would exit {decision.exit_code}.) Stored in {db}: browse "
@@ -47,7 +49,7 @@ def run_demo(db: Path, console: Console) -> None:
                   highlight=False)
     run_multi_turn_demo(db, console)
     console.print(f"\nTo look at what it stored (the chart, each attempt, calibration sessions): "
-                  f"run `uv run callgate serve --db {db}` and open http://127.0.0.1:8765/",
+                  f"run `{command} serve --db {db}` and open http://127.0.0.1:8765/",
                   highlight=False, markup=False, soft_wrap=True)
 
 

@@ -18,6 +18,7 @@ from callgate.cli.common import (
     JudgeKeyEnvOption,
     JudgeOption,
     MaxExcludedOption,
+    ServerErrorsOption,
     ShardOption,
     UncalibratedOption,
     _exit_if_not_a_result,
@@ -112,11 +113,13 @@ def run_command(
     judge_api_key_env: JudgeKeyEnvOption = None,
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
     shard: ShardOption = None,
+    server_errors: ServerErrorsOption = "exclude",
 ) -> None:
     """Call a model on every case (repeats × cases), then check, score and store as `score` does.
 
     Exit 3 when more than --max-excluded of the attempts were excluded
-    (truncated, provider, environment or judge errors).
+    (truncated, provider, environment or judge errors; server errors only without
+    --server-errors count).
 
     Answers are stored as they arrive: run the same command again to resume, or to re-score
     with zero calls.
@@ -173,6 +176,7 @@ def run_command(
             offline=offline,
             retry=RetryPolicy(max_retries=max_retries, budget=retry_budget),
             shard=only,
+            server_errors=server_errors,
         )
         with Store(db) as store:
             step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,

@@ -22,6 +22,7 @@ from callgate.cli.common import (
     JudgeKeyEnvOption,
     JudgeOption,
     MaxExcludedOption,
+    ServerErrorsOption,
     ShardOption,
     UncalibratedOption,
     _exit_if_not_a_result,
@@ -29,6 +30,7 @@ from callgate.cli.common import (
     _record_if_not_a_result,
     _usage_error,
     click_errors,
+    command_name,
 )
 from callgate.cli.judge import judge_app
 from callgate.cli.live import run_command
@@ -153,11 +155,13 @@ def score(
     judge_api_key_env: JudgeKeyEnvOption = None,
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
     shard: ShardOption = None,
+    server_errors: ServerErrorsOption = "exclude",
 ) -> None:
     """Score recorded responses against a suite, store everything and print the figures.
 
     Exit 3 when more than --max-excluded of the attempts were excluded
-    (truncated, provider, environment or judge errors)."""
+    (truncated, provider, environment or judge errors; server errors only without
+    --server-errors count)."""
     from callgate.report.console import print_run, run_document
     from callgate.scoring.pipeline import judge_step, score_file
     from callgate.store.db import Store
@@ -175,7 +179,8 @@ def score(
                                api_base=judge_api_base, api_key_env=judge_api_key_env)
                     if judge else None)
             result = score_file(suite, responses, store, model=model, release=release,
-                                keep_verdicts=as_json, judge=step, shard=only)
+                                keep_verdicts=as_json, judge=step, shard=only,
+                                server_errors=server_errors)
             not_a_result = _record_if_not_a_result(store, "score", result, max_excluded)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
@@ -204,8 +209,9 @@ def init(
     for path in written:
         typer.echo(f"created {path}")
     where = "" if directory == Path(".") else f"cd {directory} && "
-    typer.echo(f"\nnext:\n  {where}callgate suite check {SUITE}\n"
-               f"  callgate score {SUITE} --responses {RESPONSES} --model my-agent "
+    command = command_name(directory)
+    typer.echo(f"\nnext:\n  {where}{command} suite check {SUITE}\n"
+               f"  {command} score {SUITE} --responses {RESPONSES} --model my-agent "
                "--release first\n"
                "  then edit suite/tools.json and suite/cases.jsonl for your agent, and "
                "commit releases/.gitkeep")

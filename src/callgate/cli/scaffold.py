@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 from callgate.errors import CallgateError
-from callgate.version import __version__
 
 SUITE = "suite"
 RESPONSES = "responses/first.jsonl"
@@ -125,11 +124,29 @@ reasoning_effort = "low"                        # "omit" for models that reject 
 # api_base = "http://localhost:8000/v1"
 '''
 
+CALIBRATION_README = """\
+# Calibration sets
+
+Hand-checked labels a judge is calibrated against before callgate lets it score (see the
+callgate README, "The judge: cases with several valid answers"). Label judged attempts by hand
+with `callgate judge label RUN_ID --set calibration/mine.jsonl`, then certify a judge on them
+with `callgate judge calibrate judges/NAME.toml --set calibration/mine.jsonl`. The default
+judge's own set ships with callgate: `--set tool_choice`.
+"""
+
+# Where the workflows install callgate from when `callgate init` cannot tell (see install_source).
+PLACEHOLDER_SOURCE = "git+https://github.com/OWNER/callgate@COMMIT"
+
 WORKFLOW = f'''\
 name: tool-calling gate
 on: [pull_request]
 permissions:
   contents: write
+# Where CI installs callgate from (it is not on PyPI): its git repository pinned to a commit
+# (git+https://github.com/OWNER/callgate@1a2b3c4d, your OWNER and commit), or a copy kept in
+# this repository (./tools/callgate).
+env:
+  CALLGATE_SOURCE: "{PLACEHOLDER_SOURCE}"
 jobs:
   gate:
     runs-on: ubuntu-latest
@@ -140,7 +157,11 @@ jobs:
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - run: pip install "callgate=={__version__}"
+      - name: Install callgate (from CALLGATE_SOURCE above)
+        run: |
+          case "$CALLGATE_SOURCE" in *OWNER*|*COMMIT*)
+            echo "::error::set CALLGATE_SOURCE at the top of this workflow"; exit 1;; esac
+          pip install "$CALLGATE_SOURCE"
       - name: Score the candidate's recorded responses
         run: >
           callgate score {SUITE} --responses {RESPONSES} --model my-agent
@@ -182,6 +203,11 @@ name: tool-calling gate, sharded
 # Run by hand until the suite outgrows one runner; then use `on: [pull_request]` here and
 # remove callgate.yml.
 on: [workflow_dispatch]
+# Where CI installs callgate from (it is not on PyPI): its git repository pinned to a commit
+# (git+https://github.com/OWNER/callgate@1a2b3c4d, your OWNER and commit), or a copy kept in
+# this repository (./tools/callgate).
+env:
+  CALLGATE_SOURCE: "{PLACEHOLDER_SOURCE}"
 jobs:
   shard:
     runs-on: ubuntu-latest
@@ -194,7 +220,11 @@ jobs:
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - run: pip install "callgate=={__version__}"
+      - name: Install callgate (from CALLGATE_SOURCE above)
+        run: |
+          case "$CALLGATE_SOURCE" in *OWNER*|*COMMIT*)
+            echo "::error::set CALLGATE_SOURCE at the top of this workflow"; exit 1;; esac
+          pip install "$CALLGATE_SOURCE"
       - name: Ask the candidate model, this shard's cases only
         env:
           OPENROUTER_API_KEY: ${{{{ secrets.OPENROUTER_API_KEY }}}}
@@ -213,7 +243,11 @@ jobs:
       - uses: actions/setup-python@v5
         with:
           python-version: "3.11"
-      - run: pip install "callgate=={__version__}"
+      - name: Install callgate (from CALLGATE_SOURCE above)
+        run: |
+          case "$CALLGATE_SOURCE" in *OWNER*|*COMMIT*)
+            echo "::error::set CALLGATE_SOURCE at the top of this workflow"; exit 1;; esac
+          pip install "$CALLGATE_SOURCE"
       - uses: actions/download-artifact@v4
         with:
           pattern: store-*
@@ -241,8 +275,28 @@ jobs:
 '''
 
 
+def install_source() -> str:
+    """Where CI can install this callgate from: the git repository and commit it was installed
+    from (pip and uv record them in direct_url.json), else PLACEHOLDER_SOURCE for the user to
+    fill. A local path or an unpinned URL is no source a runner can reach, so it is not used."""
+    from importlib import metadata
+
+    try:
+        text = metadata.distribution("callgate").read_text("direct_url.json")
+        found = json.loads(text) if text else {}
+    except (metadata.PackageNotFoundError, ValueError):
+        return PLACEHOLDER_SOURCE
+    vcs = found.get("vcs_info") if isinstance(found, dict) else None
+    url = found.get("url") if isinstance(found, dict) else None
+    if (isinstance(vcs, dict) and vcs.get("vcs") == "git" and isinstance(url, str)
+            and url.startswith("https://") and isinstance(vcs.get("commit_id"), str)):
+        return f"git+{url}@{vcs['commit_id']}"
+    return PLACEHOLDER_SOURCE
+
+
 def scaffold_files() -> dict[str, str]:
     """Relative path -> text of every file `callgate init` writes."""
+    source = install_source()
     return {
         f"{SUITE}/suite.json": json.dumps({
             "name": "starter",
@@ -253,8 +307,10 @@ def scaffold_files() -> dict[str, str]:
         RESPONSES: "".join(json.dumps(line) + "\n" for line in RECORDED),
         "callgate.toml": CONFIG,
         "releases/.gitkeep": "",
-        ".github/workflows/callgate.yml": WORKFLOW,
-        ".github/workflows/callgate-sharded.yml": SHARDED_WORKFLOW,
+        "calibration/README.md": CALIBRATION_README,
+        ".github/workflows/callgate.yml": WORKFLOW.replace(PLACEHOLDER_SOURCE, source),
+        ".github/workflows/callgate-sharded.yml": SHARDED_WORKFLOW.replace(PLACEHOLDER_SOURCE,
+                                                                           source),
     }
 
 

@@ -1,9 +1,10 @@
 """The default judge and calibration set that ship with callgate, found by name.
 
 The top-level `judges/` and `calibration/` folders of the source tree are the editable source
-of truth; the wheel carries them as `callgate/defaults/judges/` and
-`callgate/defaults/calibration/` (hatch `force-include` in pyproject.toml), so an installed
-callgate has the judge the README names.
+of truth; the wheel carries the default judge's files from them as `callgate/defaults/judges/`
+and `callgate/defaults/calibration/` (hatch `force-include` in pyproject.toml, file by file, so
+what a user adds to the folders is not packaged), so an installed callgate has the judge the
+README names.
 """
 
 from __future__ import annotations

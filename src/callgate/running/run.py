@@ -152,7 +152,7 @@ class LiveRunner:
                 shard=(shard.index, shard.count) if shard else None,
             )
         recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts,
-                            judge=self.judge)
+                            judge=self.judge, server_errors=settings.server_errors)
         record = RunRecord(recorder, self.counters)
         try:
             scores = await self._fill(work, caller, cache, record)

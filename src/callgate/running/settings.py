@@ -1,11 +1,13 @@
 """The settings of a live run: repeats, concurrency, per-request timeout, cache and offline
-switches, the retry policy, how often answers are committed, the progress bar and the shard.
+switches, the retry policy, how often answers are committed, the progress bar, the shard and
+whether server errors count as wrong answers.
 Checked at the boundary (pydantic), so a bad value is refused before any call is made."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from callgate.checks.verdict import ServerErrors
 from callgate.models.retry import RetryPolicy
 from callgate.running.limits import MAX_CONCURRENCY, MAX_REPEATS
 from callgate.suites.shard import Shard
@@ -22,3 +24,5 @@ class RunSettings(BaseModel):
     commit_every: float = Field(0.25, gt=0, description="seconds between commits of answers")
     progress: bool = True
     shard: Shard | None = Field(None, description="run only the cases of this shard")
+    server_errors: ServerErrors = Field(
+        "exclude", description="count: a server error after retries is a wrong answer")

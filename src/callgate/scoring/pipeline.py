@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from callgate.checks.check import check_response
-from callgate.checks.verdict import Verdict
+from callgate.checks.verdict import ServerErrors, Verdict
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
 from callgate.scoring.scores import ScoreBuilder, Scores
@@ -160,6 +160,7 @@ class Recorder:
     run_id: int
     keep_verdicts: bool = False
     judge: JudgeStep | None = None
+    server_errors: ServerErrors = "exclude"  # or count them as wrong answers (check_response)
     builder: ScoreBuilder = field(init=False)
     _awaiting_judge: list[tuple[Case, Response, str | None, Verdict]] = field(
         default_factory=list)
@@ -180,7 +181,7 @@ class Recorder:
         case = self.suite.cases[response.case_id]
         verdict = check_response(
             case, response, self._schemas, self.suite.validators, rules=self.suite.match,
-            environment=self.suite.environment,
+            environment=self.suite.environment, server_errors=self.server_errors,
         )
         if verdict.status == "pending_judge" and self.judge is not None:
             # Judged in one concurrent batch at the end (judge_pending); the rows wait too.
@@ -199,6 +200,7 @@ class Recorder:
             completion_tokens=completion_tokens,
             latency_ms=response.latency_ms,
             provider=response.provider,
+            failed_request=response.error is not None,
         )
         self._responses.append(
             (
@@ -388,6 +390,7 @@ def score_responses(
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
     shard: Shard | None = None,
+    server_errors: ServerErrors = "exclude",
 ) -> RunResult:
     """Check, score and store responses: all of it lands, or none. The rows are written in
     short transactions under a run that stays `running` (unseen by every read) until its
@@ -408,7 +411,8 @@ def score_responses(
                                shard=(shard.index, shard.count) if shard else None)
     if shard is not None:
         responses = ((r, b) for r, b in responses if shard.holds(r.case_id))
-    recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge)
+    recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge,
+                        server_errors=server_errors)
     seen: set[str] = set()
     try:
         for response, body in responses:
@@ -448,6 +452,7 @@ def score_file(
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
     shard: Shard | None = None,
+    server_errors: ServerErrors = "exclude",
 ) -> RunResult:
     """Score a recorded-responses file (JSON Lines) against a suite and store everything.
 
@@ -459,9 +464,11 @@ def score_file(
             the earlier run once this one finishes).
         keep_verdicts: keep every verdict in memory (`RunResult.verdicts`).
         judge: the judge step for `judge` cases (`judge_step`); None leaves them pending.
+        server_errors: "count" scores a server error as a wrong answer instead of excluding it.
 
     Returns the RunResult (run id, scores, failures, case ids with no response)."""
     multi_turn = {case_id for case_id, case in suite.cases.items() if suite.loops(case)}
     stream = read_response_lines(responses_path, set(suite.cases), multi_turn)
     return score_responses(suite, stream, store, model=model, release=release,
-                           keep_verdicts=keep_verdicts, judge=judge, shard=shard)
+                           keep_verdicts=keep_verdicts, judge=judge, shard=shard,
+                           server_errors=server_errors)

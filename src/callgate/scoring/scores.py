@@ -150,9 +150,12 @@ class ScoreBuilder:
         completion_tokens: int | None = None,
         latency_ms: float | None = None,
         provider: str | None = None,
+        failed_request: bool = False,
     ) -> None:
+        """`failed_request`: the provider answered with an error (a server error counted as a
+        wrong answer is scored, yet, like every provider error, has no cost to know)."""
         self.attempts += 1
-        if verdict.status != "provider_error":
+        if verdict.status != "provider_error" and not failed_request:
             if cost is None:
                 self.cost_unknown += 1
             else:

@@ -1,12 +1,13 @@
 """Recorded model responses: one attempt per JSON line, keyed by case id and repeat index.
 
-Accepts a full OpenAI chat-completion object or a bare assistant message. Tool-call arguments
-are kept as the raw string the model produced, so broken JSON stays visible as broken JSON.
+Accepts every shape `callgate.suites.answer_formats` reads (an OpenAI chat completion or
+Responses API response, an Anthropic or Gemini response, a bare assistant message) and refuses
+the rest. Tool-call arguments are kept as the raw string the model produced, so broken JSON
+stays visible as broken JSON.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from callgate.errors import InputError, from_validation_error
 from callgate.reading import json_lines
+from callgate.suites.answer_formats import one_response
 from callgate.suites.attempt_keys import AttemptKeys
 
 
@@ -94,58 +96,13 @@ _LINE_FIELDS = frozenset({
 })
 
 
-def _text_or_none(value: Any, field: str) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise ValueError(f"{field}: must be a string")
-    return value
-
-
-def _message_from(raw: Any, field: str) -> dict[str, Any]:
-    # Runs for every line: the field paths of errors are written only when one is raised.
-    if not isinstance(raw, dict):
-        raise ValueError(f"{field}: must be an object")
-    tool_calls = raw.get("tool_calls")
-    calls = []
-    if tool_calls:
-        if not isinstance(tool_calls, list):
-            raise ValueError(f"{field}.tool_calls: must be a list of tool calls")
-        for index, call in enumerate(tool_calls):
-            if not isinstance(call, dict):
-                raise ValueError(f"{field}.tool_calls[{index}]: must be an object")
-            function = call.get("function")
-            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-                raise ValueError(f"{field}.tool_calls[{index}].function.name: missing")
-            arguments = function.get("arguments", "")
-            if arguments is None:
-                arguments = ""
-            elif not isinstance(arguments, str):
-                # Some servers send parsed objects; keep a faithful string form.
-                arguments = json.dumps(arguments, ensure_ascii=False)
-            call_id = call.get("id")
-            if call_id is not None and not isinstance(call_id, str):
-                raise ValueError(f"{field}.tool_calls[{index}].id: must be a string")
-            calls.append({"id": call_id, "name": function["name"], "arguments": arguments})
-    elif tool_calls is not None and not isinstance(tool_calls, list):
-        raise ValueError(f"{field}.tool_calls: must be a list of tool calls")
-    content = raw.get("content")
-    if isinstance(content, list):  # content parts: keep the text
-        texts = []
-        for index, part in enumerate(content):
-            if isinstance(part, dict):
-                texts.append(_text_or_none(part.get("text"), f"{field}.content[{index}].text"))
-        content = "".join(text for text in texts if text)
-    elif content is not None and not isinstance(content, str):
-        raise ValueError(f"{field}.content: must be a string")
-    return {"content": content, "tool_calls": calls}
-
-
 # The fields of a line that are copied as they are (when not null).
 _COPIED = frozenset(
     ("case_id", "repeat", "finish_reason", "usage", "cost", "latency_ms", "provider", "error"))
 
 
 def normalise(raw: dict[str, Any]) -> dict[str, Any]:
-    """Map one recorded line (either response shape) onto the fields of `Response`."""
+    """Map one recorded line (any answer shape it may hold) onto the fields of `Response`."""
     if not _LINE_FIELDS.issuperset(raw):
         raise ValueError(f"{sorted(set(raw) - _LINE_FIELDS)[0]}: unknown field")
     out: dict[str, Any] = {
@@ -161,7 +118,7 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
         if "error" not in raw:
             raise ValueError("response: a line needs a response or an error")
         return out
-    found = _one_response(response, "response")
+    found = one_response(response, "response")
     out["message"] = found["message"]
     for key in ("finish_reason", "usage", "cost", "provider"):
         if found.get(key) is not None:
@@ -185,38 +142,11 @@ def _usage_into(out: dict[str, Any]) -> bool:
     return True
 
 
-def _one_response(response: Any, field: str) -> dict[str, Any]:
-    """The message, finish reason, usage, cost and provider of a completion or a bare message."""
-    if not isinstance(response, dict):
-        raise ValueError(f"{field}: must be an object")
-    if "choices" not in response:
-        return {"message": _message_from(response, field)}
-    choices = response["choices"]
-    if not isinstance(choices, list) or not choices:
-        raise ValueError(f"{field}.choices: must be a non-empty list")
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        raise ValueError(f"{field}.choices[0]: must be an object")
-    message = _message_from(choice.get("message"), f"{field}.choices[0].message")
-    finish_reason, provider = choice.get("finish_reason"), response.get("provider")
-    if finish_reason is not None and not isinstance(finish_reason, str):
-        raise ValueError(f"{field}.choices[0].finish_reason: must be a string")
-    if provider is not None and not isinstance(provider, str):
-        raise ValueError(f"{field}.provider: must be a string")
-    found: dict[str, Any] = {
-        "message": message, "finish_reason": finish_reason, "provider": provider}
-    usage = response.get("usage")
-    if isinstance(usage, dict):
-        found["usage"] = usage
-        found["cost"] = usage.get("cost")
-    return found
-
-
 def _turns_into(out: dict[str, Any], turns: Any) -> None:
     """Fill `out` from the assistant messages of a multi-turn attempt."""
     if not isinstance(turns, list) or not turns:
         raise ValueError("turns: must be a non-empty list of assistant messages")
-    found = [_one_response(turn, f"turns[{index}]") for index, turn in enumerate(turns)]
+    found = [one_response(turn, f"turns[{index}]") for index, turn in enumerate(turns)]
     out["turns"] = [f["message"] for f in found]
     out["message"] = out["turns"][-1]
     if found[-1].get("finish_reason") is not None:
