@@ -20,8 +20,8 @@ from test_judge_live import (
     verdict,
 )
 
-from callgate.judging.audit import sample_order
-from callgate.judging.estimates import AuditTable, combined_share, ppi_share
+from callgate.judging.audit import case_audits, sample_order
+from callgate.judging.estimates import AuditTable, combined_share, crossfit_ppi, ppi_share
 
 
 @pytest.fixture
@@ -98,9 +98,11 @@ def test_audit_draws_a_seeded_sample_labels_it_and_reports_three_estimates(
     tool = doc["dimensions"]["tool_choice"]
     assert tool["raw"]["estimator"] == "raw" and tool["raw"]["value"] == 0.75
     assert tool["rogan_gladen"]["corrected"] == pytest.approx(75.0)  # a perfect calibration
-    pairs = [(person[c] == "pass", judge_says[c] == "pass") for c, _ in sample]
-    others = [judge_says[c] == "pass" for c in judge_says if c not in person]
-    expected = ppi_share(AuditTable.of(pairs), sum(others), len(others))
+    # PPI++ with λ cross-fitted over folds of cases drawn from the audit's seed.
+    population = {(c, 0): judge_says[c] == "pass" for c in judge_says}
+    truth = {(c, 0): person[c] == "pass" for c in person}
+    expected = crossfit_ppi(case_audits(population, truth, 7), "agent")
+    assert expected is not None
     assert tool["ppi"]["estimator"] == "ppi++"
     assert tool["ppi"]["value"] == pytest.approx(expected.value)
     assert tool["ppi"]["low"] == pytest.approx(expected.low)

@@ -21,10 +21,13 @@ from callgate.errors import CallgateError
 from callgate.judging.calibration import confusion, item_payloads, read_set
 from callgate.judging.estimates import (
     AuditTable,
+    CaseAudit,
+    Estimand,
     Estimate,
     adjusted_moments,
+    case_fold,
     combined_share,
-    ppi_share,
+    crossfit_ppi,
     raw_share,
 )
 from callgate.judging.judge import JudgeOutput, cache_key
@@ -154,25 +157,42 @@ class AuditReport(BaseModel):
     parts: dict[str, ReleasePart]
 
 
-def _ppi_of(pairs: list[tuple[bool, bool]], others: list[bool]) -> Estimate | None:
-    return ppi_share(AuditTable.of(pairs), sum(others), len(others)) if pairs else None
+def case_audits(population: Mapping[Key, bool], truth: Mapping[Key, bool], seed: int
+                ) -> list[CaseAudit]:
+    """A judged share's attempts (the judge's verdict f) and the audited ones (the person's Y)
+    by case, each case in its cross-fit fold."""
+    by_case: dict[str, list[Key]] = {}
+    for key in population:
+        by_case.setdefault(key[0], []).append(key)
+    return [CaseAudit(judged=len(keys), passes=sum(population[k] for k in keys),
+                      table=AuditTable.of([(truth[k], population[k]) for k in keys if k in truth]),
+                      fold=case_fold(case_id, seed))
+            for case_id, keys in sorted(by_case.items())]
+
+
+def _ppi_of(population: Mapping[Key, bool], truth: Mapping[Key, bool], seed: int,
+            estimand: Estimand, z: float = Z95) -> Estimate | None:
+    if not any(k in truth for k in population):
+        return None
+    return crossfit_ppi(case_audits(population, truth, seed), estimand, z)
 
 
 def _dimension(population: dict[Key, bool], labels: dict[Key, bool],
-               stored_rg: dict[str, Any] | None) -> DimensionEstimates:
+               stored_rg: dict[str, Any] | None, seed: int, estimand: Estimand
+               ) -> DimensionEstimates:
     pairs = [(labels[k], population[k]) for k in population if k in labels]
-    others = [f for k, f in population.items() if k not in labels]
     return DimensionEstimates(
         judged=len(population), judged_passes=sum(population.values()), labels=len(pairs),
         disagreements=sum(y != f for y, f in pairs), table=AuditTable.of(pairs),
         raw=raw_share(sum(population.values()), len(population)),
         rogan_gladen=stored_rg if stored_rg and stored_rg.get("corrected") is not None else None,
-        ppi=_ppi_of(pairs, others))
+        ppi=_ppi_of(population, labels, seed, estimand))
 
 
-def audit_report(store: Store, run_id: int) -> AuditReport:
+def audit_report(store: Store, run_id: int, estimand: Estimand = "agent") -> AuditReport:
     """Raw, Rogan–Gladen and PPI++ figures for the run's judged shares, and the release's right
-    tool % and right arguments % over all attempts with the judged part by PPI++."""
+    tool % and right arguments % over all attempts with the judged part by PPI++ (cross-fit λ,
+    folds by case from the audit's seed), its intervals about `estimand`."""
     audit = store.audit(run_id)
     if audit is None:
         raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
@@ -200,8 +220,9 @@ def audit_report(store: Store, run_id: int) -> AuditReport:
                    if i["label_tool_choice"] == "fail" or i["label_arguments"] in ("pass", "fail")}
     dimensions = {
         "tool_choice": _dimension(tool_population, tool_labels,
-                                  stored_judged.get("tool_choice")),
-        "arguments": _dimension(args_population, args_labels, stored_judged.get("arguments")),
+                                  stored_judged.get("tool_choice"), audit["seed"], estimand),
+        "arguments": _dimension(args_population, args_labels, stored_judged.get("arguments"),
+                                audit["seed"], estimand),
     }
 
     release: dict[str, Estimate | None] = {}
@@ -221,9 +242,9 @@ def audit_report(store: Store, run_id: int) -> AuditReport:
                 truth[k] = tool_right and item["label_arguments"] in ("pass", "n/a") and (
                     verdicts[k]["arguments"] not in DETERMINISTIC_ARGUMENT_FAILURES)
         pairs = [(truth[k], judged_f[k]) for k in judged_f if k in truth]
-        others = [f for k, f in judged_f.items() if k not in truth]
         release[figure] = combined_share(sum(deterministic), len(deterministic),
-                                         _ppi_of(pairs, others), len(judged_f))
+                                         _ppi_of(judged_f, truth, audit["seed"], estimand),
+                                         len(judged_f), deterministic_known=estimand == "release")
         parts[figure] = ReleasePart(
             deterministic_right=sum(deterministic), deterministic_n=len(deterministic),
             judged=len(judged_f), judged_passes=sum(judged_f.values()),
