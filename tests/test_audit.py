@@ -267,3 +267,67 @@ def test_gate_with_an_audit_of_too_few_judged_attempts_is_inconclusive(
     assert kept["audit"]["labellers"] == ["Ada"] and kept["audit"]["labelled"] == 4
     assert kept["judged"]["tool_choice"]["ppi++"]["estimator"] == "ppi++"
     assert kept["judged"]["tool_choice"]["rogan_gladen"]["estimator"] == "rogan_gladen"
+
+
+def test_the_terminal_labeller_takes_the_web_keys_records_skips_and_ends_with_the_answers(
+    scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    run_id, _ = scored
+    assert run(callgate_exe, cli_env, tmp_path, "judge", "audit", str(run_id), "--n", "4",
+               "--seed", "7", "--db", "c.db").returncode == 0
+    # Item 1: a typo (x) is asked again, then p; 'maybe' for the arguments is asked again,
+    # then p. Item 2: skipped, with a reason. Item 3: f, n. Then the piped answers end.
+    answers = "x\np\nmaybe\np\ns\ncannot tell from the transcript\nf\nn\n"
+    ended = label(callgate_exe, cli_env, tmp_path, run_id, answers, "--labeller", "Ada")
+    assert ended.returncode == 2, ended.stdout + ended.stderr
+    assert "interrupted" not in ended.stderr and "Traceback" not in ended.stderr
+    assert ended.stderr.startswith("error: stdin: the answers ended at audit item 4")
+    assert "the 2 label(s) given are kept" in ended.stderr
+    assert "'x' is not an answer" in ended.stdout and "'maybe' is not an answer" in ended.stdout
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        rows = conn.execute("select label_tool_choice, label_arguments, skip_reason, labeller "
+                            "from audit_items where run = ? order by position",
+                            [run_id]).fetchall()
+    assert rows == [("pass", "pass", None, "Ada"),
+                    (None, None, "cannot tell from the transcript", "Ada"),
+                    ("fail", "n/a", None, "Ada"), (None, None, None, None)]
+
+    doc = json.loads(run(callgate_exe, cli_env, tmp_path, "judge", "audit", str(run_id),
+                         "--json", "--db", "c.db").stdout)
+    assert (doc["labelled"], doc["counted"], doc["skipped"], doc["complete"]) == (2, 2, 1, False)
+    items = doc["items"]
+    assert [(i["position"], i["counted"]) for i in items] == [(0, True), (1, False),
+                                                                (2, True), (3, False)]
+    assert items[0]["labeller"] == "Ada" and items[0]["labelled_at"]
+    assert items[1]["skip_reason"] == "cannot tell from the transcript"
+    text = run(callgate_exe, cli_env, tmp_path, "judge", "audit", str(run_id), "--db", "c.db")
+    assert "INCOMPLETE: 1 item(s) skipped" in text.stdout
+    assert "2: cannot tell from the transcript" in text.stdout
+
+    # Labelling again offers the skipped item first; labelled, the audit is complete.
+    again = label(callgate_exe, cli_env, tmp_path, run_id, "p\np\nf\nn\n", "--labeller", "Bo")
+    assert again.returncode == 0, again.stderr
+    assert "skipped before by Ada: cannot tell from the transcript" in again.stdout
+    doc = json.loads(run(callgate_exe, cli_env, tmp_path, "judge", "audit", str(run_id),
+                         "--json", "--db", "c.db").stdout)
+    assert (doc["counted"], doc["skipped"], doc["complete"]) == (4, 0, True)
+
+
+def test_only_the_answered_prefix_of_the_sample_order_counts(scored: tuple, tmp_path: Path
+                                                             ) -> None:
+    from callgate.judging.audit import audit_report, draw_audit
+    from callgate.store.db import Store
+
+    run_id, _ = scored
+    with Store(tmp_path / "c.db") as store:
+        _, items = draw_audit(store, run_id, 4, seed=7)
+        # Labels on positions 0 and 2 (position 1 waits): only position 0 is counted.
+        for item in (items[0], items[2]):
+            store.save_audit_label(run_id, item["case_id"], item["repeat"], "pass", "pass",
+                                   "Ada")
+        report = audit_report(store, run_id)
+        assert (report.labelled, report.counted, report.complete) == (2, 1, True)
+        assert report.dimensions["tool_choice"].labels == 1
+        store.save_audit_skip(run_id, items[1]["case_id"], items[1]["repeat"], "unsure", "Ada")
+        report = audit_report(store, run_id)
+        assert (report.counted, report.skipped, report.complete) == (2, 1, False)

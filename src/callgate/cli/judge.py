@@ -226,18 +226,40 @@ def judge_label(
     typer.echo(f"added {added} item(s) to {calibration_set} and to {db}")
 
 
+def _ask_until_the_answers_end(text: str, **options: Any) -> str:
+    """typer.prompt, except that the end of piped answers is AnswersEnded (exit 2, the labels
+    kept), not an interruption (130); Ctrl-C at a terminal still interrupts."""
+    import sys
+
+    from callgate.judging.labelling import AnswersEnded
+
+    try:
+        return str(typer.prompt(text, **options))
+    except typer.Abort:
+        if sys.stdin.isatty():
+            raise
+        raise AnswersEnded("the answers ended") from None
+
+
 def _label_audit(run_id: int, labeller: str, db: Path) -> None:
     from callgate.judging.audit import label_audit
+    from callgate.judging.labelling import AnswersEnded
     from callgate.store.db import Store
 
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
         with Store(db) as store:
-            done = label_audit(store, run_id, labeller, ask=typer.prompt, show=typer.echo)
+            done = label_audit(store, run_id, labeller, ask=_ask_until_the_answers_end,
+                               show=typer.echo)
+            skipped = sum(1 for i in store.audit_items(run_id) if i["skip_reason"])
+    except AnswersEnded as exc:
+        raise _fail(f"stdin: {exc}") from None
     except CallgateError as exc:
         raise _fail(str(exc)) from None
-    typer.echo(f"labelled {done} audit item(s) of run {run_id} as {labeller}; "
+    note = f"; {skipped} skipped (the audit is incomplete until they are labelled)" if (
+        skipped) else ""
+    typer.echo(f"labelled {done} audit item(s) of run {run_id} as {labeller}{note}; "
                f"see: callgate judge audit {run_id}")
 
 

@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from callgate.errors import CallgateError
 from callgate.judging.calibration import confusion, item_payloads, read_set
@@ -32,6 +32,7 @@ from callgate.judging.estimates import (
 )
 from callgate.judging.judge import JudgeOutput, cache_key
 from callgate.judging.labelling import (
+    AnswersEnded,
     LabellingStopped,
     ask_labels,
     item_text,
@@ -84,8 +85,10 @@ def draw_audit(store: Store, run_id: int, n: int, seed: int | None = None
 
 def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str],
                 show: Callable[[str], Any]) -> int:
-    """Ask a person for a verdict on each unlabelled item of the run's audit; each label is
-    stored at once with the labeller and the time. Returns how many were labelled."""
+    """Ask a person for a verdict on each audit item of the run not labelled yet (skipped ones
+    again), in the sample's order; each label, or skip with its reason, is stored at once with
+    the labeller and the time. Returns how many were labelled. The answers ending early raise
+    AnswersEnded, the labels given so far kept."""
     items = store.audit_items(run_id)
     if not items:
         raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
@@ -101,15 +104,26 @@ def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str
         if key not in shown:
             continue
         _, item = shown[key]
+        before = (f"\n(skipped before by {audit_item['labeller']}: "
+                  f"{audit_item['skip_reason']})" if audit_item.get("skip_reason") else "")
         # The judge's verdict is not shown: the person's label must not lean on it.
         show(f"\n── audit item {audit_item['position'] + 1} of {len(items)}: {key[0]} "
-             f"(repeat {key[1]}) ──\n{item_text(item)}")
+             f"(repeat {key[1]}) ──\n{item_text(item)}{before}")
         try:
             labels = ask_labels(ask)
+            if labels is None:
+                reason = ask("why skip it (kept with the audit; a skip makes it incomplete)")
+                store.save_audit_skip(run_id, key[0], key[1], reason.strip(), labeller)
+                show(f"skipped audit item {audit_item['position'] + 1}: the audit is "
+                     "incomplete until it is labelled")
+                continue
         except LabellingStopped:
             break
-        if labels is None:
-            continue
+        except AnswersEnded:
+            raise AnswersEnded(
+                f"the answers ended at audit item {audit_item['position'] + 1} of run {run_id}; "
+                f"the {labelled} label(s) given are kept: callgate judge label --audit "
+                f"{run_id} to go on") from None
         store.save_audit_label(run_id, key[0], key[1], *labels, labeller)
         labelled += 1
     return labelled
@@ -144,17 +158,56 @@ class ReleasePart(BaseModel):
     table: AuditTable
 
 
+class AuditItem(BaseModel):
+    """One drawn attempt: where it is in the sample's order, the person's labels or skip (who,
+    when), and whether the estimates count it (it lies in the answered prefix)."""
+
+    model_config = ConfigDict(frozen=True)
+    position: int
+    case_id: str
+    repeat: int
+    label_tool_choice: str | None = None
+    label_arguments: str | None = None
+    skip_reason: str | None = None
+    labeller: str | None = None
+    labelled_at: str | None = None
+    counted: bool = False
+
+
 class AuditReport(BaseModel):
     model_config = ConfigDict(frozen=True)
     run: int
     seed: int
     population: int
     sample: int
-    labelled: int
+    labelled: int  # items with a label, counted or not
     labellers: list[str]
     dimensions: dict[str, DimensionEstimates]
     release: dict[str, Estimate | None]  # right_tool / right_arguments over all attempts
     parts: dict[str, ReleasePart]
+    # Only the answered prefix of the seeded order is a uniform sample: `counted` labels in it,
+    # `skipped` items in it (then the audit is not complete, and the gate does not use it).
+    counted: int = 0
+    skipped: int = 0
+    estimand: Estimand = "agent"
+    items: list[AuditItem] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def complete(self) -> bool:
+        """Labels in the answered prefix and no skip among them: what the gate may use."""
+        return self.skipped == 0 and self.counted > 0
+
+
+def answered_prefix(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The audit items, in the sample's order, before the first one neither labelled nor
+    skipped: only they are a uniform sample (labels given further on wait for the gap)."""
+    prefix = []
+    for item in sorted(items, key=lambda i: i["position"]):
+        if item["label_tool_choice"] is None and not item.get("skip_reason"):
+            break
+        prefix.append(item)
+    return prefix
 
 
 def case_audits(population: Mapping[Key, bool], truth: Mapping[Key, bool], seed: int
@@ -203,7 +256,10 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "agent") -> Aud
                 if v["status"] == "scored"}
     items = store.audit_items(run_id)
     labelled = [i for i in items if i["label_tool_choice"] is not None]
-    by_key = {(i["case_id"], i["repeat"]): i for i in labelled}
+    prefix = answered_prefix(items)
+    counted = {(i["case_id"], i["repeat"]) for i in prefix if i["label_tool_choice"] is not None}
+    by_key = {(i["case_id"], i["repeat"]): i for i in labelled
+              if (i["case_id"], i["repeat"]) in counted}
 
     tool_population = {k: j["tool_choice"] == "pass" for k, j in judgements.items()}
     tool_labels = {k: i["label_tool_choice"] == "pass" for k, i in by_key.items()}
@@ -252,7 +308,10 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "agent") -> Aud
     return AuditReport(
         run=run_id, seed=audit["seed"], population=audit["population"], sample=len(items),
         labelled=len(labelled), labellers=sorted({i["labeller"] for i in labelled}),
-        dimensions=dimensions, release=release, parts=parts)
+        dimensions=dimensions, release=release, parts=parts, counted=len(counted),
+        skipped=sum(1 for i in prefix if i.get("skip_reason")), estimand=estimand,
+        items=[AuditItem(**{k: v for k, v in i.items() if k in AuditItem.model_fields},
+                         counted=(i["case_id"], i["repeat"]) in counted) for i in items])
 
 
 def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width: float,
@@ -294,6 +353,13 @@ def set_confusions(judge: Any, set_path: Any, store: Store) -> tuple[dict[str, A
     return out, len(test) - len(outputs), len(test)
 
 
+ESTIMAND_TEXT = {
+    "release": "this release's attempts (finite population: an attempt audited is known, so a "
+               "full audit leaves no judged uncertainty)",
+    "agent": "the agent's rate the attempts are drawn from (repeats of a case clustered)",
+}
+
+
 def _pct(estimate: Estimate | None) -> str:
     if estimate is None:
         return "—"
@@ -304,7 +370,18 @@ def render_report(report: AuditReport, width: float | None = None) -> list[str]:
     """The audit as text lines: each figure names its estimator."""
     who = ", ".join(report.labellers) or "nobody yet"
     lines = [f"audit of run {report.run}: {report.sample} of {report.population} judged "
-             f"attempts drawn (seed {report.seed}), {report.labelled} labelled by {who}", ""]
+             f"attempts drawn (seed {report.seed}), {report.labelled} labelled by {who}"]
+    if report.skipped:
+        reasons = "; ".join(f"{i.position + 1}: {i.skip_reason}" for i in report.items
+                            if i.skip_reason)
+        lines.append(f"INCOMPLETE: {report.skipped} item(s) skipped inside the labelled prefix "
+                     f"({reasons}); skipped items are not a random sample, so the gate does "
+                     "not use this audit until they are labelled")
+    if report.labelled > report.counted:
+        lines.append(f"{report.labelled - report.counted} label(s) lie past the first "
+                     "unlabelled item of the sample's order and count once it is labelled")
+    lines.append(f"PPI++ intervals are about {ESTIMAND_TEXT[report.estimand]}")
+    lines.append("")
     lines.append(f"{'judged share':<14} {'N':>5} {'labels':>6} {'raw (judge)':>20} "
                  f"{'Rogan–Gladen':>20} {'PPI++':>20}")
     for dim, d in report.dimensions.items():
@@ -437,7 +514,9 @@ def estimates_document(report: AuditReport) -> dict[str, Any]:
         }
     return {
         "audit": {"run": report.run, "seed": report.seed, "sample": report.sample,
-                  "labelled": report.labelled, "labellers": report.labellers},
+                  "labelled": report.labelled, "labellers": report.labellers,
+                  "counted": report.counted, "skipped": report.skipped,
+                  "complete": report.complete, "estimand": report.estimand},
         "right_tool": e.points() if (e := report.release.get("right_tool")) else None,
         "right_arguments": e.points() if (e := report.release.get("right_arguments")) else None,
         "judged": judged,
