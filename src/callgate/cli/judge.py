@@ -277,8 +277,13 @@ def judge_audit(
     width: Annotated[float, typer.Option(
         "--width", help="Also say how many labels give a PPI interval of ±WIDTH points.")
     ] = 2.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the estimates as JSON.")
-                       ] = False,
+    estimand: Annotated[str, typer.Option(
+        "--estimand", help="What the PPI++ intervals are about: release (this release's "
+                           "attempts, finite-population corrected: a full audit leaves no "
+                           "judged uncertainty; what the gate uses) or agent (the agent's "
+                           "rate, repeats of a case clustered).")] = "release",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the estimates and the drawn "
+                                                         "items as JSON.")] = False,
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Audit a run's judged attempts: a seeded sample for a person to label, and estimates.
@@ -289,6 +294,8 @@ def judge_audit(
     from callgate.judging.audit import audit_report, draw_audit, render_report
     from callgate.store.db import Store
 
+    if estimand not in ("release", "agent"):
+        raise _fail(f"--estimand must be release or agent, not {estimand!r}")
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
@@ -298,7 +305,7 @@ def judge_audit(
                 draw_audit(store, run_id, n or 40, seed)
             elif seed is not None and seed != existing["seed"]:
                 draw_audit(store, run_id, len(store.audit_items(run_id)), seed)
-            report = audit_report(store, run_id)
+            report = audit_report(store, run_id, estimand)  # type: ignore[arg-type]
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -327,12 +334,17 @@ def judge_plan(
     width: Annotated[float, typer.Option(
         "--width", help="With --run: the PPI interval's half-width to reach, in points.")
     ] = 2.0,
+    estimand: Annotated[str, typer.Option(
+        "--estimand", help="With --run: release (this release's attempts) or agent (the "
+                           "agent's rate); see judge audit.")] = "release",
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """How many more labels: per dimension and class to certify a judge (SPEC --set FILE), or
     audit labels for a ±WIDTH judged-share interval (--run RUN)."""
     if run_id is not None:
-        _plan_run(run_id, width / 100, db)
+        if estimand not in ("release", "agent"):
+            raise _fail(f"--estimand must be release or agent, not {estimand!r}")
+        _plan_run(run_id, width / 100, db, estimand)
         return
     if spec is None or calibration_set is None:
         raise _fail("give SPEC --set FILE, or --run RUN")
@@ -375,7 +387,7 @@ def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None,
     return lines
 
 
-def _plan_run(run_id: int, width: float, db: Path) -> None:
+def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     from callgate.judging.audit import describe_width_plan, width_plan
     from callgate.judging.calibration import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
@@ -391,7 +403,7 @@ def _plan_run(run_id: int, width: float, db: Path) -> None:
             report = None
             if store.audit(run_id) is not None:
                 from callgate.judging.audit import audit_report
-                report = audit_report(store, run_id)
+                report = audit_report(store, run_id, estimand)  # type: ignore[arg-type]
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     certificate = Certificate.model_validate_json(cert_json) if cert_json else None
@@ -408,5 +420,6 @@ def _plan_run(run_id: int, width: float, db: Path) -> None:
             table, have = None, 0
         corrected = (stored.get(dim) or {}).get("corrected")
         plan = width_plan(table, passes, judged, width, rates[:2] if rates else None,
-                          corrected / 100 if corrected is not None else None)
+                          corrected / 100 if corrected is not None else None,
+                          estimand=estimand)  # type: ignore[arg-type]
         typer.echo(f"{dim}: {describe_width_plan(plan, have, width)}")

@@ -13,6 +13,7 @@ import math
 import random
 import secrets
 from collections.abc import Callable, Mapping, Sequence
+from statistics import NormalDist
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 from callgate.errors import CallgateError
 from callgate.judging.calibration import confusion, item_payloads, read_set
 from callgate.judging.estimates import (
+    Z_PAIR,
     AuditTable,
     CaseAudit,
     Estimand,
@@ -189,7 +191,7 @@ class AuditReport(BaseModel):
     # `skipped` items in it (then the audit is not complete, and the gate does not use it).
     counted: int = 0
     skipped: int = 0
-    estimand: Estimand = "agent"
+    estimand: Estimand = "release"
     items: list[AuditItem] = Field(default_factory=list)
 
     @computed_field  # type: ignore[prop-decorator]
@@ -242,7 +244,7 @@ def _dimension(population: dict[Key, bool], labels: dict[Key, bool],
         ppi=_ppi_of(population, labels, seed, estimand))
 
 
-def audit_report(store: Store, run_id: int, estimand: Estimand = "agent") -> AuditReport:
+def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> AuditReport:
     """Raw, Rogan–Gladen and PPI++ figures for the run's judged shares, and the release's right
     tool % and right arguments % over all attempts with the judged part by PPI++ (cross-fit λ,
     folds by case from the audit's seed), its intervals about `estimand`."""
@@ -315,10 +317,11 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "agent") -> Aud
 
 
 def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width: float,
-               rates: tuple[float, float] | None = None, share: float | None = None
-               ) -> AuditPlan | None:
+               rates: tuple[float, float] | None = None, share: float | None = None,
+               z: float = Z95, estimand: Estimand = "release") -> AuditPlan | None:
     """Audit labels for a ±width PPI++ interval over `judged` attempts: from the audit's
-    disagreements when it has labels, else from the calibration rates at `share`."""
+    disagreements when it has labels, else from the calibration rates at `share`; about
+    `estimand`."""
     if judged == 0:
         return None
     if table is not None and table.n:
@@ -330,7 +333,7 @@ def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width:
         moments = moments_from_rates(share if share is not None else 0.5, *rates)
     else:
         return None
-    return audit_labels_for_width(width, judged, moments)
+    return audit_labels_for_width(width, judged, moments, z, estimand)
 
 
 # --------------------------------------------------------------------------- plans and text
@@ -402,7 +405,8 @@ def render_report(report: AuditReport, width: float | None = None) -> list[str]:
     if width is not None:
         lines.append("")
         for dim, d in report.dimensions.items():
-            plan = width_plan(d.table, d.judged_passes, d.judged, width)
+            plan = width_plan(d.table, d.judged_passes, d.judged, width,
+                              estimand=report.estimand)
             lines.append(f"{dim}: {describe_width_plan(plan, d.labels, width)}")
     return lines
 
@@ -460,32 +464,45 @@ class JudgedCheck(BaseModel):
 
 
 def judged_check(report: AuditReport, figure: str, baseline_pct: float, max_drop: float,
-                 z: float = Z95) -> JudgedCheck | None:
+                 z: float = Z_PAIR, baseline_se: float | None = None) -> JudgedCheck | None:
     """Compare a figure's PPI++ estimate (all attempts, judged part from the audit) with the
-    2-point rule: a regression when the whole interval lies below baseline − max_drop, a pass
-    when none of it does, otherwise undecided, with the audit size that would decide it at
-    the estimate's current value."""
+    2-point rule. With the baseline's own audited estimate (`baseline_se`, points) the change
+    now − then has the interval ±z·√(se_now² + se_then²); without, the baseline is a fixed
+    line. A regression when the whole interval lies below −max_drop, a pass when none of it
+    does, otherwise undecided, with the audit size that would decide it at the estimate's
+    current value (the baseline's uncertainty kept). z defaults to the 97.5% one, so the two
+    figures' checks hold together at least 95% of the time."""
     estimate = report.release.get(figure)
     part = report.parts.get(figure)
     if estimate is None or part is None or estimate.se is None or part.judged == 0:
         return None
-    floor = (baseline_pct - max_drop) / 100
+    then_se = (baseline_se or 0.0) / 100
     name = figure.replace("_", " ")
+    change = 100 * estimate.value - baseline_pct
+    spread = 100 * z * math.sqrt(estimate.se ** 2 + then_se ** 2)
+    low, high = change - spread, change + spread
+    against = (f"the baseline's audited {baseline_pct:.1f} ± {100 * z * then_se:.1f}"
+               if baseline_se is not None else f"{baseline_pct:.1f}")
+    level = f"{100 * (2 * NormalDist().cdf(z) - 1):g}%"
     shown = (f"{name} {100 * estimate.value:.1f} [{100 * estimate.low:.1f}–"
              f"{100 * estimate.high:.1f}] ({estimate.estimator}, {part.judged} judged attempts, "
-             f"{part.table.n} audited) against {baseline_pct:.1f} − {max_drop:g}")
-    if estimate.high < floor:
+             f"{part.table.n} audited) against {against}: change {change:+.1f} "
+             f"[{low:+.1f} to {high:+.1f}] ({level}), allowed drop {max_drop:g}")
+    if high < -max_drop:
         return JudgedCheck(figure=figure, outcome="regression",
                            message=f"{shown}: the whole interval is below — REGRESSION")
-    if estimate.low >= floor:
+    if low >= -max_drop:
         return JudgedCheck(figure=figure, outcome="pass", message=f"{shown}: no drop beyond it")
-    margin = abs(estimate.value - floor)
+    margin = abs(change + max_drop) / 100
     total = part.deterministic_n + part.judged
     w_d, w_j = part.deterministic_n / total, part.judged / total
     p_adj = (part.deterministic_right + 1) / (part.deterministic_n + 2)
     var_d = p_adj * (1 - p_adj) / (part.deterministic_n + 2) if part.deterministic_n else 0.0
-    room = (margin / z) ** 2 - w_d * w_d * var_d
-    plan = (width_plan(part.table, part.judged_passes, part.judged, z * math.sqrt(room) / w_j)
+    if report.estimand == "release":  # the checked attempts of this release are known
+        var_d = 0.0
+    room = (margin / z) ** 2 - w_d * w_d * var_d - then_se ** 2
+    plan = (width_plan(part.table, part.judged_passes, part.judged, z * math.sqrt(room) / w_j,
+                       z=z, estimand=report.estimand)
             if room > 0 and margin > 0 else None)
     if plan is None or plan.labels is None:
         advice = ("no audit of this run can decide it (the estimate sits on the line, or the "
