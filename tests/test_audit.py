@@ -494,3 +494,31 @@ def test_gate_finds_a_drop_the_strict_baseline_judge_hid(
     assert kept["right_tool"]["pct"] == pytest.approx(80.0) and kept["audit"]["complete"]
     filed = gate("--baseline", "r1.json")
     assert filed.returncode == 1, filed.stdout + filed.stderr
+
+
+def test_plan_for_a_set_counts_the_population_the_certificate_counts(
+    tmp_path: Path, loopback: Loopback, callgate_exe: str, cli_env: dict
+) -> None:
+    from test_judge_live import script_judge
+
+    spec = make_judge(tmp_path, loopback.base_url)
+    labels = make_set(tmp_path / "set.jsonl")
+    # The judge passes tool and arguments of the five items a person failed on tool choice:
+    # for the arguments those are failing items it passed (the certificate's population), not
+    # items without arguments to grade.
+    script_judge(loopback, labels, wrong={marker for marker, tool, _ in labels if tool == "fail"})
+    calibrated = run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(spec), "--set",
+                     "set.jsonl", "--db", "c.db")
+    assert calibrated.returncode == 1, calibrated.stdout + calibrated.stderr
+    show = run(callgate_exe, cli_env, tmp_path, "judge", "show", str(spec), "--db", "c.db")
+    plan = run(callgate_exe, cli_env, tmp_path, "judge", "plan", str(spec), "--set",
+               "set.jsonl", "--db", "c.db")
+    assert plan.returncode == 0, plan.stderr
+    point = show.stdout.split("under the wilson rule")[0]
+    shown = [line.split(": ", 1)[1] for line in point.splitlines() if "arguments: " in line
+             and "items (T" in line]
+    lines = plan.stdout.splitlines()
+    start = lines.index("arguments:")
+    planned = [line.strip() for line in lines[start + 1:start + 3]]
+    assert shown == planned
+    assert "fail items (TNR): cannot certify" in planned[1]  # 5 fail items, 0 agreed

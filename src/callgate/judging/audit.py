@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from callgate.errors import CallgateError
-from callgate.judging.calibration import confusion, item_payloads, read_set
+from callgate.judging.calibration import dimension_confusion, item_payloads, read_set
 from callgate.judging.estimates import (
     Z_PAIR,
     AuditTable,
@@ -349,10 +349,7 @@ def set_confusions(judge: Any, set_path: Any, store: Store) -> tuple[dict[str, A
     stored = store.judge_outputs(list(keys.values()))
     outputs = {i: JudgeOutput.model_validate_json(stored[k]) for i, k in keys.items()
                if k in stored}
-    out = {}
-    for dim in judge.spec.dimensions:
-        out[dim] = confusion((getattr(i.label, dim), getattr(outputs[i.id], dim))
-                             for i in test if i.id in outputs)
+    out = {dim: dimension_confusion(dim, test, outputs) for dim in judge.spec.dimensions}
     return out, len(test) - len(outputs), len(test)
 
 
