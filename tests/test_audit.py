@@ -522,3 +522,54 @@ def test_plan_for_a_set_counts_the_population_the_certificate_counts(
     planned = [line.strip() for line in lines[start + 1:start + 3]]
     assert shown == planned
     assert "fail items (TNR): cannot certify" in planned[1]  # 5 fail items, 0 agreed
+
+
+# --------------------------------------------------------------------------- audits and merge
+
+
+def test_an_audit_survives_merge_and_a_shards_audit_is_refused(
+    scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
+) -> None:
+    from callgate.judging.audit import draw_audit
+    from callgate.store.db import Store
+
+    run_id, spec = scored
+    with Store(tmp_path / "c.db") as store:
+        _, items = draw_audit(store, run_id, 3, seed=5)
+        store.save_audit_label(run_id, items[0]["case_id"], items[0]["repeat"], "pass",
+                               "pass", "Ada")
+        store.save_audit_skip(run_id, items[1]["case_id"], items[1]["repeat"], "unsure", "Ada")
+    before = json.loads(run(callgate_exe, cli_env, tmp_path, "judge", "audit", str(run_id),
+                            "--json", "--db", "c.db").stdout)
+    merged = run(callgate_exe, cli_env, tmp_path, "merge", "out.db", "c.db")
+    assert merged.returncode == 0, merged.stderr
+    after = run(callgate_exe, cli_env, tmp_path, "judge", "audit", "1", "--json", "--db",
+                "out.db")
+    assert after.returncode == 0, after.stderr
+    copied = json.loads(after.stdout)
+    assert (copied["seed"], copied["sample"], copied["counted"], copied["skipped"]) == (
+        before["seed"], 3, 1, 1)
+    assert [(i["case_id"], i["label_tool_choice"], i["skip_reason"], i["labeller"],
+             i["labelled_at"]) for i in copied["items"]] == [
+        (i["case_id"], i["label_tool_choice"], i["skip_reason"], i["labeller"],
+         i["labelled_at"]) for i in before["items"]]
+
+    # A shard's audit is a sample of the shard's attempts, not of the merged release.
+    audited_shard = None
+    for k in (1, 2):
+        shard_db = f"s{k}.db"
+        done = run(callgate_exe, cli_env, tmp_path, "score", "suite", "-r", "r.jsonl", "-m",
+                   "m", "--release", "r9", "--db", shard_db, "--judge", str(spec), "--shard",
+                   f"{k}/2", "--json")
+        assert done.returncode == 0, done.stderr
+        shard_run = json.loads(done.stdout)["run_id"]
+        drawn = run(callgate_exe, cli_env, tmp_path, "judge", "audit", str(shard_run), "--n",
+                    "1", "--db", shard_db)
+        if drawn.returncode == 0 and audited_shard is None:
+            audited_shard = shard_db
+    assert audited_shard is not None
+    refused = run(callgate_exe, cli_env, tmp_path, "merge", "shards.db", "s1.db", "s2.db")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "has an audit drawn on that store's judged attempts only" in refused.stderr
+    assert not (tmp_path / "shards.db").exists()
