@@ -340,7 +340,7 @@ def test_the_terminal_labeller_takes_the_web_keys_records_skips_and_ends_with_th
 
 def test_only_the_answered_prefix_of_the_sample_order_counts(scored: tuple, tmp_path: Path
                                                              ) -> None:
-    from callgate.judging.audit import audit_report, draw_audit
+    from callgate.judging.audit import audit_report, draw_audit, render_report
     from callgate.store.db import Store
 
     run_id, _ = scored
@@ -353,6 +353,11 @@ def test_only_the_answered_prefix_of_the_sample_order_counts(scored: tuple, tmp_
         report = audit_report(store, run_id)
         assert (report.labelled, report.counted, report.complete) == (2, 1, True)
         assert report.dimensions["tool_choice"].labels == 1
+        # Per tag: the judged cases are tagged free-text (the deterministic case has no tag).
+        assert set(report.by_tag) == {"free-text"}
+        tagged = report.by_tag["free-text"]["right_tool"]
+        assert tagged is not None and (tagged.n, tagged.labels) == (4, 1)
+        assert "tag free-text: right tool" in "\n".join(render_report(report))
         store.save_audit_skip(run_id, items[1]["case_id"], items[1]["repeat"], "unsure", "Ada")
         report = audit_report(store, run_id)
         assert (report.counted, report.skipped, report.complete) == (2, 1, False)

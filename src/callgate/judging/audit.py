@@ -12,7 +12,7 @@ import json
 import math
 import random
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any, Literal
 
@@ -193,6 +193,8 @@ class AuditReport(BaseModel):
     skipped: int = 0
     estimand: Estimand = "release"
     items: list[AuditItem] = Field(default_factory=list)
+    # right_tool / right_arguments over a tag's attempts, for the tags the counted labels cover
+    by_tag: dict[str, dict[str, Estimate | None]] = Field(default_factory=dict)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -210,6 +212,16 @@ def answered_prefix(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any
             break
         prefix.append(item)
     return prefix
+
+
+def _figure_truth(figure: str, item: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
+    """Whether an audited attempt truly has the figure right, by the person's labels: right
+    arguments also need every call schema-valid (a deterministic failure stays one)."""
+    tool_right = item["label_tool_choice"] == "pass"
+    if figure == "right_tool":
+        return tool_right
+    return tool_right and item["label_arguments"] in ("pass", "n/a") and (
+        verdict["arguments"] not in DETERMINISTIC_ARGUMENT_FAILURES)
 
 
 def case_audits(population: Mapping[Key, bool], truth: Mapping[Key, bool], seed: int
@@ -283,34 +295,42 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
                                 audit["seed"], estimand),
     }
 
-    release: dict[str, Estimate | None] = {}
-    parts: dict[str, ReleasePart] = {}
     judged_keys = [k for k in judgements if k in verdicts]
-    for figure in ("right_tool", "right_arguments"):
-        deterministic = [v[figure] for k, v in verdicts.items() if k not in judgements]
-        judged_f = {k: bool(verdicts[k][figure]) for k in judged_keys}
-        truth = {}
-        for k, item in by_key.items():
-            if k not in judged_f:
-                continue
-            tool_right = item["label_tool_choice"] == "pass"
-            if figure == "right_tool":
-                truth[k] = tool_right
-            else:
-                truth[k] = tool_right and item["label_arguments"] in ("pass", "n/a") and (
-                    verdicts[k]["arguments"] not in DETERMINISTIC_ARGUMENT_FAILURES)
-        pairs = [(truth[k], judged_f[k]) for k in judged_f if k in truth]
-        release[figure] = combined_share(sum(deterministic), len(deterministic),
-                                         _ppi_of(judged_f, truth, audit["seed"], estimand),
-                                         len(judged_f), deterministic_known=estimand == "release")
-        parts[figure] = ReleasePart(
-            deterministic_right=sum(deterministic), deterministic_n=len(deterministic),
-            judged=len(judged_f), judged_passes=sum(judged_f.values()),
-            table=AuditTable.of(pairs))
+    truths = {figure: {k: _figure_truth(figure, item, verdicts[k]) for k, item in by_key.items()
+                       if k in judgements and k in verdicts}
+              for figure in ("right_tool", "right_arguments")}
+
+    def figures(keys: Container[Key]) -> tuple[dict[str, Estimate | None],
+                                               dict[str, ReleasePart]]:
+        release: dict[str, Estimate | None] = {}
+        parts: dict[str, ReleasePart] = {}
+        for figure, truth in truths.items():
+            deterministic = [v[figure] for k, v in verdicts.items()
+                             if k not in judgements and k in keys]
+            judged_f = {k: bool(verdicts[k][figure]) for k in judged_keys if k in keys}
+            pairs = [(truth[k], judged_f[k]) for k in judged_f if k in truth]
+            release[figure] = combined_share(
+                sum(deterministic), len(deterministic),
+                _ppi_of(judged_f, truth, audit["seed"], estimand), len(judged_f),
+                deterministic_known=estimand == "release")
+            parts[figure] = ReleasePart(
+                deterministic_right=sum(deterministic), deterministic_n=len(deterministic),
+                judged=len(judged_f), judged_passes=sum(judged_f.values()),
+                table=AuditTable.of(pairs))
+        return release, parts
+
+    release, parts = figures(verdicts)
+    # Per tag, where the audit has counted labels on the tag's judged attempts: within a tag
+    # they are a uniform sample of its judged attempts too.
+    tags = store.case_tags_of(run["suite"]) if run.get("suite") else {}
+    by_tag: dict[str, dict[str, Estimate | None]] = {}
+    for tag in sorted({t for k in by_key for t in tags.get(k[0], [])}):
+        tagged = {k for k in verdicts if tag in tags.get(k[0], [])}
+        by_tag[tag] = figures(tagged)[0]
     return AuditReport(
         run=run_id, seed=audit["seed"], population=audit["population"], sample=len(items),
         labelled=len(labelled), labellers=sorted({i["labeller"] for i in labelled}),
-        dimensions=dimensions, release=release, parts=parts, counted=len(counted),
+        dimensions=dimensions, release=release, parts=parts, by_tag=by_tag, counted=len(counted),
         skipped=sum(1 for i in prefix if i.get("skip_reason")), estimand=estimand,
         items=[AuditItem(**{k: v for k, v in i.items() if k in AuditItem.model_fields},
                          counted=(i["case_id"], i["repeat"]) in counted) for i in items])
@@ -394,6 +414,10 @@ def render_report(report: AuditReport, width: float | None = None) -> list[str]:
         label = figure.replace("_", " ") + " %"
         name = estimate.estimator if estimate else "—"
         lines.append(f"release {label:<18} {_pct(estimate)}  ({name}, all attempts)")
+    for tag, figures in report.by_tag.items():
+        shown = ", ".join(f"{figure.replace('_', ' ')} {_pct(estimate)}"
+                          for figure, estimate in figures.items())
+        lines.append(f"  tag {tag}: {shown}")
     if 0 < report.labelled < 100:
         lines.append("")
         lines.append(f"note: with {report.labelled} labels the PPI++ 95% interval is a normal "
@@ -534,4 +558,6 @@ def estimates_document(report: AuditReport) -> dict[str, Any]:
         "right_tool": e.points() if (e := report.release.get("right_tool")) else None,
         "right_arguments": e.points() if (e := report.release.get("right_arguments")) else None,
         "judged": judged,
+        "by_tag": {tag: {figure: e.points() if e else None for figure, e in figures.items()}
+                   for tag, figures in report.by_tag.items()},
     }
