@@ -8,18 +8,17 @@ Pure functions, fractions in [0, 1] throughout (reports turn them into points).
   (`callgate.judging.judge.rogan_gladen`, delta-method variance). Right only when the judge
   errs on this release's attempts as it erred on the calibration items.
 - **ppi++**: a uniform random sample of n judged attempts labelled by a person (an audit) plus
-  the judge's verdicts on the other N' = N − n (Angelopoulos et al., Science 2023; PPI++ power
-  tuning, Angelopoulos, Duchi & Zrnic 2024):
+  the judge's verdicts on all N (Angelopoulos et al., Science 2023; PPI++ power tuning,
+  Angelopoulos, Duchi & Zrnic 2024), with λ **cross-fitted** (`crossfit_ppi`): the cases are
+  split in two folds, and each fold's share λ_k·mean(f) + mean(Y − λ_k f) uses the λ tuned on
+  the other fold's labels, so λ never sees the labels it is applied to. Exactly unbiased
+  whatever the judge's error profile; the variance is stated for an estimand (`release`: these
+  attempts, finite-population corrected; `agent`: the agent's rate, clustered by case).
 
-      θ̂ = λ·mean_N'(f) + mean_n(Y − λf)
-      λ̂ = Cov_n(Y, f) / ((1 + n/N')·Var(f)),  clipped to [0, 1]
-      Var(θ̂) = λ²·Var(f)/N' + Var_n(Y − λf)/n
-
-  Unbiased whatever the judge's error profile on the release. λ = 0 is the labels alone, λ = 1
-  classic PPI; the tuned λ is never (asymptotically) worse than the labels alone. The judge's
-  verdicts in the formula are those on the attempts *outside* the audit sample, so the labelled
-  and unlabelled sets are independent samples of the same population, as the theory requires
-  (with the sample inside the N the variance would need a covariance term).
+  `ppi_share` is the earlier closed form, λ tuned on the same labels (θ̂ = λ·mean_N'(f) +
+  mean_n(Y − λf) over the N' unaudited attempts): a few tenths of a point high at 40–60
+  labels. It is kept as the reference `benchmarks/ppi_bias.py` measures the cross-fit one
+  against; the gate and `judge audit` do not use it.
 
 Closed form rather than the `ppi-python` package: for a mean the estimator is the few lines
 below, while ppi-python pulls numpy, pandas, statsmodels, scikit-learn and gdown into a CLI
@@ -217,7 +216,9 @@ class AuditTable(BaseModel):
 def ppi_share(audit: AuditTable, unlabelled_passes: int, unlabelled: int,
               z: float = Z95) -> Estimate | None:
     """PPI++ estimate of a judged share, from an audit of n attempts and the judge's verdicts on
-    the N' attempts outside it, with a normal 95% interval clipped to [0, 1].
+    the N' attempts outside it, with a normal 95% interval clipped to [0, 1]. λ is tuned on the
+    same labels, which biases it (see the module docstring): the reference form, superseded by
+    crossfit_ppi.
 
     Small audits: in a sample where judge and person never disagree, Var(Y − f) is 0 and the
     plain plug-in would claim a precision 40 labels cannot give; and λ tuned on the same few
