@@ -86,8 +86,11 @@ def decide_release(
     else:
         base, skipped = baseline_from_path(Path(baseline), current, max_excluded)
         source = baseline
-    if base is not None and base.estimates is None:
-        base = base.model_copy(update={"estimates": stored_estimates(store, base)})
+    if base is not None and (base.estimates is None or not _complete(base.estimates)):
+        # No audit kept with the baseline (or one kept while incomplete): its audit in the store.
+        found = stored_estimates(store, base)
+        if found is not None:
+            base = base.model_copy(update={"estimates": found})
     readings, audited = judged_checks(store, run["id"], base, max_drop)
     decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
