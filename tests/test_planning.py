@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from callgate.judging.estimates import AuditTable, CaseAudit, crossfit_ppi
 from callgate.judging.planning import (
     AuditMoments,
     audit_labels_for_width,
@@ -88,19 +89,45 @@ def test_certificate_plan_per_class() -> None:
 
 
 def test_audit_labels_with_an_uninformative_judge_is_the_plain_sample_size() -> None:
-    # Cov = 0 → λ = 0 → half-width z·sqrt(Var Y / n): n = ceil(z²·0.25/0.05²) = 385.
+    # Cov = 0 → λ = 0. The agent's rate: half-width z·sqrt(Var Y / n), n = ceil(z²·0.25/0.05²)
+    # = 385. This release's 5000 attempts: the finite-population correction, n0/(1 + n0/N).
     moments = AuditMoments(var_y=0.25, cov_yf=0.0, var_f=0.25, source="audit")
-    plan = audit_labels_for_width(0.05, 5000, moments)
-    assert plan.labels == math.ceil(Z95 ** 2 * 0.25 / 0.05 ** 2)
+    plain = Z95 ** 2 * 0.25 / 0.05 ** 2
+    assert audit_labels_for_width(0.05, 5000, moments, estimand="agent").labels == (
+        math.ceil(plain))
+    assert audit_labels_for_width(0.05, 5000, moments).labels == math.ceil(
+        plain / (1 + plain / 5000))
 
 
 def test_audit_labels_with_a_perfect_judge() -> None:
-    # Y = f: the tuned variance is Var/N whatever n, so one label does, or none can.
+    # Y = f. The agent's rate: the variance is Var/N whatever n, so one label does, or none
+    # can. This release's attempts: the judge's verdicts are the truth, one label does.
     moments = AuditMoments(var_y=0.16, cov_yf=0.16, var_f=0.16, source="audit")
-    assert audit_labels_for_width(0.03, 1000, moments).labels == 1
-    impossible = audit_labels_for_width(0.02, 1000, moments)
+    assert audit_labels_for_width(0.03, 1000, moments, estimand="agent").labels == 1
+    impossible = audit_labels_for_width(0.02, 1000, moments, estimand="agent")
     assert impossible.labels is None
     assert impossible.best_width == pytest.approx(Z95 * math.sqrt(0.16 / 1000))
+    assert audit_labels_for_width(0.02, 1000, moments).labels == 1
+
+
+def test_the_planned_audit_gives_the_width_the_estimate_then_has() -> None:
+    # θ = 0.8, a judge with TPR/TNR 0.85/0.80, 300 judged attempts, ±5 points: the plan's
+    # label count, audited at those rates, gives this release's interval of about ±5 points
+    # (the old plan, without the finite-population correction, asked for 226 where 106 do).
+    moments = moments_from_rates(0.8, 0.85, 0.80)
+    plan = audit_labels_for_width(0.05, 300, moments)
+    assert plan.labels is not None and plan.labels <= 110
+    n = plan.labels
+    share_f = 0.8 * 0.85 + 0.2 * 0.2
+    cells = {"pass_pass": 0.8 * 0.85, "pass_fail": 0.8 * 0.15, "fail_pass": 0.2 * 0.2,
+             "fail_fail": 0.2 * 0.8}
+    folds = []
+    for k, labels in enumerate((n // 2, n - n // 2)):
+        table = AuditTable(**{cell: round(share * labels) for cell, share in cells.items()})
+        folds.append(CaseAudit(judged=150, passes=round(150 * share_f), table=table, fold=k))
+    estimate = crossfit_ppi(folds, "release")
+    assert estimate is not None
+    assert estimate.half_width == pytest.approx(0.05, abs=0.006)
 
 
 def test_audit_labels_match_a_brute_force_over_n() -> None:

@@ -235,18 +235,40 @@ def judge_label(
     typer.echo(f"added {added} item(s) to {calibration_set} and to {db}")
 
 
+def _ask_until_the_answers_end(text: str, **options: Any) -> str:
+    """typer.prompt, except that the end of piped answers is AnswersEnded (exit 2, the labels
+    kept), not an interruption (130); Ctrl-C at a terminal still interrupts."""
+    import sys
+
+    from callgate.judging.labelling import AnswersEnded
+
+    try:
+        return str(typer.prompt(text, **options))
+    except typer.Abort:
+        if sys.stdin.isatty():
+            raise
+        raise AnswersEnded("the answers ended") from None
+
+
 def _label_audit(run_id: int, labeller: str, db: Path) -> None:
     from callgate.judging.audit import label_audit
+    from callgate.judging.labelling import AnswersEnded
     from callgate.store.db import Store
 
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
         with Store(db) as store:
-            done = label_audit(store, run_id, labeller, ask=typer.prompt, show=typer.echo)
+            done = label_audit(store, run_id, labeller, ask=_ask_until_the_answers_end,
+                               show=typer.echo)
+            skipped = sum(1 for i in store.audit_items(run_id) if i["skip_reason"])
+    except AnswersEnded as exc:
+        raise _fail(f"stdin: {exc}") from None
     except CallgateError as exc:
         raise _fail(str(exc)) from None
-    typer.echo(f"labelled {done} audit item(s) of run {run_id} as {labeller}; "
+    note = f"; {skipped} skipped (the audit is incomplete until they are labelled)" if (
+        skipped) else ""
+    typer.echo(f"labelled {done} audit item(s) of run {run_id} as {labeller}{note}; "
                f"see: callgate judge audit {run_id}")
 
 
@@ -264,8 +286,13 @@ def judge_audit(
     width: Annotated[float, typer.Option(
         "--width", help="Also say how many labels give a PPI interval of ±WIDTH points.")
     ] = 2.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the estimates as JSON.")
-                       ] = False,
+    estimand: Annotated[str, typer.Option(
+        "--estimand", help="What the PPI++ intervals are about: release (this release's "
+                           "attempts, finite-population corrected: a full audit leaves no "
+                           "judged uncertainty; what the gate uses) or agent (the agent's "
+                           "rate, repeats of a case clustered).")] = "release",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the estimates and the drawn "
+                                                         "items as JSON.")] = False,
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Audit a run's judged attempts: a seeded sample for a person to label, and estimates.
@@ -276,6 +303,8 @@ def judge_audit(
     from callgate.judging.audit import audit_report, draw_audit, render_report
     from callgate.store.db import Store
 
+    if estimand not in ("release", "agent"):
+        raise _fail(f"--estimand must be release or agent, not {estimand!r}")
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
@@ -285,7 +314,7 @@ def judge_audit(
                 draw_audit(store, run_id, n or 40, seed)
             elif seed is not None and seed != existing["seed"]:
                 draw_audit(store, run_id, len(store.audit_items(run_id)), seed)
-            report = audit_report(store, run_id)
+            report = audit_report(store, run_id, estimand)  # type: ignore[arg-type]
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -314,12 +343,17 @@ def judge_plan(
     width: Annotated[float, typer.Option(
         "--width", help="With --run: the PPI interval's half-width to reach, in points.")
     ] = 2.0,
+    estimand: Annotated[str, typer.Option(
+        "--estimand", help="With --run: release (this release's attempts) or agent (the "
+                           "agent's rate); see judge audit.")] = "release",
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """How many more labels: per dimension and class to certify a judge (SPEC --set FILE), or
     audit labels for a ±WIDTH judged-share interval (--run RUN)."""
     if run_id is not None:
-        _plan_run(run_id, width / 100, db)
+        if estimand not in ("release", "agent"):
+            raise _fail(f"--estimand must be release or agent, not {estimand!r}")
+        _plan_run(run_id, width / 100, db, estimand)
         return
     if spec is None or calibration_set is None:
         raise _fail("give SPEC --set FILE, or --run RUN")
@@ -362,7 +396,7 @@ def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None,
     return lines
 
 
-def _plan_run(run_id: int, width: float, db: Path) -> None:
+def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     from callgate.judging.audit import describe_width_plan, width_plan
     from callgate.judging.calibration import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
@@ -378,7 +412,7 @@ def _plan_run(run_id: int, width: float, db: Path) -> None:
             report = None
             if store.audit(run_id) is not None:
                 from callgate.judging.audit import audit_report
-                report = audit_report(store, run_id)
+                report = audit_report(store, run_id, estimand)  # type: ignore[arg-type]
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     certificate = Certificate.model_validate_json(cert_json) if cert_json else None
@@ -395,5 +429,6 @@ def _plan_run(run_id: int, width: float, db: Path) -> None:
             table, have = None, 0
         corrected = (stored.get(dim) or {}).get("corrected")
         plan = width_plan(table, passes, judged, width, rates[:2] if rates else None,
-                          corrected / 100 if corrected is not None else None)
+                          corrected / 100 if corrected is not None else None,
+                          estimand=estimand)  # type: ignore[arg-type]
         typer.echo(f"{dim}: {describe_width_plan(plan, have, width)}")

@@ -283,15 +283,18 @@ def decide(
     baseline_source: str | None = None,
     baseline_notes: Iterable[str] = (),
     judged_checks: Iterable[tuple[str, str]] = (),
+    audited_figures: Iterable[str] = (),
     not_whole: str | None = None,
 ) -> GateDecision:
     """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
     `baseline_notes` (releases passed over as baselines) are shown among the warnings.
     `judged_checks` are (outcome, message) readings of the figures estimated with an audit of
     the judged attempts (audit.judged_check): `regression` fails the gate, `undecided` makes
-    it inconclusive, anything else is shown. `not_whole` says why the release is not a whole
-    one (shards missing): no result, inconclusive whatever the figures say, and the first
-    message."""
+    it inconclusive, anything else is shown. `audited_figures`: the figures those readings
+    decide (both releases audited: audited estimate against audited estimate); their
+    judge-as-given check is shown, not applied (see judge_as_given). `not_whole` says why the
+    release is not a whole one (shards missing): no result, inconclusive whatever the figures
+    say, and the first message."""
     common: dict[str, Any] = {"model": current.model, "release": current.release,
               "suite_name": current.suite_name, "max_drop": max_drop,
               "excluded_share": current.excluded_share}
@@ -392,6 +395,7 @@ def decide(
                 f"detectable with 80% power is {100 * paired:.1f} points, more than the "
                 f"{max_drop:g} allowed: smaller real drops can pass unseen; add cases or repeats")
 
+    checks = judge_as_given(checks, audited_figures)
     worse_ids, better_ids = changed_cases({c: baseline.cases[c] for c in shared},
                                           {c: current.cases[c] for c in shared})
     failed = [c for c in checks if c.failed]
@@ -406,7 +410,9 @@ def decide(
         messages.append(
             f"{check.name.replace('_', ' ')} {verb} "
             f"({check.baseline.pct:.1f} → {check.current.pct:.1f}; allowed drop {max_drop:g})"
-            + (" — REGRESSION" if check.failed else ""))
+            + (" — REGRESSION" if check.failed else "")
+            + (" (judged attempts as the judge gave them; the audited estimates below decide)"
+               if check.name in set(audited_figures) else ""))
     judged_regression = False
     for judged_outcome, text in judged_checks:
         if judged_outcome == "undecided":
@@ -430,6 +436,15 @@ def decide(
         better=[CaseChange(case_id=c, reason=baseline.cases[c].reason) for c in better_ids],
         messages=first + messages + inconclusive, warnings=warnings, **common,
     )
+
+
+def judge_as_given(checks: list[FigureCheck], audited_figures: Iterable[str]
+                   ) -> list[FigureCheck]:
+    """When both releases are audited, a figure is decided on its audited estimates, not on
+    the judge's verdicts as given (a judge lenient on one release and strict on the other moves
+    those): its figure check is kept for the record, never failed."""
+    audited = set(audited_figures)
+    return [c.model_copy(update={"failed": False}) if c.name in audited else c for c in checks]
 
 
 # --------------------------------------------------------------------------- finding releases

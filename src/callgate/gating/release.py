@@ -21,6 +21,7 @@ from callgate.gating.gate import (
 )
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.judging.audit import audit_report, estimates_document, judged_check
+from callgate.stats import Z95
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete
 
@@ -85,11 +86,27 @@ def decide_release(
     else:
         base, skipped = baseline_from_path(Path(baseline), current, max_excluded)
         source = baseline
+    if base is not None and (base.estimates is None or not _complete(base.estimates)):
+        # No audit kept with the baseline (or one kept while incomplete): its audit in the store.
+        found = stored_estimates(store, base)
+        if found is not None:
+            base = base.model_copy(update={"estimates": found})
+    readings, audited = judged_checks(store, run["id"], base, max_drop)
     decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
-                      judged_checks=judged_checks(store, run["id"], base, max_drop),
+                      judged_checks=readings, audited_figures=audited,
                       not_whole=incomplete(run))
     return decision, current
+
+
+def stored_estimates(store: Store, release: ReleaseScores) -> dict[str, Any] | None:
+    """The audited estimates of a release kept in the store (its run's audit), when the store
+    holds that release: what a baseline read from the store, or from a scores file written
+    before its audit, is compared with."""
+    row = store.find_run(release.suite_name, release.model, release.release)
+    if row is None or row["suite"] != release.suite_fingerprint:
+        return None
+    return audited_estimates(store, row["id"])
 
 
 def audited_estimates(store: Store, run_id: int) -> dict[str, Any] | None:
@@ -100,23 +117,64 @@ def audited_estimates(store: Store, run_id: int) -> dict[str, Any] | None:
 
 
 def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_drop: float
-                  ) -> list[tuple[str, str]]:
-    """With judged attempts: the figures estimated with the run's audit (PPI++), or a note
-    that the judge's verdicts were counted as they are when the run has no audit."""
+                  ) -> tuple[list[tuple[str, str]], list[str]]:
+    """The readings of the judged figures, like for like, and the figures they decide:
+
+    - both releases have a complete audit: each figure's PPI++ estimate now against the
+      baseline's PPI++ estimate (their difference's interval, audit.judged_check); these
+      readings decide the figure, the judge-as-given check is shown beside them;
+    - only one has: said so, and the judged attempts are compared as the judge gave them on
+      both sides (the figure checks); the audited estimate is not mixed with the other side's
+      judge-as-given figure;
+    - neither: a note that the judge's verdicts were counted as they are.
+    An audit with skips in its labelled prefix (incomplete) counts as no audit."""
     judged = len(store.judgements(run_id))
-    if not judged or base is None:
-        return []
-    if store.audit(run_id) is None:
-        return [("note", f"{judged} attempts were decided by the judge and are counted as it "
-                         "said (raw); audit them for an estimate that does not trust it: "
-                         f"callgate judge audit {run_id} --n 40")]
-    report = audit_report(store, run_id)
+    if base is None:
+        return [], []
+    then = base.estimates if base.estimates and _complete(base.estimates) else None
+    report = audit_report(store, run_id) if store.audit(run_id) is not None else None
     out: list[tuple[str, str]] = []
+    if report is not None and not report.complete:
+        out.append(("note", f"the audit of run {run_id} is incomplete ({report.skipped} "
+                            f"skipped, {report.counted} counted): not used; label the skipped "
+                            f"items: callgate judge label --audit {run_id}"))
+        report = None
+    if report is None and then is None:
+        if judged:
+            out.append(("note", f"{judged} attempts were decided by the judge and are counted "
+                                "as it said (raw); audit them for an estimate that does not "
+                                f"trust it: callgate judge audit {run_id} --n 40"))
+        return out, []
+    if report is None or then is None:
+        side = (f"only this release is audited (the baseline {base.release} has no complete "
+                "audit)" if then is None else
+                f"only the baseline {base.release} is audited (this release has no complete "
+                "audit)")
+        out.append(("note", f"{side}: the judged attempts are compared as the judge gave them "
+                            "on both sides; audit the other release to compare audited "
+                            "estimates"))
+        return out, []
+    figures = []
     for figure in ("right_tool", "right_arguments"):
-        # The baseline's audited estimate when its scores file kept one, else its figure.
-        audited = (base.estimates or {}).get(figure) or {}
-        pct = audited.get("pct", getattr(base.figures, figure).pct)
-        check = judged_check(report, figure, pct, max_drop) if pct is not None else None
+        kept = then.get(figure) or {}
+        if kept.get("pct") is None:
+            continue
+        check = judged_check(report, figure, kept["pct"], max_drop,
+                             baseline_se=_se_points(kept))
         if check is not None:
             out.append((check.outcome, check.message))
-    return out
+            figures.append(figure)
+    return out, figures
+
+
+def _complete(estimates: Mapping[str, Any]) -> bool:
+    """A kept audit is complete unless it says otherwise (files from before skips were
+    recorded do not)."""
+    return bool((estimates.get("audit") or {}).get("complete", True))
+
+
+def _se_points(kept: Mapping[str, Any]) -> float:
+    """A kept estimate's standard error in points; from its 95% interval in older files."""
+    if kept.get("se") is not None:
+        return float(kept["se"])
+    return (float(kept["high"]) - float(kept["low"])) / (2 * Z95)

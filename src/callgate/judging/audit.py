@@ -12,23 +12,29 @@ import json
 import math
 import random
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
+from statistics import NormalDist
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from callgate.errors import CallgateError
-from callgate.judging.calibration import confusion, item_payloads, read_set
+from callgate.judging.calibration import dimension_confusion, item_payloads, read_set
 from callgate.judging.estimates import (
+    Z_PAIR,
     AuditTable,
+    CaseAudit,
+    Estimand,
     Estimate,
     adjusted_moments,
+    case_fold,
     combined_share,
-    ppi_share,
+    crossfit_ppi,
     raw_share,
 )
 from callgate.judging.judge import JudgeOutput, cache_key
 from callgate.judging.labelling import (
+    AnswersEnded,
     LabellingStopped,
     ask_labels,
     item_text,
@@ -81,8 +87,10 @@ def draw_audit(store: Store, run_id: int, n: int, seed: int | None = None
 
 def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str],
                 show: Callable[[str], Any]) -> int:
-    """Ask a person for a verdict on each unlabelled item of the run's audit; each label is
-    stored at once with the labeller and the time. Returns how many were labelled."""
+    """Ask a person for a verdict on each audit item of the run not labelled yet (skipped ones
+    again), in the sample's order; each label, or skip with its reason, is stored at once with
+    the labeller and the time. Returns how many were labelled. The answers ending early raise
+    AnswersEnded, the labels given so far kept."""
     items = store.audit_items(run_id)
     if not items:
         raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
@@ -98,15 +106,26 @@ def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str
         if key not in shown:
             continue
         _, item = shown[key]
+        before = (f"\n(skipped before by {audit_item['labeller']}: "
+                  f"{audit_item['skip_reason']})" if audit_item.get("skip_reason") else "")
         # The judge's verdict is not shown: the person's label must not lean on it.
         show(f"\n── audit item {audit_item['position'] + 1} of {len(items)}: {key[0]} "
-             f"(repeat {key[1]}) ──\n{item_text(item)}")
+             f"(repeat {key[1]}) ──\n{item_text(item)}{before}")
         try:
             labels = ask_labels(ask)
+            if labels is None:
+                reason = ask("why skip it (kept with the audit; a skip makes it incomplete)")
+                store.save_audit_skip(run_id, key[0], key[1], reason.strip(), labeller)
+                show(f"skipped audit item {audit_item['position'] + 1}: the audit is "
+                     "incomplete until it is labelled")
+                continue
         except LabellingStopped:
             break
-        if labels is None:
-            continue
+        except AnswersEnded:
+            raise AnswersEnded(
+                f"the answers ended at audit item {audit_item['position'] + 1} of run {run_id}; "
+                f"the {labelled} label(s) given are kept: callgate judge label --audit "
+                f"{run_id} to go on") from None
         store.save_audit_label(run_id, key[0], key[1], *labels, labeller)
         labelled += 1
     return labelled
@@ -153,38 +172,106 @@ class ReleasePart(BaseModel):
     table: AuditTable
 
 
+class AuditItem(BaseModel):
+    """One drawn attempt: where it is in the sample's order, the person's labels or skip (who,
+    when), and whether the estimates count it (it lies in the answered prefix)."""
+
+    model_config = ConfigDict(frozen=True)
+    position: int
+    case_id: str
+    repeat: int
+    label_tool_choice: str | None = None
+    label_arguments: str | None = None
+    skip_reason: str | None = None
+    labeller: str | None = None
+    labelled_at: str | None = None
+    counted: bool = False
+
+
 class AuditReport(BaseModel):
     model_config = ConfigDict(frozen=True)
     run: int
     seed: int
     population: int
     sample: int
-    labelled: int
+    labelled: int  # items with a label, counted or not
     labellers: list[str]
     dimensions: dict[str, DimensionEstimates]
     release: dict[str, Estimate | None]  # right_tool / right_arguments over all attempts
     parts: dict[str, ReleasePart]
+    # Only the answered prefix of the seeded order is a uniform sample: `counted` labels in it,
+    # `skipped` items in it (then the audit is not complete, and the gate does not use it).
+    counted: int = 0
+    skipped: int = 0
+    estimand: Estimand = "release"
+    items: list[AuditItem] = Field(default_factory=list)
+    # right_tool / right_arguments over a tag's attempts, for the tags the counted labels cover
+    by_tag: dict[str, dict[str, Estimate | None]] = Field(default_factory=dict)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def complete(self) -> bool:
+        """Labels in the answered prefix and no skip among them: what the gate may use."""
+        return self.skipped == 0 and self.counted > 0
 
 
-def _ppi_of(pairs: list[tuple[bool, bool]], others: list[bool]) -> Estimate | None:
-    return ppi_share(AuditTable.of(pairs), sum(others), len(others)) if pairs else None
+def answered_prefix(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The audit items, in the sample's order, before the first one neither labelled nor
+    skipped: only they are a uniform sample (labels given further on wait for the gap)."""
+    prefix = []
+    for item in sorted(items, key=lambda i: i["position"]):
+        if item["label_tool_choice"] is None and not item.get("skip_reason"):
+            break
+        prefix.append(item)
+    return prefix
+
+
+def _figure_truth(figure: str, item: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
+    """Whether an audited attempt truly has the figure right, by the person's labels: right
+    arguments also need every call schema-valid (a deterministic failure stays one)."""
+    tool_right = item["label_tool_choice"] == "pass"
+    if figure == "right_tool":
+        return tool_right
+    return tool_right and item["label_arguments"] in ("pass", "n/a") and (
+        verdict["arguments"] not in DETERMINISTIC_ARGUMENT_FAILURES)
+
+
+def case_audits(population: Mapping[Key, bool], truth: Mapping[Key, bool], seed: int
+                ) -> list[CaseAudit]:
+    """A judged share's attempts (the judge's verdict f) and the audited ones (the person's Y)
+    by case, each case in its cross-fit fold."""
+    by_case: dict[str, list[Key]] = {}
+    for key in population:
+        by_case.setdefault(key[0], []).append(key)
+    return [CaseAudit(judged=len(keys), passes=sum(population[k] for k in keys),
+                      table=AuditTable.of([(truth[k], population[k]) for k in keys if k in truth]),
+                      fold=case_fold(case_id, seed))
+            for case_id, keys in sorted(by_case.items())]
+
+
+def _ppi_of(population: Mapping[Key, bool], truth: Mapping[Key, bool], seed: int,
+            estimand: Estimand, z: float = Z95) -> Estimate | None:
+    if not any(k in truth for k in population):
+        return None
+    return crossfit_ppi(case_audits(population, truth, seed), estimand, z)
 
 
 def _dimension(population: dict[Key, bool], labels: dict[Key, bool],
-               stored_rg: dict[str, Any] | None) -> DimensionEstimates:
+               stored_rg: dict[str, Any] | None, seed: int, estimand: Estimand
+               ) -> DimensionEstimates:
     pairs = [(labels[k], population[k]) for k in population if k in labels]
-    others = [f for k, f in population.items() if k not in labels]
     return DimensionEstimates(
         judged=len(population), judged_passes=sum(population.values()), labels=len(pairs),
         disagreements=sum(y != f for y, f in pairs), table=AuditTable.of(pairs),
         raw=raw_share(sum(population.values()), len(population)),
         rogan_gladen=stored_rg if stored_rg and stored_rg.get("corrected") is not None else None,
-        ppi=_ppi_of(pairs, others))
+        ppi=_ppi_of(population, labels, seed, estimand))
 
 
-def audit_report(store: Store, run_id: int) -> AuditReport:
+def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> AuditReport:
     """Raw, Rogan–Gladen and PPI++ figures for the run's judged shares, and the release's right
-    tool % and right arguments % over all attempts with the judged part by PPI++."""
+    tool % and right arguments % over all attempts with the judged part by PPI++ (cross-fit λ,
+    folds by case from the audit's seed), its intervals about `estimand`."""
     audit = store.audit(run_id)
     if audit is None:
         raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
@@ -195,7 +282,10 @@ def audit_report(store: Store, run_id: int) -> AuditReport:
                 if v["status"] == "scored"}
     items = store.audit_items(run_id)
     labelled = [i for i in items if i["label_tool_choice"] is not None]
-    by_key = {(i["case_id"], i["repeat"]): i for i in labelled}
+    prefix = answered_prefix(items)
+    counted = {(i["case_id"], i["repeat"]) for i in prefix if i["label_tool_choice"] is not None}
+    by_key = {(i["case_id"], i["repeat"]): i for i in labelled
+              if (i["case_id"], i["repeat"]) in counted}
 
     tool_population = {k: j["tool_choice"] == "pass" for k, j in judgements.items()}
     tool_labels = {k: i["label_tool_choice"] == "pass" for k, i in by_key.items()}
@@ -212,45 +302,58 @@ def audit_report(store: Store, run_id: int) -> AuditReport:
                    if i["label_tool_choice"] == "fail" or i["label_arguments"] in ("pass", "fail")}
     dimensions = {
         "tool_choice": _dimension(tool_population, tool_labels,
-                                  stored_judged.get("tool_choice")),
-        "arguments": _dimension(args_population, args_labels, stored_judged.get("arguments")),
+                                  stored_judged.get("tool_choice"), audit["seed"], estimand),
+        "arguments": _dimension(args_population, args_labels, stored_judged.get("arguments"),
+                                audit["seed"], estimand),
     }
 
-    release: dict[str, Estimate | None] = {}
-    parts: dict[str, ReleasePart] = {}
     judged_keys = [k for k in judgements if k in verdicts]
-    for figure in ("right_tool", "right_arguments"):
-        deterministic = [v[figure] for k, v in verdicts.items() if k not in judgements]
-        judged_f = {k: bool(verdicts[k][figure]) for k in judged_keys}
-        truth = {}
-        for k, item in by_key.items():
-            if k not in judged_f:
-                continue
-            tool_right = item["label_tool_choice"] == "pass"
-            if figure == "right_tool":
-                truth[k] = tool_right
-            else:
-                truth[k] = tool_right and item["label_arguments"] in ("pass", "n/a") and (
-                    verdicts[k]["arguments"] not in DETERMINISTIC_ARGUMENT_FAILURES)
-        pairs = [(truth[k], judged_f[k]) for k in judged_f if k in truth]
-        others = [f for k, f in judged_f.items() if k not in truth]
-        release[figure] = combined_share(sum(deterministic), len(deterministic),
-                                         _ppi_of(pairs, others), len(judged_f))
-        parts[figure] = ReleasePart(
-            deterministic_right=sum(deterministic), deterministic_n=len(deterministic),
-            judged=len(judged_f), judged_passes=sum(judged_f.values()),
-            table=AuditTable.of(pairs))
+    truths = {figure: {k: _figure_truth(figure, item, verdicts[k]) for k, item in by_key.items()
+                       if k in judgements and k in verdicts}
+              for figure in ("right_tool", "right_arguments")}
+
+    def figures(keys: Container[Key]) -> tuple[dict[str, Estimate | None],
+                                               dict[str, ReleasePart]]:
+        release: dict[str, Estimate | None] = {}
+        parts: dict[str, ReleasePart] = {}
+        for figure, truth in truths.items():
+            deterministic = [v[figure] for k, v in verdicts.items()
+                             if k not in judgements and k in keys]
+            judged_f = {k: bool(verdicts[k][figure]) for k in judged_keys if k in keys}
+            pairs = [(truth[k], judged_f[k]) for k in judged_f if k in truth]
+            release[figure] = combined_share(
+                sum(deterministic), len(deterministic),
+                _ppi_of(judged_f, truth, audit["seed"], estimand), len(judged_f),
+                deterministic_known=estimand == "release")
+            parts[figure] = ReleasePart(
+                deterministic_right=sum(deterministic), deterministic_n=len(deterministic),
+                judged=len(judged_f), judged_passes=sum(judged_f.values()),
+                table=AuditTable.of(pairs))
+        return release, parts
+
+    release, parts = figures(verdicts)
+    # Per tag, where the audit has counted labels on the tag's judged attempts: within a tag
+    # they are a uniform sample of its judged attempts too.
+    tags = store.case_tags_of(run["suite"]) if run.get("suite") else {}
+    by_tag: dict[str, dict[str, Estimate | None]] = {}
+    for tag in sorted({t for k in by_key for t in tags.get(k[0], [])}):
+        tagged = {k for k in verdicts if tag in tags.get(k[0], [])}
+        by_tag[tag] = figures(tagged)[0]
     return AuditReport(
         run=run_id, seed=audit["seed"], population=audit["population"], sample=len(items),
         labelled=len(labelled), labellers=sorted({i["labeller"] for i in labelled}),
-        dimensions=dimensions, release=release, parts=parts)
+        dimensions=dimensions, release=release, parts=parts, by_tag=by_tag, counted=len(counted),
+        skipped=sum(1 for i in prefix if i.get("skip_reason")), estimand=estimand,
+        items=[AuditItem(**{k: v for k, v in i.items() if k in AuditItem.model_fields},
+                         counted=(i["case_id"], i["repeat"]) in counted) for i in items])
 
 
 def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width: float,
-               rates: tuple[float, float] | None = None, share: float | None = None
-               ) -> AuditPlan | None:
+               rates: tuple[float, float] | None = None, share: float | None = None,
+               z: float = Z95, estimand: Estimand = "release") -> AuditPlan | None:
     """Audit labels for a ±width PPI++ interval over `judged` attempts: from the audit's
-    disagreements when it has labels, else from the calibration rates at `share`."""
+    disagreements when it has labels, else from the calibration rates at `share`; about
+    `estimand`."""
     if judged == 0:
         return None
     if table is not None and table.n:
@@ -262,7 +365,7 @@ def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width:
         moments = moments_from_rates(share if share is not None else 0.5, *rates)
     else:
         return None
-    return audit_labels_for_width(width, judged, moments)
+    return audit_labels_for_width(width, judged, moments, z, estimand)
 
 
 # --------------------------------------------------------------------------- plans and text
@@ -278,11 +381,15 @@ def set_confusions(judge: Any, set_path: Any, store: Store) -> tuple[dict[str, A
     stored = store.judge_outputs(list(keys.values()))
     outputs = {i: JudgeOutput.model_validate_json(stored[k]) for i, k in keys.items()
                if k in stored}
-    out = {}
-    for dim in judge.spec.dimensions:
-        out[dim] = confusion((getattr(i.label, dim), getattr(outputs[i.id], dim))
-                             for i in test if i.id in outputs)
+    out = {dim: dimension_confusion(dim, test, outputs) for dim in judge.spec.dimensions}
     return out, len(test) - len(outputs), len(test)
+
+
+ESTIMAND_TEXT = {
+    "release": "this release's attempts (finite population: an attempt audited is known, so a "
+               "full audit leaves no judged uncertainty)",
+    "agent": "the agent's rate the attempts are drawn from (repeats of a case clustered)",
+}
 
 
 def _pct(estimate: Estimate | None) -> str:
@@ -295,7 +402,18 @@ def render_report(report: AuditReport, width: float | None = None) -> list[str]:
     """The audit as text lines: each figure names its estimator."""
     who = ", ".join(report.labellers) or "nobody yet"
     lines = [f"audit of run {report.run}: {report.sample} of {report.population} judged "
-             f"attempts drawn (seed {report.seed}), {report.labelled} labelled by {who}", ""]
+             f"attempts drawn (seed {report.seed}), {report.labelled} labelled by {who}"]
+    if report.skipped:
+        reasons = "; ".join(f"{i.position + 1}: {i.skip_reason}" for i in report.items
+                            if i.skip_reason)
+        lines.append(f"INCOMPLETE: {report.skipped} item(s) skipped inside the labelled prefix "
+                     f"({reasons}); skipped items are not a random sample, so the gate does "
+                     "not use this audit until they are labelled")
+    if report.labelled > report.counted:
+        lines.append(f"{report.labelled - report.counted} label(s) lie past the first "
+                     "unlabelled item of the sample's order and count once it is labelled")
+    lines.append(f"PPI++ intervals are about {ESTIMAND_TEXT[report.estimand]}")
+    lines.append("")
     lines.append(f"{'judged share':<14} {'N':>5} {'labels':>6} {'raw (judge)':>20} "
                  f"{'Rogan–Gladen':>20} {'PPI++':>20}")
     for dim, d in report.dimensions.items():
@@ -308,15 +426,20 @@ def render_report(report: AuditReport, width: float | None = None) -> list[str]:
         label = figure.replace("_", " ") + " %"
         name = estimate.estimator if estimate else "—"
         lines.append(f"release {label:<18} {_pct(estimate)}  ({name}, all attempts)")
-    if 0 < report.labelled < 100:
+    for tag, figures in report.by_tag.items():
+        shown = ", ".join(f"{figure.replace('_', ' ')} {_pct(estimate)}"
+                          for figure, estimate in figures.items())
+        lines.append(f"  tag {tag}: {shown}")
+    if 0 < report.counted < 100:
         lines.append("")
-        lines.append(f"note: with {report.labelled} labels the PPI++ 95% interval is a normal "
-                     "approximation that held the true share in 87–94% of simulated audits of "
-                     "40 (benchmarks/judged_estimates.py); 100 or more give about 92–96%")
+        lines.append(f"note: with {report.counted} labels the PPI++ 95% interval is a normal "
+                     "approximation; it held the true share in 96–97% of simulated audits of 40 "
+                     "and about 95% of audits of 100 (benchmarks/ppi_bias.py)")
     if width is not None:
         lines.append("")
         for dim, d in report.dimensions.items():
-            plan = width_plan(d.table, d.judged_passes, d.judged, width)
+            plan = width_plan(d.table, d.judged_passes, d.judged, width,
+                              estimand=report.estimand)
             lines.append(f"{dim}: {describe_width_plan(plan, d.labels, width)}")
     return lines
 
@@ -374,32 +497,45 @@ class JudgedCheck(BaseModel):
 
 
 def judged_check(report: AuditReport, figure: str, baseline_pct: float, max_drop: float,
-                 z: float = Z95) -> JudgedCheck | None:
+                 z: float = Z_PAIR, baseline_se: float | None = None) -> JudgedCheck | None:
     """Compare a figure's PPI++ estimate (all attempts, judged part from the audit) with the
-    2-point rule: a regression when the whole interval lies below baseline − max_drop, a pass
-    when none of it does, otherwise undecided, with the audit size that would decide it at
-    the estimate's current value."""
+    2-point rule. With the baseline's own audited estimate (`baseline_se`, points) the change
+    now − then has the interval ±z·√(se_now² + se_then²); without, the baseline is a fixed
+    line. A regression when the whole interval lies below −max_drop, a pass when none of it
+    does, otherwise undecided, with the audit size that would decide it at the estimate's
+    current value (the baseline's uncertainty kept). z defaults to the 97.5% one, so the two
+    figures' checks hold together at least 95% of the time."""
     estimate = report.release.get(figure)
     part = report.parts.get(figure)
     if estimate is None or part is None or estimate.se is None or part.judged == 0:
         return None
-    floor = (baseline_pct - max_drop) / 100
+    then_se = (baseline_se or 0.0) / 100
     name = figure.replace("_", " ")
+    change = 100 * estimate.value - baseline_pct
+    spread = 100 * z * math.sqrt(estimate.se ** 2 + then_se ** 2)
+    low, high = change - spread, change + spread
+    against = (f"the baseline's audited {baseline_pct:.1f} ± {100 * z * then_se:.1f}"
+               if baseline_se is not None else f"{baseline_pct:.1f}")
+    level = f"{100 * (2 * NormalDist().cdf(z) - 1):g}%"
     shown = (f"{name} {100 * estimate.value:.1f} [{100 * estimate.low:.1f}–"
              f"{100 * estimate.high:.1f}] ({estimate.estimator}, {part.judged} judged attempts, "
-             f"{part.table.n} audited) against {baseline_pct:.1f} − {max_drop:g}")
-    if estimate.high < floor:
+             f"{part.table.n} audited) against {against}: change {change:+.1f} "
+             f"[{low:+.1f} to {high:+.1f}] ({level}), allowed drop {max_drop:g}")
+    if high < -max_drop:
         return JudgedCheck(figure=figure, outcome="regression",
                            message=f"{shown}: the whole interval is below — REGRESSION")
-    if estimate.low >= floor:
+    if low >= -max_drop:
         return JudgedCheck(figure=figure, outcome="pass", message=f"{shown}: no drop beyond it")
-    margin = abs(estimate.value - floor)
+    margin = abs(change + max_drop) / 100
     total = part.deterministic_n + part.judged
     w_d, w_j = part.deterministic_n / total, part.judged / total
     p_adj = (part.deterministic_right + 1) / (part.deterministic_n + 2)
     var_d = p_adj * (1 - p_adj) / (part.deterministic_n + 2) if part.deterministic_n else 0.0
-    room = (margin / z) ** 2 - w_d * w_d * var_d
-    plan = (width_plan(part.table, part.judged_passes, part.judged, z * math.sqrt(room) / w_j)
+    if report.estimand == "release":  # the checked attempts of this release are known
+        var_d = 0.0
+    room = (margin / z) ** 2 - w_d * w_d * var_d - then_se ** 2
+    plan = (width_plan(part.table, part.judged_passes, part.judged, z * math.sqrt(room) / w_j,
+                       z=z, estimand=report.estimand)
             if room > 0 and margin > 0 else None)
     if plan is None or plan.labels is None:
         advice = ("no audit of this run can decide it (the estimate sits on the line, or the "
@@ -428,8 +564,12 @@ def estimates_document(report: AuditReport) -> dict[str, Any]:
         }
     return {
         "audit": {"run": report.run, "seed": report.seed, "sample": report.sample,
-                  "labelled": report.labelled, "labellers": report.labellers},
+                  "labelled": report.labelled, "labellers": report.labellers,
+                  "counted": report.counted, "skipped": report.skipped,
+                  "complete": report.complete, "estimand": report.estimand},
         "right_tool": e.points() if (e := report.release.get("right_tool")) else None,
         "right_arguments": e.points() if (e := report.release.get("right_arguments")) else None,
         "judged": judged,
+        "by_tag": {tag: {figure: e.points() if e else None for figure, e in figures.items()}
+                   for tag, figures in report.by_tag.items()},
     }

@@ -358,6 +358,15 @@ def rate_pair(dim: str, label: Labels, outcome: Outcome) -> tuple[str, str] | No
     return person, outcome.arguments
 
 
+def dimension_confusion(dim: str, test: Iterable[CalibrationItem],
+                        outputs: Mapping[str, Outcome]) -> Confusion:
+    """A dimension's confusion on the test items the judge has an outcome for, over the
+    population its rates are measured on (rate_pair): what a certificate reports, and what
+    `judge plan SPEC --set` plans from."""
+    return confusion(pair for i in test if i.id in outputs
+                     and (pair := rate_pair(dim, i.label, outputs[i.id])))
+
+
 def confusion(pairs: Iterable[tuple[str, str]]) -> Confusion:
     """(person's label, judge's label) pairs; a person's n/a is not counted, a judge's n/a
     counts as not passing, a judge error only as a judge error."""
@@ -459,9 +468,9 @@ def evaluate(judge: Judge, items: Sequence[CalibrationItem],
     test = [item for item in items if item.split == "test"]
     reports: dict[str, DimensionReport] = {}
     for dim in judge.spec.dimensions:
-        pairs = [pair for i in test if (pair := rate_pair(dim, i.label, outputs[i.id]))]
-        reports[dim] = dimension_report(confusion(pairs), thresholds.tpr, thresholds.tnr,
-                                        thresholds.min_items_per_class, thresholds.rule)
+        reports[dim] = dimension_report(dimension_confusion(dim, test, outputs), thresholds.tpr,
+                                        thresholds.tnr, thresholds.min_items_per_class,
+                                        thresholds.rule)
     confirmed = sum(person_confirmed(i) for i in test)
     provenance_ok = bool(test) and confirmed / len(test) >= thresholds.min_person_confirmed
     disagreements = []

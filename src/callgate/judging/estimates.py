@@ -8,18 +8,17 @@ Pure functions, fractions in [0, 1] throughout (reports turn them into points).
   (`callgate.judging.judge.rogan_gladen`, delta-method variance). Right only when the judge
   errs on this release's attempts as it erred on the calibration items.
 - **ppi++**: a uniform random sample of n judged attempts labelled by a person (an audit) plus
-  the judge's verdicts on the other N' = N − n (Angelopoulos et al., Science 2023; PPI++ power
-  tuning, Angelopoulos, Duchi & Zrnic 2024):
+  the judge's verdicts on all N (Angelopoulos et al., Science 2023; PPI++ power tuning,
+  Angelopoulos, Duchi & Zrnic 2024), with λ **cross-fitted** (`crossfit_ppi`): the cases are
+  split in two folds, and each fold's share λ_k·mean(f) + mean(Y − λ_k f) uses the λ tuned on
+  the other fold's labels, so λ never sees the labels it is applied to. Exactly unbiased
+  whatever the judge's error profile; the variance is stated for an estimand (`release`: these
+  attempts, finite-population corrected; `agent`: the agent's rate, clustered by case).
 
-      θ̂ = λ·mean_N'(f) + mean_n(Y − λf)
-      λ̂ = Cov_n(Y, f) / ((1 + n/N')·Var(f)),  clipped to [0, 1]
-      Var(θ̂) = λ²·Var(f)/N' + Var_n(Y − λf)/n
-
-  Unbiased whatever the judge's error profile on the release. λ = 0 is the labels alone, λ = 1
-  classic PPI; the tuned λ is never (asymptotically) worse than the labels alone. The judge's
-  verdicts in the formula are those on the attempts *outside* the audit sample, so the labelled
-  and unlabelled sets are independent samples of the same population, as the theory requires
-  (with the sample inside the N the variance would need a covariance term).
+  `ppi_share` is the earlier closed form, λ tuned on the same labels (θ̂ = λ·mean_N'(f) +
+  mean_n(Y − λf) over the N' unaudited attempts): a few tenths of a point high at 40–60
+  labels. It is kept as the reference `benchmarks/ppi_bias.py` measures the cross-fit one
+  against; the gate and `judge audit` do not use it.
 
 Closed form rather than the `ppi-python` package: for a mean the estimator is the few lines
 below, while ppi-python pulls numpy, pandas, statsmodels, scikit-learn and gdown into a CLI
@@ -28,14 +27,26 @@ that has none of them today (and whose `--help` must stay instant).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from callgate.judging.judge import corrected_share, rogan_gladen
 from callgate.stats import Z95, wilson
+
+# What an audited interval is about: `release`, this release's judged attempts (a finite
+# population: the sampling is the only randomness, so a release audited in full has a judged
+# part of zero width), or `agent`, the rate of the agent the attempts were drawn from (repeats
+# of one case are not independent: the variance is clustered by case).
+Estimand = Literal["release", "agent"]
+ESTIMANDS: tuple[Estimand, ...] = ("release", "agent")
+# The gate tests two figures (right tool, right arguments); each of its audited intervals is a
+# 97.5% one, so that both hold together at least 95% of the time (Bonferroni).
+Z_PAIR = NormalDist().inv_cdf(1 - 0.05 / 4)
 
 Estimator = Literal["raw", "rogan_gladen", "ppi++", "deterministic", "deterministic+ppi++",
                     "deterministic+rogan_gladen"]
@@ -53,6 +64,7 @@ class Estimate(BaseModel):
     n: int  # attempts the estimate is over
     labels: int = 0  # person labels it used (audit sample size for ppi++)
     weight: float | None = None  # PPI++'s λ
+    estimand: Estimand | None = None  # for an audited estimate: what its interval is about
 
     @property
     def half_width(self) -> float:
@@ -62,7 +74,8 @@ class Estimate(BaseModel):
         """As a report shows it: points (0–100), each figure naming its estimator."""
         return {"estimator": self.estimator, "pct": 100 * self.value, "low": 100 * self.low,
                 "high": 100 * self.high, "n": self.n, "labels": self.labels,
-                "lambda": self.weight}
+                "lambda": self.weight, "se": None if self.se is None else 100 * self.se,
+                "estimand": self.estimand}
 
 
 def _clip(value: float) -> float:
@@ -203,7 +216,9 @@ class AuditTable(BaseModel):
 def ppi_share(audit: AuditTable, unlabelled_passes: int, unlabelled: int,
               z: float = Z95) -> Estimate | None:
     """PPI++ estimate of a judged share, from an audit of n attempts and the judge's verdicts on
-    the N' attempts outside it, with a normal 95% interval clipped to [0, 1].
+    the N' attempts outside it, with a normal 95% interval clipped to [0, 1]. λ is tuned on the
+    same labels, which biases it (see the module docstring): the reference form, superseded by
+    crossfit_ppi.
 
     Small audits: in a sample where judge and person never disagree, Var(Y − f) is 0 and the
     plain plug-in would claim a precision 40 labels cannot give; and λ tuned on the same few
@@ -244,16 +259,153 @@ def adjusted_moments(audit: AuditTable, unlabelled_passes: int, unlabelled: int
     return var_y, cov_yf, var_f
 
 
+# --------------------------------------------------------------------------- cross-fit PPI++
+
+
+class CaseAudit(BaseModel):
+    """One case's part of a judged share: its judged attempts, the judge's passes among them,
+    its audited ones by (person, judge), and its cross-fit fold (0 or 1). The folds split
+    cases, not attempts, so the repeats of a case stay together."""
+
+    model_config = ConfigDict(frozen=True)
+    judged: int
+    passes: int
+    table: AuditTable = AuditTable()
+    fold: int = 0
+
+
+def case_fold(case_id: str, seed: int) -> int:
+    """A case's cross-fit fold: a seeded hash of its id, so it does not depend on any label."""
+    digest = hashlib.blake2b(f"{seed}:{case_id}".encode(), digest_size=8).digest()
+    return digest[0] & 1
+
+
+def residual_variance(table: AuditTable, weight: float) -> float:
+    """Var(Y − λf) over an audit table with half a pseudo-observation added to each cell (so
+    an audit with no disagreement is not certain; see ppi_share)."""
+    cells = [(table.pass_pass + 0.5, 1 - weight), (table.pass_fail + 0.5, 1.0),
+             (table.fail_pass + 0.5, -weight), (table.fail_fail + 0.5, 0.0)]
+    total = sum(count for count, _ in cells)
+    centre = sum(count * r for count, r in cells) / total
+    return sum(count * (r - centre) ** 2 for count, r in cells) / (total - 1)
+
+
+def crossfit_weight(table: AuditTable) -> float:
+    """λ = Cov(Y, f) / Var(f) on one fold's labels (half a pseudo-observation per cell),
+    clipped to [0, 1]: the weight that minimises Var(Y − λf); 0 for a fold without labels."""
+    if table.n == 0:
+        return 0.0
+    _, cov_yf, _ = adjusted_moments(table, 0, 0)
+    pp, fp = table.pass_pass + 0.5, table.fail_pass + 0.5
+    total = table.n + 2
+    share_f = (pp + fp) / total
+    var_f = total * share_f * (1 - share_f) / (total - 1)
+    return min(1.0, max(0.0, cov_yf / var_f)) if var_f > 0 else 0.0
+
+
+def crossfit_ppi(cases: Sequence[CaseAudit], estimand: Estimand = "agent", z: float = Z95
+                 ) -> Estimate | None:
+    """PPI++ with a cross-fit λ: unbiased whatever the judge's errors and the audit's size.
+
+    The cases are split in two folds (`CaseAudit.fold`). Within fold k the audited attempts are
+    a uniform sample of its judged attempts, so with λ_k tuned on the *other* fold's labels
+
+        θ̂_k = λ_k·mean_Nk(f) + mean_nk(Y − λ_k f)
+
+    is exactly unbiased for the share of fold k's attempts, and θ̂ = Σ (N_k/N)·θ̂_k for the
+    share of all N. mean_Nk(f) is over all of the fold's judged attempts (the audited ones too),
+    so an audit of every attempt gives the labels' own share.
+
+    Variance, by estimand: `release` (the share of these N attempts; the sample is the only
+    randomness): Σ (N_k/N)²·(1 − n_k/N_k)·Var_k(Y − λ_k f)/n_k, zero for a full audit. `agent`
+    (the rate the attempts are drawn from): the larger of that plus Var(Y)/N (independent
+    attempts) and the sandwich variance of θ̂ clustered by case, so repeats of one case count
+    as one draw. Var(Y) and Var(Y − λf) carry half a pseudo-observation per audit cell.
+    A fold with judged attempts and no label: λ = 0 on all labels (the labels alone)."""
+    judged = sum(c.judged for c in cases)
+    total = _table_sum([c.table for c in cases])
+    if judged == 0 or total.n == 0:
+        return None
+    if any(c.table.n > c.judged or not 0 <= c.passes <= c.judged for c in cases):
+        raise ValueError("a case has more audited attempts or judge passes than judged ones")
+    folds = {k: [c for c in cases if c.fold == k] for k in (0, 1)}
+    tables = {k: _table_sum([c.table for c in folds[k]]) for k in folds}
+    sizes = {k: sum(c.judged for c in folds[k]) for k in folds}
+    if any(sizes[k] and not tables[k].n for k in folds):
+        folds, tables, sizes = {0: list(cases)}, {0: total}, {0: judged}
+        weights = {0: 0.0}
+    else:
+        weights = {k: crossfit_weight(tables[1 - k]) for k in folds}
+    value = design = 0.0
+    residual_means: dict[int, float] = {}
+    for k, table in tables.items():
+        if not sizes[k]:
+            continue
+        lam, share = weights[k], sizes[k] / judged
+        residual_means[k] = (table.pass_pass + table.pass_fail
+                             - lam * (table.pass_pass + table.fail_pass)) / table.n
+        passes = sum(c.passes for c in folds[k])
+        value += share * (lam * passes / sizes[k] + residual_means[k])
+        design += (share * share * (1 - table.n / sizes[k])
+                   * residual_variance(table, lam) / table.n)
+    variance = design
+    if estimand == "agent":
+        var_y = adjusted_moments(total, 0, 0)[0]
+        variance = max(design + var_y / judged,
+                       _clustered_variance(folds, tables, sizes, weights, residual_means,
+                                           judged))
+    se = math.sqrt(variance)
+    return Estimate(estimator="ppi++", value=_clip(value), low=_clip(value - z * se),
+                    high=_clip(value + z * se), se=se, n=judged, labels=total.n,
+                    weight=sum(weights[k] * sizes[k] for k in sizes) / judged,
+                    estimand=estimand)
+
+
+def _table_sum(tables: Sequence[AuditTable]) -> AuditTable:
+    return AuditTable(pass_pass=sum(t.pass_pass for t in tables),
+                      pass_fail=sum(t.pass_fail for t in tables),
+                      fail_pass=sum(t.fail_pass for t in tables),
+                      fail_fail=sum(t.fail_fail for t in tables))
+
+
+def _clustered_variance(folds: dict[int, list[CaseAudit]], tables: dict[int, AuditTable],
+                        sizes: dict[int, int], weights: dict[int, float],
+                        residual_means: dict[int, float], judged: int) -> float:
+    """The sandwich variance of θ̂ with cases as the independent units: each case's
+    contribution to θ̂ − θ, u_c = (N_k/N)·[λ_k(F_c − N_c·f̄_k)/N_k + (R_c − n_c·r̄_k)/n_k]
+    (F_c its judge passes, R_c the sum of Y − λf over its audited attempts), and
+    G/(G − 1)·Σ u_c² over the G cases."""
+    contributions = []
+    for k, cases in folds.items():
+        if not sizes[k]:
+            continue
+        lam, n_k = weights[k], tables[k].n
+        mean_f = sum(c.passes for c in cases) / sizes[k]
+        for c in cases:
+            t = c.table
+            residual = t.pass_pass + t.pass_fail - lam * (t.pass_pass + t.fail_pass)
+            contributions.append(sizes[k] / judged * (
+                lam * (c.passes - c.judged * mean_f) / sizes[k]
+                + (residual - t.n * residual_means[k]) / n_k))
+    groups = len(contributions)
+    if groups < 2:
+        return 0.0
+    return groups / (groups - 1) * sum(u * u for u in contributions)
+
+
 # --------------------------------------------------------------------------- the release
 
 
 def combined_share(deterministic_right: int, deterministic_n: int, judged: Estimate | None,
-                   judged_n: int, z: float = Z95) -> Estimate | None:
+                   judged_n: int, z: float = Z95, deterministic_known: bool = False
+                   ) -> Estimate | None:
     """A release figure over deterministic and judged attempts together: the attempts decided by
     checks count as they are, the judged part by its estimate (PPI++ when audited). The share is
     w_d·p_d + w_j·θ̂_j with weights by attempt counts; its variance w_d²·p_d(1 − p_d)/n_d +
     w_j²·se_j², so the interval carries the judged part's uncertainty. Without judged attempts
-    it is the plain share with its Wilson interval."""
+    it is the plain share with its Wilson interval. `deterministic_known`: the estimate is about
+    this release's attempts (estimand `release`), whose checked part is known exactly, so only
+    the judged part is uncertain."""
     total = deterministic_n + judged_n
     if total == 0:
         return None
@@ -270,9 +422,11 @@ def combined_share(deterministic_right: int, deterministic_n: int, judged: Estim
     # Add-two on the deterministic part's variance, so an all-right part is not certain.
     p_adj = (deterministic_right + 1) / (deterministic_n + 2)
     var_d = p_adj * (1 - p_adj) / (deterministic_n + 2) if deterministic_n else 0.0
+    if deterministic_known:
+        var_d = 0.0
     value = w_d * p_d + w_j * judged.value
     se = math.sqrt(w_d * w_d * var_d + w_j * w_j * judged.se ** 2)
     estimator = f"deterministic+{judged.estimator}"
     return Estimate(estimator=estimator, value=value, low=_clip(value - z * se),  # type: ignore[arg-type]
                     high=_clip(value + z * se), se=se, n=total, labels=judged.labels,
-                    weight=judged.weight)
+                    weight=judged.weight, estimand=judged.estimand)

@@ -103,6 +103,18 @@ class LabellingStopped(Exception):
     """The person typed q: stop asking, keep the labels given so far."""
 
 
+class AnswersEnded(CallgateError):
+    """The answers ended (end of input, e.g. a piped file) before every item had one: the
+    labels given so far are kept."""
+
+
+# The keys the terminal accepts, the same as the web pages' (p, f, n) plus the words.
+TOOL_ANSWERS = {"p": "pass", "pass": "pass", "f": "fail", "fail": "fail", "s": "skip",
+                "skip": "skip", "q": "quit", "quit": "quit"}
+ARGUMENT_ANSWERS = {"p": "pass", "pass": "pass", "f": "fail", "fail": "fail", "n": "n/a",
+                    "n/a": "n/a"}
+
+
 def item_text(item: CalibrationItem) -> str:
     """What a person reads before labelling an item in the terminal."""
     return (f"rubric: {item.case.rubric}\n"
@@ -110,17 +122,27 @@ def item_text(item: CalibrationItem) -> str:
             f"response: {json.dumps(item.response.judged(), ensure_ascii=False)}")
 
 
+def _answer(ask: Callable[..., str], question: str, answers: Mapping[str, str]) -> str:
+    """Ask until the answer is one of `answers`; anything else is asked again, saying so."""
+    prompt = question
+    while True:
+        typed = ask(prompt).strip().lower()
+        if typed in answers:
+            return answers[typed]
+        keys = ", ".join(k for k in answers if len(k) == 1)
+        prompt = f"{typed!r} is not an answer ({keys}); {question}"
+
+
 def ask_labels(ask: Callable[..., str]) -> tuple[str, str] | None:
-    """A person's (tool_choice, arguments) labels from the terminal; None when the item is
-    skipped (s, or an answer that is not a label). Raises LabellingStopped on q."""
-    tool = ask("tool_choice [pass/fail, s skip, q quit]").strip().lower()
-    if tool == "q":
+    """A person's (tool_choice, arguments) labels from the terminal: p/pass, f/fail and, for
+    the arguments, n/n/a; None when the person skips the item (s). Anything else is asked
+    again. Raises LabellingStopped on q."""
+    tool = _answer(ask, "tool_choice [p pass, f fail, s skip, q quit]", TOOL_ANSWERS)
+    if tool == "quit":
         raise LabellingStopped
-    if tool not in ("pass", "fail"):
+    if tool == "skip":
         return None
-    arguments = ask("arguments [pass/fail/n/a]").strip().lower()
-    if arguments not in ("pass", "fail", "n/a"):
-        return None
+    arguments = _answer(ask, "arguments [p pass, f fail, n n/a]", ARGUMENT_ANSWERS)
     return tool, arguments
 
 

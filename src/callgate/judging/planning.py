@@ -14,7 +14,9 @@ Pure functions. Two questions a person labelling items asks:
   needs m ≥ z²·t(1 − t)/(r − t)² items, which is where the search starts.
 - **Audit**: how many audit labels make the PPI++ interval of a judged share ±W points wide,
   from the judge–person disagreement observed (in an audit so far, or, before any, implied by
-  the calibration TPR/TNR).
+  the calibration TPR/TNR), with the variance the estimate itself uses for the estimand
+  (`release`: finite-population corrected; `agent`: plus the attempts' own variance). The plan
+  assumes independent attempts; repeats of a case that agree with each other need more.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from callgate.judging.estimates import power_tuned_weight, ppi_variance
+from callgate.judging.estimates import Estimand
 from callgate.stats import Z95, wilson
 
 Rule = Literal["point", "wilson"]
@@ -145,24 +147,41 @@ class AuditPlan(BaseModel):
     source: Literal["audit", "calibration"]
 
 
-def ppi_half_width(labels: int, judged: int, moments: AuditMoments, z: float = Z95) -> float:
-    """z·se of the PPI++ estimate with `labels` of the `judged` attempts audited and λ tuned."""
-    unlabelled = judged - labels
-    weight = power_tuned_weight(moments.cov_yf, moments.var_f, labels, unlabelled)
-    return z * math.sqrt(ppi_variance(weight, moments.var_f, moments.var_y, moments.cov_yf,
-                                      labels, unlabelled))
+def judged_variance(labels: int, judged: int, moments: AuditMoments,
+                    estimand: Estimand = "release") -> float:
+    """The variance of the cross-fit PPI++ estimate (estimates.crossfit_ppi) with `labels` of
+    the `judged` attempts audited, independent attempts, λ = Cov(Y, f)/Var(f):
+    `release`: (1 − n/N)·Var(Y − λf)/n, zero at n = N; `agent`: that plus Var(Y)/N."""
+    weight = (min(1.0, max(0.0, moments.cov_yf / moments.var_f)) if moments.var_f > 0
+              else 0.0)
+    residual = max(0.0, moments.var_y - 2 * weight * moments.cov_yf
+                   + weight * weight * moments.var_f)
+    design = (1 - labels / judged) * residual / labels
+    return design + (moments.var_y / judged if estimand == "agent" else 0.0)
+
+
+def ppi_half_width(labels: int, judged: int, moments: AuditMoments, z: float = Z95,
+                   estimand: Estimand = "release") -> float:
+    """z·se of the PPI++ estimate with `labels` of the `judged` attempts audited."""
+    return z * math.sqrt(judged_variance(labels, judged, moments, estimand))
 
 
 def audit_labels_for_width(width: float, judged: int, moments: AuditMoments,
-                           z: float = Z95) -> AuditPlan:
-    """Fewest audit labels n (of the N judged attempts) whose PPI++ interval is ±width."""
+                           z: float = Z95, estimand: Estimand = "release") -> AuditPlan:
+    """Fewest audit labels n (of the N judged attempts) whose PPI++ interval is ±width, for the
+    estimand the interval is about (the same variance the estimate uses)."""
     if judged <= 0 or width <= 0:
         raise ValueError("need judged attempts and a positive width")
-    best = ppi_half_width(judged, judged, moments, z)
+    best = ppi_half_width(judged, judged, moments, z, estimand)
     found = None
-    for labels in range(1, judged + 1):
-        if ppi_half_width(labels, judged, moments, z) <= width:
-            found = labels
-            break
+    if best <= width:  # the half-width falls as labels grow: bisect for the fewest
+        low, high = 1, judged
+        while low < high:
+            middle = (low + high) // 2
+            if ppi_half_width(middle, judged, moments, z, estimand) <= width:
+                high = middle
+            else:
+                low = middle + 1
+        found = low
     return AuditPlan(width=width, judged=judged, labels=found, best_width=best,
                      source=moments.source)

@@ -106,5 +106,16 @@ class JudgeRecords(StoreBase):
         with self.atomic():
             self.db.execute(
                 "UPDATE audit_items SET label_tool_choice = ?, label_arguments = ?, "
-                "labeller = ?, labelled_at = ? WHERE run = ? AND case_id = ? AND repeat = ?",
+                "labeller = ?, labelled_at = ?, skip_reason = NULL "
+                "WHERE run = ? AND case_id = ? AND repeat = ?",
                 [tool_choice, arguments, labeller, now(), run_id, case_id, repeat])
+
+    def save_audit_skip(self, run_id: int, case_id: str, repeat: int, reason: str,
+                        labeller: str) -> None:
+        """A person skipped an audit item: why, who and when (no label)."""
+        with self.atomic():
+            self.db.execute(
+                "UPDATE audit_items SET label_tool_choice = NULL, label_arguments = NULL, "
+                "labeller = ?, labelled_at = ?, skip_reason = ? "
+                "WHERE run = ? AND case_id = ? AND repeat = ?",
+                [labeller, now(), reason, run_id, case_id, repeat])

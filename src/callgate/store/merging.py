@@ -151,6 +151,8 @@ class MergeRecords(StoreBase):
             self.db.execute("UPDATE runs SET shards = ? WHERE id = ?", [shards, target_id])
         self._merge_gate(target_id, target.get("gate"), run.get("gate"),
                          created=created, added=bool(added))
+        self._merge_audit(source, run, target_id, grown=bool(added) and not created,
+                          where=where)
         return target_id, bool(added) or created
 
     def _merge_gate(self, target_id: int, here: str | None, there: str | None, *,
@@ -162,6 +164,48 @@ class MergeRecords(StoreBase):
             self.db.execute("UPDATE runs SET gate = ? WHERE id = ?", [there, target_id])
         elif added and not _refused(here):
             self.db.execute("UPDATE runs SET gate = NULL WHERE id = ?", [target_id])
+
+    def _merge_audit(self, source: MergeRecords, run: dict[str, Any], target_id: int, *,
+                     grown: bool, where: str) -> None:
+        """An audit is a uniform sample of its run's judged attempts: copied with its labels and
+        skips when the merged run has exactly those attempts (a whole run copied into a store
+        that holds no other audit of it); refused when merging would change the population it
+        was drawn from (a shard's audit, or an audited release that gains attempts)."""
+        there = source.db.execute("SELECT seed, population, created_at FROM audits "
+                                  "WHERE run = ?", [run["id"]]).fetchone()
+        here = self.db.execute("SELECT seed, population, created_at FROM audits WHERE run = ?",
+                               [target_id]).fetchone()
+        if here is not None and grown:
+            raise MergeRefused(
+                f"{source.path}: {where}: the audit in {self.path} was drawn on the judged "
+                "attempts the release had before this merge, and the merge adds attempts; merge "
+                "every shard first, then audit the merged release (callgate judge audit RUN)")
+        if there is None:
+            return
+        if run["shard_count"] is not None or grown:
+            raise MergeRefused(
+                f"{source.path}: {where}: it has an audit drawn on that store's judged "
+                "attempts only, not a uniform sample of the merged release; merge the shards "
+                "first, then audit the merged release (callgate judge audit RUN)")
+        columns = ("position", "case_id", "repeat", "label_tool_choice", "label_arguments",
+                   "labeller", "labelled_at", "skip_reason")
+        rows = [tuple(r) for r in source.db.execute(
+            f"SELECT {', '.join(columns)} FROM audit_items WHERE run = ? ORDER BY position",
+            [run["id"]])]
+        if here is not None:
+            kept = [tuple(r) for r in self.db.execute(
+                f"SELECT {', '.join(columns)} FROM audit_items WHERE run = ? ORDER BY position",
+                [target_id])]
+            if tuple(here) != tuple(there) or kept != rows:
+                raise MergeRefused(
+                    f"{source.path}: {where}: its audit differs from the audit of the release "
+                    f"in {self.path} (seed, sample or labels); keep one of them")
+            return
+        self.db.execute("INSERT INTO audits (run, seed, population, created_at) "
+                        "VALUES (?, ?, ?, ?)", [target_id, *there])
+        self.db.conn.executemany(
+            f"INSERT INTO audit_items (run, {', '.join(columns)}) "
+            f"VALUES (?, {', '.join('?' * len(columns))})", [(target_id, *r) for r in rows])
 
     def _merge_verdicts(self, source: MergeRecords, run_id: int, target_id: int, where: str) -> int:
         """Stage the source run's verdicts, refuse one that differs from the verdict of the same

@@ -259,6 +259,16 @@ def m006_runs_shard_columns(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN shards TEXT")
 
 
+@migration
+def m007_audit_item_skips(conn: sqlite3.Connection) -> None:
+    """audit_items.skip_reason: an audit item a person skipped, with why (labeller and
+    labelled_at say who and when); NULL for an item labelled or still waiting. A skip inside
+    the labelled prefix of the sample makes the audit incomplete (judging.audit)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(audit_items)")}
+    if "skip_reason" not in columns:
+        conn.execute("ALTER TABLE audit_items ADD COLUMN skip_reason TEXT")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
