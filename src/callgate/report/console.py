@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from callgate.scoring.scores import Scores, Share
+from callgate.scoring.scores import Scores, Share, agent_label
 
 if TYPE_CHECKING:  # types only: `callgate score` need not load the gate or the judge
     from callgate.checks.verdict import Verdict
@@ -54,6 +54,7 @@ def run_document(result: RunResult) -> dict[str, Any]:
             "fingerprint": result.suite.fingerprint,
             "cases": len(result.suite.cases),
         },
+        "agent": result.agent or result.model,
         "model": result.model,
         "release": result.release,
         "run_id": result.run_id,
@@ -162,7 +163,7 @@ def failures_table(result: RunResult, limit: int = 20) -> Table:
 
 def print_run(result: RunResult, console: Console | None = None) -> None:
     console = console or Console()
-    label = f"{result.model} @ {result.release}"
+    label = f"{agent_label(result.agent or result.model, result.model)} @ {result.release}"
     console.print(scores_table(f"{result.suite.name}: {label}", [(label, result.scores)]))
     console.print(tags_table([(label, result.scores)]))
     if result.failures:
@@ -197,7 +198,8 @@ def _p(value: float | None) -> str:
 def gate_lines(decision: GateDecision) -> list[str]:
     """The decision and its explanation as plain lines (shared by text and Markdown)."""
     d = decision
-    head = (f"gate {OUTCOME_WORDS[d.outcome]}: {d.model} {d.release} on {d.suite_name}"
+    head = (f"gate {OUTCOME_WORDS[d.outcome]}: {agent_label(d.agent, d.model)} {d.release} on "
+            f"{d.suite_name}"
             + (f" vs {d.baseline_release} ({d.baseline_source})" if d.baseline_release else ""))
     lines = [head, *d.messages]
     if d.baseline_release:
