@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -151,13 +152,20 @@ def distinct_cases_first(verdicts: Sequence[Verdict]) -> list[Verdict]:
 def failures_table(result: RunResult, limit: int = 20) -> Table:
     shown = distinct_cases_first(result.failures)[:limit]
     cases = len({v.case_id for v in shown})
+    """The first failed attempts; at 80 columns the reason keeps half the width: the tool and
+    arguments verdicts share one column, one under the other, and no box is drawn."""
     table = Table(title=f"attempts not fully right (first {len(shown)}, {cases} distinct "
-                        "case(s), each case's first failure first)", title_justify="left")
-    for name in ("case", "rep", "tool", "arguments", "reason"):
-        table.add_column(name, overflow="fold")
+                        "case(s), each case's first failure first)", title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("case", overflow="fold", max_width=24)
+    table.add_column("rep", justify="right")
+    table.add_column("tool / arguments", no_wrap=True)
+    table.add_column("reason", overflow="fold", ratio=1, min_width=20)
     for v in shown:
-        table.add_row(escape(v.case_id), str(v.repeat), v.tool or v.status, v.arguments or "",
-                      escape(v.reason))
+        verdicts = v.tool or v.status
+        if v.arguments and v.arguments != "not_applicable":
+            verdicts += f"\n{v.arguments}"
+        table.add_row(escape(v.case_id), str(v.repeat), verdicts, escape(v.reason))
     return table
 
 
