@@ -25,5 +25,5 @@ def test_failures_show_distinct_cases_before_repeats(tmp_path: Path) -> None:
     table = out[out.index("attempts not fully right"):]
     body = table.split("─\n", 1)[1].splitlines()  # the lines under the header's rule
     # a wrapped reason continues on lines with no case
-    rows = [row.split()[0] for row in body if row[1:2].strip()]
+    rows = [row.split()[0] for row in body if row[:1] == " " and row[1:2].strip()]
     assert rows[:4] == ids and rows[4:] == ["a-many"] * 16

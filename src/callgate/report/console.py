@@ -162,7 +162,7 @@ def failures_table(result: RunResult, limit: int = 20) -> Table:
     table.add_column("tool / arguments", no_wrap=True)
     table.add_column("reason", overflow="fold", ratio=1, min_width=20)
     for v in shown:
-        verdicts = v.tool or v.status
+        verdicts: str = v.tool or v.status
         if v.arguments and v.arguments != "not_applicable":
             verdicts += f"\n{v.arguments}"
         table.add_row(escape(v.case_id), str(v.repeat), verdicts, escape(v.reason))
