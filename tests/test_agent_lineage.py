@@ -233,3 +233,28 @@ def test_a_scores_file_written_before_agents_reads_with_agent_the_model(tmp_path
                                 "--baseline-agent", OLD), 1)
     assert compared["baseline_release"] == "2026.10"
     assert f"model changed: {OLD} → {NEW}" in compared["messages"]
+
+
+def test_serve_shows_the_agent_beside_the_model(tmp_path: Path) -> None:
+    from urllib.parse import urlencode
+
+    from webserver import Server
+
+    score(tmp_path, "2026.10", "r1", OLD, "--agent", "support")
+    score(tmp_path, "2026.11", "r2", NEW, "--agent", "support")
+    server = Server(tmp_path / "callgate.db")
+    try:
+        listed = server.json("/api/releases")["models"]
+        assert [(m["agent"], set(m["models"].split(","))) for m in listed] == [
+            ("support", {OLD, NEW})]
+        history = server.json("/api/releases?" + urlencode({"model": "support"}))
+        releases = history["suites"]["order-support"]
+        assert [(r["release"], r["agent"], r["model"]) for r in releases] == [
+            ("r1", "support", OLD), ("r2", "support", NEW)]
+        assert f"model changed: {OLD} → {NEW}" in releases[1]["messages"]
+        status, page = server.get(f"/runs/{releases[1]['run_id']}")
+        assert status == 200 and "support r2" in page and f"model {NEW}" in page
+        status, index = server.get("/")
+        assert status == 200 and "support" in index and NEW in index
+    finally:
+        server.stop()

@@ -212,8 +212,8 @@ def init(
         typer.echo(f"created {path}")
     where = "" if directory == Path(".") else f"cd {directory} && "
     typer.echo(f"\nnext:\n  {where}callgate suite check {SUITE}\n"
-               f"  callgate score {SUITE} --responses {RESPONSES} --model my-agent "
-               "--release first\n"
+               f"  callgate score {SUITE} --responses {RESPONSES} --agent my-agent "
+               "--model example/travel-agent --release first\n"
                "  then edit suite/tools.json and suite/cases.jsonl for your agent, and "
                "commit releases/.gitkeep")
 
@@ -274,10 +274,10 @@ def gate(
     from callgate.store.db import Store
     from callgate.suites.shard import incomplete
 
+    name = _agent_named(agent, model)
     try:
         if not db.exists():
             raise CallgateError(f"{db}: no such database; score the release first")
-        name = _agent_named(agent, model)
         with Store(db) as store:
             run = find_current(store, name, release, suite)
             if model is not None and agent is not None and run["model"] != model:

@@ -136,7 +136,7 @@ class MergeRecords(StoreBase):
                     raise MergeRefused(
                         f"{source.path}: {where}: {what} {there} differs from "
                         f"{here} in {self.path}; shards of one release must be "
-                        "run on the same suite, judge and callgate with the same N")
+                        "run on the same suite and model, judge and callgate with the same N")
         target_id = int(target["id"])
         added = self._merge_verdicts(source, int(run["id"]), target_id, where)
         for table, columns in _MERGED_RUN_TABLES.items():
