@@ -555,7 +555,10 @@ scores_change("attempts is a word", lambda d: d.update(attempts="many"), "attemp
 scores_change("unknown field", lambda d: d.update(colour="red"), "colour")
 scores_change("a case record with a word", lambda d: d["cases"]["a"].update(trials="x"),
               "cases.a.trials")
-scores_change("another model", lambda d: d.update(model="other"), "holds other")
+# A scores file of another model (or agent) named on its own is compared with, the change
+# named (test_agent_lineage); one of another suite is refused.
+scores_change("another suite", lambda d: d.update(suite_name="other"), "holds agent m",
+              "on other")
 scores_change("a 5000-digit number", lambda d: json.dumps(d).replace(
     f'"attempts": {d["attempts"]}', f'"attempts": {HUGE_INT}'), "base.json:1",
     "too long to be read")

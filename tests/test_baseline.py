@@ -189,7 +189,7 @@ def test_which_kept_files_are_baselines(tmp_path: Path) -> None:
     for r in (old, broken, failed):
         (tmp_path / f"{r.release}.json").write_text(r.to_json())
     current = release("r4", uniform(20, 10, 10))
-    base, notes = baseline_from_path(tmp_path, current)
+    base, notes, _ = baseline_from_path(tmp_path, current)
     assert base == old
     assert [n.split(":")[0] for n in notes] == ["release r3 (r3.json) is not a baseline",
                                                "release r2 (r2.json) is not a baseline"]

@@ -58,7 +58,7 @@ BAD_COMMAND_LINES = [  # (arguments, how the one stderr line starts)
     ("judge calibrate tool_choice --set absent.jsonl --concurrency 5000",
      "error: --concurrency 5000: "),
     ("judge calibrate tool_choice --set absent.jsonl --concurrency 0", "error: --concurrency 0: "),
-    ("gate --release r", "error: missing option '--model'"),
+    ("gate --release r", "error: name the agent: --agent NAME (or --model"),
     ("judge calibrate tool_choice", "error: missing option '--set'"),
     ("score suite -r r.jsonl -m m --release r --bogus", "error: no such option: --bogus"),
     ("judge plan tool_choice --set tool_choice --rule bogus", "error: --rule "),  # a choice

@@ -15,6 +15,7 @@ import pytest
 from callgate.cli.demo import example_path
 from callgate.gating.gate import (
     CaseRecord,
+    OtherAgent,
     ReleaseScores,
     decide,
     figures_of,
@@ -107,6 +108,30 @@ def test_a_warning_about_the_first_release_is_not_an_earlier_release_passed_over
     d = decide(pending, None, max_excluded=0.5)
     assert d.outcome == "first_release" and d.warnings
     assert d.messages == ["first release of m on s: no baseline; recorded, passes"]
+
+
+def test_a_first_release_beside_another_agent_is_inconclusive_unless_a_new_line() -> None:
+    other = OtherAgent(agent="old/model", release="r1", model="old/model")
+    d = decide(release("r2", uniform(10, 9, 9)), None, other_agent=other)
+    assert d.outcome == "inconclusive" and d.exit_code == 3
+    assert "agent old/model has: its last is r1" in d.messages[-1]
+    assert "--baseline-agent old/model" in d.messages[-1] and "--new-agent" in d.messages[-1]
+    started = decide(release("r2", uniform(10, 9, 9)), None, other_agent=other, new_agent=True)
+    assert started.outcome == "first_release" and started.new_agent
+    assert "starts a new line on purpose" in started.messages[-1]
+
+
+def test_a_model_change_is_named_and_a_parameter_change_warned() -> None:
+    before = release("r1", uniform(100, 90, 85)).model_copy(
+        update={"agent": "bot", "model": "a", "model_params": {"reasoning_effort": "low"}})
+    now = release("r2", uniform(100, 90, 85)).model_copy(
+        update={"agent": "bot", "model": "b", "model_params": {"reasoning_effort": "high"}})
+    d = decide(now, before)
+    assert d.outcome == "pass" and d.messages[0] == "model changed: a → b"
+    assert (d.agent, d.model, d.baseline_agent, d.baseline_model) == ("bot", "b", "bot", "a")
+    same_model = decide(now.model_copy(update={"model": "a"}), before)
+    assert not any("model changed" in m for m in same_model.messages)
+    assert "model parameters changed since r1: reasoning_effort" in same_model.warnings
 
 
 def test_suite_changed_compares_shared_cases_and_lists_the_difference() -> None:

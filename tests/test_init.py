@@ -44,14 +44,14 @@ def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> Non
     assert check.returncode == 0, check.stderr
     assert "5 cases" in check.stdout and "warning" not in check.stdout
 
-    scored = cli("score", "suite", "--responses", "responses/first.jsonl", "--model", "my-agent",
-                 "--release", "first", "--json", cwd=proj)
+    scored = cli("score", "suite", "--responses", "responses/first.jsonl", "--agent", "my-agent",
+                 "--model", "example/travel-agent", "--release", "first", "--json", cwd=proj)
     assert scored.returncode == 0, scored.stderr
     figures = json.loads(scored.stdout)["scores"]["figures"]
     assert figures["scored"] == 5 and figures["right_arguments"]["pct"] == 100.0
 
     # The workflow's gate step works on the scaffold: releases/ exists, the first release passes.
-    gate = cli("gate", "--model", "my-agent", "--release", "first", "--baseline", "releases/",
+    gate = cli("gate", "--agent", "my-agent", "--release", "first", "--baseline", "releases/",
                "--scores-out", "releases/first.json", cwd=proj)
     assert gate.returncode == 0, gate.stdout + gate.stderr
     assert (proj / "releases/first.json").is_file()
@@ -76,6 +76,12 @@ def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> Non
                  for flag in param.opts}
         flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", workflow))
         assert flags <= known, (name, flags - known)
+        # A stable agent name on every step that files, gates or reports a release: the
+        # model id may change, the line it is gated along does not.
+        steps = re.findall(r"callgate (?:score|gate|report) [^\n]*\n[^\n]*", workflow)
+        assert len(steps) >= 2, name
+        for step in steps:
+            assert "--agent my-agent" in step, (name, step)
     sharded = (proj / ".github/workflows/callgate-sharded.yml").read_text()
     assert "--shard ${{ matrix.shard }}/4" in sharded and "callgate merge" in sharded
 

@@ -23,6 +23,7 @@ def test_failures_show_distinct_cases_before_repeats(tmp_path: Path) -> None:
     out = result.stdout
     assert "first 20, 4 distinct case(s)" in out
     table = out[out.index("attempts not fully right"):]
-    rows = [row.split("│")[1].strip() for row in table.splitlines() if row.startswith("│")]
-    rows = [row for row in rows if row]  # a wrapped reason continues on lines with no case
+    body = table.split("─\n", 1)[1].splitlines()  # the lines under the header's rule
+    # a wrapped reason continues on lines with no case
+    rows = [row.split()[0] for row in body if row[:1] == " " and row[1:2].strip()]
     assert rows[:4] == ids and rows[4:] == ["a-many"] * 16

@@ -93,7 +93,8 @@ def test_run_json_wire_and_secrets(
     done = callgate(callgate_exe, cli_env, tmp_path, *args, "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
-    assert doc["model"] == "router" and doc["release"] == "dev"
+    assert doc["agent"] == "router" and doc["release"] == "dev"
+    assert doc["model"] == "openrouter/test/model"  # the model id the agent ran with
     assert doc["live"]["called"] == 12 and doc["live"]["cached"] == 0
     assert doc["live"]["client"] == "lean" and doc["live"]["provider_errors"] == 2
     verdicts = {(a["case_id"], a["repeat"]): a for a in doc["attempts"]}

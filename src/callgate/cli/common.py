@@ -62,6 +62,16 @@ UncalibratedOption = Annotated[bool, typer.Option(
     "--uncalibrated", help="Use a judge that has no certificate; the scores are marked so and "
                            "the gate is inconclusive.")]
 
+AgentOption = Annotated[str | None, typer.Option(
+    "--agent", help="The agent a release belongs to: a stable name kept when the model changes "
+                    "(default: the candidate's name in the config, else the model id).")]
+# `gate`, `report` and `history` name a release by its agent; --model names it as before.
+NamedAgentOption = Annotated[str | None, typer.Option(
+    "--agent", help="The agent whose releases are meant (default: --model).")]
+NamedModelOption = Annotated[str | None, typer.Option(
+    "--model", "-m", help="The agent's name or, without --agent, the model id the release "
+                          "was filed under.")]
+
 DbOption = Annotated[
     Path,
     typer.Option(
@@ -78,6 +88,15 @@ def _fail(message: str, code: int = EXIT_INPUT) -> typer.Exit:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False,
                                soft_wrap=True)
     return typer.Exit(code)
+
+
+def _agent_named(agent: str | None, model: str | None) -> str:
+    """The agent a command names: --agent, else --model (a release's agent defaults to it)."""
+    name = agent if agent is not None else model
+    if not name or not name.strip():
+        raise _fail("name the agent: --agent NAME (or --model, the name or model id the "
+                    "release was filed under)")
+    return name
 
 
 def _usage_error(exc: click_errors.ClickException) -> int:

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from callgate.cli.common import (
+    AgentOption,
     DbOption,
     JudgeApiBaseOption,
     JudgeKeyEnvOption,
@@ -21,6 +22,7 @@ from callgate.cli.common import (
     ServerErrorsOption,
     ShardOption,
     UncalibratedOption,
+    _agent_named,
     _exit_if_not_a_result,
     _fail,
     _record_if_not_a_result,
@@ -49,6 +51,7 @@ def run_command(
     release: Annotated[
         str, typer.Option("--release", help="Release label; a run with the same label is replaced.")
     ] = "dev",
+    agent: AgentOption = None,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.001, help="Seconds per request.")
     ] = 120.0,
@@ -168,6 +171,8 @@ def run_command(
             explicit_config=config is not None,
             overrides=overrides,
         )
+        if agent is not None:
+            candidate = candidate.model_copy(update={"name": _agent_named(agent, None)})
         settings = RunSettings(
             repeats=repeats,
             concurrency=concurrency,

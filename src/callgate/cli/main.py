@@ -17,14 +17,18 @@ from rich.markup import escape
 
 from callgate.cli.common import (
     EXIT_INPUT,
+    AgentOption,
     DbOption,
     JudgeApiBaseOption,
     JudgeKeyEnvOption,
     JudgeOption,
     MaxExcludedOption,
+    NamedAgentOption,
+    NamedModelOption,
     ServerErrorsOption,
     ShardOption,
     UncalibratedOption,
+    _agent_named,
     _exit_if_not_a_result,
     _fail,
     _record_if_not_a_result,
@@ -145,8 +149,10 @@ def score(
     responses: Annotated[
         Path, typer.Option("--responses", "-r", help="Recorded responses, JSON Lines.")
     ],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model name to file under.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="The model id the answers came "
+                                       "from (without --agent, also the agent).")],
     release: Annotated[str, typer.Option("--release", help="Release label, e.g. 2026.11.")],
+    agent: AgentOption = None,
     db: DbOption = Path("callgate.db"),
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
     judge: JudgeOption = None,
@@ -180,7 +186,7 @@ def score(
                     if judge else None)
             result = score_file(suite, responses, store, model=model, release=release,
                                 keep_verdicts=as_json, judge=step, shard=only,
-                                server_errors=server_errors)
+                                server_errors=server_errors, agent=_agent_named(agent, model))
             not_a_result = _record_if_not_a_result(store, "score", result, max_excluded)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
@@ -211,8 +217,8 @@ def init(
     where = "" if directory == Path(".") else f"cd {directory} && "
     command = command_name(directory)
     typer.echo(f"\nnext:\n  {where}{command} suite check {SUITE}\n"
-               f"  {command} score {SUITE} --responses {RESPONSES} --model my-agent "
-               "--release first\n"
+               f"  {command} score {SUITE} --responses {RESPONSES} --agent my-agent "
+               "--model example/travel-agent --release first\n"
                "  then edit suite/tools.json and suite/cases.jsonl for your agent, and "
                "commit releases/.gitkeep")
 
@@ -232,15 +238,22 @@ def demo(
 
 @app.command()
 def gate(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model whose release is gated.")],
     release: Annotated[str, typer.Option("--release", help="The release to gate.")],
+    model: NamedModelOption = None,
+    agent: NamedAgentOption = None,
     suite: Annotated[str | None, typer.Option("--suite", help="Suite name, if the release "
                                               "was run on several.")] = None,
     max_drop: Annotated[float, typer.Option("--max-drop", min=0.0,
                                             help="Allowed drop in points.")] = 2.0,
     baseline: Annotated[str, typer.Option(
-        "--baseline", help="'auto' (last stored release of the model and suite), a scores "
+        "--baseline", help="'auto' (last stored release of the agent and suite), a scores "
                            "file, or a folder of them (e.g. releases/).")] = "auto",
+    baseline_agent: Annotated[str | None, typer.Option(
+        "--baseline-agent", help="Compare with this other agent's last released release "
+                                 "(e.g. the old model id, after a switch).")] = None,
+    new_agent: Annotated[bool, typer.Option(
+        "--new-agent", help="This release starts a new agent's line on purpose, beside "
+                            "another agent's releases on the suite (recorded).")] = False,
     scores_out: Annotated[Path | None, typer.Option(
         "--scores-out", help="Write this release's scores file here (keep it with the "
                              "release, e.g. releases/2026.11.json).")] = None,
@@ -255,21 +268,31 @@ def gate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
     db: DbOption = Path("callgate.db"),
 ) -> None:
-    """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive."""
+    """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive.
+
+    The baseline is the agent's last released release on the suite. A first release of an
+    agent where another agent has released is inconclusive until --baseline-agent or
+    --new-agent says which."""
     from callgate.gating.gate import find_current
     from callgate.gating.release import gate_release
     from callgate.report.console import gate_junit, gate_markdown, print_gate
     from callgate.store.db import Store
     from callgate.suites.shard import incomplete
 
+    name = _agent_named(agent, model)
     try:
         if not db.exists():
             raise CallgateError(f"{db}: no such database; score the release first")
         with Store(db) as store:
-            decision, current = gate_release(store, model, release, suite=suite,
+            run = find_current(store, name, release, suite)
+            if model is not None and agent is not None and run["model"] != model:
+                raise CallgateError(f"release {release!r} of agent {agent!r} ran with model "
+                                    f"{run['model']!r}, not {model!r}")
+            decision, current = gate_release(store, run["agent"], release, suite=suite,
                                              baseline=baseline, max_drop=max_drop,
-                                             max_excluded=max_excluded)
-            missing_shards = incomplete(find_current(store, model, release, suite))
+                                             max_excluded=max_excluded,
+                                             baseline_agent=baseline_agent, new_agent=new_agent)
+            missing_shards = incomplete(run)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if scores_out is not None:
@@ -334,38 +357,41 @@ def merge(
             held = (f", shards {', '.join(map(str, release.shards or ()))} of "
                     f"{release.shard_count}"
                     + (f" (missing {', '.join(map(str, missing))})" if missing else ""))
-        console.print(f"{release.model} {release.release} on {release.suite_name}: "
+        console.print(f"{release.agent} {release.release} on {release.suite_name}: "
                       f"{release.attempts} attempts{held}; run {release.run_id} in {out}",
                       highlight=False)
 
 
 @app.command()
 def history(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model to list.")],
+    model: NamedModelOption = None,
+    agent: NamedAgentOption = None,
     suite: Annotated[str | None, typer.Option("--suite", help="Only this suite.")] = None,
     db: DbOption = Path("callgate.db"),
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
 ) -> None:
-    """The figures of every stored release of a model, oldest first, with the change.
+    """The figures of every stored release of an agent, oldest first, with the change and
+    the model each ran with.
 
     A 40-character commit SHA used as a release label is shown as its first 12 characters;
     --json gives the full label."""
     from callgate.report.history import history_document, history_rows, history_tables
     from callgate.store.db import Store
 
+    name = _agent_named(agent, model)
     if not db.exists():
         raise _fail(f"{db}: no such database")
     with Store(db) as store:
-        runs = store.runs(model, suite)
+        runs = store.runs(name, suite)
         rows = history_rows(runs, {run["id"] for run in runs if store.audit(run["id"])})
     if not rows:
-        raise _fail(f"no stored release of {model!r}" + (f" on {suite}" if suite else ""))
+        raise _fail(f"no stored release of agent {name!r}" + (f" on {suite}" if suite else ""))
     if as_json:
-        json.dump(history_document(model, rows), sys.stdout, indent=2, sort_keys=True)
+        json.dump(history_document(name, rows), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
         return
     console = Console()
-    for index, table in enumerate(history_tables(model, rows)):
+    for index, table in enumerate(history_tables(name, rows)):
         if index:
             console.print()
         console.print(table)
@@ -428,10 +454,11 @@ def serve(
 
 @app.command()
 def report(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model to report on.")],
     html: Annotated[Path, typer.Option("--html", help="Write one self-contained HTML file.")],
+    model: NamedModelOption = None,
+    agent: NamedAgentOption = None,
     release: Annotated[str | None, typer.Option(
-        "--release", help="Release (default: the model's latest).")] = None,
+        "--release", help="Release (default: the agent's latest).")] = None,
     suite: Annotated[str | None, typer.Option("--suite", help="Suite name, if several.")] = None,
     baseline: Annotated[str, typer.Option(
         "--baseline", help="As for `gate`: auto (the store), a scores file or a folder of them."
@@ -439,12 +466,13 @@ def report(
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """A static HTML report of a release (chart, figures, flipped cases) for CI artifacts."""
+    name = _agent_named(agent, model)
     if not db.exists():
         raise _fail(f"{db}: no such database")
     from callgate.web.report_html import write_report
 
     try:
-        write_report(db, html, model, release, suite, baseline)
+        write_report(db, html, name, release, suite, baseline)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"wrote {html}")

@@ -113,7 +113,7 @@ RECORDED = [
 CONFIG = '''\
 # Candidates for `callgate run --model NAME` (see the callgate README, "Asking a model").
 [[candidates]]
-name = "my-agent"                               # what runs are filed under
+name = "my-agent"                               # the agent: keep it when the model changes
 model = "openrouter/openai/gpt-4.1-mini"        # litellm model id
 api_key_env = "OPENROUTER_API_KEY"              # the NAME of the variable, never the key
 reasoning_effort = "low"                        # "omit" for models that reject it
@@ -162,18 +162,20 @@ jobs:
           case "$CALLGATE_SOURCE" in *OWNER*|*COMMIT*)
             echo "::error::set CALLGATE_SOURCE at the top of this workflow"; exit 1;; esac
           pip install "$CALLGATE_SOURCE"
+      # --agent names what you ship and is gated along; --model is the model id that answered:
+      # change it and the gate compares with my-agent's last release and names the change.
       - name: Score the candidate's recorded responses
         run: >
-          callgate score {SUITE} --responses {RESPONSES} --model my-agent
-          --release "${{{{ github.sha }}}}"
-      # Or ask the model itself (add the key as a repository secret):
+          callgate score {SUITE} --responses {RESPONSES} --agent my-agent
+          --model example/travel-agent --release "${{{{ github.sha }}}}"
+      # Or ask the model itself (my-agent in callgate.toml; add the key as a repository secret):
       # - name: Ask the candidate model
       #   env:
       #     OPENROUTER_API_KEY: ${{{{ secrets.OPENROUTER_API_KEY }}}}
       #   run: callgate run {SUITE} --model my-agent --repeats 3 --release "${{{{ github.sha }}}}"
       - name: Gate against the last kept release
         run: >
-          callgate gate --model my-agent --release "${{{{ github.sha }}}}"
+          callgate gate --agent my-agent --release "${{{{ github.sha }}}}"
           --baseline releases/ --scores-out "releases/${{{{ github.sha }}}}.json"
           --junit junit.xml --markdown summary.md
       - name: Summary
@@ -182,7 +184,7 @@ jobs:
       - name: An HTML report of the release (chart, figures, flipped cases)
         if: always()
         run: >
-          callgate report --html report.html --model my-agent --release "${{{{ github.sha }}}}"
+          callgate report --html report.html --agent my-agent --release "${{{{ github.sha }}}}"
           --baseline releases/
       - uses: actions/upload-artifact@v4
         if: always()
@@ -256,13 +258,13 @@ jobs:
         run: callgate merge callgate.db stores/store-*/shard.db
       - name: Gate (inconclusive, exit 3, if a shard is missing)
         run: >
-          callgate gate --model my-agent --release "${{{{ github.sha }}}}"
+          callgate gate --agent my-agent --release "${{{{ github.sha }}}}"
           --baseline releases/ --scores-out "releases/${{{{ github.sha }}}}.json"
           --junit junit.xml --markdown summary.md
       - name: An HTML report of the merged release
         if: always()
         run: >
-          callgate report --html report.html --model my-agent --release "${{{{ github.sha }}}}"
+          callgate report --html report.html --agent my-agent --release "${{{{ github.sha }}}}"
           --baseline releases/
       - uses: actions/upload-artifact@v4
         if: always()

@@ -1,4 +1,9 @@
-"""Stage 5, the gate: compare a release with the last one of the same model and suite.
+"""Stage 5, the gate: compare a release with the last released one of the same agent and suite.
+
+A release belongs to an agent (a stable name; without one, the model id) and records the model
+id it ran with: a model change under one agent is compared and named, and a first release of an
+agent on a suite another agent has released on is inconclusive until the user says which line
+it continues (`--baseline-agent`) or that it starts one (`--new-agent`).
 
 The rule (Agent Wranglers' tool-choice gate): fail when right tool % or right arguments % is
 more than `max_drop` points below the baseline; exactly `max_drop` below passes. Around the rule,
@@ -9,11 +14,11 @@ the smallest drop the suite can detect (computed in `gating.statistics`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError, InputError
@@ -24,7 +29,7 @@ from callgate.gating.statistics import (
 )
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.reading import names_lines, read_json, validate
-from callgate.scoring.scores import Figures, Share
+from callgate.scoring.scores import Figures, Share, agent_label
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete
 from callgate.version import __version__
@@ -106,14 +111,17 @@ def figures_of(records: Iterable[CaseRecord]) -> Figures:
 
 class GateRecord(BaseModel):
     """The decision taken on a release: only a released one (it passed its gate, or was the
-    model's first) can be a later release's baseline. `decided_by` is "gate", or "run" /
-    "score" when those found the run mostly excluded attempts (exit 3)."""
+    agent's first) can be a later release's baseline. `decided_by` is "gate", or "run" /
+    "score" when those found the run mostly excluded attempts (exit 3). `new_agent`: the
+    release started a new agent's line on purpose (`--new-agent`) beside another agent's."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     outcome: Outcome
     released: bool
     decided_by: Literal["gate", "run", "score"] = "gate"
     baseline_release: str | None = None
+    baseline_agent: str | None = None
+    new_agent: bool = False
     max_drop: float | None = None
     max_excluded: float
     messages: list[str] = Field(default_factory=list)
@@ -121,8 +129,10 @@ class GateRecord(BaseModel):
 
 def record_of(decision: GateDecision, max_excluded: float) -> GateRecord:
     return GateRecord(outcome=decision.outcome, released=decision.outcome in RELEASED,
-                      baseline_release=decision.baseline_release, max_drop=decision.max_drop,
-                      max_excluded=max_excluded, messages=decision.messages)
+                      baseline_release=decision.baseline_release,
+                      baseline_agent=decision.baseline_agent, new_agent=decision.new_agent,
+                      max_drop=decision.max_drop, max_excluded=max_excluded,
+                      messages=decision.messages)
 
 
 def not_a_result(by: Literal["run", "score"], attempts: int, excluded: Mapping[str, int],
@@ -159,7 +169,12 @@ class ReleaseScores(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     format: Literal["callgate.release/1"] = FORMAT
     callgate_version: str
+    # The agent the release belongs to (its lineage), and the model id and parameters it ran
+    # with (None: not known, e.g. recorded answers). A file without `agent` was written before
+    # agents: its model was the name it was filed under, and is its agent.
+    agent: str
     model: str
+    model_params: dict[str, Any] | None = None
     release: str
     suite_name: str
     suite_fingerprint: str
@@ -180,6 +195,13 @@ class ReleaseScores(BaseModel):
     # estimator (audit.estimates_document). Absent: `figures` count the judge's verdicts as
     # given.
     estimates: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_of_an_older_file(cls, raw: Any) -> Any:
+        if isinstance(raw, Mapping) and "agent" not in raw and isinstance(raw.get("model"), str):
+            raw = {**raw, "agent": raw["model"]}
+        return raw
 
     def to_json(self) -> str:
         """Stable key order and formatting, so the file diffs well in git."""
@@ -205,9 +227,12 @@ def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict],
                      suite_cases: Iterable[str] = ()) -> ReleaseScores:
     """Build the release scores from a stored run row and its verdicts."""
     scores = json.loads(run["scores"])
+    params = run.get("model_params")
     return ReleaseScores(
         callgate_version=run["callgate_version"] or __version__,
+        agent=run.get("agent") or run["model"],
         model=run["model"],
+        model_params=json.loads(params) if params else None,
         release=run["release"],
         suite_name=run["suite_name"],
         suite_fingerprint=run["suite"],
@@ -252,15 +277,29 @@ class CaseChange(BaseModel):
     reason: str
 
 
+class OtherAgent(BaseModel):
+    """The newest released release of another agent on the suite: what a first release of an
+    agent is not silently waved past."""
+
+    model_config = ConfigDict(frozen=True)
+    agent: str
+    release: str
+    model: str
+
+
 class GateDecision(BaseModel):
     model_config = ConfigDict(frozen=True)
     outcome: Outcome
     exit_code: int
+    agent: str
     model: str
     release: str
     suite_name: str
     baseline_release: str | None
     baseline_source: str | None
+    baseline_agent: str | None = None
+    baseline_model: str | None = None
+    new_agent: bool = False  # a new agent's line, started on purpose (--new-agent)
     max_drop: float
     shared_cases: int
     added_cases: list[str]
@@ -285,6 +324,8 @@ def decide(
     judged_checks: Iterable[tuple[str, str]] = (),
     audited_figures: Iterable[str] = (),
     not_whole: str | None = None,
+    other_agent: OtherAgent | None = None,
+    new_agent: bool = False,
 ) -> GateDecision:
     """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
     `baseline_notes` (releases passed over as baselines) are shown among the warnings.
@@ -294,10 +335,14 @@ def decide(
     decide (both releases audited: audited estimate against audited estimate); their
     judge-as-given check is shown, not applied (see judge_as_given). `not_whole` says why the
     release is not a whole one (shards missing): no result, inconclusive whatever the figures
-    say, and the first message."""
-    common: dict[str, Any] = {"model": current.model, "release": current.release,
-              "suite_name": current.suite_name, "max_drop": max_drop,
-              "excluded_share": current.excluded_share}
+    say, and the first message. Without a baseline, `other_agent` (another agent's newest
+    released release on the suite) makes the release inconclusive, unless `new_agent` says it
+    starts a line on purpose."""
+    common: dict[str, Any] = {"agent": current.agent, "model": current.model,
+              "release": current.release, "suite_name": current.suite_name,
+              "max_drop": max_drop, "excluded_share": current.excluded_share,
+              "new_agent": new_agent}
+    who = agent_label(current.agent, current.model)
     inconclusive: list[str] = []
     passed_over = list(baseline_notes)
     warnings: list[str] = list(passed_over)
@@ -314,20 +359,43 @@ def decide(
 
     first = [not_whole] if not_whole else []
     if baseline is None:
+        if other_agent is not None and not new_agent:
+            inconclusive.append(
+                f"agent {current.agent} has no released release on {current.suite_name}, but "
+                f"agent {other_agent.agent} has: its last is {other_agent.release} (model "
+                f"{other_agent.model}); a model or agent change is gated, not waved through. "
+                f"Compare with it: --baseline-agent {other_agent.agent}; or start a new line "
+                "on purpose: --new-agent")
         outcome: Outcome = "inconclusive" if inconclusive or not_whole else "first_release"
         passes = outcome == "first_release"
-        messages = [f"first release of {current.model} on {current.suite_name}: no baseline"
+        messages = [f"first release of {who} on {current.suite_name}: no baseline"
                     + ("; recorded, passes" if passes else "")]
         if passed_over:  # earlier releases exist, none of them released
-            messages = [f"no earlier release of {current.model} on {current.suite_name} was "
+            messages = [f"no earlier release of {who} on {current.suite_name} was "
                         "released: no baseline"
                         + ("; recorded, passes as a first release" if passes else "")]
+        if new_agent:
+            messages.append(f"agent {current.agent} starts a new line on purpose (--new-agent)"
+                            + (f", beside agent {other_agent.agent} (last release "
+                               f"{other_agent.release})" if other_agent else ""))
         return GateDecision(outcome=outcome, exit_code=EXIT_CODES[outcome],
                             baseline_release=None, baseline_source=None, shared_cases=0,
                             added_cases=[], removed_cases=[], suite_changed=False, checks=[],
                             worse=[], better=[], messages=first + messages + inconclusive,
                             warnings=warnings, **common)
 
+    lineage = []
+    if baseline.agent != current.agent:
+        lineage.append(f"baseline: agent {baseline.agent}'s release {baseline.release}, "
+                       f"compared across agents (now agent {current.agent})")
+    if baseline.model != current.model:
+        lineage.append(f"model changed: {baseline.model} → {current.model}")
+    elif (baseline.model_params is not None and current.model_params is not None
+          and baseline.model_params != current.model_params):
+        changed = sorted(k for k in baseline.model_params.keys() | current.model_params.keys()
+                         if baseline.model_params.get(k) != current.model_params.get(k))
+        warnings.append(f"model parameters changed since {baseline.release}: "
+                        + ", ".join(changed))
     now_suite = set(current.suite_cases or current.cases)
     then_suite = set(baseline.suite_cases or baseline.cases)
     added = sorted(now_suite - then_suite)
@@ -430,11 +498,12 @@ def decide(
         outcome = "pass"
     return GateDecision(
         outcome=outcome, exit_code=EXIT_CODES[outcome], baseline_release=baseline.release,
-        baseline_source=baseline_source, shared_cases=len(shared), added_cases=added,
+        baseline_source=baseline_source, baseline_agent=baseline.agent,
+        baseline_model=baseline.model, shared_cases=len(shared), added_cases=added,
         removed_cases=removed, suite_changed=suite_changed, checks=checks,
         worse=[CaseChange(case_id=c, reason=current.cases[c].reason) for c in worse_ids],
         better=[CaseChange(case_id=c, reason=baseline.cases[c].reason) for c in better_ids],
-        messages=first + messages + inconclusive, warnings=warnings, **common,
+        messages=first + lineage + messages + inconclusive, warnings=warnings, **common,
     )
 
 
@@ -455,74 +524,114 @@ def stored_release(store: Store, run: Mapping[str, Any]) -> ReleaseScores:
     return release_from_run(run, verdicts, store.suite_case_ids(run["suite"]))
 
 
-def find_current(store: Store, model: str, release: str, suite_name: str | None
+def find_current(store: Store, agent: str, release: str, suite_name: str | None
                  ) -> Mapping[str, Any]:
-    runs = [r for r in store.runs(model=model, suite_name=suite_name) if r["release"] == release]
+    """The finished run of `agent`'s release. A name that is no agent's but the model id of
+    exactly one agent's run of the release finds that run (`--model` given the model id of a
+    release filed under its candidate's name)."""
+    runs = [r for r in store.runs(agent, suite_name) if r["release"] == release]
+    if not runs:
+        runs = [r for r in store.runs(suite_name=suite_name)
+                if r["release"] == release and r["model"] == agent]
+        if len({r["agent"] for r in runs}) > 1:
+            names = ", ".join(sorted({r["agent"] for r in runs}))
+            raise CallgateError(f"release {release!r} of model {agent!r} belongs to several "
+                                f"agents ({names}); choose one with --agent")
     if not runs:
         where = f" on suite {suite_name}" if suite_name else ""
         raise CallgateError(
-            f"no finished run of model {model!r} release {release!r}{where} in {store.path}; "
+            f"no finished run of agent {agent!r} release {release!r}{where} in {store.path}; "
             "score it first (callgate score or callgate run)")
     if len(runs) > 1:
         names = ", ".join(sorted(r["suite_name"] for r in runs))
-        raise CallgateError(f"release {release!r} of {model!r} was run on several suites "
+        raise CallgateError(f"release {release!r} of {agent!r} was run on several suites "
                             f"({names}); choose one with --suite")
     return runs[0]
 
 
-def baseline_from_store(store: Store, current: Mapping[str, Any],
-                        max_excluded: float = DEFAULT_MAX_EXCLUDED
-                        ) -> tuple[ReleaseScores | None, list[str]]:
-    """The most recent other *released* run of the same model and suite before `current`, and
-    a note for every newer one passed over because it was not released."""
-    earlier = [r for r in store.runs(model=current["model"], suite_name=current["suite_name"])
-               if r["release"] != current["release"]
+def _earlier_stored(store: Store, current: Mapping[str, Any], agent: str | None,
+                    max_excluded: float) -> Iterator[tuple[Mapping[str, Any], str | None]]:
+    """The runs on `current`'s suite made before it, newest first, of `agent` (None: of every
+    other agent), each with why it is not a baseline (None: it can be one)."""
+    earlier = [r for r in store.runs(agent, current["suite_name"])
+               if (agent is not None or r["agent"] != current["agent"])
+               and (r["agent"], r["release"]) != (current["agent"], current["release"])
                and (r["created_at"], r["id"]) < (current["created_at"], current["id"])]
-    skipped: list[str] = []
     for run in reversed(earlier):
         scores = json.loads(run["scores"])
         why = why_not_a_baseline(gate_of(run), scores["attempts"], scores["excluded"],
                                  bool(scores.get("uncalibrated", False)), max_excluded)
-        why = why or incomplete(run)  # a release missing shards was never whole
+        yield run, why or incomplete(run)  # a release missing shards was never whole
+
+
+def baseline_from_store(store: Store, current: Mapping[str, Any],
+                        max_excluded: float = DEFAULT_MAX_EXCLUDED, agent: str | None = None
+                        ) -> tuple[ReleaseScores | None, list[str]]:
+    """The most recent other *released* run of the same agent (or of `agent`, named with
+    --baseline-agent) and suite before `current`, and a note for every newer one passed over
+    because it was not released."""
+    skipped: list[str] = []
+    for run, why in _earlier_stored(store, current, agent or current["agent"], max_excluded):
         if why is None:
             return stored_release(store, run), skipped
         skipped.append(f"release {run['release']} is not a baseline: {why}")
     return None, skipped
 
 
+def other_agent_in_store(store: Store, current: Mapping[str, Any],
+                         max_excluded: float = DEFAULT_MAX_EXCLUDED) -> OtherAgent | None:
+    """The newest released run of another agent on `current`'s suite before it, if any."""
+    for run, why in _earlier_stored(store, current, None, max_excluded):
+        if why is None:
+            return OtherAgent(agent=run["agent"], release=run["release"], model=run["model"])
+    return None
+
+
 def baseline_from_path(path: Path, current: ReleaseScores,
-                       max_excluded: float = DEFAULT_MAX_EXCLUDED
-                       ) -> tuple[ReleaseScores | None, list[str]]:
-    """A scores file, or the newest released one in a folder of the same model and suite; and
-    a note for every newer file passed over because its release was not released.
+                       max_excluded: float = DEFAULT_MAX_EXCLUDED, agent: str | None = None
+                       ) -> tuple[ReleaseScores | None, list[str], OtherAgent | None]:
+    """A scores file, or the newest released one in a folder of the same agent (or of
+    `agent`, named with --baseline-agent) and suite; a note for every newer file passed over
+    because its release was not released; and, when the folder holds no baseline and no agent
+    was named, another agent's newest released release in it (decide's `other_agent`).
 
     A path that does not exist is an error, never "no baseline": a mistyped folder would
     otherwise pass every release as a first release. Start with an empty folder. A file named
-    on its own whose release was not released is an error too."""
+    on its own is the baseline whatever agent it belongs to (it is named in the decision), but
+    it must be of the same suite, of `agent` when one is named, and released."""
     if not path.exists():
         raise InputError(path, "no such scores file or folder (for the first release, create "
                                "the folder, e.g. releases/ with a .gitkeep, and commit it)")
     if not path.is_dir():
         baseline = read_release_file(path)
-        if baseline.model != current.model or baseline.suite_name != current.suite_name:
+        if baseline.suite_name != current.suite_name or agent not in (None, baseline.agent):
+            wanted = f"agent {agent}" if agent else current.agent
             raise InputError(
-                path, f"holds {baseline.model} on {baseline.suite_name}, not {current.model} "
-                      f"on {current.suite_name}")
+                path, f"holds agent {baseline.agent} ({baseline.model}) on "
+                      f"{baseline.suite_name}, not {wanted} on {current.suite_name}")
         why = baseline.why_not_a_baseline(max_excluded)
         if why is not None:
             raise InputError(path, f"release {baseline.release} cannot be a baseline: {why}")
-        return baseline, []
-    candidates = []
+        return baseline, [], None
+    earlier = []
     for file in sorted(path.glob("*.json")):
         release = read_release_file(file)
-        if (release.model, release.suite_name) == (current.model, current.suite_name) and (
-            release.release != current.release and release.created_at < current.created_at
+        if release.suite_name == current.suite_name and (
+            (release.agent, release.release) != (current.agent, current.release)
+            and release.created_at < current.created_at
         ):
-            candidates.append((file, release))
+            earlier.append((file, release))
+    earlier.sort(key=lambda c: c[1].created_at, reverse=True)
+    wanted = agent or current.agent
     skipped: list[str] = []
-    for file, release in sorted(candidates, key=lambda c: c[1].created_at, reverse=True):
+    for file, release in (c for c in earlier if c[1].agent == wanted):
         why = release.why_not_a_baseline(max_excluded)
         if why is None:
-            return release, skipped
+            return release, skipped, None
         skipped.append(f"release {release.release} ({file.name}) is not a baseline: {why}")
-    return None, skipped
+    if agent is None:
+        for _, release in (c for c in earlier if c[1].agent != current.agent):
+            if release.why_not_a_baseline(max_excluded) is None:
+                return None, skipped, OtherAgent(agent=release.agent, release=release.release,
+                                                 model=release.model)
+    return None, skipped, None

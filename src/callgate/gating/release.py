@@ -1,6 +1,6 @@
-"""Gate one stored release: find it, find its baseline (the store's last release that passed,
-or a scores file), decide, and record the decision on the run. `callgate gate` and the public
-`gate_release` both go through here."""
+"""Gate one stored release: find it, find its baseline (the store's last release of its agent
+that passed, or a scores file), decide, and record the decision on the run. `callgate gate`
+and the public `gate_release` both go through here."""
 
 from __future__ import annotations
 
@@ -8,14 +8,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from callgate.errors import CallgateError
 from callgate.gating.gate import (
     DEFAULT_MAX_DROP,
     GateDecision,
+    OtherAgent,
     ReleaseScores,
     baseline_from_path,
     baseline_from_store,
     decide,
     find_current,
+    other_agent_in_store,
     record_of,
     stored_release,
 )
@@ -28,34 +31,40 @@ from callgate.suites.shard import incomplete
 
 def gate_release(
     store: Store,
-    model: str,
+    agent: str,
     release: str,
     *,
     suite: str | None = None,
     baseline: str = "auto",
     max_drop: float = DEFAULT_MAX_DROP,
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
+    baseline_agent: str | None = None,
+    new_agent: bool = False,
 ) -> tuple[GateDecision, ReleaseScores]:
-    """Decide whether `release` of `model` may ship, and record the decision in the store.
+    """Decide whether `release` of `agent` may ship, and record the decision in the store.
 
     Args:
         store: the store the release was scored into (`score_file` or `callgate run`).
-        model: the model name the release was scored under.
+        agent: the agent the release was filed under (without a name given, its model id).
         release: the release label.
         suite: the suite's name, when the release was scored on several suites.
-        baseline: "auto" (the store's last release of the model and suite that passed its
+        baseline: "auto" (the store's last release of the agent and suite that passed its
             gate), or the path of a scores file or of a folder of them.
         max_drop: the drop, in percentage points, tolerated before a regression is declared.
         max_excluded: inconclusive above this share of excluded attempts.
+        baseline_agent: compare with this other agent's last released release instead.
+        new_agent: the release starts a new agent's line on purpose: with no baseline of its
+            own it is a first release even where another agent has released (recorded so).
 
     Returns the decision (`decision.exit_code`: 0 pass, 1 regression, 3 inconclusive) and the
     release's scores with the decision recorded (`scores.to_json()` is its scores file). A
     release some of whose shards are missing is inconclusive, its first message naming them,
     and recorded so (never a baseline).
     Raises CallgateError when the release or the baseline cannot be found or read."""
-    run = find_current(store, model, release, suite)
+    run = find_current(store, agent, release, suite)
     decision, current = decide_release(store, run, baseline=baseline, max_drop=max_drop,
-                                       max_excluded=max_excluded)
+                                       max_excluded=max_excluded, baseline_agent=baseline_agent,
+                                       new_agent=new_agent)
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
     store.set_run_gate(run["id"], record.model_dump_json())
@@ -70,22 +79,55 @@ def decide_release(
     baseline: str = "auto",
     max_drop: float = DEFAULT_MAX_DROP,
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
+    baseline_agent: str | None = None,
+    new_agent: bool = False,
 ) -> tuple[GateDecision, ReleaseScores]:
     """The gate's decision on a stored run, by the same rules as `gate_release` (baseline,
-    audited estimates, missing shards), without recording it: what `serve` and `report` show.
+    agents, audited estimates, missing shards), without recording it: what `serve` and
+    `report` show. Without --baseline-agent or --new-agent, the ones the release's last gate
+    was given count, so a decision taken with them is shown and re-taken as it was.
 
     Args:
         store: the store holding the run.
         run: the run's row (Store.run / find_current).
         baseline: "auto", or the path of a scores file or a folder of them.
-        max_drop, max_excluded: as for gate_release."""
+        max_drop, max_excluded, baseline_agent, new_agent: as for gate_release.
+    Raises CallgateError when --new-agent and --baseline-agent are both given, when the
+    agent already has a baseline (a new line cannot start twice), or when the named
+    baseline agent has no released release on the suite."""
     current = stored_release(store, run)
-    if baseline == "auto":
-        base, skipped = baseline_from_store(store, run, max_excluded)
-        source = f"store {store.path}"
-    else:
-        base, skipped = baseline_from_path(Path(baseline), current, max_excluded)
-        source = baseline
+    if new_agent and baseline_agent:
+        raise CallgateError("--new-agent starts a new line and --baseline-agent continues "
+                            "another agent's: give one of them")
+    explicit = new_agent or baseline_agent is not None
+    recorded = current.gate
+    if not explicit and recorded is not None and recorded.decided_by == "gate":
+        new_agent = recorded.new_agent
+        if recorded.baseline_agent not in (None, current.agent):
+            baseline_agent = recorded.baseline_agent
+    source = f"store {store.path}" if baseline == "auto" else baseline
+
+    def find(agent: str | None) -> tuple[ReleaseScores | None, list[str], OtherAgent | None]:
+        if baseline != "auto":
+            return baseline_from_path(Path(baseline), current, max_excluded, agent)
+        base, skipped = baseline_from_store(store, run, max_excluded, agent)
+        other = None if base is not None or agent else other_agent_in_store(store, run,
+                                                                            max_excluded)
+        return base, skipped, other
+
+    base, skipped, other = find(baseline_agent)
+    if base is None and baseline_agent and not explicit:  # the recorded agent's release is gone
+        baseline_agent = None
+        base, skipped, other = find(None)
+    if explicit and baseline_agent and base is None:
+        raise CallgateError(f"--baseline-agent {baseline_agent}: no released release of agent "
+                            f"{baseline_agent!r} on suite {current.suite_name} before "
+                            f"{current.release} in {source}")
+    if explicit and new_agent and base is not None:
+        raise CallgateError(f"--new-agent: agent {current.agent!r} already has a baseline on "
+                            f"{current.suite_name} (release {base.release}); a new line "
+                            "starts once: leave --new-agent out")
+    new_agent = new_agent and base is None
     if base is not None and (base.estimates is None or not _complete(base.estimates)):
         # No audit kept with the baseline (or one kept while incomplete): its audit in the store.
         found = stored_estimates(store, base)
@@ -95,7 +137,7 @@ def decide_release(
     decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
                       judged_checks=readings, audited_figures=audited,
-                      not_whole=incomplete(run))
+                      not_whole=incomplete(run), other_agent=other, new_agent=new_agent)
     return decision, current
 
 
@@ -103,7 +145,7 @@ def stored_estimates(store: Store, release: ReleaseScores) -> dict[str, Any] | N
     """The audited estimates of a release kept in the store (its run's audit), when the store
     holds that release: what a baseline read from the store, or from a scores file written
     before its audit, is compared with."""
-    row = store.find_run(release.suite_name, release.model, release.release)
+    row = store.find_run(release.suite_name, release.agent, release.release)
     if row is None or row["suite"] != release.suite_fingerprint:
         return None
     return audited_estimates(store, row["id"])

@@ -111,7 +111,9 @@ class Candidate(BaseModel):
     """One model under test and the exact conditions it is called under."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str = Field(min_length=1, description="label runs are filed under; default: model")
+    # The agent: the stable name releases are filed under and gated along (a model change
+    # keeps it); `run --agent` overrides it.
+    name: str = Field(min_length=1, description="the agent runs are filed under; default: model")
     model: str = Field(min_length=1, description="litellm model id, e.g. openrouter/openai/gpt-4o")
     api_base: str | None = None
     api_key_env: str | None = None
@@ -185,6 +187,12 @@ class Candidate(BaseModel):
                 "provider", "provider routing applies to OpenRouter models (openrouter/...) only"
             )
         return self
+
+    def parameters(self) -> dict[str, Any]:
+        """The parameters the model is called with, as recorded with each run: no name, no
+        model id, no key variable."""
+        return self.model_dump(mode="json", exclude_none=True,
+                               exclude={"name", "model", "api_key_env", "client"})
 
     @property
     def route(self) -> str:

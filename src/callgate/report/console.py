@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from callgate.scoring.scores import Scores, Share
+from callgate.scoring.scores import Scores, Share, agent_label
 
 if TYPE_CHECKING:  # types only: `callgate score` need not load the gate or the judge
     from callgate.checks.verdict import Verdict
@@ -54,6 +55,7 @@ def run_document(result: RunResult) -> dict[str, Any]:
             "fingerprint": result.suite.fingerprint,
             "cases": len(result.suite.cases),
         },
+        "agent": result.agent or result.model,
         "model": result.model,
         "release": result.release,
         "run_id": result.run_id,
@@ -150,19 +152,26 @@ def distinct_cases_first(verdicts: Sequence[Verdict]) -> list[Verdict]:
 def failures_table(result: RunResult, limit: int = 20) -> Table:
     shown = distinct_cases_first(result.failures)[:limit]
     cases = len({v.case_id for v in shown})
+    """The first failed attempts; at 80 columns the reason keeps half the width: the tool and
+    arguments verdicts share one column, one under the other, and no box is drawn."""
     table = Table(title=f"attempts not fully right (first {len(shown)}, {cases} distinct "
-                        "case(s), each case's first failure first)", title_justify="left")
-    for name in ("case", "rep", "tool", "arguments", "reason"):
-        table.add_column(name, overflow="fold")
+                        "case(s), each case's first failure first)", title_justify="left",
+                  box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("case", overflow="fold", max_width=24)
+    table.add_column("rep", justify="right")
+    table.add_column("tool / arguments", no_wrap=True)
+    table.add_column("reason", overflow="fold", ratio=1, min_width=20)
     for v in shown:
-        table.add_row(escape(v.case_id), str(v.repeat), v.tool or v.status, v.arguments or "",
-                      escape(v.reason))
+        verdicts: str = v.tool or v.status
+        if v.arguments and v.arguments != "not_applicable":
+            verdicts += f"\n{v.arguments}"
+        table.add_row(escape(v.case_id), str(v.repeat), verdicts, escape(v.reason))
     return table
 
 
 def print_run(result: RunResult, console: Console | None = None) -> None:
     console = console or Console()
-    label = f"{result.model} @ {result.release}"
+    label = f"{agent_label(result.agent or result.model, result.model)} @ {result.release}"
     console.print(scores_table(f"{result.suite.name}: {label}", [(label, result.scores)]))
     console.print(tags_table([(label, result.scores)]))
     if result.failures:
@@ -197,7 +206,8 @@ def _p(value: float | None) -> str:
 def gate_lines(decision: GateDecision) -> list[str]:
     """The decision and its explanation as plain lines (shared by text and Markdown)."""
     d = decision
-    head = (f"gate {OUTCOME_WORDS[d.outcome]}: {d.model} {d.release} on {d.suite_name}"
+    head = (f"gate {OUTCOME_WORDS[d.outcome]}: {agent_label(d.agent, d.model)} {d.release} on "
+            f"{d.suite_name}"
             + (f" vs {d.baseline_release} ({d.baseline_source})" if d.baseline_release else ""))
     lines = [head, *d.messages]
     if d.baseline_release:

@@ -1,5 +1,5 @@
-"""A model's releases over time, from the figures stored with each run (never its attempts),
-so listing 100 releases costs what reading 100 rows does."""
+"""An agent's releases over time, each with the model id it ran with, from the figures stored
+with each run (never its attempts), so listing 100 releases costs what reading 100 rows does."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ class HistoryRow(BaseModel):
     model_config = ConfigDict(frozen=True)
     suite_name: str
     suite_fingerprint: str
+    agent: str
+    model: str  # the model id the release ran with
     release: str
     created_at: str
     run_id: int
@@ -34,7 +36,7 @@ class HistoryRow(BaseModel):
     # The stored figures as scored (callgate.scoring.scores.Figures as JSON): not re-validated, and
     # callgate.scoring.scores is not imported, so `callgate history` starts fast.
     figures: dict[str, Any]
-    # Points since the previous release of the same model on the same suite; None for the first.
+    # Points since the previous release of the same agent on the same suite; None for the first.
     change_right_tool: float | None = None
     change_right_arguments: float | None = None
     judge_fingerprint: str | None = None
@@ -75,6 +77,7 @@ def history_rows(runs: Iterable[Mapping[str, Any]], audited: Container[int] = ()
         before = previous.get(run["suite_name"])
         rows.append(HistoryRow(
             suite_name=run["suite_name"], suite_fingerprint=run["suite"],
+            agent=run.get("agent") or run["model"], model=run["model"],
             release=run["release"], created_at=run["created_at"], run_id=run["id"],
             attempts=scores["attempts"], excluded=scores["excluded"], figures=figures,
             change_right_tool=_change(_pct(figures, "right_tool"), _pct(before, "right_tool")),
@@ -89,9 +92,12 @@ def history_rows(runs: Iterable[Mapping[str, Any]], audited: Container[int] = ()
     return rows
 
 
-def history_document(model: str, rows: Iterable[HistoryRow]) -> dict[str, Any]:
-    """The `history --json` document: full release labels, figures with intervals."""
-    return {"model": model, "releases": [row.model_dump(mode="json") for row in rows]}
+def history_document(agent: str, rows: Iterable[HistoryRow]) -> dict[str, Any]:
+    """The `history --json` document: full release labels, each release's agent and model,
+    figures with intervals. `model` is kept for readers of the document before agents: the
+    name the history was asked for."""
+    return {"agent": agent, "model": agent,
+            "releases": [row.model_dump(mode="json") for row in rows]}
 
 
 # --------------------------------------------------------------------------- the table
@@ -102,28 +108,34 @@ def _num(value: float | None, fmt: str = "{:.1f}") -> str:
     return "–" if value is None else fmt.format(value)
 
 
-def history_tables(model: str, rows: Sequence[HistoryRow]) -> list[Table]:
-    """One table per suite, laid out to fit 80 columns; release labels are never cut (a commit
-    SHA shows as its first 12 characters, longer labels wrap)."""
+def history_tables(agent: str, rows: Sequence[HistoryRow]) -> list[Table]:
+    """One table per suite, laid out to fit 80 columns: nothing is cut. Release labels wrap
+    (a commit SHA shows as its first 12 characters); the model a release ran with is the
+    line under it when it is not the agent's own name (an agent named apart from its model),
+    so a model change shows where it happened. The creation day is shown, its time is in
+    --json: with it, a gate column of `first_release` beside a 10-point change was cut."""
     tables = []
     for suite_name in dict.fromkeys(r.suite_name for r in rows):
-        table = Table(title=escape(f"history of {model} on {suite_name}, oldest first"),
+        suite_rows = [r for r in rows if r.suite_name == suite_name]
+        named = any(r.model != r.agent for r in suite_rows)
+        table = Table(title=escape(f"history of {agent} on {suite_name}, oldest first"),
                       title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
                       padding=(0, 0))
-        table.add_column("release", overflow="fold", min_width=12)
+        table.add_column("release / model" if named else "release", overflow="fold",
+                         min_width=12)
         for name in ("created UTC", "tool %", "Δ", "args %", "Δ", "calls", "scored", "gate"):
             table.add_column(name, justify="right", no_wrap=True)
-        for r in rows:
-            if r.suite_name != suite_name:
-                continue
-            table.add_row(escape(short_release(r.release)),
-                          r.created_at[:16].replace("T", " "),
+        for r in suite_rows:
+            label = escape(short_release(r.release))
+            if named:
+                label += f"\n[dim]{escape(r.model)}[/dim]"
+            table.add_row(label, r.created_at[:10],
                           _num(_pct(r.figures, "right_tool")), _delta(r.change_right_tool),
                           _num(_pct(r.figures, "right_arguments")),
                           _delta(r.change_right_arguments),
                           _num(r.figures["calls_per_task"], "{:.2f}"),
                           str(r.figures["scored"]), r.gate or "–")
-        judged = {r.estimator for r in rows if r.suite_name == suite_name} - {"checks"}
+        judged = {r.estimator for r in suite_rows} - {"checks"}
         if judged:
             table.caption = escape("shares with judged attempts count the judge's verdicts as "
                                    "given; `judge audit RUN` estimates them from a person's "

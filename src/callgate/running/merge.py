@@ -29,7 +29,7 @@ from callgate.store.db import Store
 class MergedRelease:
     run_id: int
     suite_name: str
-    model: str
+    agent: str
     release: str
     shards: list[int] | None
     shard_count: int | None
@@ -121,6 +121,6 @@ def _rescore_merged(store: Store, run_id: int, sources: list[dict[str, Any]]) ->
                           scores.excluded, DEFAULT_MAX_EXCLUDED)
     if record is not None:
         store.set_run_gate(run_id, record.model_dump_json())
-    return MergedRelease(run_id, run["suite_name"], run["model"], run["release"],
+    return MergedRelease(run_id, run["suite_name"], run["agent"], run["release"],
                          json.loads(run["shards"]) if run["shards"] else None,
                          run["shard_count"], scores.attempts)

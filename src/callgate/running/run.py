@@ -150,6 +150,7 @@ class LiveRunner:
                 self.suite, self.candidate.name, self.release, "live", __version__,
                 self.judge.judge.fingerprint if self.judge else None,
                 shard=(shard.index, shard.count) if shard else None,
+                model=self.candidate.model, model_params=self.candidate.parameters(),
             )
         recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts,
                             judge=self.judge, server_errors=settings.server_errors)
@@ -168,13 +169,14 @@ class LiveRunner:
         result = RunResult(
             run_id=run_id,
             suite=self.suite,
-            model=self.candidate.name,
+            model=self.candidate.model,
             release=self.release,
             scores=scores,
             verdicts=in_suite_order(recorder.verdicts),
             failures=in_suite_order(recorder.failures),
             missing=[c for c in self.suite.cases
                      if c not in answered and (shard is None or shard.holds(c))],
+            agent=self.candidate.name,
         )
         counters = self.counters
         return LiveRun(

@@ -377,6 +377,7 @@ class RunResult:
     verdicts: list[Verdict]  # every attempt's verdict, when asked to keep them
     failures: list[Verdict]  # the first FAILURES_KEPT attempts that were not fully right
     missing: list[str]  # case ids with no response at all
+    agent: str = ""  # the stable name the release is filed under (its lineage)
 
 
 def score_responses(
@@ -391,6 +392,8 @@ def score_responses(
     judge: JudgeStep | None = None,
     shard: Shard | None = None,
     server_errors: ServerErrors = "exclude",
+    agent: str | None = None,
+    model_params: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Check, score and store responses: all of it lands, or none. The rows are written in
     short transactions under a run that stays `running` (unseen by every read) until its
@@ -404,11 +407,14 @@ def score_responses(
     attempts not judged are recorded as pending and the run is marked `interrupted`.
 
     With a shard, only the responses to the cases of that shard are scored (the others are
-    skipped), and the run is stored as that shard of its release."""
+    skipped), and the run is stored as that shard of its release.
+
+    The release belongs to `agent` (default: `model`, the model id the answers came from)."""
     fingerprint = judge.judge.fingerprint if judge else None
     new_suite = store.save_suite(suite)
-    run_id = store.replace_run(suite, model, release, source, __version__, fingerprint,
-                               shard=(shard.index, shard.count) if shard else None)
+    run_id = store.replace_run(suite, agent or model, release, source, __version__, fingerprint,
+                               shard=(shard.index, shard.count) if shard else None,
+                               model=model, model_params=model_params)
     if shard is not None:
         responses = ((r, b) for r, b in responses if shard.holds(r.case_id))
     recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge,
@@ -439,7 +445,7 @@ def score_responses(
     missing = [case_id for case_id in suite.cases
                if case_id not in seen and (shard is None or shard.holds(case_id))]
     return RunResult(run_id, suite, model, release, scores, recorder.verdicts,
-                     recorder.failures, missing)
+                     recorder.failures, missing, agent or model)
 
 
 def score_file(
@@ -453,6 +459,7 @@ def score_file(
     judge: JudgeStep | None = None,
     shard: Shard | None = None,
     server_errors: ServerErrors = "exclude",
+    agent: str | None = None,
 ) -> RunResult:
     """Score a recorded-responses file (JSON Lines) against a suite and store everything.
 
@@ -460,8 +467,10 @@ def score_file(
         suite: the suite the responses answer (`load_suite`).
         responses_path: the JSON Lines file (`read_responses` reads the same format).
         store: the store the run, its responses and verdicts are written to.
-        model: the model's name; release: the release label (a re-scored release replaces
-            the earlier run once this one finishes).
+        model: the model id the answers came from; release: the release label (a re-scored
+            release replaces the earlier run once this one finishes).
+        agent: the stable name the release belongs to, its lineage for the gate (default:
+            the model id).
         keep_verdicts: keep every verdict in memory (`RunResult.verdicts`).
         judge: the judge step for `judge` cases (`judge_step`); None leaves them pending.
         server_errors: "count" scores a server error as a wrong answer instead of excluding it.
@@ -471,4 +480,4 @@ def score_file(
     stream = read_response_lines(responses_path, set(suite.cases), multi_turn)
     return score_responses(suite, stream, store, model=model, release=release,
                            keep_verdicts=keep_verdicts, judge=judge, shard=shard,
-                           server_errors=server_errors)
+                           server_errors=server_errors, agent=agent)

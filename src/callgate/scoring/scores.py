@@ -42,6 +42,12 @@ def percentile(sorted_values: Sequence[float], q: float) -> float | None:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
 
 
+
+def agent_label(agent: str, model: str) -> str:
+    """An agent with the model it ran with, or the model alone when it is the agent's name:
+    how a release is named beside its figures (the model id is on every figure)."""
+    return model if agent == model else f"{agent} ({model})"
+
 class Share(BaseModel):
     """A percentage with its Wilson 95% interval (all in points, 0–100)."""
 

@@ -21,5 +21,5 @@ class StoreBase:
     def run(self, run_id: int) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def find_run(self, suite_name: str, model: str, release: str) -> dict[str, Any] | None:
+    def find_run(self, suite_name: str, agent: str, release: str) -> dict[str, Any] | None:
         raise NotImplementedError

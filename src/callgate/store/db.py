@@ -306,23 +306,27 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
     def replace_run(
         self,
         suite: StoredSuite,
-        model: str,
+        agent: str,
         release: str,
         source: str,
         version: str,
         judge_fingerprint: str | None = None,
         shard: tuple[int, int] | None = None,
+        *,
+        model: str | None = None,
+        model_params: Mapping[str, Any] | None = None,
     ) -> int:
-        """Create the run row for (suite, model, release), with status "running"; `shard`
-        is (K, N) for a run of shard K of N.
+        """Create the run row for (suite, agent, release), with status "running"; `model` is
+        the model id it runs with (default: the agent's name), `model_params` the parameters
+        it is called with; `shard` is (K, N) for a run of shard K of N.
 
         An earlier run of the release is not dropped here: it stays, and stays the one that
         find_run() and runs() see, until this run finishes (finish_run with status "done").
-        A re-scored release keeps its original creation time, so its place in the model's
+        A re-scored release keeps its original creation time, so its place in the agent's
         history (and so which release is the baseline of which) does not move."""
         with self.atomic():  # read, then write: under the write lock
-            run_id = self._insert_run(suite, model, release, source, version,
-                                      judge_fingerprint)
+            run_id = self._insert_run(suite, agent, release, source, version,
+                                      judge_fingerprint, model or agent, model_params)
             if shard is not None:
                 self.db.execute("UPDATE runs SET shard_count = ?, shards = ? WHERE id = ?",
                                 [shard[1], json.dumps([shard[0]]), run_id])
@@ -331,23 +335,28 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
     def _insert_run(
         self,
         suite: StoredSuite,
-        model: str,
+        agent: str,
         release: str,
         source: str,
         version: str,
         judge_fingerprint: str | None,
+        model: str,
+        model_params: Mapping[str, Any] | None,
     ) -> int:
         earlier = self.db.execute(
-            "SELECT MIN(created_at) FROM runs WHERE suite_name = ? AND model = ? AND release = ?",
-            [suite.name, model, release],
+            "SELECT MIN(created_at) FROM runs WHERE suite_name = ? AND agent = ? AND release = ?",
+            [suite.name, agent, release],
         ).fetchone()[0]
         cursor = self.db.execute(
-            "INSERT INTO runs (suite_name, suite, model, release, source, created_at, "
-            "callgate_version, judge_fingerprint, status) VALUES (?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO runs (suite_name, suite, agent, model, model_params, release, source, "
+            "created_at, callgate_version, judge_fingerprint, status) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
             [
                 suite.name,
                 suite.fingerprint,
+                agent,
                 model,
+                None if model_params is None else canonical_json(model_params),
                 release,
                 source,
                 earlier or now(),
@@ -396,8 +405,8 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
                 earlier = self.db.execute(
                     "SELECT runs.id, runs.status, run_owners.host, run_owners.pid, runs.shards "
                     "FROM runs LEFT JOIN run_owners ON run_owners.run = runs.id "
-                    "WHERE suite_name = ? AND model = ? AND release = ? AND id < ?",
-                    [row["suite_name"], row["model"], row["release"], run_id],
+                    "WHERE suite_name = ? AND agent = ? AND release = ? AND id < ?",
+                    [row["suite_name"], row["agent"], row["release"], run_id],
                 ).fetchall()
                 # A run another live process is still writing stays: deleting it would pull
                 # its rows from under that process (FOREIGN KEY constraint failed).
@@ -412,7 +421,7 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
         otherwise re-scoring would silently turn a failed release into a baseline."""
         self.db.execute(
             "UPDATE runs SET gate = (SELECT older.gate FROM runs AS older "
-            "WHERE older.suite_name = runs.suite_name AND older.model = runs.model "
+            "WHERE older.suite_name = runs.suite_name AND older.agent = runs.agent "
             "AND older.release = runs.release AND older.id < runs.id AND older.gate IS NOT NULL "
             "ORDER BY older.id DESC LIMIT 1) WHERE id = ? AND gate IS NULL", [run_id])
         self.db.execute(
@@ -452,24 +461,25 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
         rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
         return rows[0] if rows else None
 
-    def find_run(self, suite_name: str, model: str, release: str) -> dict[str, Any] | None:
-        """The newest finished run of a release; None when it has none."""
+    def find_run(self, suite_name: str, agent: str, release: str) -> dict[str, Any] | None:
+        """The newest finished run of an agent's release; None when it has none."""
         rows = list(
             self.db.query(
-                "SELECT * FROM runs WHERE suite_name = ? AND model = ? AND release = ? "
+                "SELECT * FROM runs WHERE suite_name = ? AND agent = ? AND release = ? "
                 "AND status = 'done' ORDER BY id DESC LIMIT 1",
-                [suite_name, model, release],
+                [suite_name, agent, release],
             )
         )
         return rows[0] if rows else None
 
-    def runs(self, model: str | None = None, suite_name: str | None = None) -> list[dict[str, Any]]:
-        """Finished runs, oldest first: the newest finished run of each release."""
+    def runs(self, agent: str | None = None, suite_name: str | None = None) -> list[dict[str, Any]]:
+        """Finished runs, oldest first: the newest finished run of each release (of an
+        agent, when named)."""
         sql = f"SELECT * FROM runs WHERE {_NEWEST_DONE}"
         params: list[Any] = []
-        if model is not None:
-            sql += " AND model = ?"
-            params.append(model)
+        if agent is not None:
+            sql += " AND agent = ?"
+            params.append(agent)
         if suite_name is not None:
             sql += " AND suite_name = ?"
             params.append(suite_name)

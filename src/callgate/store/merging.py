@@ -108,17 +108,17 @@ class MergeRecords(StoreBase):
     def _merge_run(self, source: MergeRecords, run: dict[str, Any]) -> tuple[int, bool]:
         """Merge one finished source run into its release here: (the run here, whether it got
         attempts it lacked)."""
-        where = (f"release {run['release']!r} of model {run['model']!r} on suite "
+        where = (f"release {run['release']!r} of agent {run['agent']!r} on suite "
                  f"{run['suite_name']!r}")
-        target = self.find_run(run["suite_name"], run["model"], run["release"])
+        target = self.find_run(run["suite_name"], run["agent"], run["release"])
         if target is None:
             cursor = self.db.execute(
-                "INSERT INTO runs (suite_name, suite, model, release, source, created_at, "
-                "callgate_version, judge_fingerprint, status, shard_count, shards) "
-                "VALUES (?,?,?,?,?,?,?,?,'done',?,?)",
-                [run[c] for c in ("suite_name", "suite", "model", "release", "source",
-                                  "created_at", "callgate_version", "judge_fingerprint",
-                                  "shard_count", "shards")])
+                "INSERT INTO runs (suite_name, suite, agent, model, model_params, release, "
+                "source, created_at, callgate_version, judge_fingerprint, status, shard_count, "
+                "shards) VALUES (?,?,?,?,?,?,?,?,?,?,'done',?,?)",
+                [run[c] for c in ("suite_name", "suite", "agent", "model", "model_params",
+                                  "release", "source", "created_at", "callgate_version",
+                                  "judge_fingerprint", "shard_count", "shards")])
             assert cursor.lastrowid is not None  # an INSERT just ran
             target = self.run(int(cursor.lastrowid))
             assert target is not None
@@ -126,6 +126,7 @@ class MergeRecords(StoreBase):
         else:
             created = False
             for column, what in (("suite", "suite fingerprint"),
+                                 ("model", "model"),
                                  ("judge_fingerprint", "judge fingerprint"),
                                  ("callgate_version", "callgate version"),
                                  ("shard_count", "number of shards")):
@@ -135,7 +136,7 @@ class MergeRecords(StoreBase):
                     raise MergeRefused(
                         f"{source.path}: {where}: {what} {there} differs from "
                         f"{here} in {self.path}; shards of one release must be "
-                        "run on the same suite, judge and callgate with the same N")
+                        "run on the same suite and model, judge and callgate with the same N")
         target_id = int(target["id"])
         added = self._merge_verdicts(source, int(run["id"]), target_id, where)
         for table, columns in _MERGED_RUN_TABLES.items():

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 # A release may have several rows while it is re-run: the earlier finished run stays until the
-# new one finishes, and the reads see only the newest finished row of a (suite, model, release).
+# new one finishes, and the reads see only the newest finished row of a (suite, agent, release).
+# `agent` (added by m007) is the stable name a release is filed under; `model` the model id it
+# ran with and `model_params` (JSON) the parameters it was called with.
 RUNS_TABLE = """
 CREATE TABLE IF NOT EXISTS runs (
     id INTEGER PRIMARY KEY,
@@ -29,7 +31,7 @@ CREATE TABLE IF NOT EXISTS runs (
 _OLD_UNIQUE = re.compile(r"UNIQUE\s*\(\s*suite_name\s*,\s*model\s*,\s*release\s*\)")
 _NEWEST_DONE = (
     "status = 'done' AND id = (SELECT MAX(newer.id) FROM runs AS newer "
-    "WHERE newer.suite_name = runs.suite_name AND newer.model = runs.model "
+    "WHERE newer.suite_name = runs.suite_name AND newer.agent = runs.agent "
     "AND newer.release = runs.release AND newer.status = 'done')"
 )
 
@@ -267,6 +269,21 @@ def m007_audit_item_skips(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(audit_items)")}
     if "skip_reason" not in columns:
         conn.execute("ALTER TABLE audit_items ADD COLUMN skip_reason TEXT")
+def m008_runs_agent_columns(conn: sqlite3.Connection) -> None:
+    """runs.agent: the stable name a release belongs to (its lineage: a candidate's name, or
+    --agent), and runs.model_params: the parameters the model was called with (JSON, NULL
+    when unknown, e.g. for recorded answers). A run stored before holds agent = its model,
+    the name it was filed under then, so its releases keep their order and baselines."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "agent" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN agent TEXT")
+    if "model_params" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN model_params TEXT")
+    conn.execute("UPDATE runs SET agent = model WHERE agent IS NULL")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_agent "
+                 "ON runs (agent, suite_name, created_at)")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_agent_release "
+                 "ON runs (suite_name, agent, release)")
 
 
 SCHEMA_VERSION = len(MIGRATIONS)

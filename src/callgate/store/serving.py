@@ -18,10 +18,12 @@ class ServeRecords(StoreBase):
     # its calibration sessions. The person_labels table is created on first use.
 
     def release_runs(self) -> list[dict[str, Any]]:
-        """(model, suite_name, releases) for every model and suite with a finished run."""
+        """(agent, models, suite_name, releases) for every agent and suite with a finished
+        run; `models`: the model ids its releases ran with, comma-separated."""
         return list(self.db.query(
-            f"SELECT model, suite_name, COUNT(*) AS releases FROM runs WHERE {_NEWEST_DONE} "
-            "GROUP BY model, suite_name ORDER BY model, suite_name"))
+            "SELECT agent, GROUP_CONCAT(DISTINCT model) AS models, suite_name, "
+            f"COUNT(*) AS releases FROM runs WHERE {_NEWEST_DONE} "
+            "GROUP BY agent, suite_name ORDER BY agent, suite_name"))
 
     def suite_case_ids(self, suite_fingerprint: str) -> list[str]:
         return [row[0] for row in self.db.execute(

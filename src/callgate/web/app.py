@@ -202,7 +202,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         if not model:
             return JSONResponse({"models": session.views.models()})
         suites = ([suite] if suite else
-                  [m["suite_name"] for m in session.views.models() if m["model"] == model])
+                  [m["suite_name"] for m in session.views.models() if m["agent"] == model])
         return JSONResponse({"model": model, "suites": {
             name: session.views.history(model, name) for name in suites}})
 

@@ -20,7 +20,7 @@ def render_report(store: Store, model: str, release: str | None, suite: str | No
     if release is not None:
         run = find_current(store, model, release, suite)
     else:
-        runs = store.runs(model=model, suite_name=suite)
+        runs = store.runs(model, suite)
         if not runs:
             raise CallgateError(f"no finished release of {model!r}"
                                 + (f" on suite {suite}" if suite else "") + f" in {store.path}")
@@ -30,7 +30,7 @@ def render_report(store: Store, model: str, release: str | None, suite: str | No
                                 "choose one with --suite")
         run = runs[-1]
     views = Views(store, baselines={int(run["id"]): baseline})
-    history = [h for h in views.history(model, run["suite_name"])
+    history = [h for h in views.history(run["agent"], run["suite_name"])
                if h["created_at"] <= run["created_at"]]
     detail = views.release(run["id"])
     assert detail is not None

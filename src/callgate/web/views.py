@@ -53,9 +53,10 @@ class Views:
                  ) -> tuple[ReleaseScores, GateDecision]:
         """The release's scores and the gate's decision, by `callgate gate`'s own rules
         (gating.release.decide_release: baseline, audits, missing shards), not recorded.
-        `siblings`: the model's runs on the suite, when the caller has read them already."""
+        `siblings`: every agent's runs on the suite (a first release's decision depends on
+        other agents' too), when the caller has read them already."""
         if siblings is None:
-            siblings = self.store.runs(model=run["model"], suite_name=run["suite_name"])
+            siblings = self.store.runs(suite_name=run["suite_name"])
         key = (run["id"], tuple((r["id"], r.get("gate"), r.get("shards")) for r in siblings))
         cached = self._decisions.get(key)
         if cached is None:
@@ -69,8 +70,8 @@ class Views:
         """Every finished release of a model on a suite, oldest first, with its figures and
         the gate's decision."""
         out = []
-        runs = self.store.runs(model=model, suite_name=suite_name)
-        for run in runs:
+        runs = self.store.runs(suite_name=suite_name)
+        for run in (r for r in runs if r["agent"] == model):  # `model`: the agent's name
             release, decision = self.decision(run, runs)
             out.append(release_summary(run, release, decision))
         return out
@@ -121,7 +122,8 @@ def release_summary(run: Mapping[str, Any], release: ReleaseScores,
                     decision: GateDecision) -> dict[str, Any]:
     checks = {c.name: c.model_dump(mode="json") for c in decision.checks}
     return {
-        "run_id": run["id"], "model": run["model"], "suite": run["suite_name"],
+        "run_id": run["id"], "agent": run["agent"], "model": run["model"],
+        "suite": run["suite_name"],
         "release": run["release"], "created_at": run["created_at"],
         "figures": release.figures.model_dump(mode="json"),
         "outcome": decision.outcome, "mark": MARKS[decision.outcome],
@@ -235,7 +237,8 @@ def attempt_detail(found: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str
                 call["pretty"] = html.escape(call["arguments"])
     judgement = found["judgement"]
     return {
-        "run_id": run.get("id"), "model": run.get("model"), "release": run.get("release"),
+        "run_id": run.get("id"), "agent": run.get("agent"), "model": run.get("model"),
+        "release": run.get("release"),
         "suite": run.get("suite_name"),
         "verdict": attempt_summary({**verdict, "tags": found["case"]["tags"] if found["case"]
                                     else None, "expect_type": case.get("expect", {}).get("type")}),
