@@ -544,7 +544,7 @@ def test_a_failed_import_leaves_nothing_half_written(
         assert (Path(path) / "tools.json").exists()  # written in full, somewhere else
         raise InputError(path, "the written suite does not load")
 
-    monkeypatch.setattr(bfcl, "load_suite", fails)
+    monkeypatch.setattr(bfcl.writing, "load_suite", fails)
     out = tmp_path / "new"
     with pytest.raises(InputError, match="does not load"):
         import_category(DATA, "parallel", out)
@@ -552,7 +552,7 @@ def test_a_failed_import_leaves_nothing_half_written(
     monkeypatch.undo()
     first = import_category(DATA, "parallel", out)
     before = {p.name: p.read_bytes() for p in first.out.iterdir()}
-    monkeypatch.setattr(bfcl, "load_suite", fails)
+    monkeypatch.setattr(bfcl.writing, "load_suite", fails)
     with pytest.raises(InputError):
         import_category(DATA, "simple_python", out)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -1,0 +1,167 @@
+"""BFCL entries and possible answers as callgate cases, and one category as a suite's files.
+
+Line references are to bfcl-eval 2026.3.23 (Apache-2.0): `ast_checker.py` is
+bfcl_eval/eval_checker/ast_eval/ast_checker.py, `handler utils` is
+bfcl_eval/model_handler/utils.py. docs/bfcl.md states every mapping decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from callgate.errors import InputError
+from callgate.importers.bfcl.records import (
+    CATEGORIES,
+    BfclAnswer,
+    BfclEntry,
+    BfclFunction,
+    CategoryData,
+)
+from callgate.importers.bfcl.tools import Catalogue, build_catalogue, convert_function
+from callgate.reading import canonical_json
+
+# The rules an imported suite carries so that callgate's verdicts equal BFCL's (docs/bfcl.md).
+MATCH_RULES: dict[str, str] = {
+    "values": "bfcl",
+    "unlisted_args": "reject",
+    "pairing": "first_fit",
+    "schema": "top_level",
+}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    id: str
+    reason: str
+
+
+def _expected_call(
+    fn_name: str, answer: Mapping[str, Any], doc: BfclFunction, tool: str
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A callgate expected call from one BFCL ground-truth call, or why BFCL never passes it."""
+    properties = doc.parameters.get("properties", {})
+    required = doc.parameters.get("required", [])
+    for name in required:
+        if name not in answer:
+            # Required, so it must be given; not in the answer, so giving it is rejected.
+            return None, f"{fn_name}: required parameter {name!r} has no possible answer"
+    args: dict[str, Any] = {}
+    for param, values in answer.items():
+        if not isinstance(values, list):
+            raise ValueError(f"{fn_name}.{param}: a possible answer must be a list")
+        optional = "" in values
+        if param not in properties:
+            if optional:
+                continue  # may be left out, and giving it is an unknown parameter: same verdicts
+            return None, f"{fn_name}: {param!r} must be given but is not a parameter of the doc"
+        if not values:
+            return None, f"{fn_name}.{param}: the possible-answer list is empty"
+        accepted = [v for v in values if v != ""] or [""]
+        spec: dict[str, Any] = {"one_of": accepted}
+        if optional:
+            spec["optional"] = True
+        args[param] = spec
+    return {"tool": tool, "args": args}, None
+
+
+def convert_entry(
+    category: str,
+    entry: BfclEntry,
+    answer: BfclAnswer | None,
+    tool_names: Mapping[str, str],
+) -> tuple[dict[str, Any] | None, Skipped | None]:
+    """One BFCL entry as a callgate case (a JSON object for cases.jsonl)."""
+    kind = CATEGORIES[category]
+    if len(entry.question) != 1:
+        raise InputError(entry.id, "multi-turn entries are not supported")
+    tags = [category]
+    if category.startswith("live_"):
+        tags.append("live")
+    if "parallel" in category:
+        tags.append("parallel")
+    expect: dict[str, Any]
+    if kind == "irrelevance":
+        tags.append("no-tool")
+        expect = {"type": "no_call"}
+    elif kind == "relevance":
+        expect = {"type": "any_call"}
+    else:
+        assert answer is not None
+        docs = {f.name: f for f in entry.function}
+        calls = []
+        for ground in answer.ground_truth:
+            if len(ground) != 1:
+                raise InputError(entry.id, "each ground-truth call must name one function")
+            ((fn_name, params),) = ground.items()
+            if fn_name not in docs:
+                raise InputError(entry.id, f"ground truth calls {fn_name!r}, which is not offered")
+            call, why = _expected_call(fn_name, params, docs[fn_name], tool_names[fn_name])
+            if call is None:
+                return None, Skipped(entry.id, why or "")
+            calls.append(call)
+        # ast_checker.py:41-61: "parallel" categories match in any order, others one call.
+        mode = "unordered" if "parallel" in category else "strict"
+        expect = {"type": "calls", "mode": mode, "calls": calls}
+    case: dict[str, Any] = {
+        "id": entry.id,
+        "messages": entry.question[0],
+        "tools": list(tool_names.values()),
+        "tags": tags,
+        "expect": expect,
+    }
+    return case, None
+
+
+
+@dataclass(frozen=True)
+class Converted:
+    tools: list[dict[str, Any]]  # tools.json
+    cases: list[dict[str, Any]]  # cases.jsonl, one object a line
+    meta: dict[str, Any]  # suite.json
+    catalogue: Catalogue
+    skipped: list[Skipped]
+
+
+def convert_category(data: CategoryData) -> Converted:
+    """Tools, cases and suite.json for one category. Pure: nothing is written."""
+    per_entry: list[list[dict[str, Any]]] = []
+    for entry in data.entries:
+        converted = [convert_function(f, entry.id) for f in entry.function]
+        names = [tool["function"]["name"] for tool in converted]
+        if len(set(names)) != len(names):
+            raise InputError(entry.id, "two functions share one name once '.' becomes '_'")
+        per_entry.append(converted)
+    catalogue = build_catalogue(per_entry)
+    cases: list[dict[str, Any]] = []
+    skipped: list[Skipped] = []
+    for entry, converted in zip(data.entries, per_entry, strict=True):
+        tool_names = {
+            f.name: catalogue.names[canonical_json(tool)]
+            for f, tool in zip(entry.function, converted, strict=True)
+        }
+        try:
+            case, skip = convert_entry(data.category, entry, data.answers.get(entry.id), tool_names)
+        except ValueError as exc:
+            raise InputError(entry.id, str(exc)) from None
+        if skip is not None:
+            skipped.append(skip)
+        elif case is not None:
+            cases.append(case)
+    meta: dict[str, Any] = {
+        "name": f"bfcl-{data.category}",
+        "description": f"Berkeley Function Calling Leaderboard, category {data.category}, "
+        "imported by callgate (see docs/bfcl.md).",
+        "match": dict(MATCH_RULES),
+        "source": {
+            "benchmark": "bfcl",
+            "category": data.category,
+            "package_version": data.version,
+            "file": data.origin,
+            "license": "Apache-2.0",
+        },
+        "skipped": [{"id": s.id, "reason": s.reason} for s in skipped],
+    }
+    return Converted(catalogue.tools, cases, meta, catalogue, skipped)
+
