@@ -86,7 +86,7 @@ def bench(source: Path, category: str, work: Path, repeat: int) -> None:
         if not verdict.right_arguments:
             print(f"  NOT RIGHT {verdict.case_id}: {verdict.reason}")
     if result.renamed:
-        print(f"  {result.renamed} tools renamed with a _vN suffix (one name, several docs)")
+        print(f"  {result.renamed} docs kept under a _vN key, sent under BFCL's name")
     for skipped in result.skipped:
         print(f"  skipped {skipped.id}: BFCL's checker never passes it: {skipped.reason}")
 

@@ -7,7 +7,6 @@ a verbatim copy) wherever it decides them; see tests/fixtures/bfcl/harness.py.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import zipfile
@@ -72,13 +71,12 @@ def test_every_category_imports_as_a_valid_suite(suites: dict[str, Path], catego
     kinds = {case.expect.type for case in suite.cases.values()}
     expected_kind = {"ast": "calls", "irrelevance": "no_call", "relevance": "any_call"}
     assert kinds == {expected_kind[CATEGORIES[category]]}
+    entries = {e.id: e for e in data.entries}
     for case in suite.cases.values():
-        # Tools are offered in BFCL's own order (the catalogue order keeps every entry's).
-        entry = next(e for e in data.entries if e.id == case.id)
-        offered = [t["function"]["name"] for t in suite.offered_tools(case)]
-        assert offered == case.tools
-        for name, function in zip(offered, entry.function, strict=True):
-            assert re.fullmatch(rf"{re.escape(bfcl.openai_name(function.name))}(_v\d+)?", name)
+        # What the model sees is BFCL's own docs, under BFCL's names, in BFCL's order.
+        entry = entries[case.id]
+        offered = suite.offered_tools(case)
+        assert offered == [bfcl.convert_function(f, entry.id) for f in entry.function]
         assert case.messages[-1].role == "user"
         if "parallel" in category:
             assert case.expect.mode == "unordered"  # type: ignore[union-attr]
@@ -134,16 +132,45 @@ def test_bfcl_types_become_json_schema() -> None:
     Draft7Validator.check_schema(params)
 
 
-def test_one_name_with_several_docs_gets_variants_in_order(suites: dict[str, Path]) -> None:
-    # simple_python_0 and simple_python_11 both offer calculate_triangle_area, with other docs.
+def test_one_name_with_several_docs_keeps_bfcls_name(suites: dict[str, Path]) -> None:
+    # simple_python_0 and simple_python_11 both offer calculate_triangle_area, with other docs:
+    # the catalogue keeps both (the second under a key with a suffix), and the model is sent
+    # each under BFCL's name, so an answer calling that name is judged as BFCL judges it.
     suite = load_suite(suites["simple_python"])
     assert suite.cases["simple_python_0"].tools == ["calculate_triangle_area"]
-    assert suite.cases["simple_python_11"].tools == ["calculate_triangle_area_v2"]
-    assert suite.cases["simple_python_11"].expected_call_lists()[0][0].tool == (
-        "calculate_triangle_area_v2"
-    )
+    raw = suite.raw_cases["simple_python_11"]
+    assert raw["tools"] == [
+        {"tool": "calculate_triangle_area_v2", "name": "calculate_triangle_area"}
+    ]
+    sent = suite.offered_tools(suite.cases["simple_python_11"])
+    assert [t["function"]["name"] for t in sent] == ["calculate_triangle_area"]
+    assert sent[0]["function"] == suite.raw_tools[
+        [t["function"]["name"] for t in suite.raw_tools].index("calculate_triangle_area_v2")
+    ]["function"] | {"name": "calculate_triangle_area"}
+    call = suite.cases["simple_python_11"].expected_call_lists()[0][0]
+    args = bfcl.answer_arguments(suite, call)
+    for name, right in (("calculate_triangle_area", True), ("calculate_triangle_area_v2", False)):
+        verdict = _verdict(suites["simple_python"], "simple_python_11", [(name, args)])
+        assert (verdict.right_tool, verdict.right_arguments) == (right, right)
+        assert _bfcl("simple_python", "simple_python_11", [(name, args)]) is right
     # math.factorial: the dot becomes an underscore, as BFCL does for OpenAI-style models.
     assert suite.cases["simple_python_1"].tools == ["math_factorial"]
+
+
+def test_a_case_offers_a_tool_under_one_name_only(tmp_path: Path) -> None:
+    suite_dir = tmp_path / "s"
+    suite_dir.mkdir()
+    tool = {"type": "function", "function": {"name": "f_v2", "parameters": {"type": "object"}}}
+    (suite_dir / "tools.json").write_text(json.dumps([tool, {**tool, "function": {"name": "f"}}]))
+    case = {"id": "c", "messages": [{"role": "user", "content": "x"}],
+            "tools": [{"tool": "f_v2", "name": "f"}, "f"], "expect": {"type": "no_call"}}
+    (suite_dir / "cases.jsonl").write_text(json.dumps(case) + "\n")
+    with pytest.raises(InputError, match=r"cases.jsonl:1: tools\[1\]: two tools offered as 'f'"):
+        load_suite(suite_dir)
+    case["tools"] = [{"tool": "g", "name": "f"}]
+    (suite_dir / "cases.jsonl").write_text(json.dumps(case) + "\n")
+    with pytest.raises(InputError, match=r"tools\[0\]\.tool: unknown tool 'g'"):
+        load_suite(suite_dir)
 
 
 def test_possible_answers_become_acceptable_values(suites: dict[str, Path]) -> None:
@@ -352,14 +379,14 @@ def test_parallel_calls_match_in_any_order_with_the_same_count(suites: dict[str,
 def test_irrelevance_needs_no_call_and_relevance_any_call(suites: dict[str, Path]) -> None:
     irrelevant = load_suite(suites["irrelevance"])
     case_id = next(iter(irrelevant.cases))
-    tool = irrelevant.cases[case_id].tools[0]  # type: ignore[index]
+    tool = irrelevant.offered_tools(irrelevant.cases[case_id])[0]["function"]["name"]
     assert _verdict(suites["irrelevance"], case_id, []).right_arguments
     called = _verdict(suites["irrelevance"], case_id, [(tool, {})])
     assert called.tool == "unexpected_call" and not called.right_arguments
 
     relevant = load_suite(suites["live_relevance"])
     case_id = next(iter(relevant.cases))
-    tools = relevant.cases[case_id].tools or []
+    tools = [t["function"]["name"] for t in relevant.offered_tools(relevant.cases[case_id])]
     for name in tools:  # any offered tool, with any arguments
         verdict = _verdict(suites["live_relevance"], case_id, [(name, {"anything": 1})])
         assert verdict.right_tool and verdict.right_arguments
@@ -374,7 +401,8 @@ def test_documented_differences_from_bfcl(suites: dict[str, Path]) -> None:
     call at all; callgate keeps it a call (with invalid JSON), and reads "" as {}."""
     suite_dir = suites["irrelevance"]
     case_id = next(iter(load_suite(suite_dir).cases))
-    tool = load_suite(suite_dir).cases[case_id].tools[0]  # type: ignore[index]
+    suite = load_suite(suite_dir)
+    tool = suite.offered_tools(suite.cases[case_id])[0]["function"]["name"]
     broken = [(tool, "{")]
     assert not _verdict(suite_dir, case_id, broken).right_arguments
     assert _bfcl("irrelevance", case_id, broken)

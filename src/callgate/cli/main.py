@@ -127,7 +127,8 @@ def import_bfcl(
     )
     if result.renamed:
         typer.echo(
-            f"{result.renamed} tools renamed with a _vN suffix: BFCL gives one name several docs"
+            f"{result.renamed} docs share a name with another: kept in the catalogue under a "
+            "_vN key, sent to the model under BFCL's name"
         )
     if result.reordered:
         typer.echo(f"{result.reordered} cases offer their tools in another order than BFCL's")

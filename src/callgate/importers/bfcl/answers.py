@@ -78,7 +78,8 @@ def answer_message(suite: Suite, case: Case) -> dict[str, Any]:
         offered = suite.offered_tools(case)
         return message([(offered[0]["function"]["name"] if offered else "any_tool", {})])
     calls = case.expected_call_lists()[0]
-    return message([(c.tool, answer_arguments(suite, c)) for c in calls])
+    sent = case.sent_names()
+    return message([(sent.get(c.tool, c.tool), answer_arguments(suite, c)) for c in calls])
 
 
 def answer_lines(suite: Suite) -> Iterator[str]:

@@ -19,7 +19,12 @@ from callgate.importers.bfcl.records import (
     BfclFunction,
     CategoryData,
 )
-from callgate.importers.bfcl.tools import Catalogue, build_catalogue, convert_function
+from callgate.importers.bfcl.tools import (
+    Catalogue,
+    build_catalogue,
+    convert_function,
+    openai_name,
+)
 from callgate.reading import canonical_json
 
 # The rules an imported suite carries so that callgate's verdicts equal BFCL's (docs/bfcl.md).
@@ -66,6 +71,14 @@ def _expected_call(
     return {"tool": tool, "args": args}, None
 
 
+def offered_tools(tool_names: Mapping[str, str]) -> list[str | dict[str, str]]:
+    """A case's `tools`: each doc under the name BFCL sends, whatever its catalogue key."""
+    return [
+        key if key == openai_name(name) else {"tool": key, "name": openai_name(name)}
+        for name, key in tool_names.items()
+    ]
+
+
 def convert_entry(
     category: str,
     entry: BfclEntry,
@@ -107,7 +120,7 @@ def convert_entry(
     case: dict[str, Any] = {
         "id": entry.id,
         "messages": entry.question[0],
-        "tools": list(tool_names.values()),
+        "tools": offered_tools(tool_names),
         "tags": tags,
         "expect": expect,
     }
