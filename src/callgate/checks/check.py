@@ -115,7 +115,12 @@ def check_response(
 
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
                       environment, replayed, failure)
-    return CHECKS[expect.type](attempt, expect)
+    verdict = CHECKS[expect.type](attempt, expect)
+    if case.never_right is not None and verdict.right_arguments:
+        return verdict.model_copy(update={
+            "right_arguments": False, "arguments": "wrong_value",
+            "arguments_reason": f"no answer can be right here: {case.never_right}"})
+    return verdict
 
 
 def check(suite: Suite, response: Response) -> Verdict:

@@ -102,12 +102,12 @@ def import_bfcl(
         Path, typer.Argument(help="A BFCL data folder, or the bfcl-eval wheel (read as a zip).")
     ],
     category: Annotated[
-        str,
+        list[str],
         typer.Option(
             "--category",
-            help="simple_python, multiple, parallel, parallel_multiple, irrelevance, live_simple, "
-            "live_multiple, live_parallel, live_parallel_multiple, live_irrelevance or "
-            "live_relevance.",
+            help="A category, repeatable, or all: simple_python, multiple, parallel, "
+            "parallel_multiple, irrelevance, live_simple, live_multiple, live_parallel, "
+            "live_parallel_multiple, live_irrelevance, live_relevance. All go into one suite.",
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Suite directory to write.")],
@@ -115,7 +115,7 @@ def import_bfcl(
         bool, typer.Option("--force", help="Overwrite a suite in --out not imported from BFCL.")
     ] = False,
 ) -> None:
-    """Import a Berkeley Function Calling Leaderboard category as a suite (docs/bfcl.md)."""
+    """Import Berkeley Function Calling Leaderboard categories as one suite (docs/bfcl.md)."""
     from callgate.importers.bfcl import import_category
 
     try:
@@ -123,7 +123,8 @@ def import_bfcl(
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     typer.echo(
-        f"imported BFCL {category}: {result.cases} cases, {result.tools} tools into {result.out}"
+        f"imported BFCL {', '.join(result.categories)}: {result.cases} cases, "
+        f"{result.tools} tools into {result.out}"
     )
     if result.renamed:
         typer.echo(
@@ -132,10 +133,13 @@ def import_bfcl(
         )
     if result.reordered:
         typer.echo(f"{result.reordered} cases offer their tools in another order than BFCL's")
-    if result.skipped:
-        typer.echo(f"skipped {len(result.skipped)} cases BFCL's own checker can never pass:")
-        for skipped in result.skipped:
-            typer.echo(f"  {skipped.id}: {skipped.reason}")
+    if result.never_right:
+        typer.echo(
+            f"{len(result.never_right)} cases BFCL's own checker can never pass, imported and "
+            "marked never_right (they count as wrong, as in BFCL):"
+        )
+        for never in result.never_right:
+            typer.echo(f"  {never.id}: {never.reason}")
 
 
 @app.command()

@@ -227,6 +227,9 @@ class Case(_Strict):
     tags: list[str] = Field(default_factory=list)
     expect: Expectation
     note: str | None = None
+    # Why no answer can be right (a benchmark's case whose own answer key cannot be met): the
+    # case counts in every share and its arguments verdict is never right.
+    never_right: str | None = Field(None, min_length=1)
     state: dict[str, Any] | None = None  # the environment's initial state
     tool_results: list[ScriptedToolResult] | None = None
     max_turns: int = Field(10, ge=1)

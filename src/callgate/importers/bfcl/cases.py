@@ -7,7 +7,7 @@ bfcl_eval/model_handler/utils.py. docs/bfcl.md states every mapping decision.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,38 +37,43 @@ MATCH_RULES: dict[str, str] = {
 
 
 @dataclass(frozen=True)
-class Skipped:
+class NeverRight:
+    """A case BFCL's own checker can never pass: imported, marked, and always wrong."""
+
     id: str
     reason: str
 
 
 def _expected_call(
     fn_name: str, answer: Mapping[str, Any], doc: BfclFunction, tool: str
-) -> tuple[dict[str, Any] | None, str | None]:
-    """A callgate expected call from one BFCL ground-truth call, or why BFCL never passes it."""
+) -> tuple[dict[str, Any], str | None]:
+    """A callgate expected call from one BFCL ground-truth call, and why BFCL never passes it
+    (if it never does: then the call keeps what can be expressed of the answer)."""
     properties = doc.parameters.get("properties", {})
     required = doc.parameters.get("required", [])
+    why: str | None = None
     for name in required:
         if name not in answer:
             # Required, so it must be given; not in the answer, so giving it is rejected.
-            return None, f"{fn_name}: required parameter {name!r} has no possible answer"
+            why = why or f"{fn_name}: required parameter {name!r} has no possible answer"
     args: dict[str, Any] = {}
     for param, values in answer.items():
         if not isinstance(values, list):
             raise ValueError(f"{fn_name}.{param}: a possible answer must be a list")
         optional = "" in values
         if param not in properties:
-            if optional:
-                continue  # may be left out, and giving it is an unknown parameter: same verdicts
-            return None, f"{fn_name}: {param!r} must be given but is not a parameter of the doc"
+            if not optional:
+                why = why or f"{fn_name}: {param!r} must be given but is not a parameter of the doc"
+            continue  # may be left out, and giving it is an unknown parameter: same verdicts
         if not values:
-            return None, f"{fn_name}.{param}: the possible-answer list is empty"
+            why = why or f"{fn_name}.{param}: the possible-answer list is empty"
+            continue
         accepted = [v for v in values if v != ""] or [""]
         spec: dict[str, Any] = {"one_of": accepted}
         if optional:
             spec["optional"] = True
         args[param] = spec
-    return {"tool": tool, "args": args}, None
+    return {"tool": tool, "args": args}, why
 
 
 def offered_tools(tool_names: Mapping[str, str]) -> list[str | dict[str, str]]:
@@ -84,17 +89,19 @@ def convert_entry(
     entry: BfclEntry,
     answer: BfclAnswer | None,
     tool_names: Mapping[str, str],
-) -> tuple[dict[str, Any] | None, Skipped | None]:
-    """One BFCL entry as a callgate case (a JSON object for cases.jsonl)."""
+) -> tuple[dict[str, Any], NeverRight | None]:
+    """One BFCL entry as a callgate case (a JSON object for cases.jsonl), and whether BFCL's
+    checker can never pass it."""
     kind = CATEGORIES[category]
     if len(entry.question) != 1:
         raise InputError(entry.id, "multi-turn entries are not supported")
+    # The category is the tag its figures are read under; no generic `parallel` tag, which
+    # would pool four categories under the name of one.
     tags = [category]
     if category.startswith("live_"):
         tags.append("live")
-    if "parallel" in category:
-        tags.append("parallel")
     expect: dict[str, Any]
+    never: str | None = None
     if kind == "irrelevance":
         tags.append("no-tool")
         expect = {"type": "no_call"}
@@ -111,8 +118,7 @@ def convert_entry(
             if fn_name not in docs:
                 raise InputError(entry.id, f"ground truth calls {fn_name!r}, which is not offered")
             call, why = _expected_call(fn_name, params, docs[fn_name], tool_names[fn_name])
-            if call is None:
-                return None, Skipped(entry.id, why or "")
+            never = never or why
             calls.append(call)
         # ast_checker.py:41-61: "parallel" categories match in any order, others one call.
         mode = "unordered" if "parallel" in category else "strict"
@@ -124,8 +130,10 @@ def convert_entry(
         "tags": tags,
         "expect": expect,
     }
-    return case, None
-
+    if never is None:
+        return case, None
+    case["never_right"] = f"BFCL's possible answer cannot be met ({never})"
+    return case, NeverRight(entry.id, never)
 
 
 @dataclass(frozen=True)
@@ -134,13 +142,19 @@ class Converted:
     cases: list[dict[str, Any]]  # cases.jsonl, one object a line
     meta: dict[str, Any]  # suite.json
     catalogue: Catalogue
-    skipped: list[Skipped]
+    never_right: list[NeverRight]
 
 
-def convert_category(data: CategoryData) -> Converted:
-    """Tools, cases and suite.json for one category. Pure: nothing is written."""
+def suite_name(categories: Sequence[str]) -> str:
+    return f"bfcl-{categories[0]}" if len(categories) == 1 else "bfcl"
+
+
+def convert_categories(datas: Sequence[CategoryData]) -> Converted:
+    """Tools, cases and suite.json for one or more categories, in one catalogue. Pure: nothing
+    is written."""
+    entries = [(data, entry) for data in datas for entry in data.entries]
     per_entry: list[list[dict[str, Any]]] = []
-    for entry in data.entries:
+    for _, entry in entries:
         converted = [convert_function(f, entry.id) for f in entry.function]
         names = [tool["function"]["name"] for tool in converted]
         if len(set(names)) != len(names):
@@ -148,33 +162,44 @@ def convert_category(data: CategoryData) -> Converted:
         per_entry.append(converted)
     catalogue = build_catalogue(per_entry)
     cases: list[dict[str, Any]] = []
-    skipped: list[Skipped] = []
-    for entry, converted in zip(data.entries, per_entry, strict=True):
+    never_right: list[NeverRight] = []
+    seen: set[str] = set()
+    for (data, entry), converted in zip(entries, per_entry, strict=True):
+        if entry.id in seen:
+            raise InputError(data.origin, f"case id {entry.id!r} occurs twice")
+        seen.add(entry.id)
         tool_names = {
             f.name: catalogue.names[canonical_json(tool)]
             for f, tool in zip(entry.function, converted, strict=True)
         }
         try:
-            case, skip = convert_entry(data.category, entry, data.answers.get(entry.id), tool_names)
+            case, never = convert_entry(
+                data.category, entry, data.answers.get(entry.id), tool_names
+            )
         except ValueError as exc:
             raise InputError(entry.id, str(exc)) from None
-        if skip is not None:
-            skipped.append(skip)
-        elif case is not None:
-            cases.append(case)
+        if never is not None:
+            never_right.append(never)
+        cases.append(case)
+    categories = [data.category for data in datas]
     meta: dict[str, Any] = {
-        "name": f"bfcl-{data.category}",
-        "description": f"Berkeley Function Calling Leaderboard, category {data.category}, "
-        "imported by callgate (see docs/bfcl.md).",
+        "name": suite_name(categories),
+        "description": "Berkeley Function Calling Leaderboard, categories "
+        f"{', '.join(categories)}, imported by callgate (see docs/bfcl.md).",
         "match": dict(MATCH_RULES),
         "source": {
             "benchmark": "bfcl",
-            "category": data.category,
-            "package_version": data.version,
-            "file": data.origin,
+            "categories": categories,
+            "package_version": datas[0].version,
+            "files": [data.origin for data in datas],
             "license": "Apache-2.0",
+            # Listed again here for people; each case carries its own `never_right`.
+            "never_right": [{"id": n.id, "reason": n.reason} for n in never_right],
         },
-        "skipped": [{"id": s.id, "reason": s.reason} for s in skipped],
     }
-    return Converted(catalogue.tools, cases, meta, catalogue, skipped)
+    return Converted(catalogue.tools, cases, meta, catalogue, never_right)
 
+
+def convert_category(data: CategoryData) -> Converted:
+    """`convert_categories` for one category."""
+    return convert_categories([data])

@@ -1,4 +1,4 @@
-"""Writing one imported category as a suite directory, never half-written."""
+"""Writing imported categories as one suite directory, never half-written."""
 
 from __future__ import annotations
 
@@ -6,31 +6,33 @@ import json
 import os
 import secrets
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from callgate.errors import InputError
-from callgate.importers.bfcl.cases import Skipped, convert_category
-from callgate.importers.bfcl.records import read_category
+from callgate.importers.bfcl.cases import NeverRight, convert_categories
+from callgate.importers.bfcl.records import CATEGORIES, read_category
 from callgate.suites.suite import load_suite
 
 
 @dataclass(frozen=True)
 class ImportResult:
     out: Path
-    category: str
+    categories: list[str]
     cases: int
     tools: int
     renamed: int
     reordered: int
-    skipped: list[Skipped]
+    never_right: list[NeverRight]
 
 
 
 SUITE_FILES = ("tools.json", "cases.jsonl", "suite.json")
 
 
-def _imported_from_bfcl(meta_path: Path) -> bool:
+def imported_from_bfcl(meta_path: Path) -> bool:
+    """True when `meta_path` (a suite.json) says the suite was imported from BFCL."""
     try:
         previous = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # unreadable, not UTF-8, not JSON: not ours to overwrite
@@ -45,7 +47,7 @@ def _check_target(target: Path) -> None:
         raise InputError(target, "exists and is not a directory")
     meta_path = target / "suite.json"
     if meta_path.exists():
-        if _imported_from_bfcl(meta_path):
+        if imported_from_bfcl(meta_path):
             return
     elif not any((target / name).exists() for name in SUITE_FILES):
         return
@@ -54,10 +56,21 @@ def _check_target(target: Path) -> None:
     )
 
 
+def categories_named(names: str | Sequence[str]) -> list[str]:
+    """The categories asked for, in the order given, "all" standing for every one."""
+    chosen: list[str] = []
+    for name in [names] if isinstance(names, str) else names:
+        for category in CATEGORIES if name == "all" else [name]:
+            if category not in chosen:
+                chosen.append(category)
+    return chosen
+
+
 def import_category(
-    source: Path | str, category: str, out: Path | str, *, force: bool = False
+    source: Path | str, category: str | Sequence[str], out: Path | str, *, force: bool = False
 ) -> ImportResult:
-    """Read a category, write it as a suite directory, and load it back as a check.
+    """Read one or more categories ("all": every one), write them as one suite directory, and
+    load it back as a check.
 
     The suite is written and checked in a temporary directory beside `out`, then moved in, so
     a failure leaves `out` as it was. Other files in `out` are left alone. A directory holding
@@ -65,8 +78,10 @@ def import_category(
     target = Path(out)
     if not force:
         _check_target(target)
-    data = read_category(source, category)
-    converted = convert_category(data)
+    categories = categories_named(category)
+    if not categories:
+        raise InputError(source, "no category given")
+    converted = convert_categories([read_category(source, c) for c in categories])
     target.parent.mkdir(parents=True, exist_ok=True)
     # A plain mkdir (not mkdtemp's 0700) so that a new `out` gets the usual permissions.
     staging = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
@@ -91,11 +106,11 @@ def import_category(
         shutil.rmtree(staging, ignore_errors=True)
     return ImportResult(
         out=target,
-        category=category,
+        categories=categories,
         cases=len(converted.cases),
         tools=len(converted.tools),
         renamed=converted.catalogue.renamed,
         reordered=converted.catalogue.reordered,
-        skipped=converted.skipped,
+        never_right=converted.never_right,
     )
 
