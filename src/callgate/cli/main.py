@@ -142,6 +142,36 @@ def import_bfcl(
             typer.echo(f"  {never.id}: {never.reason}")
 
 
+@import_app.command("bfcl-results")
+def import_bfcl_results(
+    folder: Annotated[
+        Path, typer.Argument(help="BFCL's result folder for one model (v3 or v4 layout).")
+    ],
+    suite_path: Annotated[
+        Path, typer.Option("--suite", help="The suite imported with `callgate import bfcl`.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Responses file to write (JSON Lines).")],
+) -> None:
+    """Convert a BFCL result folder into recorded responses for an imported suite; score them
+    with `callgate score SUITE -r OUT -m MODEL --release RELEASE` (docs/bfcl.md)."""
+    from callgate.importers.bfcl.results import convert_results
+    from callgate.suites.suite import load_suite
+
+    try:
+        result = convert_results(folder, load_suite(suite_path), out)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(
+        f"converted {result.responses} BFCL results ({', '.join(result.categories)}) into "
+        f"{result.out}"
+    )
+    if result.missing:
+        typer.echo(f"no result file for: {', '.join(result.missing)} (not scored)")
+    if result.ignored:
+        typer.echo(f"result files of categories callgate does not import: "
+                   f"{', '.join(result.ignored)}")
+
+
 @app.command()
 def score(
     suite_path: Annotated[Path, typer.Argument(metavar="SUITE", help="Suite directory.")],
