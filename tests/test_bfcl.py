@@ -7,6 +7,7 @@ a verbatim copy) wherever it decides them; see tests/fixtures/bfcl/harness.py.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -246,6 +247,16 @@ def test_reading_the_wheel_equals_reading_the_folder(tmp_path: Path) -> None:
         assert (from_wheel.out / name).read_text() == (from_folder.out / name).read_text()
     meta = json.loads((from_wheel.out / "suite.json").read_text())
     assert meta["source"]["package_version"] == "0.0.0"
+
+
+def test_the_pin_is_the_tested_version() -> None:
+    """README.md, docs/bfcl.md and the committed sample name the version the importer is tested
+    with, and no other."""
+    root = FIXTURES.parents[2]
+    for path in (root / "README.md", root / "docs" / "bfcl.md"):
+        pins = set(re.findall(r"bfcl-eval==([0-9.]+)", path.read_text(encoding="utf-8")))
+        assert pins == {bfcl.TESTED_VERSION}, path
+    assert f"version {bfcl.TESTED_VERSION}" in (FIXTURES / "NOTICE").read_text()
 
 
 def test_import_refuses_unknown_category_and_foreign_suite(tmp_path: Path) -> None:

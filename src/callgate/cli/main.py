@@ -116,12 +116,15 @@ def import_bfcl(
     ] = False,
 ) -> None:
     """Import Berkeley Function Calling Leaderboard categories as one suite (docs/bfcl.md)."""
-    from callgate.importers.bfcl import import_category
+    from callgate.importers.bfcl import TESTED_VERSION, import_category
 
     try:
         result = import_category(source, category, out, force=force)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
+    if result.version is not None and result.version != TESTED_VERSION:
+        typer.echo(f"warning: bfcl-eval {result.version}; the importer is tested with "
+                   f"{TESTED_VERSION} (docs/bfcl.md)")
     typer.echo(
         f"imported BFCL {', '.join(result.categories)}: {result.cases} cases, "
         f"{result.tools} tools into {result.out}"

@@ -30,6 +30,7 @@ from callgate.importers.bfcl.cases import (
 )
 from callgate.importers.bfcl.records import (
     CATEGORIES,
+    TESTED_VERSION,
     BfclAnswer,
     BfclEntry,
     BfclFunction,
@@ -63,7 +64,7 @@ __all__ = [
     "MATCH_RULES",
     "MAX_NAME",
     "OPENAI_NAME",
-    "SUITE_FILES",
+    "SUITE_FILES", "TESTED_VERSION",
     "BfclAnswer",
     "BfclEntry",
     "BfclFunction",

@@ -25,6 +25,7 @@ class ImportResult:
     renamed: int
     reordered: int
     never_right: list[NeverRight]
+    version: str | None  # the bfcl-eval version read, when read from the wheel
 
 
 
@@ -112,5 +113,6 @@ def import_category(
         renamed=converted.catalogue.renamed,
         reordered=converted.catalogue.reordered,
         never_right=converted.never_right,
+        version=converted.meta["source"]["package_version"],
     )
 
