@@ -149,8 +149,11 @@ def convert_results(folder: Path | str, suite: Suite, out: Path | str) -> Conver
         raise InputError(root, "no BFCL result file for any category of the suite")
     target = Path(out)
     staging = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    staging.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    os.replace(staging, target)
+    try:
+        staging.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
     missing = [c for c in by_category if c not in present]
     return ConvertedResults(target, len(lines), present, missing, ignored)
 
