@@ -59,7 +59,8 @@ def check_response(
     hit_limit = response.finish_reason == "turn_limit"
     if response.turns is None:
         message = response.message
-        calls = parse_calls(message.tool_calls) if message is not None else []
+        calls = (parse_calls(message.tool_calls, case.called_as())
+                 if message is not None else [])
         steps = [0] * len(calls)
     else:
         # The loop stops after max_turns turns: a model still calling tools then hit the limit,
@@ -67,7 +68,8 @@ def check_response(
         turns = response.turns[: case.max_turns]
         hit_limit = hit_limit or (len(turns) == case.max_turns and bool(turns[-1].tool_calls))
         steps = [step for step, turn in enumerate(turns) for _ in turn.tool_calls]
-        calls = parse_calls([call for turn in turns for call in turn.tool_calls])
+        calls = parse_calls([call for turn in turns for call in turn.tool_calls],
+                            case.called_as())
     if response.finish_reason == "length":
         return Verdict(
             **base,
@@ -118,7 +120,12 @@ def check_response(
 
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
                       environment, replayed, failure)
-    return CHECKS[expect.type](attempt, expect)
+    verdict = CHECKS[expect.type](attempt, expect)
+    if case.never_right is not None and verdict.right_arguments:
+        return verdict.model_copy(update={
+            "right_arguments": False, "arguments": "wrong_value",
+            "arguments_reason": f"no answer can be right here: {case.never_right}"})
+    return verdict
 
 
 def counted_server_error(base: dict[str, Any], case: Case, error: ProviderError) -> Verdict:

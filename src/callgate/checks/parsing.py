@@ -4,7 +4,7 @@ why they are not one)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,19 @@ class ParsedCall:
     json_error: str | None
 
 
-def parse_calls(tool_calls: Sequence[ToolCall]) -> list[ParsedCall]:
+def parse_calls(
+    tool_calls: Sequence[ToolCall], called_as: Mapping[str, str] | None = None
+) -> list[ParsedCall]:
+    """Each call read; `called_as` (a case's `Case.called_as()`) maps a name the model was sent
+    to the catalogue name the call is checked as."""
+    parsed = _parse(tool_calls)
+    if called_as:
+        for call in parsed:
+            call.name = called_as.get(call.name, call.name)
+    return parsed
+
+
+def _parse(tool_calls: Sequence[ToolCall]) -> list[ParsedCall]:
     parsed = []
     for index, call in enumerate(tool_calls):
         text = call.arguments

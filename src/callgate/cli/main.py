@@ -108,12 +108,12 @@ def import_bfcl(
         Path, typer.Argument(help="A BFCL data folder, or the bfcl-eval wheel (read as a zip).")
     ],
     category: Annotated[
-        str,
+        list[str],
         typer.Option(
             "--category",
-            help="simple_python, multiple, parallel, parallel_multiple, irrelevance, live_simple, "
-            "live_multiple, live_parallel, live_parallel_multiple, live_irrelevance or "
-            "live_relevance.",
+            help="A category, repeatable, or all: simple_python, multiple, parallel, "
+            "parallel_multiple, irrelevance, live_simple, live_multiple, live_parallel, "
+            "live_parallel_multiple, live_irrelevance, live_relevance. All go into one suite.",
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Suite directory to write.")],
@@ -121,26 +121,64 @@ def import_bfcl(
         bool, typer.Option("--force", help="Overwrite a suite in --out not imported from BFCL.")
     ] = False,
 ) -> None:
-    """Import a Berkeley Function Calling Leaderboard category as a suite (docs/bfcl.md)."""
-    from callgate.importers.bfcl import import_category
+    """Import Berkeley Function Calling Leaderboard categories as one suite (docs/bfcl.md)."""
+    from callgate.importers.bfcl import TESTED_VERSION, import_category
 
     try:
         result = import_category(source, category, out, force=force)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
+    if result.version is not None and result.version != TESTED_VERSION:
+        typer.echo(f"warning: bfcl-eval {result.version}; the importer is tested with "
+                   f"{TESTED_VERSION} (docs/bfcl.md)")
     typer.echo(
-        f"imported BFCL {category}: {result.cases} cases, {result.tools} tools into {result.out}"
+        f"imported BFCL {', '.join(result.categories)}: {result.cases} cases, "
+        f"{result.tools} tools into {result.out}"
     )
     if result.renamed:
         typer.echo(
-            f"{result.renamed} tools renamed with a _vN suffix: BFCL gives one name several docs"
+            f"{result.renamed} docs share a name with another: kept in the catalogue under a "
+            "_vN key, sent to the model under BFCL's name"
         )
     if result.reordered:
         typer.echo(f"{result.reordered} cases offer their tools in another order than BFCL's")
-    if result.skipped:
-        typer.echo(f"skipped {len(result.skipped)} cases BFCL's own checker can never pass:")
-        for skipped in result.skipped:
-            typer.echo(f"  {skipped.id}: {skipped.reason}")
+    if result.never_right:
+        typer.echo(
+            f"{len(result.never_right)} cases BFCL's own checker can never pass, imported and "
+            "marked never_right (they count as wrong, as in BFCL):"
+        )
+        for never in result.never_right:
+            typer.echo(f"  {never.id}: {never.reason}")
+
+
+@import_app.command("bfcl-results")
+def import_bfcl_results(
+    folder: Annotated[
+        Path, typer.Argument(help="BFCL's result folder for one model (v3 or v4 layout).")
+    ],
+    suite_path: Annotated[
+        Path, typer.Option("--suite", help="The suite imported with `callgate import bfcl`.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Responses file to write (JSON Lines).")],
+) -> None:
+    """Convert a BFCL result folder into recorded responses for an imported suite; score them
+    with `callgate score SUITE -r OUT -m MODEL --release RELEASE` (docs/bfcl.md)."""
+    from callgate.importers.bfcl.results import convert_results
+    from callgate.suites.suite import load_suite
+
+    try:
+        result = convert_results(folder, load_suite(suite_path), out)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(
+        f"converted {result.responses} BFCL results ({', '.join(result.categories)}) into "
+        f"{result.out}"
+    )
+    if result.missing:
+        typer.echo(f"no result file for: {', '.join(result.missing)} (not scored)")
+    if result.ignored:
+        typer.echo(f"result files of categories callgate does not import: "
+                   f"{', '.join(result.ignored)}")
 
 
 @app.command()

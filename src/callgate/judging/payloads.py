@@ -34,7 +34,7 @@ def trajectory_messages(suite: Suite, case: Case, response: Response) -> list[di
         out.append({"role": "assistant", **_message_doc(turn)})
         if answer is None or index == len(turns) - 1:
             continue
-        calls = parse_calls(turn.tool_calls)
+        calls = parse_calls(turn.tool_calls, case.called_as())
         try:
             results = [answer(call) for call in calls]
         except EnvironmentError_:

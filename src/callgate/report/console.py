@@ -174,6 +174,8 @@ def print_run(result: RunResult, console: Console | None = None) -> None:
     label = f"{agent_label(result.agent or result.model, result.model)} @ {result.release}"
     console.print(scores_table(f"{result.suite.name}: {label}", [(label, result.scores)]))
     console.print(tags_table([(label, result.scores)]))
+    for line in bfcl_lines(result):
+        console.print(escape(line))
     if result.failures:
         console.print(failures_table(result))
     if result.missing:
@@ -181,6 +183,17 @@ def print_run(result: RunResult, console: Console | None = None) -> None:
             f"[yellow]{len(result.missing)} case(s) had no response: "
             f"{escape(', '.join(result.missing[:10]))}[/yellow]"
         )
+
+
+def bfcl_lines(result: RunResult) -> list[str]:
+    """BFCL's own summary figures, for a suite imported from BFCL (docs/bfcl.md)."""
+    from callgate.importers.bfcl import summary, writing
+
+    if not writing.imported_from_bfcl(result.suite.path / "suite.json"):
+        return []
+    by_tag = {tag: (f.right_arguments.successes, f.right_arguments.n)
+              for tag, f in result.scores.by_tag.items()}
+    return summary.summary_lines(summary.category_counts(by_tag))
 
 
 # --------------------------------------------------------------------------- the gate

@@ -91,7 +91,7 @@ async def converse(
             for index, call in enumerate(message.tool_calls)
         ]
         try:
-            results = [answers(call) for call in parse_calls(message.tool_calls)]
+            results = [answers(call) for call in parse_calls(message.tool_calls, case.called_as())]
         except EnvironmentError_:
             ending = "environment_error"  # the checks run the calls again and say why
             break

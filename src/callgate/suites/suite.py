@@ -209,13 +209,28 @@ class Message(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
 
 
+class OfferedAs(_Strict):
+    """A catalogue tool offered in one case under another name: the model sees `name`, and its
+    calls to `name` are checked as calls to `tool` (docs/formats.md)."""
+
+    tool: str
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+# A call to a catalogue name that this case sends under another name, so never offered as such.
+NOT_OFFERED = "(not offered) "
+
+
 class Case(_Strict):
     id: str = Field(min_length=1)
     messages: list[Message] = Field(min_length=1)
-    tools: list[str] | None = None
+    tools: list[str | OfferedAs] | None = None
     tags: list[str] = Field(default_factory=list)
     expect: Expectation
     note: str | None = None
+    # Why no answer can be right (a benchmark's case whose own answer key cannot be met): the
+    # case counts in every share and its arguments verdict is never right.
+    never_right: str | None = Field(None, min_length=1)
     state: dict[str, Any] | None = None  # the environment's initial state
     tool_results: list[ScriptedToolResult] | None = None
     max_turns: int = Field(10, ge=1)
@@ -227,9 +242,30 @@ class Case(_Strict):
                 "messages: the last message is the assistant's; nothing is left to answer")
         return self
 
+    def tool_keys(self) -> list[str] | None:
+        """The catalogue names of the tools this case offers (None: the whole catalogue)."""
+        if self.tools is None:
+            return None
+        return [t.tool if isinstance(t, OfferedAs) else t for t in self.tools]
+
     def offered_names(self, catalogue: Iterable[str]) -> set[str]:
-        """The names of the tools offered in this case: its `tools`, else the whole catalogue."""
-        return set(self.tools) if self.tools is not None else set(catalogue)
+        """The catalogue names of the tools offered in this case: its `tools`, else all."""
+        keys = self.tool_keys()
+        return set(keys) if keys is not None else set(catalogue)
+
+    def sent_names(self) -> dict[str, str]:
+        """Catalogue name -> the name the model is sent, for the tools offered under another."""
+        return {t.tool: t.name for t in self.tools or () if isinstance(t, OfferedAs)}
+
+    def called_as(self) -> dict[str, str]:
+        """A called name -> the catalogue name it is checked as, where they differ (empty for a
+        case that offers every tool under its own name)."""
+        sent = self.sent_names()
+        if not sent:
+            return {}
+        renames = {key: NOT_OFFERED + key for key in sent if key not in sent.values()}
+        renames.update({name: key for key, name in sent.items()})
+        return renames
 
     def expected_call_lists(self) -> list[list[ExpectedCall]]:
         """The listed valid answers: one list for `calls`, several for `alternatives`."""
@@ -368,9 +404,21 @@ class Suite:
         return case.tool_results is not None or self.environment is not None
 
     def offered_tools(self, case: Case) -> list[dict[str, Any]]:
-        """The tool objects sent to the model for this case, in catalogue order."""
-        names = set(case.tools) if case.tools is not None else None
-        return [t for t in self.raw_tools if names is None or t["function"]["name"] in names]
+        """The tool objects sent to the model for this case, in catalogue order, under the
+        names the case offers them as."""
+        keys = case.tool_keys()
+        if keys is None:
+            return list(self.raw_tools)
+        sent = case.sent_names()
+        offered = [t for t in self.raw_tools if t["function"]["name"] in set(keys)]
+        if not sent:
+            return offered
+        return [_renamed(t, sent[t["function"]["name"]]) if t["function"]["name"] in sent else t
+                for t in offered]
+
+
+def _renamed(tool: dict[str, Any], name: str) -> dict[str, Any]:
+    return {**tool, "function": {**tool["function"], "name": name}}
 
 
 def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator], list[dict]]:
@@ -474,10 +522,17 @@ def _check_case(
     """Cross-checks pydantic cannot do alone: tool names and key arguments against the schema,
     and what a multi-turn case needs from its suite."""
     offered = case.offered_names(tools)
-    if case.tools is not None:
-        for index, name in enumerate(case.tools):
-            if name not in tools:
-                raise InputError(path, f"unknown tool {name!r}", line=line, field=f"tools[{index}]")
+    sent: set[str] = set()
+    for index, (key, entry) in enumerate(zip(case.tool_keys() or (), case.tools or (),
+                                             strict=True)):
+        where = f"tools[{index}]" if isinstance(entry, str) else f"tools[{index}].tool"
+        if key not in tools:
+            raise InputError(path, f"unknown tool {key!r}", line=line, field=where)
+        name = entry.name if isinstance(entry, OfferedAs) else key
+        if name in sent:
+            raise InputError(path, f"two tools offered as {name!r}", line=line,
+                             field=f"tools[{index}]")
+        sent.add(name)
     for alt_index, calls in enumerate(case.expected_call_lists()):
         prefix = (
             "expect.calls" if case.expect.type == "calls" else f"expect.alternatives[{alt_index}]"

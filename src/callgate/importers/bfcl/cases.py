@@ -1,0 +1,205 @@
+"""BFCL entries and possible answers as callgate cases, and one category as a suite's files.
+
+Line references are to bfcl-eval 2026.3.23 (Apache-2.0): `ast_checker.py` is
+bfcl_eval/eval_checker/ast_eval/ast_checker.py, `handler utils` is
+bfcl_eval/model_handler/utils.py. docs/bfcl.md states every mapping decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from callgate.errors import InputError
+from callgate.importers.bfcl.records import (
+    CATEGORIES,
+    BfclAnswer,
+    BfclEntry,
+    BfclFunction,
+    CategoryData,
+)
+from callgate.importers.bfcl.tools import (
+    Catalogue,
+    build_catalogue,
+    convert_function,
+    openai_name,
+)
+from callgate.reading import canonical_json
+
+# The rules an imported suite carries so that callgate's verdicts equal BFCL's (docs/bfcl.md).
+MATCH_RULES: dict[str, str] = {
+    "values": "bfcl",
+    "unlisted_args": "reject",
+    "pairing": "first_fit",
+    "schema": "top_level",
+}
+
+
+@dataclass(frozen=True)
+class NeverRight:
+    """A case BFCL's own checker can never pass: imported, marked, and always wrong."""
+
+    id: str
+    reason: str
+
+
+def _expected_call(
+    fn_name: str, answer: Mapping[str, Any], doc: BfclFunction, tool: str
+) -> tuple[dict[str, Any], str | None]:
+    """A callgate expected call from one BFCL ground-truth call, and why BFCL never passes it
+    (if it never does: then the call keeps what can be expressed of the answer)."""
+    properties = doc.parameters.get("properties", {})
+    required = doc.parameters.get("required", [])
+    why: str | None = None
+    for name in required:
+        if name not in answer:
+            # Required, so it must be given; not in the answer, so giving it is rejected.
+            why = why or f"{fn_name}: required parameter {name!r} has no possible answer"
+    args: dict[str, Any] = {}
+    for param, values in answer.items():
+        if not isinstance(values, list):
+            raise ValueError(f"{fn_name}.{param}: a possible answer must be a list")
+        optional = "" in values
+        if param not in properties:
+            if not optional:
+                why = why or f"{fn_name}: {param!r} must be given but is not a parameter of the doc"
+            continue  # may be left out, and giving it is an unknown parameter: same verdicts
+        if not values:
+            why = why or f"{fn_name}.{param}: the possible-answer list is empty"
+            continue
+        accepted = [v for v in values if v != ""] or [""]
+        spec: dict[str, Any] = {"one_of": accepted}
+        if optional:
+            spec["optional"] = True
+        args[param] = spec
+    return {"tool": tool, "args": args}, why
+
+
+def offered_tools(tool_names: Mapping[str, str]) -> list[str | dict[str, str]]:
+    """A case's `tools`: each doc under the name BFCL sends, whatever its catalogue key."""
+    return [
+        key if key == openai_name(name) else {"tool": key, "name": openai_name(name)}
+        for name, key in tool_names.items()
+    ]
+
+
+def convert_entry(
+    category: str,
+    entry: BfclEntry,
+    answer: BfclAnswer | None,
+    tool_names: Mapping[str, str],
+) -> tuple[dict[str, Any], NeverRight | None]:
+    """One BFCL entry as a callgate case (a JSON object for cases.jsonl), and whether BFCL's
+    checker can never pass it."""
+    kind = CATEGORIES[category]
+    if len(entry.question) != 1:
+        raise InputError(entry.id, "multi-turn entries are not supported")
+    # The category is the tag its figures are read under; no generic `parallel` tag, which
+    # would pool four categories under the name of one.
+    tags = [category]
+    if category.startswith("live_"):
+        tags.append("live")
+    expect: dict[str, Any]
+    never: str | None = None
+    if kind == "irrelevance":
+        tags.append("no-tool")
+        expect = {"type": "no_call"}
+    elif kind == "relevance":
+        expect = {"type": "any_call"}
+    else:
+        assert answer is not None
+        docs = {f.name: f for f in entry.function}
+        calls = []
+        for ground in answer.ground_truth:
+            if len(ground) != 1:
+                raise InputError(entry.id, "each ground-truth call must name one function")
+            ((fn_name, params),) = ground.items()
+            if fn_name not in docs:
+                raise InputError(entry.id, f"ground truth calls {fn_name!r}, which is not offered")
+            call, why = _expected_call(fn_name, params, docs[fn_name], tool_names[fn_name])
+            never = never or why
+            calls.append(call)
+        # ast_checker.py:41-61: "parallel" categories match in any order, others one call.
+        mode = "unordered" if "parallel" in category else "strict"
+        expect = {"type": "calls", "mode": mode, "calls": calls}
+    case: dict[str, Any] = {
+        "id": entry.id,
+        "messages": entry.question[0],
+        "tools": offered_tools(tool_names),
+        "tags": tags,
+        "expect": expect,
+    }
+    if never is None:
+        return case, None
+    case["never_right"] = f"BFCL's possible answer cannot be met ({never})"
+    return case, NeverRight(entry.id, never)
+
+
+@dataclass(frozen=True)
+class Converted:
+    tools: list[dict[str, Any]]  # tools.json
+    cases: list[dict[str, Any]]  # cases.jsonl, one object a line
+    meta: dict[str, Any]  # suite.json
+    catalogue: Catalogue
+    never_right: list[NeverRight]
+
+
+def suite_name(categories: Sequence[str]) -> str:
+    return f"bfcl-{categories[0]}" if len(categories) == 1 else "bfcl"
+
+
+def convert_categories(datas: Sequence[CategoryData]) -> Converted:
+    """Tools, cases and suite.json for one or more categories, in one catalogue. Pure: nothing
+    is written."""
+    entries = [(data, entry) for data in datas for entry in data.entries]
+    per_entry: list[list[dict[str, Any]]] = []
+    for _, entry in entries:
+        converted = [convert_function(f, entry.id) for f in entry.function]
+        names = [tool["function"]["name"] for tool in converted]
+        if len(set(names)) != len(names):
+            raise InputError(entry.id, "two functions share one name once '.' becomes '_'")
+        per_entry.append(converted)
+    catalogue = build_catalogue(per_entry)
+    cases: list[dict[str, Any]] = []
+    never_right: list[NeverRight] = []
+    seen: set[str] = set()
+    for (data, entry), converted in zip(entries, per_entry, strict=True):
+        if entry.id in seen:
+            raise InputError(data.origin, f"case id {entry.id!r} occurs twice")
+        seen.add(entry.id)
+        tool_names = {
+            f.name: catalogue.names[canonical_json(tool)]
+            for f, tool in zip(entry.function, converted, strict=True)
+        }
+        try:
+            case, never = convert_entry(
+                data.category, entry, data.answers.get(entry.id), tool_names
+            )
+        except ValueError as exc:
+            raise InputError(entry.id, str(exc)) from None
+        if never is not None:
+            never_right.append(never)
+        cases.append(case)
+    categories = [data.category for data in datas]
+    meta: dict[str, Any] = {
+        "name": suite_name(categories),
+        "description": "Berkeley Function Calling Leaderboard, categories "
+        f"{', '.join(categories)}, imported by callgate (see docs/bfcl.md).",
+        "match": dict(MATCH_RULES),
+        "source": {
+            "benchmark": "bfcl",
+            "categories": categories,
+            "package_version": datas[0].version,
+            "files": [data.origin for data in datas],
+            "license": "Apache-2.0",
+            # Listed again here for people; each case carries its own `never_right`.
+            "never_right": [{"id": n.id, "reason": n.reason} for n in never_right],
+        },
+    }
+    return Converted(catalogue.tools, cases, meta, catalogue, never_right)
+
+
+def convert_category(data: CategoryData) -> Converted:
+    """`convert_categories` for one category."""
+    return convert_categories([data])

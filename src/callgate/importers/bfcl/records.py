@@ -1,0 +1,151 @@
+"""BFCL's data files: the entries, function docs and possible answers of one category, read
+from a BFCL data folder or the `bfcl-eval` wheel.
+
+Line references are to bfcl-eval 2026.3.23 (Apache-2.0): `ast_checker.py` is
+bfcl_eval/eval_checker/ast_eval/ast_checker.py, `handler utils` is
+bfcl_eval/model_handler/utils.py. docs/bfcl.md states every mapping decision.
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from callgate.errors import InputError, decode
+from callgate.reading import json_lines_in, read_text, validate
+
+Kind = Literal["ast", "irrelevance", "relevance"]
+
+CATEGORIES: dict[str, Kind] = {
+    "simple_python": "ast",
+    "multiple": "ast",
+    "parallel": "ast",
+    "parallel_multiple": "ast",
+    "irrelevance": "irrelevance",
+    "live_simple": "ast",
+    "live_multiple": "ast",
+    "live_parallel": "ast",
+    "live_parallel_multiple": "ast",
+    "live_irrelevance": "irrelevance",
+    "live_relevance": "relevance",
+}
+
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class BfclFunction(_Record):
+    name: str = Field(min_length=1)
+    description: str = ""
+    parameters: dict[str, Any]
+
+
+class BfclEntry(_Record):
+    id: str = Field(min_length=1)
+    question: list[list[dict[str, Any]]] = Field(min_length=1)
+    function: list[BfclFunction]
+
+
+class BfclAnswer(_Record):
+    id: str = Field(min_length=1)
+    ground_truth: list[dict[str, dict[str, Any]]] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class CategoryData:
+    category: str
+    entries: list[BfclEntry]
+    answers: dict[str, BfclAnswer]
+    origin: str  # where the files were read, for suite.json
+    version: str | None  # the bfcl-eval package version, when read from a wheel
+
+
+# The newest bfcl-eval release the importer and its tests are checked against; the commands in
+# README.md and docs/bfcl.md pin it (tests/test_bfcl.py holds them to it).
+TESTED_VERSION = "2026.3.23"
+
+_DATA_FILE = re.compile(r"^BFCL_v(\d+)_(.+)\.json$")
+
+
+def _pick(names: Sequence[str], category: str) -> tuple[str, str | None] | None:
+    """The question file of a category and its possible-answer file, among archive paths.
+
+    The highest BFCL version wins, then the shallowest path; unused datasets are ignored."""
+    found: list[tuple[int, int, str]] = []
+    for name in names:
+        path = PurePosixPath(name)
+        match = _DATA_FILE.match(path.name)
+        if match is None or match.group(2) != category:
+            continue
+        if "possible_answer" in path.parts or "unused_datasets" in path.parts:
+            continue
+        found.append((-int(match.group(1)), len(path.parts), name))
+    if not found:
+        return None
+    question = PurePosixPath(min(found)[2])
+    answer = str(question.parent / "possible_answer" / question.name)
+    return str(question), answer if answer in set(names) else None
+
+
+def _parse_lines(text: str, where: str, model: type[BaseModel]) -> list[Any]:
+    return [validate(model, raw, where, line=line_no)
+            for line_no, raw, _ in json_lines_in(where, text.splitlines())]
+
+
+def read_category(source: Path | str, category: str) -> CategoryData:
+    """Read one category from a BFCL data folder (any folder above the files will do) or from
+    the `bfcl-eval` wheel read as a zip archive."""
+    if category not in CATEGORIES:
+        raise InputError(source, f"unknown category {category!r}; one of {', '.join(CATEGORIES)}")
+    root = Path(source)
+    version: str | None = None
+    if root.is_file() and zipfile.is_zipfile(root):
+        with zipfile.ZipFile(root) as archive:
+            names = archive.namelist()
+            picked = _pick(names, category)
+            if picked is None:
+                raise InputError(root, f"no BFCL data file for category {category!r}")
+            question_name, answer_name = picked
+            question_text = decode(f"{root.name}!{question_name}", archive.read(question_name))
+            answer_text = (
+                decode(f"{root.name}!{answer_name}", archive.read(answer_name))
+                if answer_name else None
+            )
+            metadata = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
+            if metadata is not None:
+                header = archive.read(metadata).decode("utf-8", "replace")
+                found = re.search(r"^Version: (.+)$", header, re.MULTILINE)
+                version = found.group(1).strip() if found else None
+        origin = f"{root.name}!{question_name}"
+        where_q, where_a = origin, f"{root.name}!{answer_name}"
+    elif root.is_dir():
+        names = [p.relative_to(root).as_posix() for p in root.rglob("BFCL_v*_*.json")]
+        picked = _pick(names, category)
+        if picked is None:
+            raise InputError(root, f"no BFCL data file for category {category!r}")
+        question_name, answer_name = picked
+        question_text = read_text(root / question_name)
+        answer_text = read_text(root / answer_name) if answer_name else None
+        origin = where_q = str(root / question_name)
+        where_a = str(root / answer_name) if answer_name else ""
+    else:
+        raise InputError(root, "not a BFCL data folder nor a zip archive (the bfcl-eval wheel)")
+    entries: list[BfclEntry] = _parse_lines(question_text, where_q, BfclEntry)
+    answers: dict[str, BfclAnswer] = {}
+    if CATEGORIES[category] == "ast":
+        if answer_text is None:
+            raise InputError(root, f"no possible-answer file for category {category!r}")
+        answers = {a.id: a for a in _parse_lines(answer_text, where_a, BfclAnswer)}
+        missing = [e.id for e in entries if e.id not in answers]
+        if missing:
+            raise InputError(where_a, f"no possible answer for {missing[0]!r}")
+    return CategoryData(category, entries, answers, origin, version)
+

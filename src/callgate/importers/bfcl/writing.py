@@ -1,0 +1,118 @@
+"""Writing imported categories as one suite directory, never half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from callgate.errors import InputError
+from callgate.importers.bfcl.cases import NeverRight, convert_categories
+from callgate.importers.bfcl.records import CATEGORIES, read_category
+from callgate.suites.suite import load_suite
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    out: Path
+    categories: list[str]
+    cases: int
+    tools: int
+    renamed: int
+    reordered: int
+    never_right: list[NeverRight]
+    version: str | None  # the bfcl-eval version read, when read from the wheel
+
+
+
+SUITE_FILES = ("tools.json", "cases.jsonl", "suite.json")
+
+
+def imported_from_bfcl(meta_path: Path) -> bool:
+    """True when `meta_path` (a suite.json) says the suite was imported from BFCL."""
+    try:
+        previous = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # unreadable, not UTF-8, not JSON: not ours to overwrite
+        return False
+    source_meta = previous.get("source") if isinstance(previous, dict) else None
+    return isinstance(source_meta, dict) and source_meta.get("benchmark") == "bfcl"
+
+
+def _check_target(target: Path) -> None:
+    """A directory that holds a suite not imported from BFCL is never overwritten."""
+    if target.exists() and not target.is_dir():
+        raise InputError(target, "exists and is not a directory")
+    meta_path = target / "suite.json"
+    if meta_path.exists():
+        if imported_from_bfcl(meta_path):
+            return
+    elif not any((target / name).exists() for name in SUITE_FILES):
+        return
+    raise InputError(
+        target, "holds a suite not imported from BFCL; not overwritten (--force overwrites it)"
+    )
+
+
+def categories_named(names: str | Sequence[str]) -> list[str]:
+    """The categories asked for, in the order given, "all" standing for every one."""
+    chosen: list[str] = []
+    for name in [names] if isinstance(names, str) else names:
+        for category in CATEGORIES if name == "all" else [name]:
+            if category not in chosen:
+                chosen.append(category)
+    return chosen
+
+
+def import_category(
+    source: Path | str, category: str | Sequence[str], out: Path | str, *, force: bool = False
+) -> ImportResult:
+    """Read one or more categories ("all": every one), write them as one suite directory, and
+    load it back as a check.
+
+    The suite is written and checked in a temporary directory beside `out`, then moved in, so
+    a failure leaves `out` as it was. Other files in `out` are left alone. A directory holding
+    a suite that was not imported from BFCL is refused unless `force`."""
+    target = Path(out)
+    if not force:
+        _check_target(target)
+    categories = categories_named(category)
+    if not categories:
+        raise InputError(source, "no category given")
+    converted = convert_categories([read_category(source, c) for c in categories])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # A plain mkdir (not mkdtemp's 0700) so that a new `out` gets the usual permissions.
+    staging = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    staging.mkdir()
+    try:
+        (staging / "tools.json").write_text(
+            json.dumps(converted.tools, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        with (staging / "cases.jsonl").open("w", encoding="utf-8") as handle:
+            for case in converted.cases:
+                handle.write(json.dumps(case, ensure_ascii=False) + "\n")
+        (staging / "suite.json").write_text(
+            json.dumps(converted.meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        load_suite(staging)
+        if not target.exists():
+            staging.rename(target)
+        else:
+            for name in SUITE_FILES:
+                os.replace(staging / name, target / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ImportResult(
+        out=target,
+        categories=categories,
+        cases=len(converted.cases),
+        tools=len(converted.tools),
+        renamed=converted.catalogue.renamed,
+        reordered=converted.catalogue.reordered,
+        never_right=converted.never_right,
+        version=converted.meta["source"]["package_version"],
+    )
+
