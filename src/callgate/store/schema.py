@@ -269,6 +269,9 @@ def m007_audit_item_skips(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(audit_items)")}
     if "skip_reason" not in columns:
         conn.execute("ALTER TABLE audit_items ADD COLUMN skip_reason TEXT")
+
+
+@migration
 def m008_runs_agent_columns(conn: sqlite3.Connection) -> None:
     """runs.agent: the stable name a release belongs to (its lineage: a candidate's name, or
     --agent), and runs.model_params: the parameters the model was called with (JSON, NULL
