@@ -142,6 +142,7 @@ class Bad:
     folders: tuple[str, ...] = ()  # paths replaced by an empty folder
     removed: tuple[str, ...] = ()
     args: tuple[str, ...] = ()  # replace the command's arguments
+    links: tuple[tuple[str, str, bool], ...] = ()  # (path, target, hard link?)
     xfail: str | None = None
 
 
@@ -557,6 +558,68 @@ bad("scores", "a bad file in the baseline folder", "gate", "bad.json", "invalid 
     args=("gate", "-m", "m", "--release", "r1", "--baseline", "releases", "--db", "callgate.db"))
 
 
+# --------------------------------------------------------------------------- output options
+# No output may land on the store (or its -wal/-shm/-journal), on an input of the command, on
+# another output, or on a folder; checked before the gate decides (it records its decision).
+
+GATE = COMMANDS["gate"]
+REPORT = ("report", "-m", "m", "--db", "callgate.db")
+
+
+def output(name: str, args: tuple[str, ...], *where: str, **kwargs: Any) -> None:
+    bad("output", name, args[0], *where, args=args, **kwargs)
+
+
+for option in ("--scores-out", "--junit", "--markdown"):
+    output(f"gate {option} the store", (*GATE, option, "callgate.db"),
+           f"{option} callgate.db: is the store")
+output("report --html the store", (*REPORT, "--html", "callgate.db"), "--html callgate.db",
+       "is the store")
+output("report --html the store by another relative path",
+       (*REPORT, "--html", "releases/../callgate.db"), "--html releases/../callgate.db",
+       "is the store")
+output("report --html a symlink to the store", (*REPORT, "--html", "latest.html"),
+       "--html latest.html", "is the store", links=(("latest.html", "callgate.db", False),))
+output("gate --junit a hard link to the store", (*GATE, "--junit", "ci.xml"),
+       "--junit ci.xml", "is the store", links=(("ci.xml", "callgate.db", True),))
+output("gate --scores-out the store's WAL", (*GATE, "--scores-out", "callgate.db-wal"),
+       "--scores-out callgate.db-wal", "wal file")
+output("gate --markdown the store's shared memory", (*GATE, "--markdown", "callgate.db-shm"),
+       "--markdown callgate.db-shm", "shm file")
+output("report --html the store's journal", (*REPORT, "--html", "callgate.db-journal"),
+       "--html callgate.db-journal", "journal file")
+output("gate --scores-out the baseline it reads", (*GATE, "--scores-out", "releases/base.json"),
+       "--scores-out releases/base.json", "reads or writes")
+output("report --html the baseline it reads",
+       (*REPORT, "--baseline", "releases/base.json", "--html", "releases/base.json"),
+       "--html releases/base.json", "reads or writes")
+output("gate --junit and --markdown one file", (*GATE, "--junit", "ci.out", "--markdown",
+                                                "ci.out"), "--markdown ci.out", "reads or writes")
+output("gate --scores-out and --junit one file", (*GATE, "--scores-out", "r.json", "--junit",
+                                                  "./r.json"), "--junit r.json", "reads or writes")
+output("gate --junit a folder", (*GATE, "--junit", "releases"), "--junit releases",
+       "is a folder")
+output("report --html a folder", (*REPORT, "--html", "releases"), "--html releases",
+       "is a folder")
+output("gate --scores-out a folder", (*GATE, "--scores-out", "releases"),
+       "--scores-out releases", "is a folder")
+output("gate --markdown in a missing folder", (*GATE, "--markdown", "nope/ci.md"),
+       "--markdown nope/ci.md", "does not exist")
+output("gate --scores-out under a file", (*GATE, "--scores-out", "callgate.toml/r.json"),
+       "--scores-out callgate.toml/r.json", "not a folder")
+output("report --html under a file, two folders down",
+       (*REPORT, "--html", "callgate.toml/a/b.html"), "--html callgate.toml/a/b.html",
+       "not a folder")
+output("judge label --set the store", ("judge", "label", "1", "--set", "callgate.db",
+                                       "--db", "callgate.db"), "--set callgate.db",
+       "is the store")
+output("judge label --set in a missing folder", ("judge", "label", "1", "--set",
+                                                 "nofolder/new.jsonl", "--db", "callgate.db"),
+       "--set nofolder/new.jsonl", "does not exist")
+output("judge label --set a folder", ("judge", "label", "1", "--set", "releases",
+                                      "--db", "callgate.db"), "--set releases", "is a folder")
+
+
 # --------------------------------------------------------------------------- running the CLI
 
 
@@ -634,6 +697,11 @@ def prepare(template: Path, tmp_path: Path, entry: Bad) -> Path:
     for rel in entry.folders:
         (root / rel).unlink()
         (root / rel).mkdir()
+    for rel, target, hard in entry.links:
+        if hard:
+            (root / rel).hardlink_to(root / target)
+        else:
+            (root / rel).symlink_to(target)
     for rel, content in entry.files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -669,22 +737,32 @@ def test_bad_input(entry: Bad, template: Path, tmp_path: Path, capsys: pytest.Ca
                    monkeypatch: pytest.MonkeyPatch) -> None:
     root = prepare(template, tmp_path, entry)
     before = store_hash(root / "callgate.db")
+    files = folder_state(root)
     monkeypatch.chdir(root)
     code, out, err = cli_in_process(entry.args or COMMANDS[entry.command], capsys, monkeypatch)
     assert_one_clean_line(code, out, err, entry)
     assert store_hash(root / "callgate.db") == before
+    assert folder_state(root) == files  # nothing written beside the store either
+
+
+def folder_state(root: Path) -> dict[str, str]:
+    """Every file under `root` but the store and its SQLite side files (the store's bytes
+    change on opening; its dump is compared), with a hash of its bytes."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.startswith("callgate.db")}
 
 
 def test_the_corpus_is_large_and_distinct() -> None:
     names = [(e.kind, e.name) for e in CORPUS]
     assert len(set(names)) == len(names)
-    inputs = {(e.kind, repr(sorted(e.files.items())), e.folders, e.removed, e.args,
+    inputs = {(e.kind, repr(sorted(e.files.items())), e.folders, e.removed, e.args, e.links,
                e.name if e.name in SCORE_CHANGES else "") for e in CORPUS}
     assert len(inputs) == len(CORPUS)  # no two rows feed the same bytes
     by_kind = Counter(e.kind for e in CORPUS)
     assert len(CORPUS) + len(HOSTILE) >= 140, by_kind
     assert set(by_kind) == {"suite", "responses", "config", "judge_spec", "calibration",
-                            "scores"}
+                            "scores", "output"}
 
 
 # --------------------------------------------------------------------------- model output

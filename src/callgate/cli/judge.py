@@ -23,6 +23,7 @@ from callgate.cli.common import (
     ApiKeyEnvOption,
     DbOption,
     _fail,
+    check_output,
 )
 
 judge_app = typer.Typer(help="A frozen LLM judge: show, calibrate, label, audit, plan.",
@@ -214,6 +215,7 @@ def judge_label(
         raise _fail("give RUN and --set FILE, or --audit RUN")
     if split not in ("dev", "test"):
         raise _fail(f"--split must be dev or test, not {split!r}")
+    check_output("--set", calibration_set, store=db)
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:

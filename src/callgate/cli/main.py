@@ -28,6 +28,7 @@ from callgate.cli.common import (
     _fail,
     _record_if_not_a_result,
     _usage_error,
+    check_output,
     click_errors,
 )
 from callgate.cli.judge import judge_app
@@ -256,6 +257,14 @@ def gate(
     from callgate.store.db import Store
     from callgate.suites.shard import incomplete
 
+    baseline_file = Path(baseline) if baseline != "auto" else None
+    written: list[Path] = []
+    for option, out in (("--scores-out", scores_out), ("--junit", junit),
+                        ("--markdown", markdown)):
+        if out is not None:  # each output is also an input of the next: no two share a file
+            check_output(option, out, store=db, inputs=(baseline_file, *written),
+                         makes_folder=option == "--scores-out")
+            written.append(out)
     try:
         if not db.exists():
             raise CallgateError(f"{db}: no such database; score the release first")
@@ -420,6 +429,8 @@ def report(
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """A static HTML report of a release (chart, figures, flipped cases) for CI artifacts."""
+    check_output("--html", html, store=db,
+                 inputs=(Path(baseline) if baseline != "auto" else None,), makes_folder=True)
     if not db.exists():
         raise _fail(f"{db}: no such database")
     from callgate.web.report_html import write_report
