@@ -143,6 +143,7 @@ class Bad:
     removed: tuple[str, ...] = ()
     args: tuple[str, ...] = ()  # replace the command's arguments
     links: tuple[tuple[str, str, bool], ...] = ()  # (path, target, hard link?)
+    sql: tuple[str, ...] = ()  # run on in.db, a copy of the store, for `merge`
     xfail: str | None = None
 
 
@@ -620,6 +621,134 @@ output("judge label --set a folder", ("judge", "label", "1", "--set", "releases"
                                       "--db", "callgate.db"), "--set releases", "is a folder")
 
 
+# --------------------------------------------------------------------------- stores to merge
+# in.db is a copy of the good store with the row changed; `merge out.db in.db` must refuse it
+# naming in.db, the table, the row and the field, make no out.db and leave in.db as it was.
+
+MERGE = ("merge", "out.db", "in.db")
+
+
+def merged(name: str, *sql: str, where: tuple[str, ...] = (), **kwargs: Any) -> None:
+    bad("merge", name, "merge", *where, args=kwargs.pop("args", MERGE), sql=sql, **kwargs)
+
+
+def verdict_of_a(change: str, *where: str) -> None:
+    merged(f"a verdict with {change}", f"UPDATE verdicts SET {change} WHERE case_id = 'a'",
+           where=("in.db: table verdicts, run 1 case 'a' repeat 0", *where))
+
+
+def sqlite_file(*statements: str) -> bytes:
+    conn = sqlite3.connect(":memory:")
+    for statement in statements:
+        conn.execute(statement)
+    data = conn.serialize()
+    conn.close()
+    return data
+
+
+RUN = ("in.db: table runs, run 1",)
+merged("a verdict for a case not in the suite", "UPDATE verdicts SET case_id = 'zz' "
+       "WHERE case_id = 'a'", where=("in.db: table verdicts, run 1 case 'zz' repeat 0: "
+                                     "case_id", "not a case of suite shop"))
+merged("a verdict without a response", "DELETE FROM responses WHERE case_id = 'a'",
+       where=("table verdicts, run 1 case 'a' repeat 0: case_id", "without a response"))
+merged("a verdict of repeat -1", "UPDATE verdicts SET repeat = -1 WHERE case_id = 'a'",
+       where=("table verdicts, run 1 case 'a' repeat -1: repeat", "from 0 to 2^63-1"))
+merged("a verdict of repeat 'one'", "UPDATE verdicts SET repeat = 'one' WHERE case_id = 'a'",
+       where=("table verdicts", "repeat 'one': repeat"))
+verdict_of_a("tool = 'wrong_tool'", "right_tool: is true, but the verdict is scored/wrong_tool")
+verdict_of_a("arguments = 'wrong_value'", "right_arguments: is true")
+verdict_of_a("status = 'provider_error'", "right_tool: is true, but the verdict is "
+             "provider_error")
+verdict_of_a("tool = 'maybe'", ": tool: ")
+verdict_of_a("status = 'done'", ": status: ")
+verdict_of_a("arguments = 'fine'", ": arguments: ")
+verdict_of_a("schema_kind = 'odd'", ": schema_kind: ")
+verdict_of_a("right_tool = 2", ": right_tool: ")
+verdict_of_a("calls = 'many'", ": calls: ")
+merged("shard 5 of 4", "UPDATE runs SET shard_count = 4, shards = '[5]'",
+       where=(*RUN, "shards", "from 1 to 4"))
+merged("shard_count 0", "UPDATE runs SET shard_count = 0, shards = '[1]'",
+       where=(*RUN, "shard_count", "from 1 to"))
+merged("shard_count a word", "UPDATE runs SET shard_count = 'four', shards = '[1]'",
+       where=(*RUN, "shard_count"))
+merged("shards without shard_count", "UPDATE runs SET shards = '[1]'", where=(*RUN, "shards",
+                                                                            "both"))
+merged("shards not JSON", "UPDATE runs SET shard_count = 2, shards = '1,2'",
+       where=(*RUN, "shards", "not JSON"))
+merged("a shard twice", "UPDATE runs SET shard_count = 2, shards = '[1, 1]'",
+       where=(*RUN, "shards", "distinct"))
+merged("no shard at all", "UPDATE runs SET shard_count = 2, shards = '[]'",
+       where=(*RUN, "shards"))
+merged("a gate decision that is not JSON", "UPDATE runs SET gate = '{\"released\": '",
+       where=(*RUN, "gate", "not JSON"))
+merged("a gate decision that is an array", "UPDATE runs SET gate = '[]'",
+       where=(*RUN, "gate", "JSON object"))
+merged("scores that are not JSON", "UPDATE runs SET scores = 'fine'",
+       where=(*RUN, "scores", "not JSON"))
+merged("a run whose suite row is missing", "DELETE FROM cases", "DELETE FROM suites",
+       where=(*RUN, "suite", "no row in table suites of this store"))
+merged("an empty model name", "UPDATE runs SET model = ''", where=(*RUN, "model"))
+merged("an empty release label", "UPDATE runs SET release = ''", where=(*RUN, "release"))
+merged("a response body that is not JSON", "UPDATE responses SET body = '{' "
+       "WHERE case_id = 'a'", where=("table responses, run 1 case 'a' repeat 0: body",))
+merged("a negative cost", "UPDATE responses SET cost = -1 WHERE case_id = 'a'",
+       where=("table responses", "cost", "at least 0"))
+merged("a latency that is a word", "UPDATE responses SET latency_ms = 'slow' "
+       "WHERE case_id = 'a'", where=("table responses", "latency_ms"))
+merged("negative prompt tokens", "UPDATE responses SET prompt_tokens = -3 WHERE case_id = 'a'",
+       where=("table responses", "prompt_tokens"))
+merged("a response for a case not in the suite", "UPDATE responses SET case_id = 'zz' "
+       "WHERE case_id = 'b'", where=("table responses, run 1 case 'zz'", "case_id"))
+merged("case tags that are not JSON", "UPDATE cases SET tags = 'clean' WHERE case_id = 'a'",
+       where=("in.db: table cases, case 'a': tags", "not JSON"))
+merged("case tags that are numbers", "UPDATE cases SET tags = '[1]' WHERE case_id = 'a'",
+       where=("table cases, case 'a': tags", "strings"))
+merged("a case body that is an array", "UPDATE cases SET body = '[]' WHERE case_id = 'a'",
+       where=("table cases, case 'a': body", "JSON object"))
+merged("a case of a suite that is not there", "UPDATE cases SET suite = 'nope' "
+       "WHERE case_id = 'a'", where=("table cases, case 'a': suite", "no row"))
+merged("suite tools that are not JSON", "UPDATE suites SET tools = 'x'",
+       where=("in.db: table suites", "tools", "not JSON"))
+CAL_ITEM = "INSERT INTO calibration_items VALUES ('s', 'i', {}, {}, {}, {})"
+merged("a calibration item labelled maybe", CAL_ITEM.format("'dev'", "'maybe'", "'pass'", "'{}'"),
+       where=("table calibration_items, set 's' item 'i': label_tool_choice",))
+merged("a calibration item in split train",
+       CAL_ITEM.format("'train'", "'pass'", "'pass'", "'{}'"),
+       where=("table calibration_items", "split"))
+merged("a calibration item whose body is not JSON",
+       CAL_ITEM.format("'dev'", "'pass'", "'n/a'", "'{'"),
+       where=("table calibration_items", "body"))
+merged("a certificate that is not JSON",
+       "INSERT INTO certificates VALUES ('f', 'j', 't', 1, 'certified')",
+       where=("table certificates, fingerprint 'f': body", "not JSON"))
+merged("a judge output that is not JSON", "INSERT INTO judge_cache VALUES ('k', 'f', 'pass', "
+       "'t')", where=("table judge_cache, key 'k': output",))
+merged("a cached answer that is not JSON", "INSERT INTO live_responses VALUES ('k', 'm', 'a', "
+       "0, '{}', 'x', NULL, 1, 't')", where=("table live_responses, key 'k': line",))
+merged("a judgement labelled maybe", "INSERT INTO judgements VALUES (1, 'a', 0, 'f', 'maybe', "
+       "'pass', '')", where=("table judgements, run 1 case 'a' repeat 0: tool_choice",))
+merged("a judgement for a case not in the suite", "INSERT INTO judgements VALUES (1, 'zz', 0, "
+       "'f', 'pass', 'pass', '')", where=("table judgements, run 1 case 'zz'", "case_id"))
+merged("a request for a case not in the suite", "INSERT INTO run_requests VALUES (1, 'zz', 0, "
+       "'k', 0)", where=("table run_requests, run 1 case 'zz'", "case_id"))
+merged("an empty input", where=("in.db: an empty file",), files={"in.db": b""})
+merged("a text file as input", where=("in.db: not a SQLite database",),
+       files={"in.db": "not a store\n"})
+merged("another program's database as input", where=("in.db: another program's SQLite",),
+       files={"in.db": sqlite_file("CREATE TABLE notes (x)")})
+merged("a SQLite file without tables as input", where=("in.db: a SQLite file without tables",),
+       files={"in.db": sqlite_file("PRAGMA user_version = 0")})
+merged("a folder as input", where=("releases: is a folder",), args=("merge", "out.db",
+                                                                    "releases"))
+merged("a missing input", where=("nope.db: file not found",), args=("merge", "out.db",
+                                                                   "nope.db"))
+merged("a new store that exists", where=("callgate.db: exists", "--into"),
+       args=("merge", "callgate.db", "releases/base.json"))
+merged("the output as its own input", where=("callgate.db: is the store merged into",),
+       args=("merge", "--into", "callgate.db", "callgate.db"))
+
+
 # --------------------------------------------------------------------------- running the CLI
 
 
@@ -697,6 +826,12 @@ def prepare(template: Path, tmp_path: Path, entry: Bad) -> Path:
     for rel in entry.folders:
         (root / rel).unlink()
         (root / rel).mkdir()
+    if entry.sql:
+        shutil.copy(root / "callgate.db", root / "in.db")
+        with sqlite3.connect(root / "in.db") as conn:
+            for statement in entry.sql:
+                conn.execute(statement)
+        conn.close()
     for rel, target, hard in entry.links:
         if hard:
             (root / rel).hardlink_to(root / target)
@@ -757,12 +892,13 @@ def test_the_corpus_is_large_and_distinct() -> None:
     names = [(e.kind, e.name) for e in CORPUS]
     assert len(set(names)) == len(names)
     inputs = {(e.kind, repr(sorted(e.files.items())), e.folders, e.removed, e.args, e.links,
+               e.sql,
                e.name if e.name in SCORE_CHANGES else "") for e in CORPUS}
     assert len(inputs) == len(CORPUS)  # no two rows feed the same bytes
     by_kind = Counter(e.kind for e in CORPUS)
     assert len(CORPUS) + len(HOSTILE) >= 140, by_kind
     assert set(by_kind) == {"suite", "responses", "config", "judge_spec", "calibration",
-                            "scores", "output"}
+                            "scores", "output", "merge"}
 
 
 # --------------------------------------------------------------------------- model output

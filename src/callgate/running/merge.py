@@ -22,6 +22,7 @@ from callgate.gating.gate import not_a_result
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.judging.calibration import Certificate
 from callgate.judging.judge import JudgeOutput
+from callgate.running.merge_input import check_merge_input
 from callgate.scoring.pipeline import JudgedTally, judged_shares
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store
@@ -92,6 +93,7 @@ def merge_stores(out: Path, inputs: list[Path]) -> list[MergedRelease]:
     try:
         for path in inputs:
             sources.append(Store(path, read_only=True))
+            check_merge_input(sources[-1])
         if out.exists() and out.stat().st_size:
             return _merge_into(out, out, sources)
         check_store_file(out)

@@ -136,6 +136,10 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
         have to upgrade first, is refused, and none is ever written to."""
         check_input_store(self.path)
         uri = self.path.absolute().as_uri() + "?mode=ro"
+        if not self.path.with_name(self.path.name + "-wal").exists():
+            # Nothing waits to be checkpointed: read the file as it is, without the -wal and
+            # -shm files a read-only connection would otherwise create and leave beside it.
+            uri += "&immutable=1"
         try:
             conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout,
                                    isolation_level=None)

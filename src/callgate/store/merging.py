@@ -198,6 +198,21 @@ class MergeRecords(StoreBase):
         conn.execute("DELETE FROM temp.merge_verdicts")
         return cursor.rowcount
 
+    def merge_input_runs(self) -> list[dict[str, Any]]:
+        """The finished runs `merge` copies from this store, for checking them first."""
+        return list(self.db.query(
+            "SELECT * FROM runs WHERE status = 'done' ORDER BY created_at, id"))
+
+    def merge_input_rows(self, table: str, run_id: int | None = None
+                         ) -> Iterator[dict[str, Any]]:
+        """The rows of `table` that `merge` copies from this store (of one run, for a table
+        under runs), for checking them first; `rowid` says which row in a message."""
+        if table not in (*_MERGED_TABLES, *_MERGED_RUN_TABLES, "verdicts"):
+            raise ValueError(f"merge copies no table {table}")
+        if run_id is None:
+            return self.db.query(f"SELECT rowid, * FROM {table}")
+        return self.db.query(f"SELECT rowid, * FROM {table} WHERE run = ?", [run_id])
+
     def merged_attempts(self, run_id: int) -> Iterator[dict[str, Any]]:
         """A run's verdicts with what scoring reads of their responses and judgements, in case
         and repeat order: `judged_tool_choice` is set when the judge decided the attempt."""

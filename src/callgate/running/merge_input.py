@@ -1,0 +1,210 @@
+"""What `callgate merge` checks in a store before it copies anything from it.
+
+A store handed to merge may come from anywhere (a CI artifact, a hand edit, another tool), and
+merge counts its verdicts in the figures: every row merge copies is checked against the
+schema's rules and against the input's own suite first, and the first bad row refuses the
+input, naming the store, the table, the row and the field (exit 2, nothing written).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, get_args
+
+from pydantic import ValidationError
+
+from callgate.checks.verdict import Verdict
+from callgate.errors import InputError, from_validation_error
+from callgate.judging.judge import Label
+from callgate.reading import loads
+from callgate.store.db import Store
+from callgate.suites.responses import INT64_MAX
+
+_TOOL_CHOICES = ("pass", "fail")
+_SPLITS = ("dev", "test")
+
+
+class _Row:
+    """One row of an input store, for naming it in a refusal."""
+
+    def __init__(self, path: Path, table: str, row: dict[str, Any], key: str) -> None:
+        self.path, self.table, self.row, self.key = path, table, row, key
+
+    def refuse(self, field: str, message: str) -> InputError:
+        return InputError(self.path, message, field=f"table {self.table}, {self.key}: {field}")
+
+    def json(self, field: str, want: type | tuple[type, ...] = object, *,
+             nullable: bool = False) -> Any:
+        """The column `field` read as JSON of type `want` (a dict, a list, ...)."""
+        text = self.row[field]
+        if text is None and nullable:
+            return None
+        if not isinstance(text, str):
+            raise self.refuse(field, "must be JSON text")
+        try:
+            value = loads(text)
+        except ValueError as exc:
+            raise self.refuse(field, f"not JSON ({exc})") from None
+        if not isinstance(value, want):
+            raise self.refuse(field, f"must be a JSON {_kind(want)}")
+        return value
+
+    def one_of(self, field: str, allowed: tuple[str, ...]) -> None:
+        if self.row[field] not in allowed:
+            raise self.refuse(field, f"{_shown(self.row[field])} is not one of "
+                                     f"{', '.join(allowed)}")
+
+    def text(self, *fields: str) -> None:
+        for field in fields:
+            if not isinstance(self.row[field], str) or not self.row[field]:
+                raise self.refuse(field, "must be a non-empty text")
+
+    def count(self, field: str, *, lowest: int = 0, highest: int = INT64_MAX,
+              nullable: bool = True) -> None:
+        value = self.row[field]
+        if value is None and nullable:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or not lowest <= value <= highest:
+            raise self.refuse(field, f"{_shown(value)} is not an integer from {lowest} to "
+                                     f"{'2^63-1' if highest == INT64_MAX else highest}")
+
+    def amount(self, field: str) -> None:
+        value = self.row[field]
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                math.isfinite(value) and value >= 0):
+            raise self.refuse(field, f"{_shown(value)} is not a number at least 0")
+
+
+def _kind(want: type | tuple[type, ...]) -> str:
+    names: dict[type, str] = {dict: "object", list: "array", str: "string"}
+    wanted = want if isinstance(want, tuple) else (want,)
+    return " or ".join(names.get(w, w.__name__) for w in wanted)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_merge_input(source: Store) -> None:
+    """Refuse `source` (InputError naming it, the table, the row and the field) unless every
+    row merge would copy from it is sound."""
+    path = source.path
+    suites = {}
+    for row in source.merge_input_rows("suites"):
+        at = _Row(path, "suites", row, f"suite {_shown(row['fingerprint'])}")
+        at.text("fingerprint", "name")
+        at.json("tools", list)
+        suites[row["fingerprint"]] = row["name"]
+    cases: dict[str, set[str]] = {}
+    for row in source.merge_input_rows("cases"):
+        at = _Row(path, "cases", row, f"case {_shown(row['case_id'])}")
+        if row["suite"] not in suites:
+            raise at.refuse("suite", f"{_shown(row['suite'])} has no row in table suites")
+        at.text("case_id", "expect_type")
+        tags = at.json("tags", list)
+        if not all(isinstance(tag, str) for tag in tags):
+            raise at.refuse("tags", "must be a JSON array of strings")
+        at.json("body", dict)
+        cases.setdefault(row["suite"], set()).add(row["case_id"])
+    for row in source.merge_input_rows("calibration_items"):
+        at = _Row(path, "calibration_items", row,
+                  f"set {_shown(row['set_name'])} item {_shown(row['item_id'])}")
+        at.one_of("split", _SPLITS)
+        at.one_of("label_tool_choice", _TOOL_CHOICES)
+        at.one_of("label_arguments", get_args(Label))
+        at.json("body", dict)
+    for table, key, columns in (("certificates", "fingerprint", ("body",)),
+                                ("judge_cache", "key", ("output",)),
+                                ("live_responses", "key", ("request", "line"))):
+        for row in source.merge_input_rows(table):
+            at = _Row(path, table, row, f"{key} {_shown(row[key])}")
+            for column in columns:
+                at.json(column, dict)
+    for run in source.merge_input_runs():
+        _check_run(path, source, run, suites, cases)
+
+
+def _shard_numbers(shards: list[Any], count: int) -> bool:
+    numbers = [k for k in shards if isinstance(k, int) and not isinstance(k, bool)]
+    return bool(shards) and len(numbers) == len(set(numbers)) == len(shards) and all(
+        1 <= k <= count for k in numbers)
+
+
+def _check_run(path: Path, source: Store, run: dict[str, Any], suites: dict[str, str],
+               cases: dict[str, set[str]]) -> None:
+    run_id = run["id"]
+    at = _Row(path, "runs", run, f"run {run_id}")
+    at.text("suite_name", "model", "release", "source", "callgate_version")
+    if run["suite"] not in suites:
+        raise at.refuse("suite", f"{_shown(run['suite'])} has no row in table suites of this "
+                                 "store")
+    at.count("shard_count", lowest=1, highest=1_000_000)
+    shards = at.json("shards", list, nullable=True)
+    if (shards is None) != (run["shard_count"] is None):
+        raise at.refuse("shards", "shards and shard_count must be both set or both empty")
+    if shards is not None and not _shard_numbers(shards, run["shard_count"]):
+        raise at.refuse("shards", f"{_shown(run['shards'])} is not a list of distinct shard "
+                                  f"numbers from 1 to {run['shard_count']}")
+    at.json("gate", dict, nullable=True)
+    at.json("scores", dict, nullable=True)
+    known = cases.get(run["suite"], set())
+
+    def attempt(table: str, row: dict[str, Any]) -> _Row:
+        found = _Row(path, table, row, f"run {run_id} case {_shown(row['case_id'])} repeat "
+                                       f"{_shown(row['repeat'])}")
+        if row["case_id"] not in known:
+            raise found.refuse("case_id", f"not a case of suite {run['suite_name']} in this "
+                                          "store")
+        found.count("repeat", nullable=False)
+        return found
+
+    answered = set()
+    for row in source.merge_input_rows("responses", run_id):
+        found = attempt("responses", row)
+        for column in ("cost", "latency_ms"):
+            found.amount(column)
+        for column in ("prompt_tokens", "completion_tokens"):
+            found.count(column)
+        found.json("body")
+        answered.add((row["case_id"], row["repeat"]))
+    for row in source.merge_input_rows("verdicts", run_id):
+        found = attempt("verdicts", row)
+        _check_verdict(found, row)
+        if (row["case_id"], row["repeat"]) not in answered:
+            raise found.refuse("case_id", "a verdict without a response (no row in table "
+                                          "responses)")
+    for row in source.merge_input_rows("judgements", run_id):
+        found = attempt("judgements", row)
+        found.one_of("tool_choice", _TOOL_CHOICES)
+        found.one_of("arguments", get_args(Label))
+    for table in ("run_requests", "run_turns"):
+        for row in source.merge_input_rows(table, run_id):
+            attempt(table, row)
+
+
+_FLAG_RULES: tuple[tuple[str, Callable[[Verdict], bool], str], ...] = (
+    ("right_tool", lambda v: not v.right_tool or (v.status == "scored" and v.tool == "right"),
+     "is true, but the verdict is {status}/{tool}"),
+    ("right_arguments", lambda v: not v.right_arguments or (
+        v.right_tool and v.arguments in ("right", "not_applicable")),
+     "is true, but the verdict is {status}/{tool}/{arguments}"),
+)
+
+
+def _check_verdict(at: _Row, row: dict[str, Any]) -> None:
+    """The verdict's enums and types (the Verdict model's), and flags that agree with them."""
+    fields = {k: v for k, v in row.items() if k not in ("rowid", "run")}
+    try:
+        verdict = Verdict.model_validate(fields)
+    except ValidationError as exc:
+        raise from_validation_error(at.path, None, exc,
+                                    prefix=f"table {at.table}, {at.key}: ") from None
+    for field, holds, message in _FLAG_RULES:
+        if not holds(verdict):
+            raise at.refuse(field, message.format(status=verdict.status, tool=verdict.tool,
+                                                  arguments=verdict.arguments))
