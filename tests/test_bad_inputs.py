@@ -621,6 +621,28 @@ output("judge label --set a folder", ("judge", "label", "1", "--set", "releases"
                                       "--db", "callgate.db"), "--set releases", "is a folder")
 
 
+# --------------------------------------------------------------------------- judge commands
+
+def judge_command(name: str, args: tuple[str, ...], *where: str, **kwargs: Any) -> None:
+    bad("judge_cmd", name, "judge", *where, args=args, **kwargs)
+
+
+for width in ("0", "-1", "nan", "inf", "-inf", "101"):
+    judge_command(f"audit --width {width}", ("judge", "audit", "1", "--width", width,
+                                             "--db", "callgate.db"), "--width", "not a width")
+for width in ("0", "-2.5", "nan", "inf"):
+    judge_command(f"plan --run --width {width}", ("judge", "plan", "--run", "1", "--width",
+                                                  width, "--db", "callgate.db"),
+                  "--width", "not a width")
+judge_command("calibrate where the certificate would be a folder", tuple(COMMANDS["calibrate"]),
+              "certificate judges/j.cert.json: is a folder",
+              files={"judges/j.cert.json/kept": "x"})
+judge_command("calibrate where the certificate is a link to the store",
+              tuple(COMMANDS["calibrate"]),
+              "certificate judges/j.cert.json: is the store",
+              links=(("judges/j.cert.json", "../callgate.db", False),))
+
+
 # --------------------------------------------------------------------------- stores to merge
 # in.db is a copy of the good store with the row changed; `merge out.db in.db` must refuse it
 # naming in.db, the table, the row and the field, make no out.db and leave in.db as it was.
@@ -898,7 +920,7 @@ def test_the_corpus_is_large_and_distinct() -> None:
     by_kind = Counter(e.kind for e in CORPUS)
     assert len(CORPUS) + len(HOSTILE) >= 140, by_kind
     assert set(by_kind) == {"suite", "responses", "config", "judge_spec", "calibration",
-                            "scores", "output", "merge"}
+                            "scores", "output", "merge", "judge_cmd"}
 
 
 # --------------------------------------------------------------------------- model output
@@ -1055,6 +1077,34 @@ def test_calibrate_checks_the_whole_set_before_the_store_exists(
                                    "--db", "fresh.db"], capsys, monkeypatch)
     assert code == 2 and "cal.jsonl:3: label.arguments" in err
     assert not (root / "fresh.db").exists()
+
+
+def test_a_judge_plan_of_a_set_makes_no_store(
+        template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning reads: without a store it plans from no verdicts (it made an empty store)."""
+    root = tmp_path / "w"
+    shutil.copytree(template, root)
+    monkeypatch.chdir(root)
+    code, out, err = cli_in_process(["judge", "plan", "judges/j.toml", "--set", "cal.jsonl",
+                                     "--db", "fresh.db"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "not judged yet" in out
+    assert not (root / "fresh.db").exists()
+
+
+def test_a_calibration_that_fails_keeps_nothing_of_the_set(
+        template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's endpoint is a closed port: calibrate fails (exit 2) and the store is as it
+    was (the set's items were loaded first and kept; now they come with the certificate)."""
+    root = tmp_path / "w"
+    shutil.copytree(template, root)
+    before = store_hash(root / "callgate.db")
+    monkeypatch.chdir(root)
+    code, _, err = cli_in_process(COMMANDS["calibrate"], capsys, monkeypatch)
+    assert code == 2 and "127.0.0.1:9" in err, err
+    assert store_hash(root / "callgate.db") == before
 
 
 def test_the_limits_of_the_reader() -> None:
