@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -643,6 +648,55 @@ judge_command("calibrate where the certificate is a link to the store",
               links=(("judges/j.cert.json", "../callgate.db", False),))
 
 
+def sqlite_file(*statements: str) -> bytes:
+    conn = sqlite3.connect(":memory:")
+    for statement in statements:
+        conn.execute(statement)
+    data = conn.serialize()
+    conn.close()
+    return data
+
+
+# --------------------------------------------------------------------------- serve start-up
+# All checked before the port is bound: the server never starts (the test stops one that does).
+
+SERVE = ("serve", "--db", "callgate.db", "--port", "0")
+
+
+def serve(name: str, extra: tuple[str, ...], *where: str, **kwargs: Any) -> None:
+    bad("serve", name, "serve", *where, args=kwargs.pop("args", (*SERVE, *extra)), **kwargs)
+
+
+serve("--db a folder", (), "releases: is a folder", args=("serve", "--db", "releases"))
+serve("--db a text file", (), "callgate.toml: not a SQLite database",
+      args=("serve", "--db", "callgate.toml"))
+serve("--db another program's database", (), "other.db: another program's SQLite database",
+      files={"other.db": sqlite_file("CREATE TABLE notes (x)")},
+      args=("serve", "--db", "other.db"))
+serve("--db missing", (), "nope.db: no such database", args=("serve", "--db", "nope.db"))
+serve("--set not JSON", ("--set", "cal.jsonl"), "cal.jsonl:3", "invalid JSON",
+      files={"cal.jsonl": CALIBRATION + "{\n"})
+serve("--set with a bad label", ("--set", "cal.jsonl"), "cal.jsonl:3", "label.tool_choice",
+      files={"cal.jsonl": CALIBRATION + item(label={"tool_choice": "maybe",
+                                                    "arguments": "n/a"}) + "\n"})
+serve("--set with a 0xff byte", ("--set", "cal.jsonl"), "cal.jsonl:3", "not UTF-8",
+      files={"cal.jsonl": CALIBRATION.encode() + b'{"id": "\xff"}\n'})
+serve("--set a folder", ("--set", "releases"), "--set releases: is a folder")
+serve("--set two files of one name", ("--set", "cal.jsonl", "--set", "more/cal.jsonl"),
+      "--set more/cal.jsonl", "same file name", files={"more/cal.jsonl": CALIBRATION})
+serve("--set the store", ("--set", "callgate.db"), "--set callgate.db: is the store")
+serve("--set in a missing folder", ("--set", "nope/new.jsonl"), "--set nope/new.jsonl",
+      "does not exist")
+serve("--host not an address", ("--host", "not-an-ip", "--token", "t"),
+      "--host not-an-ip: not an IP address")
+serve("--host an address out of range", ("--host", "300.1.1.1", "--token", "t"),
+      "--host 300.1.1.1")
+serve("--host with a port", ("--host", "127.0.0.1:8765", "--token", "t"),
+      "--host 127.0.0.1:8765")
+serve("--host a URL", ("--host", "http://127.0.0.1", "--token", "t"),
+      "--host http://127.0.0.1")
+
+
 # --------------------------------------------------------------------------- stores to merge
 # in.db is a copy of the good store with the row changed; `merge out.db in.db` must refuse it
 # naming in.db, the table, the row and the field, make no out.db and leave in.db as it was.
@@ -657,15 +711,6 @@ def merged(name: str, *sql: str, where: tuple[str, ...] = (), **kwargs: Any) -> 
 def verdict_of_a(change: str, *where: str) -> None:
     merged(f"a verdict with {change}", f"UPDATE verdicts SET {change} WHERE case_id = 'a'",
            where=("in.db: table verdicts, run 1 case 'a' repeat 0", *where))
-
-
-def sqlite_file(*statements: str) -> bytes:
-    conn = sqlite3.connect(":memory:")
-    for statement in statements:
-        conn.execute(statement)
-    data = conn.serialize()
-    conn.close()
-    return data
 
 
 RUN = ("in.db: table runs, run 1",)
@@ -896,10 +941,23 @@ def test_bad_input(entry: Bad, template: Path, tmp_path: Path, capsys: pytest.Ca
     before = store_hash(root / "callgate.db")
     files = folder_state(root)
     monkeypatch.chdir(root)
+    if entry.kind == "serve":
+        stop_any_server(monkeypatch)
     code, out, err = cli_in_process(entry.args or COMMANDS[entry.command], capsys, monkeypatch)
     assert_one_clean_line(code, out, err, entry)
     assert store_hash(root / "callgate.db") == before
     assert folder_state(root) == files  # nothing written beside the store either
+
+
+def stop_any_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that starts fails the row (exit 4) instead of serving forever."""
+    import uvicorn
+
+    def started(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the server started")
+
+    monkeypatch.setattr(uvicorn, "run", started)
+    monkeypatch.setattr(uvicorn.Server, "run", started)
 
 
 def folder_state(root: Path) -> dict[str, str]:
@@ -920,7 +978,7 @@ def test_the_corpus_is_large_and_distinct() -> None:
     by_kind = Counter(e.kind for e in CORPUS)
     assert len(CORPUS) + len(HOSTILE) >= 140, by_kind
     assert set(by_kind) == {"suite", "responses", "config", "judge_spec", "calibration",
-                            "scores", "output", "merge", "judge_cmd"}
+                            "scores", "output", "merge", "judge_cmd", "serve"}
 
 
 # --------------------------------------------------------------------------- model output
@@ -1131,3 +1189,53 @@ def test_corpus_size_by_kind() -> None:
     by_kind["model_output"] = len(HOSTILE)
     print(dict(by_kind), sum(by_kind.values()))
     assert sum(by_kind.values()) >= 140
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_anything_starts(
+        template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """It printed its URL, then uvicorn's error, and exited 3 (inconclusive)."""
+    root = tmp_path / "w"
+    shutil.copytree(template, root)
+    monkeypatch.chdir(root)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        code, out, err = cli_in_process(["serve", "--db", "callgate.db", "--port", port],
+                                        capsys, monkeypatch)
+    assert code == 2 and out == "", (code, out, err)
+    assert err.splitlines() == [f"error: --port {port}: already in use on 127.0.0.1; stop what "
+                                "listens there, or pass another --port (0 picks a free one)"]
+
+
+@pytest.mark.slow
+def test_serve_on_port_0_prints_the_port_it_bound(template: Path, tmp_path: Path,
+                                                  callgate_exe: str,
+                                                  cli_env: dict[str, str]) -> None:
+    root = tmp_path / "w"
+    shutil.copytree(template, root)
+    server = subprocess.Popen([callgate_exe, "serve", "--db", "callgate.db", "--port", "0"],
+                              cwd=root, env=cli_env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", first)
+        assert found is not None and found.group(1) != "0", first
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{found.group(1)}/",
+                                            timeout=2) as page:
+                    assert page.status == 200
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline and server.poll() is None
+                time.sleep(0.1)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        for stream in (server.stdout, server.stderr):
+            if stream is not None:
+                stream.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -393,27 +394,84 @@ def serve(
         "--set", help="Calibration file(s) people may label here; labels are appended to it, "
                       "as `callgate judge label` does.")] = None,
 ) -> None:
-    """A local web app and JSON API over the store: releases, attempts, calibration sessions."""
+    """A local web app and JSON API over the store: releases, attempts, calibration sessions.
+
+    Everything is checked before the port is bound (exit 2, one line); with --port 0 the port
+    picked is the one printed."""
     if host not in LOOPBACK and not token:
         raise _fail(f"--host {host} is not a loopback address: anyone who can reach it could "
                     "write labels; give --token T (or CALLGATE_TOKEN) so every write needs it")
     if not db.exists():
         raise _fail(f"{db}: no such database; score a release first (e.g. callgate demo)")
-    for path in sets or []:
-        if not path.is_file() and not path.parent.is_dir():
-            raise _fail(f"{path}: calibration set not found (a new set file may be named, in "
-                        "a folder that exists)")
+    _check_serve_sets(db, list(sets or []))
     import uvicorn
 
+    from callgate.store.db import Store
     from callgate.web.app import create_app
 
     try:
+        Store(db).close()  # a store that cannot be opened fails here, not in the server
         web_app = create_app(db, list(sets or []), token, host)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
+    listening = _listen(host, port)
     shown = f"[{host}]" if ":" in host else host
-    typer.echo(f"callgate serve: http://{shown}:{port}/ over {db} (Ctrl-C stops)")
-    uvicorn.run(web_app, host=host, port=port, log_level="warning")
+    typer.echo(f"callgate serve: http://{shown}:{listening.getsockname()[1]}/ over {db} "
+               "(Ctrl-C stops)")
+    server = uvicorn.Server(uvicorn.Config(web_app, log_level="warning"))
+    server.run(sockets=[listening])
+
+
+def _check_serve_sets(db: Path, sets: list[Path]) -> None:
+    """Every --set file as `serve` will use it: a file (or a new one in a folder that exists)
+    that is not the store, a set that reads cleanly, and no two of one name (the store keeps
+    a set by its file name)."""
+    from callgate.judging.calibration import read_set
+
+    names: dict[str, Path] = {}
+    for path in sets:
+        check_output("--set", path, store=db)
+        if path.name in names:
+            raise _fail(f"--set {path}: another --set, {names[path.name]}, has the same file "
+                        f"name {path.name}, and the store keeps a set by its file name; "
+                        "rename one")
+        names[path.name] = path
+        if path.is_file() and path.read_bytes().strip():
+            try:
+                read_set(path)
+            except CallgateError as exc:
+                raise _fail(str(exc)) from None
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port` for uvicorn, or a one-line refusal naming the option.
+    --host must be an IP address or localhost: a name would be looked up on the network."""
+    import errno
+    import ipaddress
+
+    try:
+        numeric = host == "localhost" or bool(ipaddress.ip_address(host))
+    except ValueError:
+        numeric = False
+    if not numeric:
+        raise _fail(f"--host {host}: not an IP address to listen on; give one (e.g. "
+                    "127.0.0.1, ::1 or 0.0.0.0) or localhost")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError) as exc:
+        raise _fail(f"--host {host}: cannot listen there ({exc})") from None
+    listening = socket.socket(family, kind, proto)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind(address)
+    except OSError as exc:
+        listening.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise _fail(f"--port {port}: already in use on {host}; stop what listens there, "
+                        "or pass another --port (0 picks a free one)") from None
+        raise _fail(f"--host {host}: cannot listen there ({exc.strerror or exc})") from None
+    return listening
 
 
 @app.command()
