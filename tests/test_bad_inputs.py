@@ -626,6 +626,52 @@ output("judge label --set a folder", ("judge", "label", "1", "--set", "releases"
                                       "--db", "callgate.db"), "--set releases", "is a folder")
 
 
+# ------------------------------------------------------------------- text that is not Unicode
+# A JSON escape of half a surrogate pair ("\\ud800": j() writes a lone surrogate so) is no
+# character; a command-line byte that is not UTF-8 reaches Python as one (surrogateescape).
+
+LONE = "\ud800"
+NOT_UNICODE = "not Unicode text"
+case_line("a lone surrogate in a message", case(messages=[{"role": "user", "content": LONE}]),
+          "messages[0].content", NOT_UNICODE)
+case_line("a lone surrogate in a tag", case(tags=["x" + LONE]), "tags[0]", NOT_UNICODE)
+case_line("a lone low surrogate as an id", case(id="\udc00"), "id", NOT_UNICODE)
+case_line("a lone surrogate in a key", j({**CASE_A, "id": "c", LONE: 1}), NOT_UNICODE)
+tools_file("a lone surrogate in a description", tools(LOOKUP_ORDER, {
+    "type": "function", "function": {"name": "x", "description": LONE}}),
+    "[1].function.description", NOT_UNICODE)
+meta("a lone surrogate as the suite name", j({"name": LONE}), "name", NOT_UNICODE)
+responses("a lone surrogate as the provider", response_line(provider=LONE), "provider",
+          NOT_UNICODE)
+responses("a lone surrogate as the finish_reason", response_line(finish_reason="\udfff"),
+          "finish_reason", NOT_UNICODE)
+responses("a lone surrogate in the answer", response_line(response=bare(content=LONE)),
+          "response.content", NOT_UNICODE)
+calibration("a lone surrogate in a rubric", item(case={**ITEM["case"], "rubric": LONE}),
+            "case.rubric", NOT_UNICODE)
+scores("a lone surrogate as the model", j({"model": LONE}), "base.json:1: model", NOT_UNICODE)
+config("a lone surrogate escape", CONFIG + 'extra = { stop = "\\ud800" }\n',
+       "callgate.toml:6", "invalid TOML")
+
+
+def not_utf8(name: str, args: tuple[str, ...], *where: str) -> None:
+    bad("unicode", name, args[0], *where, "not UTF-8 text (byte 0xff", args=args)
+
+
+SCORE = tuple(COMMANDS["score"])
+not_utf8("a byte in --model", ("score", "suite", "-r", "responses.jsonl", "-m", "m\udcff",
+                               "--release", "x", "--db", "callgate.db"), "error: -m: ")
+not_utf8("a byte in --release", (*SCORE[:7], "r\udcff", "--db", "callgate.db"),
+         "error: --release: ")
+not_utf8("a byte in --release=", (*SCORE[:6], "--release=r\udcff", "--db", "callgate.db"),
+         "error: --release: ")
+not_utf8("a byte in the suite folder", ("score", "sui\udcffte", *SCORE[2:]),
+         "error: argument 2: ")
+not_utf8("a byte in --db", (*SCORE[:-1], "c\udcff.db"), "error: --db: ")
+not_utf8("a byte in --param", (*COMMANDS["run"], "--param", "x=\udcff"), "error: --param: ")
+not_utf8("a byte in gate --model", ("gate", "-m", "\udcff", "--release", "r1"), "error: -m: ")
+
+
 # --------------------------------------------------------------------------- judge commands
 
 def judge_command(name: str, args: tuple[str, ...], *where: str, **kwargs: Any) -> None:
@@ -978,7 +1024,7 @@ def test_the_corpus_is_large_and_distinct() -> None:
     by_kind = Counter(e.kind for e in CORPUS)
     assert len(CORPUS) + len(HOSTILE) >= 140, by_kind
     assert set(by_kind) == {"suite", "responses", "config", "judge_spec", "calibration",
-                            "scores", "output", "merge", "judge_cmd", "serve"}
+                            "scores", "output", "merge", "judge_cmd", "serve", "unicode"}
 
 
 # --------------------------------------------------------------------------- model output
@@ -1065,7 +1111,8 @@ def test_hostile_model_output_never_stops_a_run(
 SUBPROCESS_ROWS = ["responses: line nested 10,000 deep",
                    "calibration: a byte that is not UTF-8",
                    "judge_spec: a byte that is not UTF-8",
-                   "config: a key in extra"]
+                   "config: a key in extra",
+                   "unicode: a byte in --model"]
 
 
 @pytest.mark.parametrize("row", SUBPROCESS_ROWS)

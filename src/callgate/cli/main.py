@@ -503,11 +503,34 @@ def report(
 EXIT_INTERNAL = 4
 
 
+def _refuse_arguments_not_utf8(args: list[str]) -> None:
+    """A command line byte that is not UTF-8 (Python keeps it as half a surrogate pair) would
+    be stored or printed as no text can be: refused, naming the option it belongs to."""
+    for index, arg in enumerate(args):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            code = ord(arg[exc.start])
+            byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "a surrogate"
+            if arg.startswith("--") and "=" in arg:
+                where = arg.split("=", 1)[0]
+            elif index and args[index - 1].startswith("-"):
+                where = args[index - 1]
+            else:
+                where = f"argument {index + 1}"
+            where = where.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise _fail(f"{where}: not UTF-8 text ({byte} cannot be read); give it in UTF-8"
+                        ) from None
+
+
 def entry() -> None:
     """The console script. CI reads exit 1 as "regression", so no failure that a command did
     not catch may end with it: unreadable input is 2, an internal error 4, Ctrl-C 130."""
     try:
+        _refuse_arguments_not_utf8(sys.argv[1:])
         code = app(standalone_mode=False)
+    except typer.Exit as done:
+        code = done.exit_code
     except typer.Abort:
         Console(stderr=True).print("interrupted", highlight=False)
         code = 130
