@@ -422,6 +422,23 @@ config("nested 10,000 deep", CONFIG + "extra = { x = " + "[" * 10_000 + "]" * 10
 config("no candidate of that name", CONFIG, "no candidate named 'maxi'",
        args=("run", "suite", "--model", "maxi", "--config", "callgate.toml", "--offline",
              "--db", "callgate.db"))
+config("a TOML date in extra", CONFIG + "extra = { stop = 1979-05-27 }\n",
+       "callgate.toml:6: candidates[0].extra.stop", "date or time")
+config("a TOML time in extra", CONFIG + "extra = { at = 07:32:00 }\n",
+       "callgate.toml:6: candidates[0].extra.at", "date or time")
+config("a TOML date-time in a list in extra", CONFIG + "extra = { stop = [\"x\", "
+       "1979-05-27T07:32:00Z] }\n", "callgate.toml:6: candidates[0].extra.stop[1]",
+       "date or time")
+config("temperature = inf", CONFIG + "extra = { temperature = inf }\n",
+       "callgate.toml:6: candidates[0].extra.temperature", "inf is not a JSON number")
+config("temperature = nan", CONFIG + "extra = { temperature = nan }\n",
+       "candidates[0].extra.temperature", "nan is not a JSON number")
+config("-inf nested in extra", CONFIG + "extra = { logit_bias = { a = -inf } }\n",
+       "candidates[0].extra.logit_bias.a", "-inf")
+config("an unknown key of 100,000 characters", CONFIG + "k" * 100_000 + " = 1\n",
+       "callgate.toml:6: candidates[0].kkkkkkkk", "(100000 characters)")
+case_line("an unknown field of 100,000 characters", case(**{"f" * 100_000: 1}),
+          "ffffffff...(100000 characters)")
 bad("config", "a folder", "run", "callgate.toml", "folder", folders=("callgate.toml",))
 bad("config", "--param nested 10,000 deep", "run", "--param x", "nested more than 100",
     args=(*COMMANDS["run"], "--param", "x=" + DEEP))
@@ -485,6 +502,13 @@ spec("unknown reasoning effort", spec_with(**{"parameters.reasoning_effort": '"e
 spec("the key in a multi-line prompt path", spec_with(prompt=f'"""\nj.md\n{KEY}"""'),
      "j.toml:3: prompt", "key itself")
 
+spec("temperature = inf", spec_with(**{"parameters.temperature": "inf"}),
+     "j.toml:7: parameters.temperature")
+spec("temperature = nan", spec_with(**{"parameters.temperature": "nan"}),
+     "parameters.temperature")
+spec("a TOML date in parameters.extra",
+     spec_with(**{"parameters.extra": "{ seed = 2026-01-01 }"}), "parameters.extra.seed",
+     "date or time")
 
 # --------------------------------------------------------------------------- calibration sets
 
@@ -968,6 +992,7 @@ def assert_one_clean_line(code: int, out: str, err: str, entry: Bad, expected: i
     assert len(lines) == 1, err
     line = lines[0]
     assert line.startswith("error: "), line
+    assert len(line) < 1000, line[:300]  # a long input is never echoed whole
     for needle in entry.where:
         assert needle in line, f"{needle!r} not in {line!r}"
     return line
