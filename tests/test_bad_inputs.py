@@ -336,6 +336,9 @@ responses("tokens beyond 64 bits in a completion", response_line(response={
     "choices": [{"message": bare(LOOKUP_CALL), "finish_reason": "tool_calls"}],
     "usage": {"total_tokens": 2**70}}), "usage.total_tokens")
 responses("cost is a word", response_line(cost="free"), "cost")
+responses("a negative cost", response_line(cost=-0.5), "cost", "greater than or equal to 0")
+responses("a negative latency", response_line(latency_ms=-3), "latency_ms",
+          "greater than or equal to 0")
 responses("usage is a string", response_line(usage="lots"), "usage", "JSON object")
 responses("response and error", response_line(error={"kind": "rate_limit", "message": "x"}),
           "error", "not both")
@@ -696,6 +699,29 @@ not_utf8("a byte in --param", (*COMMANDS["run"], "--param", "x=\udcff"), "error:
 not_utf8("a byte in gate --model", ("gate", "-m", "\udcff", "--release", "r1"), "error: -m: ")
 
 
+# --------------------------------------------------------------------------- small ones
+
+def small(name: str, args: tuple[str, ...], *where: str, **kwargs: Any) -> None:
+    bad("small", name, args[0], *where, args=args, **kwargs)
+
+
+small("score --model ''", ("score", "suite", "-r", "responses.jsonl", "-m", "", "--release",
+                           "x", "--db", "callgate.db"), "error: --model: must not be empty")
+small("score --release ''", (*SCORE[:7], "", "--db", "callgate.db"),
+      "error: --release: must not be empty")
+small("score --release of blanks", (*SCORE[:7], "  ", "--db", "callgate.db"),
+      "error: --release: must not be empty")
+small("run --model ''", ("run", "suite", "--model", "", "--config", "callgate.toml",
+                         "--offline", "--db", "callgate.db"), "error: --model: must not be empty")
+small("run --release ''", (*COMMANDS["run"], "--release", ""),
+      "error: --release: must not be empty")
+small("init where .github is a file", ("init", "proj"), "proj/.github: is a file",
+      files={"proj/.github": "x"})
+small("init where releases is a file", ("init", "proj"), "proj/releases: is a file",
+      files={"proj/releases": "x"})
+small("init into a file", ("init", "callgate.toml"), "callgate.toml: is a file")
+
+
 # --------------------------------------------------------------------------- judge commands
 
 def judge_command(name: str, args: tuple[str, ...], *where: str, **kwargs: Any) -> None:
@@ -1049,7 +1075,8 @@ def test_the_corpus_is_large_and_distinct() -> None:
     by_kind = Counter(e.kind for e in CORPUS)
     assert len(CORPUS) + len(HOSTILE) >= 140, by_kind
     assert set(by_kind) == {"suite", "responses", "config", "judge_spec", "calibration",
-                            "scores", "output", "merge", "judge_cmd", "serve", "unicode"}
+                            "scores", "output", "merge", "judge_cmd", "serve", "unicode",
+                            "small"}
 
 
 # --------------------------------------------------------------------------- model output
@@ -1235,6 +1262,30 @@ def test_a_calibration_that_fails_keeps_nothing_of_the_set(
     code, _, err = cli_in_process(COMMANDS["calibrate"], capsys, monkeypatch)
     assert code == 2 and "127.0.0.1:9" in err, err
     assert store_hash(root / "callgate.db") == before
+
+
+def test_init_that_fails_part_way_leaves_nothing(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills up at the fifth file: the four written and the folders made go again."""
+    from callgate.cli.scaffold import write_scaffold
+    from callgate.errors import CallgateError
+
+    real_open = Path.open
+    opened: list[Path] = []
+
+    def filling_up(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if "x" in mode:
+            opened.append(self)
+            if len(opened) == 5:
+                raise OSError(28, "No space left on device", str(self))
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", filling_up)
+    (tmp_path / "proj").mkdir()
+    with pytest.raises(CallgateError, match="No space left on device"):
+        write_scaffold(tmp_path / "proj")
+    assert len(opened) == 5
+    assert list((tmp_path / "proj").iterdir()) == []
 
 
 def test_the_limits_of_the_reader() -> None:

@@ -55,6 +55,14 @@ DbOption = Annotated[
 ]
 
 
+def not_blank(value: str) -> str:
+    """A model name or release label is what a run is filed under: an empty one is a typo
+    (an unset variable in CI), never a label."""
+    if not value.strip():
+        raise typer.BadParameter("must not be empty")
+    return value
+
+
 # The largest integer SQLite stores: a run id or a seed past it can only be a typo.
 SQLITE_INT_MAX = 2**63 - 1
 

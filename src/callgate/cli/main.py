@@ -31,6 +31,7 @@ from callgate.cli.common import (
     _usage_error,
     check_output,
     click_errors,
+    not_blank,
 )
 from callgate.cli.judge import judge_app
 from callgate.cli.live import run_command
@@ -145,8 +146,10 @@ def score(
     responses: Annotated[
         Path, typer.Option("--responses", "-r", help="Recorded responses, JSON Lines.")
     ],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model name to file under.")],
-    release: Annotated[str, typer.Option("--release", help="Release label, e.g. 2026.11.")],
+    model: Annotated[str, typer.Option("--model", "-m", callback=not_blank,
+                                       help="Model name to file under.")],
+    release: Annotated[str, typer.Option("--release", callback=not_blank,
+                                         help="Release label, e.g. 2026.11.")],
     db: DbOption = Path("callgate.db"),
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
     judge: JudgeOption = None,
