@@ -1,11 +1,14 @@
 """A corpus of bad inputs, one table row each: suites, recorded responses, callgate.toml, judge
-specs, calibration sets, scores files and hostile model output.
+specs, calibration sets, scores files, output options that would land on the store or an
+input, stores handed to `merge`, `serve` start-up, judge commands, text that is not Unicode,
+and hostile model output.
 
 Every bad file must end the command with exit 2 and one stderr line naming the file (and the
 line and field where there are some): no traceback, no secret echoed (a fake key sits in the
 environment, and some inputs carry it), and the store exactly as it was (a hash of its
-`iterdump()`). Model output is different: a hostile answer never stops a run; it is scored
-(`invalid_json` with a reason) or kept as a provider error, and the run completes.
+`iterdump()`), and no other file made or changed beside it. Model output is different: a
+hostile answer never stops a run; it is scored (`invalid_json` with a reason) or kept as a
+provider error, and the run completes.
 
 The CLI runs in-process (`callgate.cli.main.entry`, the console script's own function, so exit codes
 are mapped as in production); a few rows also run as real subprocesses. Store-file rows live in
@@ -1073,7 +1076,7 @@ def test_the_corpus_is_large_and_distinct() -> None:
                e.name if e.name in SCORE_CHANGES else "") for e in CORPUS}
     assert len(inputs) == len(CORPUS)  # no two rows feed the same bytes
     by_kind = Counter(e.kind for e in CORPUS)
-    assert len(CORPUS) + len(HOSTILE) >= 140, by_kind
+    assert len(CORPUS) + len(HOSTILE) >= 340, by_kind  # issue 22: 250 kinds at least
     assert set(by_kind) == {"suite", "responses", "config", "judge_spec", "calibration",
                             "scores", "output", "merge", "judge_cmd", "serve", "unicode",
                             "small"}
@@ -1311,7 +1314,7 @@ def test_corpus_size_by_kind() -> None:
     by_kind = Counter(e.kind for e in CORPUS)
     by_kind["model_output"] = len(HOSTILE)
     print(dict(by_kind), sum(by_kind.values()))
-    assert sum(by_kind.values()) >= 140
+    assert sum(by_kind.values()) >= 340
 
 
 def test_serve_on_a_port_in_use_is_one_line_before_anything_starts(
