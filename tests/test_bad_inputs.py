@@ -646,6 +646,9 @@ output("gate --scores-out under a file", (*GATE, "--scores-out", "callgate.toml/
 output("report --html under a file, two folders down",
        (*REPORT, "--html", "callgate.toml/a/b.html"), "--html callgate.toml/a/b.html",
        "not a folder")
+output("import bfcl --out the store", ("import", "bfcl", "releases", "--category",
+                                       "simple_python", "--out", "callgate.db", "--force"),
+       "--out callgate.db: is a file")
 output("judge label --set the store", ("judge", "label", "1", "--set", "callgate.db",
                                        "--db", "callgate.db"), "--set callgate.db",
        "is the store")

@@ -121,6 +121,8 @@ def import_bfcl(
     """Import a Berkeley Function Calling Leaderboard category as a suite (docs/bfcl.md)."""
     from callgate.importers.bfcl import import_category
 
+    if out.exists() and not out.is_dir():  # the suite is a folder: never write into a file
+        raise _fail(f"--out {out}: is a file, not a folder; name the suite's folder")
     try:
         result = import_category(source, category, out, force=force)
     except CallgateError as exc:
