@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from callgate.checks.verdict import Verdict
+from callgate.checks.verdict import ArgsVerdict, SchemaKind, Status, ToolVerdict, Verdict
 from callgate.errors import InputError, from_validation_error
 from callgate.judging.judge import Label
 from callgate.reading import loads
@@ -90,18 +90,92 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+# SQL conditions that hold for every row the checks below would refuse (and for few others):
+# the rows are filtered in SQLite, and only those it flags are checked, and named, in Python.
+def _json_suspect(column: str, kind: str | None = None, nullable: bool = False) -> str:
+    """Not JSON (of `kind`, when given). (JSON nested too deep to read is not looked for: the
+    store holds what callgate read, within its limits, and counting brackets in every body
+    would double the merge's time.)"""
+    shape = (f"CASE WHEN json_valid({column}) THEN json_type({column}) END IS NOT '{kind}'"
+             if kind else f"NOT coalesce(json_valid({column}), 0)")
+    test = f"typeof({column}) != 'text' OR {shape}"
+    return f"({column} IS NOT NULL AND ({test}))" if nullable else f"({test})"
+
+
+def _not_in(column: str, allowed: tuple[str, ...], nullable: bool = False) -> str:
+    values = ", ".join(f"'{value}'" for value in allowed)
+    test = f"coalesce({column}, '') NOT IN ({values}) OR typeof({column}) != 'text'"
+    return f"({column} IS NOT NULL AND ({test}))" if nullable else f"({test})"
+
+
+def _not_count(column: str) -> str:
+    return f"({column} IS NOT NULL AND (typeof({column}) != 'integer' OR {column} < 0))"
+
+
+def _not_amount(column: str) -> str:
+    return (f"({column} IS NOT NULL AND (typeof({column}) NOT IN ('integer', 'real') "
+            f"OR {column} < 0))")
+
+
+def _not_text(column: str) -> str:
+    return f"(typeof({column}) != 'text' OR {column} = '')"
+
+
+def _or(*conditions: str) -> str:
+    return " OR ".join(conditions)
+
+
+_ATTEMPT = _or("typeof(case_id) != 'text'",
+               "case_id NOT IN (SELECT case_id FROM cases WHERE suite = :suite)",
+               "typeof(repeat) != 'integer'", "repeat < 0")
+_SUSPECT = {
+    "cases": _or("suite NOT IN (SELECT fingerprint FROM suites)", _not_text("case_id"),
+                 _not_text("expect_type"), _json_suspect("tags", "array"),
+                 "(CASE WHEN json_valid(tags) AND json_type(tags) = 'array' THEN (SELECT "
+                 "count(*) FROM json_each(row.tags) WHERE type != 'text') ELSE 1 END) > 0",
+                 _json_suspect("body", "object")),
+    "calibration_items": _or(_not_in("split", _SPLITS),
+                             _not_in("label_tool_choice", _TOOL_CHOICES),
+                             _not_in("label_arguments", get_args(Label)),
+                             _json_suspect("body", "object")),
+    "certificates": _json_suspect("body", "object"),
+    "judge_cache": _json_suspect("output", "object"),
+    "live_responses": _or(_json_suspect("request", "object"), _json_suspect("line", "object")),
+    "responses": _or(_ATTEMPT, _not_amount("cost"), _not_amount("latency_ms"),
+                     _not_count("prompt_tokens"), _not_count("completion_tokens"),
+                     _json_suspect("body")),
+    "verdicts": _or(
+        _ATTEMPT, _not_in("status", get_args(Status)), _not_in("tool", get_args(ToolVerdict),
+                                                              nullable=True),
+        _not_in("arguments", get_args(ArgsVerdict), nullable=True),
+        _not_in("schema_kind", get_args(SchemaKind), nullable=True),
+        "typeof(tool_reason) != 'text'", "typeof(arguments_reason) != 'text'",
+        "typeof(calls) != 'integer'", "calls < 0",
+        "typeof(right_tool) != 'integer'", "right_tool NOT IN (0, 1)",
+        "typeof(right_arguments) != 'integer'", "right_arguments NOT IN (0, 1)",
+        "right_tool = 1 AND (status IS NOT 'scored' OR tool IS NOT 'right')",
+        "right_arguments = 1 AND (right_tool IS NOT 1 OR arguments IS NULL OR arguments NOT "
+        "IN ('right', 'not_applicable'))",
+        "NOT EXISTS (SELECT 1 FROM responses AS r WHERE r.run = row.run AND "
+        "r.case_id = row.case_id AND r.repeat = row.repeat)"),
+    "judgements": _or(_ATTEMPT, _not_in("tool_choice", _TOOL_CHOICES),
+                      _not_in("arguments", get_args(Label))),
+    "run_requests": _ATTEMPT,
+    "run_turns": _ATTEMPT,
+}
+
+
 def check_merge_input(source: Store) -> None:
     """Refuse `source` (InputError naming it, the table, the row and the field) unless every
     row merge would copy from it is sound."""
     path = source.path
     suites = {}
-    for row in source.merge_input_rows("suites"):
+    for row in source.merge_input_rows("suites", "1"):
         at = _Row(path, "suites", row, f"suite {_shown(row['fingerprint'])}")
         at.text("fingerprint", "name")
         at.json("tools", list)
         suites[row["fingerprint"]] = row["name"]
-    cases: dict[str, set[str]] = {}
-    for row in source.merge_input_rows("cases"):
+    for row in source.merge_input_rows("cases", _SUSPECT["cases"]):
         at = _Row(path, "cases", row, f"case {_shown(row['case_id'])}")
         if row["suite"] not in suites:
             raise at.refuse("suite", f"{_shown(row['suite'])} has no row in table suites")
@@ -110,8 +184,7 @@ def check_merge_input(source: Store) -> None:
         if not all(isinstance(tag, str) for tag in tags):
             raise at.refuse("tags", "must be a JSON array of strings")
         at.json("body", dict)
-        cases.setdefault(row["suite"], set()).add(row["case_id"])
-    for row in source.merge_input_rows("calibration_items"):
+    for row in source.merge_input_rows("calibration_items", _SUSPECT["calibration_items"]):
         at = _Row(path, "calibration_items", row,
                   f"set {_shown(row['set_name'])} item {_shown(row['item_id'])}")
         at.one_of("split", _SPLITS)
@@ -121,12 +194,12 @@ def check_merge_input(source: Store) -> None:
     for table, key, columns in (("certificates", "fingerprint", ("body",)),
                                 ("judge_cache", "key", ("output",)),
                                 ("live_responses", "key", ("request", "line"))):
-        for row in source.merge_input_rows(table):
+        for row in source.merge_input_rows(table, _SUSPECT[table]):
             at = _Row(path, table, row, f"{key} {_shown(row[key])}")
             for column in columns:
                 at.json(column, dict)
     for run in source.merge_input_runs():
-        _check_run(path, source, run, suites, cases)
+        _check_run(path, source, run, suites)
 
 
 def _shard_numbers(shards: list[Any], count: int) -> bool:
@@ -135,8 +208,7 @@ def _shard_numbers(shards: list[Any], count: int) -> bool:
         1 <= k <= count for k in numbers)
 
 
-def _check_run(path: Path, source: Store, run: dict[str, Any], suites: dict[str, str],
-               cases: dict[str, set[str]]) -> None:
+def _check_run(path: Path, source: Store, run: dict[str, Any], suites: dict[str, str]) -> None:
     run_id = run["id"]
     at = _Row(path, "runs", run, f"run {run_id}")
     at.text("suite_name", "model", "release", "source", "callgate_version")
@@ -152,38 +224,36 @@ def _check_run(path: Path, source: Store, run: dict[str, Any], suites: dict[str,
                                   f"numbers from 1 to {run['shard_count']}")
     at.json("gate", dict, nullable=True)
     at.json("scores", dict, nullable=True)
-    known = cases.get(run["suite"], set())
+    params = {"run": run_id, "suite": run["suite"]}
 
     def attempt(table: str, row: dict[str, Any]) -> _Row:
         found = _Row(path, table, row, f"run {run_id} case {_shown(row['case_id'])} repeat "
                                        f"{_shown(row['repeat'])}")
-        if row["case_id"] not in known:
+        if not source.merge_input_has_case(run["suite"], row["case_id"]):
             raise found.refuse("case_id", f"not a case of suite {run['suite_name']} in this "
                                           "store")
         found.count("repeat", nullable=False)
         return found
 
-    answered = set()
-    for row in source.merge_input_rows("responses", run_id):
+    for row in source.merge_input_rows("responses", _SUSPECT["responses"], params):
         found = attempt("responses", row)
         for column in ("cost", "latency_ms"):
             found.amount(column)
         for column in ("prompt_tokens", "completion_tokens"):
             found.count(column)
         found.json("body")
-        answered.add((row["case_id"], row["repeat"]))
-    for row in source.merge_input_rows("verdicts", run_id):
+    for row in source.merge_input_rows("verdicts", _SUSPECT["verdicts"], params):
         found = attempt("verdicts", row)
         _check_verdict(found, row)
-        if (row["case_id"], row["repeat"]) not in answered:
+        if not source.merge_input_has_response(run_id, row["case_id"], row["repeat"]):
             raise found.refuse("case_id", "a verdict without a response (no row in table "
                                           "responses)")
-    for row in source.merge_input_rows("judgements", run_id):
+    for row in source.merge_input_rows("judgements", _SUSPECT["judgements"], params):
         found = attempt("judgements", row)
         found.one_of("tool_choice", _TOOL_CHOICES)
         found.one_of("arguments", get_args(Label))
     for table in ("run_requests", "run_turns"):
-        for row in source.merge_input_rows(table, run_id):
+        for row in source.merge_input_rows(table, _SUSPECT[table], params):
             attempt(table, row)
 
 
