@@ -1,11 +1,14 @@
 """A corpus of bad inputs, one table row each: suites, recorded responses, callgate.toml, judge
-specs, calibration sets, scores files and hostile model output.
+specs, calibration sets, scores files, output options that would land on the store or an
+input, stores handed to `merge`, `serve` start-up, judge commands, text that is not Unicode,
+and hostile model output.
 
 Every bad file must end the command with exit 2 and one stderr line naming the file (and the
 line and field where there are some): no traceback, no secret echoed (a fake key sits in the
 environment, and some inputs carry it), and the store exactly as it was (a hash of its
-`iterdump()`). Model output is different: a hostile answer never stops a run; it is scored
-(`invalid_json` with a reason) or kept as a provider error, and the run completes.
+`iterdump()`), and no other file made or changed beside it. Model output is different: a
+hostile answer never stops a run; it is scored (`invalid_json` with a reason) or kept as a
+provider error, and the run completes.
 
 The CLI runs in-process (`callgate.cli.main.entry`, the console script's own function, so exit codes
 are mapped as in production); a few rows also run as real subprocesses. Store-file rows live in
@@ -16,10 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +150,8 @@ class Bad:
     folders: tuple[str, ...] = ()  # paths replaced by an empty folder
     removed: tuple[str, ...] = ()
     args: tuple[str, ...] = ()  # replace the command's arguments
+    links: tuple[tuple[str, str, bool], ...] = ()  # (path, target, hard link?)
+    sql: tuple[str, ...] = ()  # run on in.db, a copy of the store, for `merge`
     xfail: str | None = None
 
 
@@ -329,6 +339,9 @@ responses("tokens beyond 64 bits in a completion", response_line(response={
     "choices": [{"message": bare(LOOKUP_CALL), "finish_reason": "tool_calls"}],
     "usage": {"total_tokens": 2**70}}), "usage.total_tokens")
 responses("cost is a word", response_line(cost="free"), "cost")
+responses("a negative cost", response_line(cost=-0.5), "cost", "greater than or equal to 0")
+responses("a negative latency", response_line(latency_ms=-3), "latency_ms",
+          "greater than or equal to 0")
 responses("usage is a string", response_line(usage="lots"), "usage", "JSON object")
 responses("response and error", response_line(error={"kind": "rate_limit", "message": "x"}),
           "error", "not both")
@@ -415,6 +428,23 @@ config("nested 10,000 deep", CONFIG + "extra = { x = " + "[" * 10_000 + "]" * 10
 config("no candidate of that name", CONFIG, "no candidate named 'maxi'",
        args=("run", "suite", "--model", "maxi", "--config", "callgate.toml", "--offline",
              "--db", "callgate.db"))
+config("a TOML date in extra", CONFIG + "extra = { stop = 1979-05-27 }\n",
+       "callgate.toml:6: candidates[0].extra.stop", "date or time")
+config("a TOML time in extra", CONFIG + "extra = { at = 07:32:00 }\n",
+       "callgate.toml:6: candidates[0].extra.at", "date or time")
+config("a TOML date-time in a list in extra", CONFIG + "extra = { stop = [\"x\", "
+       "1979-05-27T07:32:00Z] }\n", "callgate.toml:6: candidates[0].extra.stop[1]",
+       "date or time")
+config("temperature = inf", CONFIG + "extra = { temperature = inf }\n",
+       "callgate.toml:6: candidates[0].extra.temperature", "inf is not a JSON number")
+config("temperature = nan", CONFIG + "extra = { temperature = nan }\n",
+       "candidates[0].extra.temperature", "nan is not a JSON number")
+config("-inf nested in extra", CONFIG + "extra = { logit_bias = { a = -inf } }\n",
+       "candidates[0].extra.logit_bias.a", "-inf")
+config("an unknown key of 100,000 characters", CONFIG + "k" * 100_000 + " = 1\n",
+       "callgate.toml:6: candidates[0].kkkkkkkk", "(100000 characters)")
+case_line("an unknown field of 100,000 characters", case(**{"f" * 100_000: 1}),
+          "ffffffff...(100000 characters)")
 bad("config", "a folder", "run", "callgate.toml", "folder", folders=("callgate.toml",))
 bad("config", "--param nested 10,000 deep", "run", "--param x", "nested more than 100",
     args=(*COMMANDS["run"], "--param", "x=" + DEEP))
@@ -478,6 +508,13 @@ spec("unknown reasoning effort", spec_with(**{"parameters.reasoning_effort": '"e
 spec("the key in a multi-line prompt path", spec_with(prompt=f'"""\nj.md\n{KEY}"""'),
      "j.toml:3: prompt", "key itself")
 
+spec("temperature = inf", spec_with(**{"parameters.temperature": "inf"}),
+     "j.toml:7: parameters.temperature")
+spec("temperature = nan", spec_with(**{"parameters.temperature": "nan"}),
+     "parameters.temperature")
+spec("a TOML date in parameters.extra",
+     spec_with(**{"parameters.extra": "{ seed = 2026-01-01 }"}), "parameters.extra.seed",
+     "date or time")
 
 # --------------------------------------------------------------------------- calibration sets
 
@@ -569,6 +606,330 @@ bad("scores", "a bad file in the baseline folder", "gate", "bad.json", "invalid 
     args=("gate", "-m", "m", "--release", "r1", "--baseline", "releases", "--db", "callgate.db"))
 
 
+# --------------------------------------------------------------------------- output options
+# No output may land on the store (or its -wal/-shm/-journal), on an input of the command, on
+# another output, or on a folder; checked before the gate decides (it records its decision).
+
+GATE = COMMANDS["gate"]
+REPORT = ("report", "-m", "m", "--db", "callgate.db")
+
+
+def output(name: str, args: tuple[str, ...], *where: str, **kwargs: Any) -> None:
+    bad("output", name, args[0], *where, args=args, **kwargs)
+
+
+for option in ("--scores-out", "--junit", "--markdown"):
+    output(f"gate {option} the store", (*GATE, option, "callgate.db"),
+           f"{option} callgate.db: is the store")
+output("report --html the store", (*REPORT, "--html", "callgate.db"), "--html callgate.db",
+       "is the store")
+output("report --html the store by another relative path",
+       (*REPORT, "--html", "releases/../callgate.db"), "--html releases/../callgate.db",
+       "is the store")
+output("report --html a symlink to the store", (*REPORT, "--html", "latest.html"),
+       "--html latest.html", "is the store", links=(("latest.html", "callgate.db", False),))
+output("gate --junit a hard link to the store", (*GATE, "--junit", "ci.xml"),
+       "--junit ci.xml", "is the store", links=(("ci.xml", "callgate.db", True),))
+output("gate --scores-out the store's WAL", (*GATE, "--scores-out", "callgate.db-wal"),
+       "--scores-out callgate.db-wal", "wal file")
+output("gate --markdown the store's shared memory", (*GATE, "--markdown", "callgate.db-shm"),
+       "--markdown callgate.db-shm", "shm file")
+output("report --html the store's journal", (*REPORT, "--html", "callgate.db-journal"),
+       "--html callgate.db-journal", "journal file")
+output("gate --scores-out the baseline it reads", (*GATE, "--scores-out", "releases/base.json"),
+       "--scores-out releases/base.json", "reads or writes")
+output("report --html the baseline it reads",
+       (*REPORT, "--baseline", "releases/base.json", "--html", "releases/base.json"),
+       "--html releases/base.json", "reads or writes")
+output("gate --junit and --markdown one file", (*GATE, "--junit", "ci.out", "--markdown",
+                                                "ci.out"), "--markdown ci.out", "reads or writes")
+output("gate --scores-out and --junit one file", (*GATE, "--scores-out", "r.json", "--junit",
+                                                  "./r.json"), "--junit r.json", "reads or writes")
+output("gate --junit a folder", (*GATE, "--junit", "releases"), "--junit releases",
+       "is a folder")
+output("report --html a folder", (*REPORT, "--html", "releases"), "--html releases",
+       "is a folder")
+output("gate --scores-out a folder", (*GATE, "--scores-out", "releases"),
+       "--scores-out releases", "is a folder")
+output("gate --markdown in a missing folder", (*GATE, "--markdown", "nope/ci.md"),
+       "--markdown nope/ci.md", "does not exist")
+output("gate --scores-out under a file", (*GATE, "--scores-out", "callgate.toml/r.json"),
+       "--scores-out callgate.toml/r.json", "not a folder")
+output("report --html under a file, two folders down",
+       (*REPORT, "--html", "callgate.toml/a/b.html"), "--html callgate.toml/a/b.html",
+       "not a folder")
+output("import bfcl --out the store", ("import", "bfcl", "releases", "--category",
+                                       "simple_python", "--out", "callgate.db", "--force"),
+       "--out callgate.db: is a file")
+output("judge label --set the store", ("judge", "label", "1", "--set", "callgate.db",
+                                       "--db", "callgate.db"), "--set callgate.db",
+       "is the store")
+output("judge label --set in a missing folder", ("judge", "label", "1", "--set",
+                                                 "nofolder/new.jsonl", "--db", "callgate.db"),
+       "--set nofolder/new.jsonl", "does not exist")
+output("judge label --set a folder", ("judge", "label", "1", "--set", "releases",
+                                      "--db", "callgate.db"), "--set releases", "is a folder")
+
+
+# ------------------------------------------------------------------- text that is not Unicode
+# A JSON escape of half a surrogate pair ("\\ud800": j() writes a lone surrogate so) is no
+# character; a command-line byte that is not UTF-8 reaches Python as one (surrogateescape).
+
+LONE = "\ud800"
+NOT_UNICODE = "not Unicode text"
+case_line("a lone surrogate in a message", case(messages=[{"role": "user", "content": LONE}]),
+          "messages[0].content", NOT_UNICODE)
+case_line("a lone surrogate in a tag", case(tags=["x" + LONE]), "tags[0]", NOT_UNICODE)
+case_line("a lone low surrogate as an id", case(id="\udc00"), "id", NOT_UNICODE)
+case_line("a lone surrogate in a key", j({**CASE_A, "id": "c", LONE: 1}), NOT_UNICODE)
+tools_file("a lone surrogate in a description", tools(LOOKUP_ORDER, {
+    "type": "function", "function": {"name": "x", "description": LONE}}),
+    "[1].function.description", NOT_UNICODE)
+meta("a lone surrogate as the suite name", j({"name": LONE}), "name", NOT_UNICODE)
+responses("a lone surrogate as the provider", response_line(provider=LONE), "provider",
+          NOT_UNICODE)
+responses("a lone surrogate as the finish_reason", response_line(finish_reason="\udfff"),
+          "finish_reason", NOT_UNICODE)
+responses("a lone surrogate in the answer", response_line(response=bare(content=LONE)),
+          "response.content", NOT_UNICODE)
+calibration("a lone surrogate in a rubric", item(case={**ITEM["case"], "rubric": LONE}),
+            "case.rubric", NOT_UNICODE)
+scores("a lone surrogate as the model", j({"model": LONE}), "base.json:1: model", NOT_UNICODE)
+config("a lone surrogate escape", CONFIG + 'extra = { stop = "\\ud800" }\n',
+       "callgate.toml:6", "invalid TOML")
+
+
+def not_utf8(name: str, args: tuple[str, ...], *where: str) -> None:
+    bad("unicode", name, args[0], *where, "not UTF-8 text (byte 0xff", args=args)
+
+
+SCORE = tuple(COMMANDS["score"])
+not_utf8("a byte in --model", ("score", "suite", "-r", "responses.jsonl", "-m", "m\udcff",
+                               "--release", "x", "--db", "callgate.db"), "error: -m: ")
+not_utf8("a byte in --release", (*SCORE[:7], "r\udcff", "--db", "callgate.db"),
+         "error: --release: ")
+not_utf8("a byte in --release=", (*SCORE[:6], "--release=r\udcff", "--db", "callgate.db"),
+         "error: --release: ")
+not_utf8("a byte in the suite folder", ("score", "sui\udcffte", *SCORE[2:]),
+         "error: argument 2: ")
+not_utf8("a byte in --db", (*SCORE[:-1], "c\udcff.db"), "error: --db: ")
+not_utf8("a byte in --param", (*COMMANDS["run"], "--param", "x=\udcff"), "error: --param: ")
+not_utf8("a byte in gate --model", ("gate", "-m", "\udcff", "--release", "r1"), "error: -m: ")
+
+
+# --------------------------------------------------------------------------- small ones
+
+def small(name: str, args: tuple[str, ...], *where: str, **kwargs: Any) -> None:
+    bad("small", name, args[0], *where, args=args, **kwargs)
+
+
+small("score --model ''", ("score", "suite", "-r", "responses.jsonl", "-m", "", "--release",
+                           "x", "--db", "callgate.db"), "error: --model: must not be empty")
+small("score --release ''", (*SCORE[:7], "", "--db", "callgate.db"),
+      "error: --release: must not be empty")
+small("score --release of blanks", (*SCORE[:7], "  ", "--db", "callgate.db"),
+      "error: --release: must not be empty")
+small("run --model ''", ("run", "suite", "--model", "", "--config", "callgate.toml",
+                         "--offline", "--db", "callgate.db"), "error: --model: must not be empty")
+small("run --release ''", (*COMMANDS["run"], "--release", ""),
+      "error: --release: must not be empty")
+small("init where .github is a file", ("init", "proj"), "proj/.github: is a file",
+      files={"proj/.github": "x"})
+small("init where releases is a file", ("init", "proj"), "proj/releases: is a file",
+      files={"proj/releases": "x"})
+small("init into a file", ("init", "callgate.toml"), "callgate.toml: is a file")
+
+
+# --------------------------------------------------------------------------- judge commands
+
+def judge_command(name: str, args: tuple[str, ...], *where: str, **kwargs: Any) -> None:
+    bad("judge_cmd", name, "judge", *where, args=args, **kwargs)
+
+
+for width in ("0", "-1", "nan", "inf", "-inf", "101"):
+    judge_command(f"audit --width {width}", ("judge", "audit", "1", "--width", width,
+                                             "--db", "callgate.db"), "--width", "not a width")
+for width in ("0", "-2.5", "nan", "inf"):
+    judge_command(f"plan --run --width {width}", ("judge", "plan", "--run", "1", "--width",
+                                                  width, "--db", "callgate.db"),
+                  "--width", "not a width")
+judge_command("calibrate where the certificate would be a folder", tuple(COMMANDS["calibrate"]),
+              "certificate judges/j.cert.json: is a folder",
+              files={"judges/j.cert.json/kept": "x"})
+judge_command("calibrate where the certificate is a link to the store",
+              tuple(COMMANDS["calibrate"]),
+              "certificate judges/j.cert.json: is the store",
+              links=(("judges/j.cert.json", "../callgate.db", False),))
+
+
+def sqlite_file(*statements: str) -> bytes:
+    conn = sqlite3.connect(":memory:")
+    for statement in statements:
+        conn.execute(statement)
+    data = conn.serialize()
+    conn.close()
+    return data
+
+
+# --------------------------------------------------------------------------- serve start-up
+# All checked before the port is bound: the server never starts (the test stops one that does).
+
+SERVE = ("serve", "--db", "callgate.db", "--port", "0")
+
+
+def serve(name: str, extra: tuple[str, ...], *where: str, **kwargs: Any) -> None:
+    bad("serve", name, "serve", *where, args=kwargs.pop("args", (*SERVE, *extra)), **kwargs)
+
+
+serve("--db a folder", (), "releases: is a folder", args=("serve", "--db", "releases"))
+serve("--db a text file", (), "callgate.toml: not a SQLite database",
+      args=("serve", "--db", "callgate.toml"))
+serve("--db another program's database", (), "other.db: another program's SQLite database",
+      files={"other.db": sqlite_file("CREATE TABLE notes (x)")},
+      args=("serve", "--db", "other.db"))
+serve("--db missing", (), "nope.db: no such database", args=("serve", "--db", "nope.db"))
+serve("--set not JSON", ("--set", "cal.jsonl"), "cal.jsonl:3", "invalid JSON",
+      files={"cal.jsonl": CALIBRATION + "{\n"})
+serve("--set with a bad label", ("--set", "cal.jsonl"), "cal.jsonl:3", "label.tool_choice",
+      files={"cal.jsonl": CALIBRATION + item(label={"tool_choice": "maybe",
+                                                    "arguments": "n/a"}) + "\n"})
+serve("--set with a 0xff byte", ("--set", "cal.jsonl"), "cal.jsonl:3", "not UTF-8",
+      files={"cal.jsonl": CALIBRATION.encode() + b'{"id": "\xff"}\n'})
+serve("--set a folder", ("--set", "releases"), "--set releases: is a folder")
+serve("--set two files of one name", ("--set", "cal.jsonl", "--set", "more/cal.jsonl"),
+      "--set more/cal.jsonl", "same file name", files={"more/cal.jsonl": CALIBRATION})
+serve("--set the store", ("--set", "callgate.db"), "--set callgate.db: is the store")
+serve("--set in a missing folder", ("--set", "nope/new.jsonl"), "--set nope/new.jsonl",
+      "does not exist")
+serve("--host not an address", ("--host", "not-an-ip", "--token", "t"),
+      "--host not-an-ip: not an IP address")
+serve("--host an address out of range", ("--host", "300.1.1.1", "--token", "t"),
+      "--host 300.1.1.1")
+serve("--host with a port", ("--host", "127.0.0.1:8765", "--token", "t"),
+      "--host 127.0.0.1:8765")
+serve("--host a URL", ("--host", "http://127.0.0.1", "--token", "t"),
+      "--host http://127.0.0.1")
+
+
+# --------------------------------------------------------------------------- stores to merge
+# in.db is a copy of the good store with the row changed; `merge out.db in.db` must refuse it
+# naming in.db, the table, the row and the field, make no out.db and leave in.db as it was.
+
+MERGE = ("merge", "out.db", "in.db")
+
+
+def merged(name: str, *sql: str, where: tuple[str, ...] = (), **kwargs: Any) -> None:
+    bad("merge", name, "merge", *where, args=kwargs.pop("args", MERGE), sql=sql, **kwargs)
+
+
+def verdict_of_a(change: str, *where: str) -> None:
+    merged(f"a verdict with {change}", f"UPDATE verdicts SET {change} WHERE case_id = 'a'",
+           where=("in.db: table verdicts, run 1 case 'a' repeat 0", *where))
+
+
+RUN = ("in.db: table runs, run 1",)
+merged("a verdict for a case not in the suite", "UPDATE verdicts SET case_id = 'zz' "
+       "WHERE case_id = 'a'", where=("in.db: table verdicts, run 1 case 'zz' repeat 0: "
+                                     "case_id", "not a case of suite shop"))
+merged("a verdict without a response", "DELETE FROM responses WHERE case_id = 'a'",
+       where=("table verdicts, run 1 case 'a' repeat 0: case_id", "without a response"))
+merged("a verdict of repeat -1", "UPDATE verdicts SET repeat = -1 WHERE case_id = 'a'",
+       where=("table verdicts, run 1 case 'a' repeat -1: repeat", "from 0 to 2^63-1"))
+merged("a verdict of repeat 'one'", "UPDATE verdicts SET repeat = 'one' WHERE case_id = 'a'",
+       where=("table verdicts", "repeat 'one': repeat"))
+verdict_of_a("tool = 'wrong_tool'", "right_tool: is true, but the verdict is scored/wrong_tool")
+verdict_of_a("arguments = 'wrong_value'", "right_arguments: is true")
+verdict_of_a("status = 'provider_error'", "right_tool: is true, but the verdict is "
+             "provider_error")
+verdict_of_a("tool = 'maybe'", ": tool: ")
+verdict_of_a("status = 'done'", ": status: ")
+verdict_of_a("arguments = 'fine'", ": arguments: ")
+verdict_of_a("schema_kind = 'odd'", ": schema_kind: ")
+verdict_of_a("right_tool = 2", ": right_tool: ")
+verdict_of_a("calls = 'many'", ": calls: ")
+merged("shard 5 of 4", "UPDATE runs SET shard_count = 4, shards = '[5]'",
+       where=(*RUN, "shards", "from 1 to 4"))
+merged("shard_count 0", "UPDATE runs SET shard_count = 0, shards = '[1]'",
+       where=(*RUN, "shard_count", "from 1 to"))
+merged("shard_count a word", "UPDATE runs SET shard_count = 'four', shards = '[1]'",
+       where=(*RUN, "shard_count"))
+merged("shards without shard_count", "UPDATE runs SET shards = '[1]'", where=(*RUN, "shards",
+                                                                            "both"))
+merged("shards not JSON", "UPDATE runs SET shard_count = 2, shards = '1,2'",
+       where=(*RUN, "shards", "not JSON"))
+merged("a shard twice", "UPDATE runs SET shard_count = 2, shards = '[1, 1]'",
+       where=(*RUN, "shards", "distinct"))
+merged("no shard at all", "UPDATE runs SET shard_count = 2, shards = '[]'",
+       where=(*RUN, "shards"))
+merged("a gate decision that is not JSON", "UPDATE runs SET gate = '{\"released\": '",
+       where=(*RUN, "gate", "not JSON"))
+merged("a gate decision that is an array", "UPDATE runs SET gate = '[]'",
+       where=(*RUN, "gate", "JSON object"))
+merged("scores that are not JSON", "UPDATE runs SET scores = 'fine'",
+       where=(*RUN, "scores", "not JSON"))
+merged("a run whose suite row is missing", "DELETE FROM cases", "DELETE FROM suites",
+       where=(*RUN, "suite", "no row in table suites of this store"))
+merged("an empty model name", "UPDATE runs SET model = ''", where=(*RUN, "model"))
+merged("an empty release label", "UPDATE runs SET release = ''", where=(*RUN, "release"))
+merged("a response body that is not JSON", "UPDATE responses SET body = '{' "
+       "WHERE case_id = 'a'", where=("table responses, run 1 case 'a' repeat 0: body",))
+merged("a negative cost", "UPDATE responses SET cost = -1 WHERE case_id = 'a'",
+       where=("table responses", "cost", "at least 0"))
+merged("a latency that is a word", "UPDATE responses SET latency_ms = 'slow' "
+       "WHERE case_id = 'a'", where=("table responses", "latency_ms"))
+merged("negative prompt tokens", "UPDATE responses SET prompt_tokens = -3 WHERE case_id = 'a'",
+       where=("table responses", "prompt_tokens"))
+merged("a response for a case not in the suite", "UPDATE responses SET case_id = 'zz' "
+       "WHERE case_id = 'b'", where=("table responses, run 1 case 'zz'", "case_id"))
+merged("case tags that are not JSON", "UPDATE cases SET tags = 'clean' WHERE case_id = 'a'",
+       where=("in.db: table cases, case 'a': tags", "not JSON"))
+merged("case tags that are numbers", "UPDATE cases SET tags = '[1]' WHERE case_id = 'a'",
+       where=("table cases, case 'a': tags", "strings"))
+merged("a case body that is an array", "UPDATE cases SET body = '[]' WHERE case_id = 'a'",
+       where=("table cases, case 'a': body", "JSON object"))
+merged("a case of a suite that is not there", "UPDATE cases SET suite = 'nope' "
+       "WHERE case_id = 'a'", where=("table cases, case 'a': suite", "no row"))
+merged("suite tools that are not JSON", "UPDATE suites SET tools = 'x'",
+       where=("in.db: table suites", "tools", "not JSON"))
+CAL_ITEM = "INSERT INTO calibration_items VALUES ('s', 'i', {}, {}, {}, {})"
+merged("a calibration item labelled maybe", CAL_ITEM.format("'dev'", "'maybe'", "'pass'", "'{}'"),
+       where=("table calibration_items, set 's' item 'i': label_tool_choice",))
+merged("a calibration item in split train",
+       CAL_ITEM.format("'train'", "'pass'", "'pass'", "'{}'"),
+       where=("table calibration_items", "split"))
+merged("a calibration item whose body is not JSON",
+       CAL_ITEM.format("'dev'", "'pass'", "'n/a'", "'{'"),
+       where=("table calibration_items", "body"))
+merged("a certificate that is not JSON",
+       "INSERT INTO certificates VALUES ('f', 'j', 't', 1, 'certified')",
+       where=("table certificates, fingerprint 'f': body", "not JSON"))
+merged("a judge output that is not JSON", "INSERT INTO judge_cache VALUES ('k', 'f', 'pass', "
+       "'t')", where=("table judge_cache, key 'k': output",))
+merged("a cached answer that is not JSON", "INSERT INTO live_responses VALUES ('k', 'm', 'a', "
+       "0, '{}', 'x', NULL, 1, 't')", where=("table live_responses, key 'k': line",))
+merged("a judgement labelled maybe", "INSERT INTO judgements VALUES (1, 'a', 0, 'f', 'maybe', "
+       "'pass', '')", where=("table judgements, run 1 case 'a' repeat 0: tool_choice",))
+merged("a judgement for a case not in the suite", "INSERT INTO judgements VALUES (1, 'zz', 0, "
+       "'f', 'pass', 'pass', '')", where=("table judgements, run 1 case 'zz'", "case_id"))
+merged("a request for a case not in the suite", "INSERT INTO run_requests VALUES (1, 'zz', 0, "
+       "'k', 0)", where=("table run_requests, run 1 case 'zz'", "case_id"))
+merged("an empty input", where=("in.db: an empty file",), files={"in.db": b""})
+merged("a text file as input", where=("in.db: not a SQLite database",),
+       files={"in.db": "not a store\n"})
+merged("another program's database as input", where=("in.db: another program's SQLite",),
+       files={"in.db": sqlite_file("CREATE TABLE notes (x)")})
+merged("a SQLite file without tables as input", where=("in.db: a SQLite file without tables",),
+       files={"in.db": sqlite_file("PRAGMA user_version = 0")})
+merged("a folder as input", where=("releases: is a folder",), args=("merge", "out.db",
+                                                                    "releases"))
+merged("a missing input", where=("nope.db: file not found",), args=("merge", "out.db",
+                                                                   "nope.db"))
+merged("a new store that exists", where=("callgate.db: exists", "--into"),
+       args=("merge", "callgate.db", "releases/base.json"))
+merged("the output as its own input", where=("callgate.db: is the store merged into",),
+       args=("merge", "--into", "callgate.db", "callgate.db"))
+
+
 # --------------------------------------------------------------------------- running the CLI
 
 
@@ -646,6 +1007,17 @@ def prepare(template: Path, tmp_path: Path, entry: Bad) -> Path:
     for rel in entry.folders:
         (root / rel).unlink()
         (root / rel).mkdir()
+    if entry.sql:
+        shutil.copy(root / "callgate.db", root / "in.db")
+        with sqlite3.connect(root / "in.db") as conn:
+            for statement in entry.sql:
+                conn.execute(statement)
+        conn.close()
+    for rel, target, hard in entry.links:
+        if hard:
+            (root / rel).hardlink_to(root / target)
+        else:
+            (root / rel).symlink_to(target)
     for rel, content in entry.files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -664,6 +1036,7 @@ def assert_one_clean_line(code: int, out: str, err: str, entry: Bad, expected: i
     assert len(lines) == 1, err
     line = lines[0]
     assert line.startswith("error: "), line
+    assert len(line) < 1000, line[:300]  # a long input is never echoed whole
     for needle in entry.where:
         assert needle in line, f"{needle!r} not in {line!r}"
     return line
@@ -681,22 +1054,47 @@ def test_bad_input(entry: Bad, template: Path, tmp_path: Path, capsys: pytest.Ca
                    monkeypatch: pytest.MonkeyPatch) -> None:
     root = prepare(template, tmp_path, entry)
     before = store_hash(root / "callgate.db")
+    files = folder_state(root)
     monkeypatch.chdir(root)
+    if entry.kind == "serve":
+        stop_any_server(monkeypatch)
     code, out, err = cli_in_process(entry.args or COMMANDS[entry.command], capsys, monkeypatch)
     assert_one_clean_line(code, out, err, entry)
     assert store_hash(root / "callgate.db") == before
+    assert folder_state(root) == files  # nothing written beside the store either
+
+
+def stop_any_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that starts fails the row (exit 4) instead of serving forever."""
+    import uvicorn
+
+    def started(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the server started")
+
+    monkeypatch.setattr(uvicorn, "run", started)
+    monkeypatch.setattr(uvicorn.Server, "run", started)
+
+
+def folder_state(root: Path) -> dict[str, str]:
+    """Every file under `root` but the store and its SQLite side files (the store's bytes
+    change on opening; its dump is compared), with a hash of its bytes."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.name.startswith("callgate.db")}
 
 
 def test_the_corpus_is_large_and_distinct() -> None:
     names = [(e.kind, e.name) for e in CORPUS]
     assert len(set(names)) == len(names)
-    inputs = {(e.kind, repr(sorted(e.files.items())), e.folders, e.removed, e.args,
+    inputs = {(e.kind, repr(sorted(e.files.items())), e.folders, e.removed, e.args, e.links,
+               e.sql,
                e.name if e.name in SCORE_CHANGES else "") for e in CORPUS}
     assert len(inputs) == len(CORPUS)  # no two rows feed the same bytes
     by_kind = Counter(e.kind for e in CORPUS)
-    assert len(CORPUS) + len(HOSTILE) >= 140, by_kind
+    assert len(CORPUS) + len(HOSTILE) >= 340, by_kind  # issue 22: 250 kinds at least
     assert set(by_kind) == {"suite", "responses", "config", "judge_spec", "calibration",
-                            "scores"}
+                            "scores", "output", "merge", "judge_cmd", "serve", "unicode",
+                            "small"}
 
 
 # --------------------------------------------------------------------------- model output
@@ -783,7 +1181,8 @@ def test_hostile_model_output_never_stops_a_run(
 SUBPROCESS_ROWS = ["responses: line nested 10,000 deep",
                    "calibration: a byte that is not UTF-8",
                    "judge_spec: a byte that is not UTF-8",
-                   "config: a key in extra"]
+                   "config: a key in extra",
+                   "unicode: a byte in --model"]
 
 
 @pytest.mark.parametrize("row", SUBPROCESS_ROWS)
@@ -855,6 +1254,58 @@ def test_calibrate_checks_the_whole_set_before_the_store_exists(
     assert not (root / "fresh.db").exists()
 
 
+def test_a_judge_plan_of_a_set_makes_no_store(
+        template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planning reads: without a store it plans from no verdicts (it made an empty store)."""
+    root = tmp_path / "w"
+    shutil.copytree(template, root)
+    monkeypatch.chdir(root)
+    code, out, err = cli_in_process(["judge", "plan", "judges/j.toml", "--set", "cal.jsonl",
+                                     "--db", "fresh.db"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "not judged yet" in out
+    assert not (root / "fresh.db").exists()
+
+
+def test_a_calibration_that_fails_keeps_nothing_of_the_set(
+        template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's endpoint is a closed port: calibrate fails (exit 2) and the store is as it
+    was (the set's items were loaded first and kept; now they come with the certificate)."""
+    root = tmp_path / "w"
+    shutil.copytree(template, root)
+    before = store_hash(root / "callgate.db")
+    monkeypatch.chdir(root)
+    code, _, err = cli_in_process(COMMANDS["calibrate"], capsys, monkeypatch)
+    assert code == 2 and "127.0.0.1:9" in err, err
+    assert store_hash(root / "callgate.db") == before
+
+
+def test_init_that_fails_part_way_leaves_nothing(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills up at the fifth file: the four written and the folders made go again."""
+    from callgate.cli.scaffold import write_scaffold
+    from callgate.errors import CallgateError
+
+    real_open = Path.open
+    opened: list[Path] = []
+
+    def filling_up(self: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if "x" in mode:
+            opened.append(self)
+            if len(opened) == 5:
+                raise OSError(28, "No space left on device", str(self))
+        return real_open(self, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", filling_up)
+    (tmp_path / "proj").mkdir()
+    with pytest.raises(CallgateError, match="No space left on device"):
+        write_scaffold(tmp_path / "proj")
+    assert len(opened) == 5
+    assert list((tmp_path / "proj").iterdir()) == []
+
+
 def test_the_limits_of_the_reader() -> None:
     assert reading.loads("[" * 100 + "]" * 100) is not None
     with pytest.raises(reading.JSONLimitError, match="nested more than 100"):
@@ -878,4 +1329,54 @@ def test_corpus_size_by_kind() -> None:
     by_kind = Counter(e.kind for e in CORPUS)
     by_kind["model_output"] = len(HOSTILE)
     print(dict(by_kind), sum(by_kind.values()))
-    assert sum(by_kind.values()) >= 140
+    assert sum(by_kind.values()) >= 340
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_anything_starts(
+        template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """It printed its URL, then uvicorn's error, and exited 3 (inconclusive)."""
+    root = tmp_path / "w"
+    shutil.copytree(template, root)
+    monkeypatch.chdir(root)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        code, out, err = cli_in_process(["serve", "--db", "callgate.db", "--port", port],
+                                        capsys, monkeypatch)
+    assert code == 2 and out == "", (code, out, err)
+    assert err.splitlines() == [f"error: --port {port}: already in use on 127.0.0.1; stop what "
+                                "listens there, or pass another --port (0 picks a free one)"]
+
+
+@pytest.mark.slow
+def test_serve_on_port_0_prints_the_port_it_bound(template: Path, tmp_path: Path,
+                                                  callgate_exe: str,
+                                                  cli_env: dict[str, str]) -> None:
+    root = tmp_path / "w"
+    shutil.copytree(template, root)
+    server = subprocess.Popen([callgate_exe, "serve", "--db", "callgate.db", "--port", "0"],
+                              cwd=root, env=cli_env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", first)
+        assert found is not None and found.group(1) != "0", first
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{found.group(1)}/",
+                                            timeout=2) as page:
+                    assert page.status == 200
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline and server.poll() is None
+                time.sleep(0.1)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        for stream in (server.stdout, server.stderr):
+            if stream is not None:
+                stream.close()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate.reading import loads
+from callgate.reading import JSONLimitError, loads
 
 
 def loads_fast(text: str) -> Any:
@@ -41,10 +41,18 @@ def test_same_values_and_messages_as_json(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     ['{"a": NaN}', '{"a": Infinity}', '{"a": 1e999}', '{"a": 123456789012345678901234567890}',
-     '{"a": "\\ud800"}', '{"a": 1, "a": 2}', '{"a": ', "[1,]", '{"a": 1} x', ""],
+     '{"a": "\\ud83d\\ude00"}', '{"a": 1, "a": 2}', '{"a": ', "[1,]", '{"a": 1} x', ""],
 )
 def test_the_corners_orjson_refuses_are_read_as_json_reads_them(text: str) -> None:
     assert outcome(text, loads_fast) == outcome(text, json.loads)
+
+
+def test_an_escape_of_half_a_surrogate_pair_is_refused_naming_the_field() -> None:
+    """json reads "\\ud800" as a lone surrogate, which is no text: SQLite cannot store it and
+    printing it fails. A pair (an emoji) is read as its character."""
+    with pytest.raises(JSONLimitError, match="not Unicode text") as found:
+        loads('{"a": [1, "x\\udc00"]}')
+    assert found.value.field == "a[1]"
 
 
 def test_infinity_is_still_read() -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import signal
 import sqlite3
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -455,3 +457,76 @@ def test_a_calibration_item_labelled_differently_is_refused(
                     str(tmp_path / "copy.db"))
     assert same.returncode == 0, same.stderr
     assert dump_hash(one) == before
+
+
+# A merge into a new store that is killed part-way: _rescore_merged runs after every row of
+# the inputs has been copied into the new store (inside its transaction), so a SIGKILL there is
+# a kill in the middle of the merge.
+KILLED_MERGE = """
+import os, signal, sys
+from pathlib import Path
+import callgate.running.merge as merge
+def killed(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+merge._rescore_merged = killed
+merge.merge_stores(Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]])
+"""
+
+
+@pytest.mark.slow
+def test_a_merge_killed_half_way_leaves_no_store_and_can_be_run_again(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    shards = score_shards(callgate_exe, cli_env, tmp_path, 2)
+    out = tmp_path / "merged.db"
+    killed = subprocess.run([sys.executable, "-c", KILLED_MERGE, str(out), *map(str, shards)],
+                            env=cli_env, cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not out.exists()  # before: an empty store, which the same command then refused
+    again = callgate(callgate_exe, cli_env, tmp_path, "merge", str(out), *map(str, shards))
+    assert again.returncode == 0, again.stderr
+    whole = tmp_path / "whole.db"
+    done = callgate(callgate_exe, cli_env, tmp_path, "score", str(EXAMPLE), "-r",
+                    str(EXAMPLE / "responses-2026.11.jsonl"), "-m", "router", "--release",
+                    "2026.11", "--db", str(whole))
+    assert done.returncode == 0, done.stderr
+    assert verdict_rows(out, "2026.11") == verdict_rows(whole, "2026.11")
+    # Only the killed run's temporary file is left beside it, named as one.
+    assert sorted(p.name for p in tmp_path.glob(".merged.db.*")) != []
+    assert all(p.name.endswith((".merging", ".merging-wal", ".merging-shm"))
+               for p in tmp_path.glob(".merged.db.*"))
+
+
+@pytest.mark.slow
+def test_merge_inputs_are_read_only_and_never_written(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    """An input is opened read-only: a read-only store merges, its bytes stay as they were;
+    a 0-byte file, a text file and a SQLite file without tables are refused (exit 2, one line
+    naming the input) and stay as they were, and no output store is made."""
+    (shard,) = score_shards(callgate_exe, cli_env, tmp_path, 1)
+    shard.chmod(0o444)
+    before = hashlib.sha256(shard.read_bytes()).hexdigest()
+    done = callgate(callgate_exe, cli_env, tmp_path, "merge", "merged.db", str(shard))
+    assert done.returncode == 0, done.stderr
+    assert hashlib.sha256(shard.read_bytes()).hexdigest() == before
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    text = tmp_path / "notes.db"
+    text.write_text("not a store\n")
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    for path, words in ((empty, "an empty file"), (text, "not a SQLite database"),
+                        (other, "another program's SQLite database")):
+        kept = path.read_bytes()
+        refused = callgate(callgate_exe, cli_env, tmp_path, "merge", "new.db", str(shard),
+                           str(path))
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        lines = refused.stderr.splitlines()
+        assert len(lines) == 1 and str(path) in lines[0] and words in lines[0], lines
+        assert path.read_bytes() == kept
+        assert not (tmp_path / "new.db").exists()
+        assert not list(tmp_path.glob(".new.db.*"))

@@ -24,9 +24,17 @@ class InputError(CallgateError):
 
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
-        return (
-            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        )
+        field = _LONG_NAME.sub(_cut, self.field) if self.field else None
+        return f"{where}: {field}: {self.message}" if field else f"{where}: {self.message}"
+
+
+# A field name is echoed as given: a key of 100,000 characters is cut to its start (the line
+# the error names still points at it).
+_LONG_NAME = re.compile(r"[^.\[\]]{61,}")
+
+
+def _cut(found: re.Match[str]) -> str:
+    return f"{found.group()[:40]}...({len(found.group())} characters)"
 
 
 def pydantic_field(loc: tuple[int | str, ...]) -> str:

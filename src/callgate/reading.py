@@ -121,7 +121,24 @@ def loads(text: str, *, constants: bool = False) -> Any:
     if found:
         raise JSONLimitError(f"{found[0]} is not a JSON number (use null for unknown)",
                              field=_path_of(value, lambda v: isinstance(v, _Constant)))
+    if "\\u" in text:  # orjson refused it: it may hold an escape of half a surrogate pair
+        _refuse_lone_surrogates(value)
     return value
+
+
+# Half of a UTF-16 surrogate pair, as json reads a lone escape such as "\ud800": not Unicode
+# text, so it can be neither stored (SQLite wants UTF-8) nor printed.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_lone_surrogates(value: Any) -> None:
+    def bad(node: Any) -> bool:
+        return isinstance(node, str) and _SURROGATE.search(node) is not None
+
+    if _SURROGATE.search(json.dumps(value, ensure_ascii=False)) is None:
+        return
+    raise JSONLimitError("not Unicode text: an escape of half a surrogate pair (such as "
+                         "\\ud800) stands for no character", field=_path_of(value, bad))
 
 
 def _path_of(value: Any, wanted: Any) -> str | None:

@@ -80,6 +80,14 @@ DbOption = Annotated[
 ]
 
 
+def not_blank(value: str) -> str:
+    """A model name or release label is what a run is filed under: an empty one is a typo
+    (an unset variable in CI), never a label."""
+    if not value.strip():
+        raise typer.BadParameter("must not be empty")
+    return value
+
+
 # The largest integer SQLite stores: a run id or a seed past it can only be a typo.
 SQLITE_INT_MAX = 2**63 - 1
 
@@ -165,3 +173,47 @@ def _exit_if_not_a_result(record: GateRecord | None) -> None:
         "result: it is stored, marked inconclusive, and never used as a baseline (a run "
         "of the same command calls the provider errors again).", highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
+STORE_FILE_SUFFIXES = ("", "-wal", "-shm", "-journal")  # SQLite's files of one store
+
+
+def check_output(option: str, path: Path, *, store: Path | None = None,
+                 inputs: tuple[Path | None, ...] = (), makes_folder: bool = False) -> None:
+    """Refuse, before anything is decided or written, an output path that would destroy what
+    the command reads: the store (or its -wal, -shm or -journal file), one of the command's
+    input files, or a folder. Symlinks and relative paths are resolved first, and a hard link
+    is caught by comparing files. A missing parent folder is refused unless the command makes
+    it (`makes_folder`)."""
+    shown = f"{option} {path}"
+    if path.is_dir():
+        raise _fail(f"{shown}: is a folder; name a file to write")
+    target = path.resolve()
+    if store is not None:
+        home = store.resolve()
+        for suffix in STORE_FILE_SUFFIXES:
+            kept = home.with_name(home.name + suffix)
+            if _same_file(target, kept):
+                what = "the store" if not suffix else f"the store's {suffix[1:]} file"
+                raise _fail(f"{shown}: is {what} ({store}); writing it would destroy the "
+                            "store: name another file")
+    for given in inputs:
+        if given is not None and _same_file(target, given.resolve()):
+            raise _fail(f"{shown}: is another file this command reads or writes ({given}); "
+                        "name another file")
+    parent = target.parent
+    if not parent.exists() and not makes_folder:
+        raise _fail(f"{shown}: folder {parent} does not exist; create it first")
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise _fail(f"{shown}: {parent} is not a folder")
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    if one == other:
+        return True
+    try:
+        return one.exists() and other.exists() and one.samefile(other)
+    except OSError:
+        return False

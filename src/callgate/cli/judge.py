@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -23,7 +24,17 @@ from callgate.cli.common import (
     ApiKeyEnvOption,
     DbOption,
     _fail,
+    check_output,
 )
+
+
+def _width(value: float) -> float:
+    """--width is a half-width in points: above 0 (0 needs infinitely many labels) and at most
+    100; nan and inf are not widths."""
+    if not (math.isfinite(value) and 0 < value <= 100):
+        raise typer.BadParameter(f"{value:g} is not a width in points (above 0, at most 100)")
+    return value
+
 
 judge_app = typer.Typer(help="A frozen LLM judge: show, calibrate, label, audit, plan.",
                         no_args_is_help=True)
@@ -156,6 +167,9 @@ def judge_calibrate(
                        f"disagree on them and no one has adjudicated ({', '.join(unsettled[:5])}"
                        f"{', ...' if len(unsettled) > 5 else ''}); settle them on callgate "
                        "serve's progress page", err=True)
+        # Where the certificate goes, too: a folder there failed after the store had its row.
+        check_output("certificate", judge.certificate_path, store=db,
+                     inputs=(set_path, judge.spec_path))
         with Store(db) as store:
             certificate, disagreements, judged = asyncio.run(go(store, set_path))
     except CallgateError as exc:
@@ -223,6 +237,7 @@ def judge_label(
         raise _fail("give RUN and --set FILE, or --audit RUN")
     if split not in ("dev", "test"):
         raise _fail(f"--split must be dev or test, not {split!r}")
+    check_output("--set", calibration_set, store=db)
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
@@ -284,7 +299,8 @@ def judge_audit(
         "--seed", min=-SQLITE_INT_MAX - 1, max=SQLITE_INT_MAX,
         help="Seed of the sample (default: a random one, stored).")] = None,
     width: Annotated[float, typer.Option(
-        "--width", help="Also say how many labels give a PPI interval of ±WIDTH points.")
+        "--width", callback=_width, help="Also say how many labels give a PPI interval of "
+                                         "±WIDTH points (above 0, at most 100).")
     ] = 2.0,
     estimand: Annotated[str, typer.Option(
         "--estimand", help="What the PPI++ intervals are about: release (this release's "
@@ -341,7 +357,8 @@ def judge_plan(
         "--run", metavar="RUN", min=1, max=SQLITE_INT_MAX,
         help="Plan an audit of this run instead.")] = None,
     width: Annotated[float, typer.Option(
-        "--width", help="With --run: the PPI interval's half-width to reach, in points.")
+        "--width", callback=_width, help="With --run: the PPI interval's half-width to "
+                                         "reach, in points (above 0, at most 100).")
     ] = 2.0,
     estimand: Annotated[str, typer.Option(
         "--estimand", help="With --run: release (this release's attempts) or agent (the "
@@ -374,9 +391,13 @@ def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None,
 
     try:
         judge = load_judge(judge_spec(spec))
-        with Store(db) as store:
+        if not db.exists():  # nothing judged yet, and planning never makes a store
             confusions, unjudged, test_items = set_confusions(
-                judge, bundled_set(calibration_set), store)
+                judge, bundled_set(calibration_set), None)
+        else:
+            with Store(db) as store:
+                confusions, unjudged, test_items = set_confusions(
+                    judge, bundled_set(calibration_set), store)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     t = judge.spec.thresholds

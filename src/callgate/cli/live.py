@@ -26,6 +26,7 @@ from callgate.cli.common import (
     _exit_if_not_a_result,
     _fail,
     _record_if_not_a_result,
+    not_blank,
 )
 from callgate.errors import CallgateError
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
@@ -37,7 +38,8 @@ def run_command(
     model: Annotated[
         str,
         typer.Option(
-            "--model", "-m", help="A candidate's name in the config, or a litellm model id."
+            "--model", "-m", callback=not_blank,
+            help="A candidate's name in the config, or a litellm model id."
         ),
     ],
     repeats: Annotated[int, typer.Option(
@@ -49,7 +51,8 @@ def run_command(
         "--concurrency", "-c", help=f"Requests in flight at once, 1 to {MAX_CONCURRENCY}.")
     ] = 8,
     release: Annotated[
-        str, typer.Option("--release", help="Release label; a run with the same label is replaced.")
+        str, typer.Option("--release", callback=not_blank,
+                          help="Release label; a run with the same label is replaced.")
     ] = "dev",
     agent: AgentOption = None,
     timeout: Annotated[

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -33,8 +34,10 @@ from callgate.cli.common import (
     _fail,
     _record_if_not_a_result,
     _usage_error,
+    check_output,
     click_errors,
     command_name,
+    not_blank,
 )
 from callgate.cli.judge import judge_app
 from callgate.cli.live import run_command
@@ -124,6 +127,8 @@ def import_bfcl(
     """Import Berkeley Function Calling Leaderboard categories as one suite (docs/bfcl.md)."""
     from callgate.importers.bfcl import TESTED_VERSION, import_category
 
+    if out.exists() and not out.is_dir():  # the suite is a folder: never write into a file
+        raise _fail(f"--out {out}: is a file, not a folder; name the suite's folder")
     try:
         result = import_category(source, category, out, force=force)
     except CallgateError as exc:
@@ -187,9 +192,11 @@ def score(
     responses: Annotated[
         Path, typer.Option("--responses", "-r", help="Recorded responses, JSON Lines.")
     ],
-    model: Annotated[str, typer.Option("--model", "-m", help="The model id the answers came "
+    model: Annotated[str, typer.Option("--model", "-m", callback=not_blank,
+                                       help="The model id the answers came "
                                        "from (without --agent, also the agent).")],
-    release: Annotated[str, typer.Option("--release", help="Release label, e.g. 2026.11.")],
+    release: Annotated[str, typer.Option("--release", callback=not_blank,
+                                         help="Release label, e.g. 2026.11.")],
     agent: AgentOption = None,
     db: DbOption = Path("callgate.db"),
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
@@ -318,6 +325,14 @@ def gate(
     from callgate.suites.shard import incomplete
 
     name = _agent_named(agent, model)
+    baseline_file = Path(baseline) if baseline != "auto" else None
+    written: list[Path] = []
+    for option, out in (("--scores-out", scores_out), ("--junit", junit),
+                        ("--markdown", markdown)):
+        if out is not None:  # each output is also an input of the next: no two share a file
+            check_output(option, out, store=db, inputs=(baseline_file, *written),
+                         makes_folder=option == "--scores-out")
+            written.append(out)
     try:
         if not db.exists():
             raise CallgateError(f"{db}: no such database; score the release first")
@@ -463,31 +478,88 @@ def serve(
         "--seed", help="Seed of the choice of items for a second label and of the sharing.")
     ] = 0,
 ) -> None:
-    """A local web app and JSON API over the store: releases, attempts, calibration sessions."""
+    """A local web app and JSON API over the store: releases, attempts, calibration sessions.
+
+    Everything is checked before the port is bound (exit 2, one line); with --port 0 the port
+    picked is the one printed."""
     if host not in LOOPBACK and not token:
         raise _fail(f"--host {host} is not a loopback address: anyone who can reach it could "
                     "write labels; give --token T (or CALLGATE_TOKEN) so every write needs it")
     if not db.exists():
         raise _fail(f"{db}: no such database; score a release first (e.g. callgate demo)")
-    for path in sets or []:
-        if not path.is_file() and not path.parent.is_dir():
-            raise _fail(f"{path}: calibration set not found (a new set file may be named, in "
-                        "a folder that exists)")
+    _check_serve_sets(db, list(sets or []))
     import uvicorn
 
     from callgate.judging.labelling import SessionPlan
+    from callgate.store.db import Store
     from callgate.web.app import create_app
 
     names = tuple(dict.fromkeys(n.strip() for n in (labellers or "").split(",") if n.strip()))
     plan = (SessionPlan(labellers=names, second_share=second_label / 100, seed=seed)
             if names or second_label else None)
     try:
+        Store(db).close()  # a store that cannot be opened fails here, not in the server
         web_app = create_app(db, list(sets or []), token, host, plan)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
+    listening = _listen(host, port)
     shown = f"[{host}]" if ":" in host else host
-    typer.echo(f"callgate serve: http://{shown}:{port}/ over {db} (Ctrl-C stops)")
-    uvicorn.run(web_app, host=host, port=port, log_level="warning")
+    typer.echo(f"callgate serve: http://{shown}:{listening.getsockname()[1]}/ over {db} "
+               "(Ctrl-C stops)")
+    server = uvicorn.Server(uvicorn.Config(web_app, log_level="warning"))
+    server.run(sockets=[listening])
+
+
+def _check_serve_sets(db: Path, sets: list[Path]) -> None:
+    """Every --set file as `serve` will use it: a file (or a new one in a folder that exists)
+    that is not the store, a set that reads cleanly, and no two of one name (the store keeps
+    a set by its file name)."""
+    from callgate.judging.calibration import read_set
+
+    names: dict[str, Path] = {}
+    for path in sets:
+        check_output("--set", path, store=db)
+        if path.name in names:
+            raise _fail(f"--set {path}: another --set, {names[path.name]}, has the same file "
+                        f"name {path.name}, and the store keeps a set by its file name; "
+                        "rename one")
+        names[path.name] = path
+        if path.is_file() and path.read_bytes().strip():
+            try:
+                read_set(path)
+            except CallgateError as exc:
+                raise _fail(str(exc)) from None
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port` for uvicorn, or a one-line refusal naming the option.
+    --host must be an IP address or localhost: a name would be looked up on the network."""
+    import errno
+    import ipaddress
+
+    try:
+        numeric = host == "localhost" or bool(ipaddress.ip_address(host))
+    except ValueError:
+        numeric = False
+    if not numeric:
+        raise _fail(f"--host {host}: not an IP address to listen on; give one (e.g. "
+                    "127.0.0.1, ::1 or 0.0.0.0) or localhost")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (OSError, UnicodeError) as exc:
+        raise _fail(f"--host {host}: cannot listen there ({exc})") from None
+    listening = socket.socket(family, kind, proto)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind(address)
+    except OSError as exc:
+        listening.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise _fail(f"--port {port}: already in use on {host}; stop what listens there, "
+                        "or pass another --port (0 picks a free one)") from None
+        raise _fail(f"--host {host}: cannot listen there ({exc.strerror or exc})") from None
+    return listening
 
 
 @app.command()
@@ -505,6 +577,8 @@ def report(
 ) -> None:
     """A static HTML report of a release (chart, figures, flipped cases) for CI artifacts."""
     name = _agent_named(agent, model)
+    check_output("--html", html, store=db,
+                 inputs=(Path(baseline) if baseline != "auto" else None,), makes_folder=True)
     if not db.exists():
         raise _fail(f"{db}: no such database")
     from callgate.web.report_html import write_report
@@ -519,11 +593,34 @@ def report(
 EXIT_INTERNAL = 4
 
 
+def _refuse_arguments_not_utf8(args: list[str]) -> None:
+    """A command line byte that is not UTF-8 (Python keeps it as half a surrogate pair) would
+    be stored or printed as no text can be: refused, naming the option it belongs to."""
+    for index, arg in enumerate(args):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            code = ord(arg[exc.start])
+            byte = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "a surrogate"
+            if arg.startswith("--") and "=" in arg:
+                where = arg.split("=", 1)[0]
+            elif index and args[index - 1].startswith("-"):
+                where = args[index - 1]
+            else:
+                where = f"argument {index + 1}"
+            where = where.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise _fail(f"{where}: not UTF-8 text ({byte} cannot be read); give it in UTF-8"
+                        ) from None
+
+
 def entry() -> None:
     """The console script. CI reads exit 1 as "regression", so no failure that a command did
     not catch may end with it: unreadable input is 2, an internal error 4, Ctrl-C 130."""
     try:
+        _refuse_arguments_not_utf8(sys.argv[1:])
         code = app(standalone_mode=False)
+    except typer.Exit as done:
+        code = done.exit_code
     except typer.Abort:
         Console(stderr=True).print("interrupted", highlight=False)
         code = 130

@@ -8,6 +8,7 @@ baselines in, and a GitHub Actions workflow.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -317,14 +318,35 @@ def scaffold_files() -> dict[str, str]:
 
 
 def write_scaffold(root: Path) -> list[Path]:
-    """Write the project under root. Refuses, writing nothing, if any file already exists."""
+    """Write the project under root. Refuses, writing nothing, if any file already exists or a
+    folder it needs is a file; a write that fails part-way takes back what it had written."""
     files = {root / relative: text for relative, text in scaffold_files().items()}
     existing = [path for path in files if path.exists()]
     if existing:
         raise CallgateError("not overwriting existing file(s): "
                             + ", ".join(str(path) for path in existing)
                             + "; choose another directory or move them away")
-    for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    for path in files:
+        for folder in (path.parent, *path.parent.parents):
+            if folder.exists() and not folder.is_dir():
+                raise CallgateError(f"{folder}: is a file, and callgate init needs a folder "
+                                    "there; choose another directory or move it away")
+    written: list[Path] = []
+    made: list[Path] = []
+    try:
+        for path, text in files.items():
+            missing = [f for f in (path.parent, *path.parent.parents) if not f.exists()]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.extend(reversed(missing))
+            with path.open("x", encoding="utf-8") as handle:  # "x": never over a file
+                written.append(path)
+                handle.write(text)
+    except OSError as exc:
+        for path in reversed(written):
+            path.unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise CallgateError(f"{exc.filename or root}: cannot be written "
+                            f"({exc.strerror or exc}); nothing was left behind") from None
     return list(files)

@@ -371,14 +371,15 @@ def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width:
 # --------------------------------------------------------------------------- plans and text
 
 
-def set_confusions(judge: Any, set_path: Any, store: Store) -> tuple[dict[str, Any], int, int]:
+def set_confusions(judge: Any, set_path: Any, store: Store | None
+                   ) -> tuple[dict[str, Any], int, int]:
     """Per dimension, the confusion of the judge's cached verdicts against the labels on the
     test split of a calibration set; also how many test items the judge has not judged yet,
-    and how many test items there are."""
+    and how many test items there are. Without a store, the judge has judged nothing."""
     items, _ = read_set(set_path)
     test = [i for i in items if i.split == "test"]
     keys = {i.id: cache_key(judge.fingerprint, *item_payloads(i)) for i in test}
-    stored = store.judge_outputs(list(keys.values()))
+    stored = store.judge_outputs(list(keys.values())) if store is not None else {}
     outputs = {i: JudgeOutput.model_validate_json(stored[k]) for i, k in keys.items()
                if k in stored}
     out = {dim: dimension_confusion(dim, test, outputs) for dim in judge.spec.dimensions}

@@ -691,10 +691,6 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
 
     Returns the certificate, the disagreements and how many items were judged afresh."""
     items, digest = read_set(set_path)
-    store.save_calibration_items(Path(set_path).name, [
-        (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
-        for i in items
-    ])
     keys = {i.id: cache_key(judge.fingerprint, *item_payloads(i)) for i in items}
     stored = store.judge_outputs(list(keys.values()))
     cached = {item_id: JudgeOutput.model_validate_json(stored[key])
@@ -705,8 +701,15 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
 
     outputs = await run_judge_on_items(judge, items, complete, concurrency, cached, save)
     certificate, disagreements = evaluate(judge, items, outputs, str(set_path), digest)
-    store.save_certificate(judge.fingerprint, judge.spec.name, certificate.certified,
-                           certificate.to_json())
+    # The items and the certificate they gave, together: a calibration that fails before this
+    # (the judge's outputs so far stay cached, so a new run resumes) leaves neither behind.
+    with store.atomic():
+        store.save_calibration_items(Path(set_path).name, [
+            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
+            for i in items
+        ])
+        store.save_certificate(judge.fingerprint, judge.spec.name, certificate.certified,
+                               certificate.to_json())
     # The newest calibration decides: a failure replaces a certificate file beside the spec,
     # so a committed certificate cannot outlive the calibration that revoked it.
     if certificate.certified or judge.certificate_path.exists():

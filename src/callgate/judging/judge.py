@@ -77,7 +77,7 @@ class Thresholds(BaseModel):
 
 class JudgeParameters(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    temperature: float = 0.0
+    temperature: float = Field(0.0, allow_inf_nan=False)  # sent as JSON, which has no inf
     reasoning_effort: str | None = None  # set it for reasoning models; others reject it
     samples: int = Field(1, ge=1, le=15)
     extra: dict[str, Any] = Field(default_factory=dict)

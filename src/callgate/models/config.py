@@ -15,7 +15,9 @@ A key is never written in the file; a configured max_tokens is refused (see MAX_
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -89,6 +91,24 @@ def looks_secret(name: str) -> bool:
     return any(word in _SECRET_WORDS or word.endswith(("key", "secret")) for word in words)
 
 
+def refuse_non_json(params: Mapping[str, Any]) -> None:
+    """Request parameters are sent as JSON: a TOML date or time, or a float JSON has no number
+    for (inf, nan), is refused naming its place instead of failing (or being sent as invalid
+    JSON) at the first request."""
+    stack: list[tuple[Any, str]] = [(v, str(k)) for k, v in params.items()]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, datetime.date | datetime.time):
+            raise _FieldError(where, "a TOML date or time is not a request parameter (JSON has "
+                                     "none): write it as a string")
+        if isinstance(node, float) and not math.isfinite(node):
+            raise _FieldError(where, f"{node} is not a JSON number")
+        if isinstance(node, Mapping):
+            stack.extend((v, f"{where}.{k}") for k, v in node.items())
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
+
+
 class _FieldError(ValueError):
     """A validation error about one named field of the model being validated."""
 
@@ -152,6 +172,7 @@ class Candidate(BaseModel):
     @classmethod
     def _extra(cls, value: dict[str, Any]) -> dict[str, Any]:
         refuse_max_tokens(value)
+        refuse_non_json(value)
         for key in value:
             if key in RESERVED:
                 raise _FieldError(key, f"cannot be set here: {RESERVED[key]}")

@@ -9,6 +9,8 @@ of the same release run unsharded.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,9 +22,11 @@ from callgate.gating.gate import not_a_result
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.judging.calibration import Certificate
 from callgate.judging.judge import JudgeOutput
+from callgate.running.merge_input import check_merge_input
 from callgate.scoring.pipeline import JudgedTally, judged_shares
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store
+from callgate.store.opening import check_store_file
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,9 @@ def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
 
 def merge_stores(out: Path, inputs: list[Path]) -> list[MergedRelease]:
     """Merge `inputs` into the store `out` (made if new): all of it, or nothing on a conflict.
-    Merging a store already merged changes nothing."""
+    Merging a store already merged changes nothing. The inputs are opened read-only. A new
+    store is made in a temporary file beside `out` and renamed to it at the end, so a merge
+    killed half-way leaves no `out` behind and the same command can simply be run again."""
     if not inputs:
         raise CallgateError("merge: name at least one store to merge")
     for path in inputs:
@@ -83,30 +89,46 @@ def merge_stores(out: Path, inputs: list[Path]) -> list[MergedRelease]:
                                                if path.is_dir() else "file not found"))
         if path.resolve() == out.resolve():
             raise CallgateError(f"{path}: is the store merged into; name it once")
-    merged: list[MergedRelease] = []
-    new = not out.exists() or out.stat().st_size == 0
+    sources: list[Store] = []
     try:
-        with Store(out) as target:
-            sources = []
-            try:
-                for path in inputs:
-                    sources.append(Store(path))
-                with target.atomic():
-                    touched: dict[int, list[dict[str, Any]]] = {}
-                    for source in sources:
-                        for run_id, runs in target.merge_from(source).items():
-                            touched.setdefault(run_id, []).extend(runs)
-                    for run_id, runs in touched.items():
-                        merged.append(_rescore_merged(target, run_id, runs))
-            finally:
-                for source in sources:
-                    source.close()
-    except BaseException:
-        if new:  # a refused merge into a new store leaves no store behind
-            for leftover in (out, out.with_name(out.name + "-wal"),
-                             out.with_name(out.name + "-shm")):
+        for path in inputs:
+            sources.append(Store(path, read_only=True))
+            check_merge_input(sources[-1])
+        if out.exists() and out.stat().st_size:
+            return _merge_into(out, out, sources)
+        check_store_file(out)
+        handle, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.",
+                                        suffix=".merging")
+        os.close(handle)
+        work = Path(name)
+        try:
+            merged = _merge_into(work, out, sources)
+            if out.exists() and out.stat().st_size:
+                raise CallgateError(f"{out}: was made by another process while merging; "
+                                    f"merge into it with --into {out}")
+            os.replace(work, out)
+        finally:
+            for leftover in (work, *(work.with_name(work.name + s) for s in ("-wal", "-shm"))):
                 leftover.unlink(missing_ok=True)
-        raise
+        return merged
+    finally:
+        for source in sources:
+            source.close()
+
+
+def _merge_into(path: Path, out: Path, sources: list[Store]) -> list[MergedRelease]:
+    """Merge the open `sources` into the store file `path`, in one transaction; messages name
+    the store as `out` (the file it becomes)."""
+    merged: list[MergedRelease] = []
+    with Store(path) as target:
+        target.path = out  # only the name errors give: the temporary file becomes `out`
+        with target.atomic():
+            touched: dict[int, list[dict[str, Any]]] = {}
+            for source in sources:
+                for run_id, runs in target.merge_from(source).items():
+                    touched.setdefault(run_id, []).extend(runs)
+            for run_id, runs in touched.items():
+                merged.append(_rescore_merged(target, run_id, runs))
     return merged
 
 

@@ -29,6 +29,7 @@ from callgate.store.opening import (
     _print_notice,
     _writer_alive,
     busy_timeout,
+    check_input_store,
     check_store_file,
     inspect_store,
     lock_holders,
@@ -97,11 +98,15 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
     seconds) for other writers."""
 
     def __init__(
-        self, path: Path | str, *, notify: Callable[[str], None] | None = None
+        self, path: Path | str, *, notify: Callable[[str], None] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout()
         self._notify = notify or _print_notice
+        if read_only:
+            self._open_read_only()
+            return
         check_store_file(self.path)
         if self.path.stat().st_size if self.path.exists() else 0:
             self._refuse_foreign()
@@ -124,6 +129,38 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
             raise StoreError(f"{self.path}: cannot be opened ({exc}); pass --db another file"
                              ) from None
         return conn
+
+    def _open_read_only(self) -> None:
+        """Open an existing callgate store through a read-only connection (`merge` reads its
+        inputs so): an empty file, another program's database, a store this callgate would
+        have to upgrade first, is refused, and none is ever written to."""
+        check_input_store(self.path)
+        uri = self.path.absolute().as_uri() + "?mode=ro"
+        if not self.path.with_name(self.path.name + "-wal").exists():
+            # Nothing waits to be checkpointed: read the file as it is, without the -wal and
+            # -shm files a read-only connection would otherwise create and leave beside it.
+            uri += "&immutable=1"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout,
+                                   isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+        try:
+            found = inspect_store(conn)
+            refusal = found.refusal(self.path)
+            if refusal is None and found.new:
+                refusal = f"{self.path}: a SQLite file without tables, not a callgate store"
+            elif refusal is None and found.pending:
+                refusal = (f"{self.path}: made by an older callgate, and read-only here; open "
+                           "it once with this callgate (e.g. `callgate history --db "
+                           f"{self.path} -m MODEL`) to upgrade it, then merge it")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise self._error(exc) from None
+        if refusal:
+            conn.close()
+            raise StoreError(refusal)
+        self.db = Database(conn)
 
     def _refuse_foreign(self) -> None:
         """Look at an existing file through a read-only connection (which never writes, nor

@@ -132,6 +132,26 @@ def check_store_file(path: Path) -> None:
                          "folder writable or pass --db a path in a writable folder")
 
 
+def check_input_store(path: Path) -> None:
+    """Refuse, naming it, a path that cannot be a store to read: missing, a folder, empty, or
+    not a SQLite file. Reads at most the file's first 100 bytes."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a folder, not a callgate store")
+    if not path.is_file():
+        raise StoreError(f"{path}: " + ("file not found" if not path.exists() else
+                                        "not a regular file, not a callgate store"))
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot be read ({exc.strerror})") from None
+    if not header:
+        raise StoreError(f"{path}: an empty file, not a callgate store")
+    if not header.startswith(SQLITE_HEADER):
+        raise StoreError(f"{path}: not a SQLite database (it lacks the SQLite header), not "
+                         "a callgate store")
+
+
 class StoreState:
     """What an open SQLite file holds, read without writing to it."""
 

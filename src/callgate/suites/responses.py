@@ -43,8 +43,9 @@ class ProviderError(BaseModel):
 # What SQLite's INTEGER holds: counts beyond it are input errors, not OverflowErrors.
 INT64_MAX = 2**63 - 1
 TokenCount = Annotated[int, Field(ge=0, le=INT64_MAX)]
-# Costs and latencies are stored as numbers: NaN or Infinity is an input error (unknown is null).
-Finite = Annotated[float, Field(allow_inf_nan=False)]
+# Costs and latencies are stored and summed as numbers: NaN, Infinity or a negative amount is an
+# input error (unknown is null).
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class Usage(BaseModel):
@@ -69,8 +70,8 @@ class Response(BaseModel):
     finish_reason: str | None = None
     error: ProviderError | None = None
     usage: Usage | None = None
-    cost: Finite | None = None
-    latency_ms: Finite | None = None
+    cost: Amount | None = None
+    latency_ms: Amount | None = None
     provider: str | None = None
 
     @property

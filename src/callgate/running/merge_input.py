@@ -1,0 +1,280 @@
+"""What `callgate merge` checks in a store before it copies anything from it.
+
+A store handed to merge may come from anywhere (a CI artifact, a hand edit, another tool), and
+merge counts its verdicts in the figures: every row merge copies is checked against the
+schema's rules and against the input's own suite first, and the first bad row refuses the
+input, naming the store, the table, the row and the field (exit 2, nothing written).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, get_args
+
+from pydantic import ValidationError
+
+from callgate.checks.verdict import ArgsVerdict, SchemaKind, Status, ToolVerdict, Verdict
+from callgate.errors import InputError, from_validation_error
+from callgate.judging.judge import Label
+from callgate.reading import loads
+from callgate.store.db import Store
+from callgate.suites.responses import INT64_MAX
+
+_TOOL_CHOICES = ("pass", "fail")
+_SPLITS = ("dev", "test")
+
+
+class _Row:
+    """One row of an input store, for naming it in a refusal."""
+
+    def __init__(self, path: Path, table: str, row: dict[str, Any], key: str) -> None:
+        self.path, self.table, self.row, self.key = path, table, row, key
+
+    def refuse(self, field: str, message: str) -> InputError:
+        return InputError(self.path, message, field=f"table {self.table}, {self.key}: {field}")
+
+    def json(self, field: str, want: type | tuple[type, ...] = object, *,
+             nullable: bool = False) -> Any:
+        """The column `field` read as JSON of type `want` (a dict, a list, ...)."""
+        text = self.row[field]
+        if text is None and nullable:
+            return None
+        if not isinstance(text, str):
+            raise self.refuse(field, "must be JSON text")
+        try:
+            value = loads(text)
+        except ValueError as exc:
+            raise self.refuse(field, f"not JSON ({exc})") from None
+        if not isinstance(value, want):
+            raise self.refuse(field, f"must be a JSON {_kind(want)}")
+        return value
+
+    def one_of(self, field: str, allowed: tuple[str, ...]) -> None:
+        if self.row[field] not in allowed:
+            raise self.refuse(field, f"{_shown(self.row[field])} is not one of "
+                                     f"{', '.join(allowed)}")
+
+    def text(self, *fields: str) -> None:
+        for field in fields:
+            if not isinstance(self.row[field], str) or not self.row[field]:
+                raise self.refuse(field, "must be a non-empty text")
+
+    def count(self, field: str, *, lowest: int = 0, highest: int = INT64_MAX,
+              nullable: bool = True) -> None:
+        value = self.row[field]
+        if value is None and nullable:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or not lowest <= value <= highest:
+            raise self.refuse(field, f"{_shown(value)} is not an integer from {lowest} to "
+                                     f"{'2^63-1' if highest == INT64_MAX else highest}")
+
+    def amount(self, field: str) -> None:
+        value = self.row[field]
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                math.isfinite(value) and value >= 0):
+            raise self.refuse(field, f"{_shown(value)} is not a number at least 0")
+
+
+def _kind(want: type | tuple[type, ...]) -> str:
+    names: dict[type, str] = {dict: "object", list: "array", str: "string"}
+    wanted = want if isinstance(want, tuple) else (want,)
+    return " or ".join(names.get(w, w.__name__) for w in wanted)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# SQL conditions that hold for every row the checks below would refuse (and for few others):
+# the rows are filtered in SQLite, and only those it flags are checked, and named, in Python.
+def _json_suspect(column: str, kind: str | None = None, nullable: bool = False) -> str:
+    """Not JSON (of `kind`, when given). (JSON nested too deep to read is not looked for: the
+    store holds what callgate read, within its limits, and counting brackets in every body
+    would double the merge's time.)"""
+    shape = (f"CASE WHEN json_valid({column}) THEN json_type({column}) END IS NOT '{kind}'"
+             if kind else f"NOT coalesce(json_valid({column}), 0)")
+    test = f"typeof({column}) != 'text' OR {shape}"
+    return f"({column} IS NOT NULL AND ({test}))" if nullable else f"({test})"
+
+
+def _not_in(column: str, allowed: tuple[str, ...], nullable: bool = False) -> str:
+    values = ", ".join(f"'{value}'" for value in allowed)
+    test = f"coalesce({column}, '') NOT IN ({values}) OR typeof({column}) != 'text'"
+    return f"({column} IS NOT NULL AND ({test}))" if nullable else f"({test})"
+
+
+def _not_count(column: str) -> str:
+    return f"({column} IS NOT NULL AND (typeof({column}) != 'integer' OR {column} < 0))"
+
+
+def _not_amount(column: str) -> str:
+    return (f"({column} IS NOT NULL AND (typeof({column}) NOT IN ('integer', 'real') "
+            f"OR {column} < 0))")
+
+
+def _not_text(column: str) -> str:
+    return f"(typeof({column}) != 'text' OR {column} = '')"
+
+
+def _or(*conditions: str) -> str:
+    return " OR ".join(conditions)
+
+
+_ATTEMPT = _or("typeof(case_id) != 'text'",
+               "case_id NOT IN (SELECT case_id FROM cases WHERE suite = :suite)",
+               "typeof(repeat) != 'integer'", "repeat < 0")
+_SUSPECT = {
+    "cases": _or("suite NOT IN (SELECT fingerprint FROM suites)", _not_text("case_id"),
+                 _not_text("expect_type"), _json_suspect("tags", "array"),
+                 "(CASE WHEN json_valid(tags) AND json_type(tags) = 'array' THEN (SELECT "
+                 "count(*) FROM json_each(row.tags) WHERE type != 'text') ELSE 1 END) > 0",
+                 _json_suspect("body", "object")),
+    "calibration_items": _or(_not_in("split", _SPLITS),
+                             _not_in("label_tool_choice", _TOOL_CHOICES),
+                             _not_in("label_arguments", get_args(Label)),
+                             _json_suspect("body", "object")),
+    "certificates": _json_suspect("body", "object"),
+    "judge_cache": _json_suspect("output", "object"),
+    "live_responses": _or(_json_suspect("request", "object"), _json_suspect("line", "object")),
+    "responses": _or(_ATTEMPT, _not_amount("cost"), _not_amount("latency_ms"),
+                     _not_count("prompt_tokens"), _not_count("completion_tokens"),
+                     _json_suspect("body")),
+    "verdicts": _or(
+        _ATTEMPT, _not_in("status", get_args(Status)), _not_in("tool", get_args(ToolVerdict),
+                                                              nullable=True),
+        _not_in("arguments", get_args(ArgsVerdict), nullable=True),
+        _not_in("schema_kind", get_args(SchemaKind), nullable=True),
+        "typeof(tool_reason) != 'text'", "typeof(arguments_reason) != 'text'",
+        "typeof(calls) != 'integer'", "calls < 0",
+        "typeof(right_tool) != 'integer'", "right_tool NOT IN (0, 1)",
+        "typeof(right_arguments) != 'integer'", "right_arguments NOT IN (0, 1)",
+        "right_tool = 1 AND (status IS NOT 'scored' OR tool IS NOT 'right')",
+        "right_arguments = 1 AND (right_tool IS NOT 1 OR arguments IS NULL OR arguments NOT "
+        "IN ('right', 'not_applicable'))",
+        "NOT EXISTS (SELECT 1 FROM responses AS r WHERE r.run = row.run AND "
+        "r.case_id = row.case_id AND r.repeat = row.repeat)"),
+    "judgements": _or(_ATTEMPT, _not_in("tool_choice", _TOOL_CHOICES),
+                      _not_in("arguments", get_args(Label))),
+    "run_requests": _ATTEMPT,
+    "run_turns": _ATTEMPT,
+}
+
+
+def check_merge_input(source: Store) -> None:
+    """Refuse `source` (InputError naming it, the table, the row and the field) unless every
+    row merge would copy from it is sound."""
+    path = source.path
+    suites = {}
+    for row in source.merge_input_rows("suites", "1"):
+        at = _Row(path, "suites", row, f"suite {_shown(row['fingerprint'])}")
+        at.text("fingerprint", "name")
+        at.json("tools", list)
+        suites[row["fingerprint"]] = row["name"]
+    for row in source.merge_input_rows("cases", _SUSPECT["cases"]):
+        at = _Row(path, "cases", row, f"case {_shown(row['case_id'])}")
+        if row["suite"] not in suites:
+            raise at.refuse("suite", f"{_shown(row['suite'])} has no row in table suites")
+        at.text("case_id", "expect_type")
+        tags = at.json("tags", list)
+        if not all(isinstance(tag, str) for tag in tags):
+            raise at.refuse("tags", "must be a JSON array of strings")
+        at.json("body", dict)
+    for row in source.merge_input_rows("calibration_items", _SUSPECT["calibration_items"]):
+        at = _Row(path, "calibration_items", row,
+                  f"set {_shown(row['set_name'])} item {_shown(row['item_id'])}")
+        at.one_of("split", _SPLITS)
+        at.one_of("label_tool_choice", _TOOL_CHOICES)
+        at.one_of("label_arguments", get_args(Label))
+        at.json("body", dict)
+    for table, key, columns in (("certificates", "fingerprint", ("body",)),
+                                ("judge_cache", "key", ("output",)),
+                                ("live_responses", "key", ("request", "line"))):
+        for row in source.merge_input_rows(table, _SUSPECT[table]):
+            at = _Row(path, table, row, f"{key} {_shown(row[key])}")
+            for column in columns:
+                at.json(column, dict)
+    for run in source.merge_input_runs():
+        _check_run(path, source, run, suites)
+
+
+def _shard_numbers(shards: list[Any], count: int) -> bool:
+    numbers = [k for k in shards if isinstance(k, int) and not isinstance(k, bool)]
+    return bool(shards) and len(numbers) == len(set(numbers)) == len(shards) and all(
+        1 <= k <= count for k in numbers)
+
+
+def _check_run(path: Path, source: Store, run: dict[str, Any], suites: dict[str, str]) -> None:
+    run_id = run["id"]
+    at = _Row(path, "runs", run, f"run {run_id}")
+    at.text("suite_name", "model", "release", "source", "callgate_version")
+    if run["suite"] not in suites:
+        raise at.refuse("suite", f"{_shown(run['suite'])} has no row in table suites of this "
+                                 "store")
+    at.count("shard_count", lowest=1, highest=1_000_000)
+    shards = at.json("shards", list, nullable=True)
+    if (shards is None) != (run["shard_count"] is None):
+        raise at.refuse("shards", "shards and shard_count must be both set or both empty")
+    if shards is not None and not _shard_numbers(shards, run["shard_count"]):
+        raise at.refuse("shards", f"{_shown(run['shards'])} is not a list of distinct shard "
+                                  f"numbers from 1 to {run['shard_count']}")
+    at.json("gate", dict, nullable=True)
+    at.json("scores", dict, nullable=True)
+    params = {"run": run_id, "suite": run["suite"]}
+
+    def attempt(table: str, row: dict[str, Any]) -> _Row:
+        found = _Row(path, table, row, f"run {run_id} case {_shown(row['case_id'])} repeat "
+                                       f"{_shown(row['repeat'])}")
+        if not source.merge_input_has_case(run["suite"], row["case_id"]):
+            raise found.refuse("case_id", f"not a case of suite {run['suite_name']} in this "
+                                          "store")
+        found.count("repeat", nullable=False)
+        return found
+
+    for row in source.merge_input_rows("responses", _SUSPECT["responses"], params):
+        found = attempt("responses", row)
+        for column in ("cost", "latency_ms"):
+            found.amount(column)
+        for column in ("prompt_tokens", "completion_tokens"):
+            found.count(column)
+        found.json("body")
+    for row in source.merge_input_rows("verdicts", _SUSPECT["verdicts"], params):
+        found = attempt("verdicts", row)
+        _check_verdict(found, row)
+        if not source.merge_input_has_response(run_id, row["case_id"], row["repeat"]):
+            raise found.refuse("case_id", "a verdict without a response (no row in table "
+                                          "responses)")
+    for row in source.merge_input_rows("judgements", _SUSPECT["judgements"], params):
+        found = attempt("judgements", row)
+        found.one_of("tool_choice", _TOOL_CHOICES)
+        found.one_of("arguments", get_args(Label))
+    for table in ("run_requests", "run_turns"):
+        for row in source.merge_input_rows(table, _SUSPECT[table], params):
+            attempt(table, row)
+
+
+_FLAG_RULES: tuple[tuple[str, Callable[[Verdict], bool], str], ...] = (
+    ("right_tool", lambda v: not v.right_tool or (v.status == "scored" and v.tool == "right"),
+     "is true, but the verdict is {status}/{tool}"),
+    ("right_arguments", lambda v: not v.right_arguments or (
+        v.right_tool and v.arguments in ("right", "not_applicable")),
+     "is true, but the verdict is {status}/{tool}/{arguments}"),
+)
+
+
+def _check_verdict(at: _Row, row: dict[str, Any]) -> None:
+    """The verdict's enums and types (the Verdict model's), and flags that agree with them."""
+    fields = {k: v for k, v in row.items() if k not in ("rowid", "run")}
+    try:
+        verdict = Verdict.model_validate(fields)
+    except ValidationError as exc:
+        raise from_validation_error(at.path, None, exc,
+                                    prefix=f"table {at.table}, {at.key}: ") from None
+    for field, holds, message in _FLAG_RULES:
+        if not holds(verdict):
+            raise at.refuse(field, message.format(status=verdict.status, tool=verdict.tool,
+                                                  arguments=verdict.arguments))
