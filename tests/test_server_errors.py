@@ -122,3 +122,33 @@ def test_a_bad_server_errors_value_is_one_line(tmp_path: Path, callgate_exe: str
     assert done.returncode == 2
     assert done.stderr.startswith("error: --server-errors sometimes: ") and len(
         done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_the_gate_never_compares_releases_scored_with_different_server_error_rules(
+        tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]) -> None:
+    suite = suite_of(tmp_path)
+    answers = [{"case_id": c, "response": {"role": "assistant", "tool_calls": [CALL]}}
+               for c in ("ok", "down", "limited")]
+    answers += [{"case_id": c, "response": {"role": "assistant", "content": "Nine to five."}}
+                for c in ("hours", "quiet")]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(line) + "\n" for line in answers))
+
+    def score(release: str, *more: str) -> None:
+        done = callgate(callgate_exe, cli_env, tmp_path, "score", str(suite), "-r", "r.jsonl",
+                        "-m", "m", "--release", release, *more)
+        assert done.returncode == 0, done.stderr
+
+    def gate(release: str) -> subprocess.CompletedProcess[str]:
+        return callgate(callgate_exe, cli_env, tmp_path, "gate", "-m", "m", "--release",
+                        release, "--json")
+
+    score("1")
+    assert gate("1").returncode == 0
+    score("2", "--server-errors", "count")  # the same answers, the other rule
+    mixed = gate("2")
+    assert mixed.returncode == 3, mixed.stdout + mixed.stderr
+    said = " ".join(json.loads(mixed.stdout)["messages"])
+    assert ("server errors are counted as wrong answers in 2 and excluded in the baseline 1"
+            in said)
+    score("3")  # back to the baseline's rule: compared, passes
+    assert gate("3").returncode == 0

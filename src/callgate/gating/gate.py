@@ -20,7 +20,7 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from callgate.checks.verdict import Verdict
+from callgate.checks.verdict import ServerErrors, Verdict
 from callgate.errors import CallgateError, InputError
 from callgate.gating.statistics import (
     detectable_drop_paired,
@@ -181,6 +181,8 @@ class ReleaseScores(BaseModel):
     created_at: str
     judge_fingerprint: str | None = None
     uncalibrated: bool = False
+    # count: server errors were scored as wrong answers (--server-errors count), not excluded
+    server_errors: ServerErrors = "exclude"
     attempts: int
     excluded: dict[str, int]
     figures: Figures
@@ -239,6 +241,7 @@ def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict],
         created_at=run["created_at"],
         judge_fingerprint=run.get("judge_fingerprint"),
         uncalibrated=bool(scores.get("uncalibrated", False)),
+        server_errors=scores.get("server_errors", "exclude"),
         attempts=scores["attempts"],
         excluded=scores["excluded"],
         figures=Figures.model_validate(scores["figures"]),
@@ -384,6 +387,14 @@ def decide(
                             worse=[], better=[], messages=first + messages + inconclusive,
                             warnings=warnings, **common)
 
+    if baseline.server_errors != current.server_errors:
+        def way(release: ReleaseScores) -> str:
+            return ("counted as wrong answers" if release.server_errors == "count"
+                    else "excluded")
+        inconclusive.append(
+            f"server errors are {way(current)} in {current.release} and {way(baseline)} in "
+            f"the baseline {baseline.release}: the shares are not comparable; score both with "
+            "the same --server-errors")
     lineage = []
     if baseline.agent != current.agent:
         lineage.append(f"baseline: agent {baseline.agent}'s release {baseline.release}, "

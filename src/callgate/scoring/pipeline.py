@@ -357,7 +357,7 @@ class Recorder:
         if self._awaiting_judge:
             raise RuntimeError("judge_pending() or keep_unjudged() must run before finish()")
         self.flush()
-        scores = self.builder.build()
+        scores = self.builder.build().model_copy(update={"server_errors": self.server_errors})
         if self.judge is not None:
             scores = scores.model_copy(update={
                 "judged": judged_shares(self.judged_tally, self.judge),

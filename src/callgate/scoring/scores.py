@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from callgate.checks.verdict import Verdict
+from callgate.checks.verdict import ServerErrors, Verdict
 from callgate.stats import wilson
 
 MAX_K = 8  # pass^k is reported for k = 1..8; beyond that it says little a user acts on
@@ -102,6 +102,8 @@ class Scores(BaseModel):
     # Set when a judge decided some attempts: raw and Rogan–Gladen corrected shares of those.
     judged: dict[str, Any] | None = None
     uncalibrated: bool = False
+    # count: server errors after retries were scored as wrong answers (--server-errors count)
+    server_errors: ServerErrors = "exclude"
 
 
 @dataclass
