@@ -25,7 +25,7 @@ def callgate_script() -> str:
 
 
 class Server:
-    def __init__(self, db: Path, *args: str) -> None:
+    def __init__(self, db: Path, *args: str, probe: str = "/") -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
@@ -36,7 +36,7 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"serve exited: {self.process.stderr.read()}")
             try:
-                urllib.request.urlopen(self.base + "/", timeout=2).read()
+                urllib.request.urlopen(self.base + probe, timeout=2).read()
                 return
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.1)

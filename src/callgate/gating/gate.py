@@ -436,8 +436,12 @@ def decide(
 
 
 def stored_release(store: Store, run: Mapping[str, Any]) -> ReleaseScores:
-    verdicts = (Verdict.model_validate(row) for row in store.verdicts(run["id"]))
-    return release_from_run(run, verdicts, store.suite_case_ids(run["suite"]))
+    """A stored run's release scores, its cases tallied in SQL (as case_records would)."""
+    cases = {case_id: CaseRecord.model_construct(  # the store's own counts: no validation
+                 trials=n, right_tool=t, right_arguments=a, excluded=x, reason=r)
+             for case_id, n, t, a, x, r in store.case_tallies(run["id"])}
+    return release_from_run(run, (), store.suite_case_ids(run["suite"])).model_copy(
+        update={"cases": cases})
 
 
 def find_current(store: Store, model: str, release: str, suite_name: str | None

@@ -4,6 +4,8 @@ or a scores file), decide, and record the decision on the run. `callgate gate` a
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,12 +19,14 @@ from callgate.gating.gate import (
     decide,
     find_current,
     record_of,
+    release_from_run,
     stored_release,
 )
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.judging.audit import audit_report, estimates_document, judged_check
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete
+from callgate.version import __version__
 
 
 def gate_release(
@@ -58,6 +62,9 @@ def gate_release(
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
     store.set_run_gate(run["id"], record.model_dump_json())
+    if baseline == "auto":  # kept for the pages, which show the store's decision
+        store.save_gate_decision(run["id"], decision_key(store, run, max_drop, max_excluded),
+                                 decision.model_dump_json())
     return decision, current.model_copy(update={"gate": record,
                                                 "estimates": audited_estimates(store, run["id"])})
 
@@ -120,3 +127,41 @@ def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_dro
         if check is not None:
             out.append((check.outcome, check.message))
     return out
+
+
+def recorded_decision(store: Store, run: Mapping[str, Any], *,
+                      max_drop: float = DEFAULT_MAX_DROP,
+                      max_excluded: float = DEFAULT_MAX_EXCLUDED, key: str | None = None
+                      ) -> tuple[GateDecision, ReleaseScores]:
+    """decide_release against the store's baseline, read from the store when it was decided
+    on the same inputs before (by `callgate gate` or an earlier page), else decided and kept.
+    The scores returned carry the run's figures but not its cases. `key`: decision_key's,
+    when the caller has it."""
+    key = key or decision_key(store, run, max_drop, max_excluded)
+    kept = store.gate_decision(run["id"], key)
+    if kept is not None:
+        decision = GateDecision.model_validate_json(kept)
+    else:
+        decision, _ = decide_release(store, run, max_drop=max_drop, max_excluded=max_excluded)
+        store.save_gate_decision(run["id"], key, decision.model_dump_json())
+    return decision, release_from_run(run, ())
+
+
+def decision_key(store: Store, run: Mapping[str, Any], max_drop: float,
+                 max_excluded: float) -> str:
+    """A digest of what the store-baseline decision on a finished run depends on: the run (its
+    verdicts never change under its id; its shards and scores may, by a merge), the earlier
+    runs of its model and suite that may be its baseline (with their gate records), its
+    judgements and audit, the thresholds, and callgate's version (the rules)."""
+    earlier = [r for r in store.runs(model=run["model"], suite_name=run["suite_name"])
+               if (r["created_at"], r["id"]) < (run["created_at"], run["id"])]
+    parts = {
+        "version": __version__, "max_drop": max_drop, "max_excluded": max_excluded,
+        "run": {k: v for k, v in run.items() if k != "gate"},  # its own record is an output
+        "earlier": earlier,
+        "judgements": store.judgement_count(run["id"]),
+        "audit": store.audit(run["id"]),
+        "audit_items": store.audit_items(run["id"]),
+    }
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

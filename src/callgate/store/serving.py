@@ -69,6 +69,51 @@ class ServeRecords(StoreBase):
             "ORDER BY v.case_id, v.repeat LIMIT ? OFFSET ?", [*params, limit, offset]))
         return total, rows
 
+    def case_tallies(self, run_id: int) -> list[tuple[str, int, int, int, int, str]]:
+        """Per case of a run, by case id: (case id, scored attempts, right tool, right
+        arguments, excluded attempts, the reason of its first scored attempt not fully right),
+        counted in SQL: what the gate pairs, without a row a verdict."""
+        reasons = {case_id: "; ".join(p for p in (tool_reason, arguments_reason) if p)
+                   for case_id, _, tool_reason, arguments_reason in self.db.execute(
+                       # SQLite takes the bare columns from the row holding MIN(repeat)
+                       "SELECT case_id, MIN(repeat), tool_reason, arguments_reason "
+                       "FROM verdicts WHERE run = ? AND status = 'scored' "
+                       "AND NOT right_arguments GROUP BY case_id", [run_id])}
+        return [(case_id, trials, tool, arguments, excluded, reasons.get(case_id, ""))
+                for case_id, trials, tool, arguments, excluded in self.db.execute(
+                    "SELECT case_id, SUM(status = 'scored'), "
+                    "SUM(CASE WHEN status = 'scored' THEN right_tool ELSE 0 END), "
+                    "SUM(CASE WHEN status = 'scored' THEN right_arguments ELSE 0 END), "
+                    "SUM(status != 'scored') FROM verdicts WHERE run = ? "
+                    "GROUP BY case_id ORDER BY case_id", [run_id])]
+
+    def judgement_count(self, run_id: int) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM judgements WHERE run = ?",
+                               [run_id]).fetchone()[0]
+
+    # The gate's decision on a run, kept so that pages read it instead of deciding again: one
+    # row per run and key (a digest of everything the decision depends on, gating.release).
+    # A cache, rebuilt from the runs' rows when missing: created on first use.
+
+    def _gate_decisions_table(self) -> None:
+        self.db.execute("CREATE TABLE IF NOT EXISTS gate_decisions (run INTEGER NOT NULL "
+                        "REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, "
+                        "body TEXT NOT NULL, PRIMARY KEY (run, key))")
+
+    def gate_decision(self, run_id: int, key: str) -> str | None:
+        self._gate_decisions_table()
+        row = self.db.execute("SELECT body FROM gate_decisions WHERE run = ? AND key = ?",
+                              [run_id, key]).fetchone()
+        return row[0] if row else None
+
+    def save_gate_decision(self, run_id: int, key: str, body: str) -> None:
+        """Keep a run's decision under its key, in place of the ones under older keys."""
+        self._gate_decisions_table()
+        with self.atomic():
+            self.db.execute("DELETE FROM gate_decisions WHERE run = ?", [run_id])
+            self.db.execute("INSERT INTO gate_decisions (run, key, body) VALUES (?, ?, ?)",
+                            [run_id, key, body])
+
     def attempt(self, run_id: int, case_id: str, repeat: int) -> dict[str, Any] | None:
         """One attempt: its verdict, response row, case row and judgement (when judged)."""
         verdict = list(self.db.query(

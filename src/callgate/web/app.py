@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -57,6 +57,8 @@ def templates() -> Environment:
     env.filters["pct"] = lambda v: "–" if v is None else f"{v:.1f}"
     env.filters["num"] = lambda v, f="{:.2f}": "–" if v is None else f.format(v)
     env.filters["q"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")})
+    # one path segment of a link (a case id may hold '/', '?' or '#')
+    env.filters["segment"] = lambda v: quote(str(v), safe="")
     return env
 
 
@@ -217,8 +219,10 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
             return not_found(request, f"no finished run {run_id}")
         filters = _filters(request)
         attempts = session.views.attempts(run_id, **filters)
+        flipped = {side: flipped_page(release[side], request.query_params.get(side))
+                   for side in ("worse", "better")}
         return page("release.html", request, r=release, attempts=attempts, filters=filters,
-                    verdicts=VERDICT_FILTERS)
+                    verdicts=VERDICT_FILTERS, flipped=flipped)
 
     async def release_api(request: Request) -> Response:
         release = session.views.release(request.path_params["run_id"])
@@ -498,7 +502,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         Route("/", index),
         Route("/releases", releases_page),
         Route("/runs/{run_id:int}", release_page),
-        Route("/runs/{run_id:int}/attempts/{case_id}/{repeat:int}", attempt_page),
+        Route("/runs/{run_id:int}/attempts/{case_id:path}/{repeat:int}", attempt_page),
         Route("/runs/{run_id:int}/label", run_label_page),
         Route("/runs/{run_id:int}/label", run_label_post, methods=["POST"]),
         Route("/calibration/{set_name}", label_page),
@@ -510,7 +514,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         Route("/api/releases", releases_api),
         Route("/api/runs/{run_id:int}", release_api),
         Route("/api/runs/{run_id:int}/attempts", attempts_api),
-        Route("/api/runs/{run_id:int}/attempts/{case_id}/{repeat:int}", attempt_api),
+        Route("/api/runs/{run_id:int}/attempts/{case_id:path}/{repeat:int}", attempt_api),
         Route("/api/gate", gate_api),
         Route("/api/calibration/{set_name}/progress", progress_page),
         Route("/api/calibration/{set_name}/labels", labels_api, methods=["POST"]),
@@ -527,6 +531,16 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
     app.state.session = session
     return app
 
+
+def flipped_page(cases: list[dict[str, Any]], offset: str | None) -> dict[str, Any]:
+    """A page of FLIPPED_PAGE of a release's flipped cases, from `offset` (a query value)."""
+    start = int(offset) if offset and offset.isdigit() else 0
+    start = min(start, max(0, len(cases) - 1)) // FLIPPED_PAGE * FLIPPED_PAGE
+    return {"rows": cases[start:start + FLIPPED_PAGE], "offset": start, "total": len(cases),
+            "size": FLIPPED_PAGE}
+
+
+FLIPPED_PAGE = 100
 
 VERDICT_FILTERS = ("fail", "right", "wrong_tool", "unexpected_call", "missing_call",
                    "extra_call", "invalid_json", "schema_violation", "wrong_value", "truncated",
