@@ -383,14 +383,27 @@ def serve(
     sets: Annotated[list[Path] | None, typer.Option(
         "--set", help="Calibration file(s) people may label here; labels are appended to it, "
                       "as `callgate judge label` does.")] = None,
+    allow_hosts: Annotated[list[str] | None, typer.Option(
+        "--allow-host", help="Beyond loopback, another name this server is reached by (the "
+                             "Host header); the address bound and the machine's names are "
+                             "allowed already.")] = None,
 ) -> None:
-    """A local web app and JSON API over the store: releases, attempts, calibration sessions."""
+    """A local web app and JSON API over the store: releases, attempts, calibration sessions.
+    Beyond loopback, every request needs the token, reads too."""
     if host not in LOOPBACK and not token:
         raise _fail(f"--host {host} is not a loopback address: anyone who can reach it could "
-                    "write labels; give --token T (or CALLGATE_TOKEN) so every write needs it")
+                    "read and write labels; give --token T (or CALLGATE_TOKEN) so every "
+                    "request needs it")
+    if token is not None and not (token.isascii() and token.isprintable() and token.strip()
+                                  and " " not in token):
+        raise _fail("--token must be printable ASCII without spaces (it travels in an HTTP "
+                    "header and a cookie)")
     if not db.exists():
         raise _fail(f"{db}: no such database; score a release first (e.g. callgate demo)")
     for path in sets or []:
+        if path.is_dir():
+            raise _fail(f"{path}: is a folder; --set names a calibration file (.jsonl), "
+                        "new or existing")
         if not path.is_file() and not path.parent.is_dir():
             raise _fail(f"{path}: calibration set not found (a new set file may be named, in "
                         "a folder that exists)")
@@ -399,7 +412,7 @@ def serve(
     from callgate.web.app import create_app
 
     try:
-        web_app = create_app(db, list(sets or []), token, host)
+        web_app = create_app(db, list(sets or []), token, host, list(allow_hosts or []))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     shown = f"[{host}]" if ":" in host else host

@@ -12,7 +12,7 @@ import contextlib
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -20,9 +20,14 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -63,9 +68,10 @@ def templates() -> Environment:
 
 
 class ServerTiming:
-    """Adds `Server-Timing: app;dur=MS` to every response: the time from the request reaching
-    the app to its response starting (the page rendered), as benchmarks/serve_latency.py reads
-    it."""
+    """Adds `Server-Timing: app;dur=MS, cpu;dur=MS` to every response: the time from the
+    request reaching the app to its response starting (the page rendered), and the CPU time
+    the event loop's thread spent on it meanwhile (the same on an idle machine; less on a busy
+    one), as benchmarks/serve_latency.py reads them."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -74,16 +80,121 @@ class ServerTiming:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
 
         async def timed(message: Any) -> None:
             if message["type"] == "http.response.start":
                 took = (time.perf_counter() - start) * 1000
-                message["headers"] = [*message.get("headers", []),
-                                      (b"server-timing", f"app;dur={took:.2f}".encode())]
+                used = (time.thread_time() - cpu) * 1000
+                message["headers"] = [*message.get("headers", []), (
+                    b"server-timing", f"app;dur={took:.2f}, cpu;dur={used:.2f}".encode())]
             await send(message)
 
         await self.app(scope, receive, timed)
+
+
+SECURITY_HEADERS = [
+    (b"x-frame-options", b"DENY"),  # no page of another site may frame these (clickjacking)
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+]
+
+
+class SecurityHeaders:
+    """Adds SECURITY_HEADERS to every response, the refusals of the checks below included."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+TOKEN_COOKIE = "callgate_token"
+
+
+def host_of(header: str) -> str:
+    """The host of a Host header, without its port: '[::1]:8765' -> '::1'."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def allowed_hosts(host: str, extra: list[str] | None = None) -> frozenset[str]:
+    """The Host header names a server bound to `host` answers to. On loopback, the machine's
+    loopback names; beyond it, also the address bound, the machine's names and addresses
+    (for a wildcard bind) and the names given (`--allow-host`). Anything else may be a page
+    whose DNS name was re-pointed at this server (DNS rebinding)."""
+    names = set(LOOPBACK_NAMES) | {h.lower().strip("[]") for h in extra or []}
+    if host.lower() not in LOOPBACK_NAMES:
+        names.add(host.lower().strip("[]"))
+    if host in WILDCARDS:
+        import socket
+
+        for name in {socket.gethostname(), socket.getfqdn()}:
+            names.add(name.lower())
+            with contextlib.suppress(OSError):
+                names |= {str(info[4][0]).lower() for info in socket.getaddrinfo(name, None)}
+    return frozenset(names - WILDCARDS)
+
+
+def same_token(given: str, token: str) -> bool:
+    # bytes, so that a header's non-ASCII characters are a mismatch and not a TypeError
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token.encode())
+
+
+class Guard:
+    """Refuses a request whose Host header is not one of `hosts` (400); and, with
+    `read_token` (a bind beyond loopback), one that does not carry the token (401) in the
+    X-Callgate-Token header, an Authorization Bearer header or the cookie a link with
+    ?token=T sets (that link answers with the cookie and a redirect to itself without the
+    token, so the token does not stay in the address bar or the history)."""
+
+    def __init__(self, app: Any, hosts: frozenset[str], read_token: str | None) -> None:
+        self.app, self.hosts, self.token = app, hosts, read_token
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        if host_of(request.headers.get("host", "")) not in self.hosts:
+            await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send)
+            return
+        if self.token is not None:
+            given = (request.headers.get("x-callgate-token")
+                     or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+                     or request.cookies.get(TOKEN_COOKIE) or "")
+            in_link = request.query_params.get("token")
+            if in_link is not None and same_token(in_link, self.token):
+                rest = urlencode([(k, v) for k, v in request.query_params.multi_items()
+                                  if k != "token"])
+                response: Response = RedirectResponse(
+                    request.url.path + (f"?{rest}" if rest else ""), status_code=303)
+                response.set_cookie(TOKEN_COOKIE, self.token, httponly=True,
+                                    samesite="strict")
+                await response(scope, receive, send)
+                return
+            if not same_token(given, self.token):
+                await PlainTextResponse(
+                    "this server needs its token for every request: open a link with "
+                    "?token=T once, or send an X-Callgate-Token header",
+                    status_code=401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class Session:
@@ -122,7 +233,7 @@ class Session:
 
 
 def create_app(db: Path, sets: list[Path] | None = None, token: str | None = None,
-               host: str = "127.0.0.1") -> Starlette:
+               host: str = "127.0.0.1", allow_hosts: list[str] | None = None) -> Starlette:
     session = Session(Path(db), list(sets or []), token)
     env = templates()
     # in the static URLs, so that a browser never keeps an older stylesheet or script
@@ -157,7 +268,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         given = (request.headers.get("x-callgate-token")
                  or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
                  or (form.get("token") if form is not None else None) or "")
-        return hmac.compare_digest(str(given), token)
+        return same_token(str(given), token)
 
     def refused(request: Request) -> Response:
         message = ("this server needs its token for every write (X-Callgate-Token header or "
@@ -202,15 +313,13 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
             name: session.views.history(model, name) for name in suites}})
 
     def _filters(request: Request) -> dict[str, Any]:
+        """The attempts' filters and page; BadQuery for an offset or limit that is not a
+        whole number SQLite can hold."""
         q = request.query_params
-        try:
-            offset = max(0, int(q.get("offset", 0)))
-            limit = min(1000, max(1, int(q.get("limit", PAGE_SIZE))))
-        except ValueError:
-            offset, limit = 0, PAGE_SIZE
+        offset, limit = (whole(q, "offset", 0), whole(q, "limit", PAGE_SIZE))
         return {"verdict": q.get("verdict") or None, "tag": q.get("tag") or None,
                 "tool": q.get("tool") or None, "case": q.get("case") or None,
-                "offset": offset, "limit": limit}
+                "offset": offset, "limit": min(1000, max(1, limit))}
 
     async def release_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -310,7 +419,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         tool_choice, arguments = fields.get("tool_choice"), fields.get("arguments")
         if tool_choice not in LABELS["tool_choice"] or arguments not in LABELS["arguments"]:
             return None, "tool_choice must be pass or fail, arguments pass, fail or n/a"
-        items = {i.id: i for i in cv.load_items(path)}
+        items = {i.id: i for i in _items(name, path) or []}  # a new file: no items yet
         item = items.get(str(fields.get("item_id")))
         if item is None:
             return None, f"no item {fields.get('item_id')!r} in {name}"
@@ -498,6 +607,15 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         finally:
             session.close()
 
+    async def bad_query(request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return page("error.html", request, status=400, message=str(exc))
+
+    async def out_of_range(request: Request, exc: Exception) -> Response:
+        # An id or repeat in the path past what SQLite stores (2^63 - 1): no such row.
+        return not_found(request, "no such run or attempt (the number is past any stored id)")
+
     routes = [
         Route("/", index),
         Route("/releases", releases_page),
@@ -521,15 +639,34 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         Route("/api/certificates/{fingerprint}", certificate_page),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    middleware = [Middleware(ServerTiming)]
-    if host in ("127.0.0.1", "localhost"):
-        # Answer only to the names of this machine: a page whose DNS name is re-pointed at
-        # 127.0.0.1 (DNS rebinding) would otherwise read and write as if it were local.
-        middleware.append(Middleware(TrustedHostMiddleware,
-                                     allowed_hosts=["127.0.0.1", "localhost"]))
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    # Every bind answers only to its own names: a page whose DNS name is re-pointed at this
+    # server (DNS rebinding) would otherwise read and write as if it were local. Beyond
+    # loopback, reads need the token too.
+    beyond_loopback = host.lower() not in LOOPBACK_NAMES
+    middleware = [Middleware(SecurityHeaders),
+                  Middleware(Guard, hosts=allowed_hosts(host, allow_hosts),
+                             read_token=token if beyond_loopback else None),
+                  Middleware(ServerTiming)]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
+                    exception_handlers={BadQuery: bad_query, OverflowError: out_of_range})
     app.state.session = session
     return app
+
+
+SQLITE_MAX = 2**63 - 1
+
+
+class BadQuery(ValueError):
+    """A query parameter the page cannot take: answered 400 with this message."""
+
+
+def whole(query: Mapping[str, str], name: str, default: int) -> int:
+    value = query.get(name)
+    if value is None or value == "":
+        return default
+    if not (value.isascii() and value.isdigit()) or int(value) > SQLITE_MAX:
+        raise BadQuery(f"{name} must be a whole number from 0 to {SQLITE_MAX}, not {value!r}")
+    return int(value)
 
 
 def flipped_page(cases: list[dict[str, Any]], offset: str | None) -> dict[str, Any]:
