@@ -144,6 +144,9 @@ def measure(name: str, db: Path, suite: str, requests: int) -> None:
         "/runs/ID, attempts 5001-5100": f"/runs/{run}?offset=5000",
         "/runs/ID/attempts/CASE/REPEAT":
             f"/runs/{run}/attempts/{quote(first_case, safe='')}/{first_repeat}",
+        "/compare?run=r1&run=r2": "/compare?" + urlencode({"run": [ids["r1"], run]},
+                                                          doseq=True),
+        "/compare?suite": "/compare?" + urlencode({"suite": suite}),
         "/api/releases?model": "/api/releases?model=bench",
         "/api/releases?model&suite": f"/api/releases?{model_suite}",
         "/api/runs/ID": f"/api/runs/{run}",

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from html.parser import HTMLParser
 from itertools import cycle
 from pathlib import Path
-from urllib.parse import unquote, urlencode, urljoin, urlsplit
+from urllib.parse import quote, unquote, urlencode, urljoin, urlsplit
 
 import pytest
 from webserver import Server, callgate_script
@@ -222,11 +222,12 @@ def test_numbers_past_sqlites_range_are_400_or_404(server: Server, store: Path) 
     for path in [f"/runs/{big}", f"/runs/{huge}", f"/api/runs/{big}",
                  f"/api/runs/{big}/attempts", f"/runs/{rid}/attempts/x/{big}",
                  f"/api/runs/{rid}/attempts/x/{big}", f"/runs/{big}/attempts/x/0",
-                 f"/runs/{big}/label", f"/compare?run={big}&run={rid}"]:
+                 f"/runs/{big}/label", f"/compare?run={rid + 1000}&run={rid}"]:
         assert server.get(path)[0] == 404, path
     for path in [f"/runs/{rid}?offset={big}", f"/api/runs/{rid}/attempts?offset={big}",
                  f"/api/runs/{rid}/attempts?limit={huge}", f"/api/runs/{rid}/attempts?offset=-1",
-                 f"/api/runs/{rid}/attempts?offset=two"]:
+                 f"/api/runs/{rid}/attempts?offset=two", f"/compare?run={big}&run={rid}",
+                 f"/compare?run={rid}"]:
         assert server.get(path)[0] == 400, path
     assert server.get(f"/runs/{rid}?worse={huge}")[0] == 200  # the last page
 
@@ -358,3 +359,49 @@ def test_the_charts_text_has_contrast_on_white(server: Server) -> None:
     assert fills
     assert {f: round(contrast(f, "#ffffff"), 2) for f in fills
             if contrast(f, "#ffffff") < 4.5} == {}
+
+
+# ---------------------------------------------------------------------- item 6: compare
+
+
+def test_two_releases_side_by_side_with_both_answers(server: Server, store: Path) -> None:
+    ids = run_ids(store)
+    query = urlencode({"run": [ids["2026.10"], ids["2026.11"]]}, doseq=True)
+    compared = server.json(f"/api/compare?{query}")["comparison"]
+    assert compared["worse"] == server.json(f"/api/runs/{ids['2026.11']}")["worse"]
+    status, page = server.get(f"/compare?{query}")
+    assert status == 200
+    first = compared["worse"][0]["case_id"]
+    row = page[page.index(html.escape(first)):]
+    row = html.unescape(row[:row.index("</tr>")])
+    for release in ("2026.10", "2026.11"):
+        attempt = server.json(f"/api/runs/{ids[release]}/attempts/"
+                              f"{quote(first, safe='')}/0")
+        for turn in attempt["turns"]:
+            for call in turn["calls"]:
+                assert f"{call['name']}({call['arguments']})" in row
+
+
+def test_several_models_on_one_suite_in_one_chart_and_table(store: Path,
+                                                            tmp_path: Path) -> None:
+    db = tmp_path / "c.db"
+    shutil.copyfile(store, db)
+    done = callgate("score", str(store.parent / "suite"), "-r",
+                    str(store.parent / "2026.10.jsonl"), "-m", "other-agent",
+                    "--release", "v1", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    server = Server(db)
+    try:
+        models = server.json("/api/compare?suite=order-support")["models"]
+        assert [(m["model"], m["release"]) for m in models] == [("agent", "2026.11"),
+                                                                ("other-agent", "v1")]
+        for m in models:
+            assert m["figures"] == server.json(f"/api/runs/{m['run_id']}")["figures"]
+        status, page = server.get("/compare?suite=order-support")
+        assert status == 200
+        svg = page[page.index("<svg"):page.index("</svg>")]
+        assert 'data-model="agent"' in svg and 'data-model="other-agent"' in svg
+        for m in models:
+            assert f'<a href="/runs/{m["run_id"]}">{m["release"]}</a>' in page
+    finally:
+        server.stop()

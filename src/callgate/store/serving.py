@@ -98,6 +98,15 @@ class ServeRecords(StoreBase):
                     "AND v.case_id = t.case_id AND v.repeat = t.first_failed "
                     "ORDER BY t.case_id", [run_id, run_id])]
 
+    def first_responses(self, run_id: int, case_ids: list[str]) -> dict[str, str]:
+        """The response line of each case's first attempt in a run, by case id."""
+        if not case_ids:
+            return {}
+        return {case_id: body for case_id, _, body in self.db.execute(
+            # SQLite takes the bare column from the row holding MIN(repeat)
+            f"SELECT case_id, MIN(repeat), body FROM responses WHERE run = ? AND case_id IN "
+            f"({', '.join('?' * len(case_ids))}) GROUP BY case_id", [run_id, *case_ids])}
+
     def judgement_count(self, run_id: int) -> int:
         return self.db.execute("SELECT COUNT(*) FROM judgements WHERE run = ?",
                                [run_id]).fetchone()[0]

@@ -47,7 +47,7 @@ from callgate.judging.labelling import (
 )
 from callgate.store.db import Store
 from callgate.web import calibration_views as cv
-from callgate.web.chart import release_chart
+from callgate.web.chart import models_chart, release_chart
 from callgate.web.views import Views
 
 STATIC = Path(__file__).parent / "static"
@@ -61,7 +61,11 @@ def templates() -> Environment:
                       lstrip_blocks=True)
     env.filters["pct"] = lambda v: "–" if v is None else f"{v:.1f}"
     env.filters["num"] = lambda v, f="{:.2f}": "–" if v is None else f.format(v)
-    env.filters["q"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")})
+    env.filters["q"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")},
+                                           doseq=True)
+    # the page's query with one parameter set (a repeated one, as compare's run, kept)
+    env.filters["requery"] = lambda params, key, value: urlencode(
+        [(k, v) for k, v in params.multi_items() if k != key] + [(key, value)])
     # one path segment of a link (a case id may hold '/', '?' or '#')
     env.filters["segment"] = lambda v: quote(str(v), safe="")
     return env
@@ -370,6 +374,39 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         _, decision = session.views.decision(run)
         return JSONResponse(decision.model_dump(mode="json"))
 
+    async def compare_page(request: Request) -> Response:
+        """Two releases (?run=A&run=B: B against A) side by side, their flipped cases with
+        both answers; or (?suite=S) every model's newest release on a suite."""
+        api = request.url.path.startswith("/api/")
+        q = request.query_params
+        given, suite = q.getlist("run"), q.get("suite")
+        if suite and not given:
+            rows = session.views.suite_models(suite)
+            if not rows:
+                return not_found(request, f"no finished release on suite {suite}")
+            if api:
+                return JSONResponse({"suite": suite, "models": rows})
+            return page("compare.html", request, suite=suite, models=rows,
+                        chart=models_chart(rows, f"models on {suite}"))
+        if len(given) != 2:
+            raise BadQuery("compare two releases (?run=A&run=B) or a suite's models (?suite=S)")
+        ids = [whole({"run": value}, "run", 0) for value in given]
+        pair = [session.views.release(run_id) for run_id in ids]
+        if pair[0] is None or pair[1] is None:
+            return not_found(request, f"no finished run {ids[pair.index(None)]}")
+        runs = [session.store.run(run_id) or {} for run_id in ids]
+        decision = session.views.compared(runs[0], runs[1])
+        flips = {"worse": [c.model_dump() for c in decision.worse],
+                 "better": [c.model_dump() for c in decision.better]}
+        if api:
+            return JSONResponse({"before": pair[0], "after": pair[1],
+                                 "comparison": decision.model_dump(mode="json")})
+        flipped = {side: flipped_page(flips[side], q.get(side)) for side in flips}
+        shown = [c["case_id"] for side in flipped.values() for c in side["rows"]]
+        return page("compare.html", request, a=pair[0], b=pair[1], d=decision,
+                    flipped=flipped, answers=[session.views.answers(run_id, shown)
+                                              for run_id in ids])
+
     # ------------------------------------------------------------------ calibration
 
     def _set(request: Request) -> tuple[str, Path | None]:
@@ -619,6 +656,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
     routes = [
         Route("/", index),
         Route("/releases", releases_page),
+        Route("/compare", compare_page),
         Route("/runs/{run_id:int}", release_page),
         Route("/runs/{run_id:int}/attempts/{case_id:path}/{repeat:int}", attempt_page),
         Route("/runs/{run_id:int}/label", run_label_page),
@@ -634,6 +672,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         Route("/api/runs/{run_id:int}/attempts", attempts_api),
         Route("/api/runs/{run_id:int}/attempts/{case_id:path}/{repeat:int}", attempt_api),
         Route("/api/gate", gate_api),
+        Route("/api/compare", compare_page),
         Route("/api/calibration/{set_name}/progress", progress_page),
         Route("/api/calibration/{set_name}/labels", labels_api, methods=["POST"]),
         Route("/api/certificates/{fingerprint}", certificate_page),

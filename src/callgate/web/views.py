@@ -18,6 +18,8 @@ from callgate.gating.gate import (
     DEFAULT_MAX_EXCLUDED,
     GateDecision,
     ReleaseScores,
+    decide,
+    stored_release,
 )
 from callgate.gating.release import decide_release, decision_key, recorded_decision
 from callgate.store.db import Store
@@ -79,6 +81,9 @@ class Views:
         for run in runs:
             release, decision = self.decision(run)
             out.append(release_summary(run, release, decision))
+        ids = {item["release"]: item["run_id"] for item in out}
+        for item in out:  # for a link comparing the release with its baseline
+            item["baseline_run_id"] = ids.get(item["baseline_release"] or "")
         return out
 
     def release(self, run_id: int) -> dict[str, Any] | None:
@@ -105,6 +110,29 @@ class Views:
             "judged_attempts": len(self.store.judgements(run["id"])),
         })
         return summary
+
+    def compared(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> GateDecision:
+        """The gate's comparison of two finished runs (`after` against `before`, on the cases
+        both scored): the decision kept for `after` when `before` is its baseline, else
+        decided now (which reads both runs' verdicts)."""
+        _, kept = self.decision(after)
+        if (kept.baseline_release == before["release"] and before["model"] == after["model"]
+                and before["suite_name"] == after["suite_name"]):
+            return kept
+        return decide(stored_release(self.store, after), stored_release(self.store, before),
+                      max_drop=self.max_drop, max_excluded=self.max_excluded)
+
+    def answers(self, run_id: int, case_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """Each case's first answer in a run: its assistant turns with their calls."""
+        return {case_id: _calls_of(json.loads(body))
+                for case_id, body in self.store.first_responses(run_id, case_ids).items()}
+
+    def suite_models(self, suite_name: str) -> list[dict[str, Any]]:
+        """The newest release of every model on a suite, with its figures and decision."""
+        newest: dict[str, Mapping[str, Any]] = {}
+        for run in self.store.runs(suite_name=suite_name):
+            newest[run["model"]] = run  # oldest first: the last one is the newest
+        return [release_summary(run, *self.decision(run)) for _, run in sorted(newest.items())]
 
     def attempts(self, run_id: int, *, verdict: str | None = None, tag: str | None = None,
                  tool: str | None = None, case: str | None = None, limit: int = 100,
