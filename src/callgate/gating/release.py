@@ -23,7 +23,6 @@ from callgate.gating.gate import (
     stored_release,
 )
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
-from callgate.judging.audit import audit_report, estimates_document, judged_check
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete
 from callgate.version import __version__
@@ -103,6 +102,8 @@ def audited_estimates(store: Store, run_id: int) -> dict[str, Any] | None:
     """The run's audited estimates (kept in its scores file), or None without an audit."""
     if store.audit(run_id) is None:
         return None
+    from callgate.judging.audit import audit_report, estimates_document  # only with an audit
+
     return estimates_document(audit_report(store, run_id))
 
 
@@ -117,6 +118,8 @@ def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_dro
         return [("note", f"{judged} attempts were decided by the judge and are counted as it "
                          "said (raw); audit them for an estimate that does not trust it: "
                          f"callgate judge audit {run_id} --n 40")]
+    from callgate.judging.audit import audit_report, judged_check  # only with an audit
+
     report = audit_report(store, run_id)
     out: list[tuple[str, str]] = []
     for figure in ("right_tool", "right_arguments"):
