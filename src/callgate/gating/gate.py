@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError, InputError
@@ -435,11 +435,15 @@ def decide(
 # --------------------------------------------------------------------------- finding releases
 
 
+_CASE_RECORDS = TypeAdapter(dict[str, CaseRecord])
+
+
 def stored_release(store: Store, run: Mapping[str, Any]) -> ReleaseScores:
     """A stored run's release scores, its cases tallied in SQL (as case_records would)."""
-    cases = {case_id: CaseRecord.model_construct(  # the store's own counts: no validation
-                 trials=n, right_tool=t, right_arguments=a, excluded=x, reason=r)
-             for case_id, n, t, a, x, r in store.case_tallies(run["id"])}
+    # validated in one call (pydantic-core's loop, not one Python call a case)
+    cases = _CASE_RECORDS.validate_python({
+        case_id: {"trials": n, "right_tool": t, "right_arguments": a, "excluded": x,
+                  "reason": r} for case_id, n, t, a, x, r in store.case_tallies(run["id"])})
     return release_from_run(run, (), store.suite_case_ids(run["suite"])).model_copy(
         update={"cases": cases})
 
