@@ -194,6 +194,9 @@ def measure(name: str, db: Path, suite: str, requests: int) -> None:
 
 
 def main() -> None:
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("note: PYTHONDONTWRITEBYTECODE is set: without .pyc files every process compiles "
+              "its imports (seconds of CPU), as an installed callgate would not")
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
           "(wall times grow with it; CPU times do not)")
     attempts = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
