@@ -277,6 +277,48 @@ def test_two_labellers_undo_and_relabel_keep_the_file_and_the_store_equal(
         server.stop()
 
 
+PHONE_WIDTH = 390
+
+
+def run_ids_of(db: Path) -> dict[tuple[str, str], int]:
+    with sqlite3.connect(db) as conn:
+        return {(suite, release): run_id for suite, release, run_id in conn.execute(
+            "SELECT suite_name, release, id FROM runs WHERE status = 'done'")}
+
+
+@pytest.mark.slow
+def test_the_pages_fit_a_390_px_phone_without_sideways_scrolling(browser, demo_db: Path,
+                                                                 shots: Path) -> None:
+    ids = run_ids_of(demo_db)
+    before, after = ids[("order-support", "2026.10")], ids[("order-support", "2026.11")]
+    pages = {
+        "index": "/",
+        "releases": "/releases?" + urlencode({"model": "example-agent",
+                                              "suite": "order-support"}),
+        "release": f"/runs/{after}",
+        "attempt": f"/runs/{after}/attempts/clean-001/0",
+        "compare": "/compare?" + urlencode({"run": [before, after]}, doseq=True),
+        "models": "/compare?" + urlencode({"suite": "order-support"}),
+    }
+    # not "mobile": a mobile layout viewport widens to fit what overflows, hiding it
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": PHONE_WIDTH, "height": 844, "deviceScaleFactor": 2, "mobile": False})
+    server = Server(demo_db)
+    try:
+        too_wide = {}
+        for name, path in pages.items():
+            browser.get(server.base + path)
+            assert browser.execute_script("return window.innerWidth") == PHONE_WIDTH
+            scroll, client = browser.execute_script(
+                "const e = document.scrollingElement; return [e.scrollWidth, e.clientWidth]")
+            browser.save_screenshot(str(shots / f"phone-{name}.png"))
+            if scroll > client:
+                too_wide[name] = (scroll, client)
+        assert too_wide == {}
+    finally:
+        server.stop()
+
+
 def test_the_queue_is_blind_and_each_persons_own(browser, demo_db: Path, tmp_path: Path
                                                  ) -> None:
     import json
@@ -376,3 +418,22 @@ def ready_page(browser) -> None:
 
     WebDriverWait(browser, 30).until(
         lambda _: browser.execute_script("return document.readyState") == "complete")
+
+
+@pytest.mark.slow
+def test_a_foreign_page_cannot_frame_the_app(browser, demo_db: Path, tmp_path: Path) -> None:
+    server = Server(demo_db)
+    try:
+        foreign = tmp_path / "foreign.html"
+        foreign.write_text(f'<!doctype html><p>foreign</p><iframe id="f" src="{server.base}/" '
+                           'width="800" height="600"></iframe>')
+        browser.get(foreign.as_uri())
+        time.sleep(1.5)
+        browser.switch_to.frame(browser.find_element("id", "f"))
+        framed = browser.page_source
+        browser.switch_to.default_content()
+        assert "Releases" not in framed and "example-agent" not in framed
+        browser.get(server.base + "/")  # the same page, not framed, shows
+        assert "example-agent" in browser.page_source
+    finally:
+        server.stop()

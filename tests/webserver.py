@@ -24,20 +24,30 @@ def callgate_script() -> str:
     return str(Path(sys.executable).parent / "callgate")
 
 
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any) -> None:
+        return None  # the 3xx itself is the answer
+
+
 class Server:
-    def __init__(self, db: Path, *args: str) -> None:
+    def __init__(self, db: Path, *args: str, probe: str = "/", host: str = "127.0.0.1"
+                 ) -> None:
         self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.base = f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        bind = ["--host", host] if host != "127.0.0.1" else []
         self.process = subprocess.Popen(
-            [callgate_script(), "serve", "--db", str(db), "--port", str(self.port), *args],
+            [callgate_script(), "serve", "--db", str(db), "--port", str(self.port), *bind,
+             *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"serve exited: {self.process.stderr.read()}")
             try:
-                urllib.request.urlopen(self.base + "/", timeout=2).read()
+                urllib.request.urlopen(self.base + probe, timeout=2).read()
                 return
+            except urllib.error.HTTPError:
+                return  # it answers, if only with a refusal
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.1)
         self.stop()
@@ -55,12 +65,13 @@ class Server:
                 stream.close()
 
     def request(self, path: str, *, data: bytes | None = None,
-                headers: dict[str, str] | None = None, method: str | None = None
-                ) -> tuple[int, str, dict[str, str]]:
+                headers: dict[str, str] | None = None, method: str | None = None,
+                no_redirect: bool = False) -> tuple[int, str, dict[str, str]]:
         req = urllib.request.Request(self.base + path, data=data, headers=headers or {},
                                      method=method)
+        opener = urllib.request.build_opener(*([NoRedirect()] if no_redirect else []))
         try:
-            with urllib.request.urlopen(req, timeout=30) as response:
+            with opener.open(req, timeout=30) as response:
                 return response.status, response.read().decode(), dict(response.headers)
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode(), dict(exc.headers)

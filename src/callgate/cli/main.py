@@ -477,14 +477,24 @@ def serve(
     seed: Annotated[int, typer.Option(
         "--seed", help="Seed of the choice of items for a second label and of the sharing.")
     ] = 0,
+    allow_hosts: Annotated[list[str] | None, typer.Option(
+        "--allow-host", help="Beyond loopback, another name this server is reached by (the "
+                             "Host header); the address bound and the machine's names are "
+                             "allowed already.")] = None,
 ) -> None:
     """A local web app and JSON API over the store: releases, attempts, calibration sessions.
+    Beyond loopback, every request needs the token, reads too.
 
     Everything is checked before the port is bound (exit 2, one line); with --port 0 the port
     picked is the one printed."""
     if host not in LOOPBACK and not token:
         raise _fail(f"--host {host} is not a loopback address: anyone who can reach it could "
-                    "write labels; give --token T (or CALLGATE_TOKEN) so every write needs it")
+                    "read and write labels; give --token T (or CALLGATE_TOKEN) so every "
+                    "request needs it")
+    if token is not None and not (token.isascii() and token.isprintable() and token.strip()
+                                  and " " not in token):
+        raise _fail("--token must be printable ASCII without spaces (it travels in an HTTP "
+                    "header and a cookie)")
     if not db.exists():
         raise _fail(f"{db}: no such database; score a release first (e.g. callgate demo)")
     _check_serve_sets(db, list(sets or []))
@@ -499,7 +509,7 @@ def serve(
             if names or second_label else None)
     try:
         Store(db).close()  # a store that cannot be opened fails here, not in the server
-        web_app = create_app(db, list(sets or []), token, host, plan)
+        web_app = create_app(db, list(sets or []), token, host, plan, list(allow_hosts or []))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     listening = _listen(host, port)

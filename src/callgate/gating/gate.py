@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from callgate.checks.verdict import ServerErrors, Verdict
 from callgate.errors import CallgateError, InputError
@@ -530,9 +530,17 @@ def judge_as_given(checks: list[FigureCheck], audited_figures: Iterable[str]
 # --------------------------------------------------------------------------- finding releases
 
 
+_CASE_RECORDS = TypeAdapter(dict[str, CaseRecord])
+
+
 def stored_release(store: Store, run: Mapping[str, Any]) -> ReleaseScores:
-    verdicts = (Verdict.model_validate(row) for row in store.verdicts(run["id"]))
-    return release_from_run(run, verdicts, store.suite_case_ids(run["suite"]))
+    """A stored run's release scores, its cases tallied in SQL (as case_records would)."""
+    # validated in one call (pydantic-core's loop, not one Python call a case)
+    cases = _CASE_RECORDS.validate_python({
+        case_id: {"trials": n, "right_tool": t, "right_arguments": a, "excluded": x,
+                  "reason": r} for case_id, n, t, a, x, r in store.case_tallies(run["id"])})
+    return release_from_run(run, (), store.suite_case_ids(run["suite"])).model_copy(
+        update={"cases": cases})
 
 
 def find_current(store: Store, agent: str, release: str, suite_name: str | None

@@ -4,6 +4,8 @@ and the public `gate_release` both go through here."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,13 +22,14 @@ from callgate.gating.gate import (
     find_current,
     other_agent_in_store,
     record_of,
+    release_from_run,
     stored_release,
 )
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
-from callgate.judging.audit import audit_report, estimates_document, judged_check
 from callgate.stats import Z95
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete
+from callgate.version import __version__
 
 
 def gate_release(
@@ -68,6 +71,9 @@ def gate_release(
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
     store.set_run_gate(run["id"], record.model_dump_json())
+    if baseline == "auto":  # kept for the pages, which show the store's decision
+        store.save_gate_decision(run["id"], decision_key(store, run, max_drop, max_excluded),
+                                 decision.model_dump_json())
     return decision, current.model_copy(update={"gate": record,
                                                 "estimates": audited_estimates(store, run["id"])})
 
@@ -155,6 +161,8 @@ def audited_estimates(store: Store, run_id: int) -> dict[str, Any] | None:
     """The run's audited estimates (kept in its scores file), or None without an audit."""
     if store.audit(run_id) is None:
         return None
+    from callgate.judging.audit import audit_report, estimates_document  # only with an audit
+
     return estimates_document(audit_report(store, run_id))
 
 
@@ -174,7 +182,11 @@ def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_dro
     if base is None:
         return [], []
     then = base.estimates if base.estimates and _complete(base.estimates) else None
-    report = audit_report(store, run_id) if store.audit(run_id) is not None else None
+    report = None
+    if store.audit(run_id) is not None:
+        from callgate.judging.audit import audit_report  # only with an audit
+
+        report = audit_report(store, run_id)
     out: list[tuple[str, str]] = []
     if report is not None and not report.complete:
         out.append(("note", f"the audit of run {run_id} is incomplete ({report.skipped} "
@@ -196,6 +208,8 @@ def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_dro
                             "on both sides; audit the other release to compare audited "
                             "estimates"))
         return out, []
+    from callgate.judging.audit import judged_check
+
     figures = []
     for figure in ("right_tool", "right_arguments"):
         kept = then.get(figure) or {}
@@ -220,3 +234,42 @@ def _se_points(kept: Mapping[str, Any]) -> float:
     if kept.get("se") is not None:
         return float(kept["se"])
     return (float(kept["high"]) - float(kept["low"])) / (2 * Z95)
+
+
+def recorded_decision(store: Store, run: Mapping[str, Any], *,
+                      max_drop: float = DEFAULT_MAX_DROP,
+                      max_excluded: float = DEFAULT_MAX_EXCLUDED, key: str | None = None
+                      ) -> tuple[GateDecision, ReleaseScores]:
+    """decide_release against the store's baseline, read from the store when it was decided
+    on the same inputs before (by `callgate gate` or an earlier page), else decided and kept.
+    The scores returned carry the run's figures but not its cases. `key`: decision_key's,
+    when the caller has it."""
+    key = key or decision_key(store, run, max_drop, max_excluded)
+    kept = store.gate_decision(run["id"], key)
+    if kept is not None:
+        decision = GateDecision.model_validate_json(kept)
+    else:
+        decision, _ = decide_release(store, run, max_drop=max_drop, max_excluded=max_excluded)
+        store.save_gate_decision(run["id"], key, decision.model_dump_json())
+    return decision, release_from_run(run, ())
+
+
+def decision_key(store: Store, run: Mapping[str, Any], max_drop: float,
+                 max_excluded: float) -> str:
+    """A digest of what the store-baseline decision on a finished run depends on: the run (its
+    verdicts never change under its id; its shards and scores may, by a merge), the earlier
+    runs on its suite, of every agent (its baseline, or another agent's release that makes a
+    first release inconclusive, with their gate records), its judgements and audit, the
+    thresholds, and callgate's version (the rules)."""
+    earlier = [r for r in store.runs(suite_name=run["suite_name"])
+               if (r["created_at"], r["id"]) < (run["created_at"], run["id"])]
+    parts = {
+        "version": __version__, "max_drop": max_drop, "max_excluded": max_excluded,
+        "run": {k: v for k, v in run.items() if k != "gate"},  # its own record is an output
+        "earlier": earlier,
+        "judgements": store.judgement_count(run["id"]),
+        "audit": store.audit(run["id"]),
+        "audit_items": store.audit_items(run["id"]),
+    }
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

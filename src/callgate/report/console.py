@@ -270,13 +270,23 @@ def print_gate(decision: GateDecision, console: Console | None = None) -> None:
     if decision.worse:
         console.print(f"[bold]passed in {escape(decision.baseline_release or '')}, fail now "
                       f"({len(decision.worse)}):[/bold]")
-        for change in decision.worse:
+        # a terminal shows the first ones (printing 17,000 lines took seconds); --json, the
+        # Markdown summary and the release page list them all
+        for change in decision.worse[:TERMINAL_CASES]:
             console.print(f"  [red]-[/red] {escape(change.case_id)}: {escape(change.reason)}",
                           highlight=False)
+        if len(decision.worse) > TERMINAL_CASES:
+            console.print(f"  ... and {len(decision.worse) - TERMINAL_CASES} more (--json or "
+                          "--markdown lists them all)", highlight=False)
     if decision.better:
+        shown = ", ".join(c.case_id for c in decision.better[:TERMINAL_CASES])
+        more = len(decision.better) - TERMINAL_CASES
         console.print(f"[bold]failed in {escape(decision.baseline_release or '')}, pass now "
-                      f"({len(decision.better)}):[/bold] "
-                      + escape(", ".join(c.case_id for c in decision.better)), highlight=False)
+                      f"({len(decision.better)}):[/bold] " + escape(shown)
+                      + (f" ... and {more} more" if more > 0 else ""), highlight=False)
+
+
+TERMINAL_CASES = 100
 
 
 def gate_markdown(decision: GateDecision) -> str:

@@ -42,7 +42,11 @@ class ServeRecords(StoreBase):
                      limit: int = 100, offset: int = 0) -> tuple[int, list[dict[str, Any]]]:
         """A page of a run's attempts (verdict joined with its case's tags and expectation type)
         and how many match. `verdict` matches the status, tool or arguments verdict, or `fail`
-        (scored and not fully right); `tool` matches attempts whose response or case names it."""
+        (scored and not fully right); `tool` matches attempts whose response or case names it.
+        The count joins nothing it does not filter on, and a tag is matched once a case (the
+        suite's cases holding it), not once an attempt."""
+        run = self.db.execute("SELECT suite FROM runs WHERE id = ?", [run_id]).fetchone()
+        suite = run[0] if run else ""
         where = ["v.run = ?"]
         params: list[Any] = [run_id]
         if verdict == "fail":
@@ -51,8 +55,9 @@ class ServeRecords(StoreBase):
             where.append("(v.status = ? OR v.tool = ? OR v.arguments = ?)")
             params += [verdict] * 3
         if tag:
-            where.append("EXISTS (SELECT 1 FROM json_each(c.tags) WHERE json_each.value = ?)")
-            params.append(tag)
+            where.append("v.case_id IN (SELECT c2.case_id FROM cases AS c2, json_each(c2.tags) "
+                         "WHERE c2.suite = ? AND json_each.value = ?)")
+            params += [suite, tag]
         if tool:
             quoted = json.dumps(tool)
             where.append("(instr(r.body, ?) > 0 OR instr(c.body, ?) > 0)")
@@ -60,16 +65,76 @@ class ServeRecords(StoreBase):
         if case_ids is not None:
             where.append(f"v.case_id IN ({', '.join('?' * len(case_ids))})")
             params += case_ids
-        joins = ("FROM verdicts AS v JOIN runs ON runs.id = v.run "
-                 "LEFT JOIN cases AS c ON c.suite = runs.suite AND c.case_id = v.case_id "
-                 + ("LEFT JOIN responses AS r ON r.run = v.run AND r.case_id = v.case_id "
-                    "AND r.repeat = v.repeat " if tool else "")
-                 + "WHERE " + " AND ".join(where))
-        total = self.db.execute(f"SELECT COUNT(*) {joins}", params).fetchone()[0]
+        cases = "LEFT JOIN cases AS c ON c.suite = ? AND c.case_id = v.case_id "
+        responses = ("LEFT JOIN responses AS r ON r.run = v.run AND r.case_id = v.case_id "
+                     "AND r.repeat = v.repeat " if tool else "")
+        condition = "WHERE " + " AND ".join(where)
+        if tool:  # the filter reads the response and the case
+            total = self.db.execute(f"SELECT COUNT(*) FROM verdicts AS v {cases}{responses}"
+                                    f"{condition}", [suite, *params]).fetchone()[0]
+        else:
+            total = self.db.execute(f"SELECT COUNT(*) FROM verdicts AS v {condition}",
+                                    params).fetchone()[0]
         rows = list(self.db.query(
-            f"SELECT v.*, c.tags AS tags, c.expect_type AS expect_type {joins} "
-            "ORDER BY v.case_id, v.repeat LIMIT ? OFFSET ?", [*params, limit, offset]))
+            f"SELECT v.*, c.tags AS tags, c.expect_type AS expect_type FROM verdicts AS v "
+            f"{cases}{responses}{condition} ORDER BY v.case_id, v.repeat LIMIT ? OFFSET ?",
+            [suite, *params, limit, offset]))
         return total, rows
+
+    def case_tallies(self, run_id: int) -> list[tuple[str, int, int, int, int, str]]:
+        """Per case of a run, by case id: (case id, scored attempts, right tool, right
+        arguments, excluded attempts, the reason of its first scored attempt not fully right),
+        counted in SQL in one pass: what the gate pairs, without a row a verdict."""
+        return [(case_id, trials, tool, arguments, excluded,
+                 "; ".join(p for p in (tool_reason, arguments_reason) if p))
+                for case_id, trials, tool, arguments, excluded, tool_reason, arguments_reason
+                in self.db.execute(
+                    "WITH t AS (SELECT case_id, SUM(status = 'scored') AS trials, "
+                    "SUM(CASE WHEN status = 'scored' THEN right_tool ELSE 0 END) AS tool, "
+                    "SUM(CASE WHEN status = 'scored' THEN right_arguments ELSE 0 END) AS args, "
+                    "SUM(status != 'scored') AS excluded, MIN(CASE WHEN status = 'scored' "
+                    "AND NOT right_arguments THEN repeat END) AS first_failed "
+                    "FROM verdicts WHERE run = ? GROUP BY case_id) "
+                    "SELECT t.case_id, t.trials, t.tool, t.args, t.excluded, v.tool_reason, "
+                    "v.arguments_reason FROM t LEFT JOIN verdicts AS v ON v.run = ? "
+                    "AND v.case_id = t.case_id AND v.repeat = t.first_failed "
+                    "ORDER BY t.case_id", [run_id, run_id])]
+
+    def first_responses(self, run_id: int, case_ids: list[str]) -> dict[str, str]:
+        """The response line of each case's first attempt in a run, by case id."""
+        if not case_ids:
+            return {}
+        return {case_id: body for case_id, _, body in self.db.execute(
+            # SQLite takes the bare column from the row holding MIN(repeat)
+            f"SELECT case_id, MIN(repeat), body FROM responses WHERE run = ? AND case_id IN "
+            f"({', '.join('?' * len(case_ids))}) GROUP BY case_id", [run_id, *case_ids])}
+
+    def judgement_count(self, run_id: int) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM judgements WHERE run = ?",
+                               [run_id]).fetchone()[0]
+
+    # The gate's decision on a run, kept so that pages read it instead of deciding again: one
+    # row per run and key (a digest of everything the decision depends on, gating.release).
+    # A cache, rebuilt from the runs' rows when missing: created on first use.
+
+    def _gate_decisions_table(self) -> None:
+        self.db.execute("CREATE TABLE IF NOT EXISTS gate_decisions (run INTEGER NOT NULL "
+                        "REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, "
+                        "body TEXT NOT NULL, PRIMARY KEY (run, key))")
+
+    def gate_decision(self, run_id: int, key: str) -> str | None:
+        self._gate_decisions_table()
+        row = self.db.execute("SELECT body FROM gate_decisions WHERE run = ? AND key = ?",
+                              [run_id, key]).fetchone()
+        return row[0] if row else None
+
+    def save_gate_decision(self, run_id: int, key: str, body: str) -> None:
+        """Keep a run's decision under its key, in place of the ones under older keys."""
+        self._gate_decisions_table()
+        with self.atomic():
+            self.db.execute("DELETE FROM gate_decisions WHERE run = ?", [run_id])
+            self.db.execute("INSERT INTO gate_decisions (run, key, body) VALUES (?, ?, ?)",
+                            [run_id, key, body])
 
     def attempt(self, run_id: int, case_id: str, repeat: int) -> dict[str, Any] | None:
         """One attempt: its verdict, response row, case row and judgement (when judged)."""

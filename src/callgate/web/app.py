@@ -12,18 +12,23 @@ import contextlib
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -49,7 +54,7 @@ from callgate.judging.labelling import (
 )
 from callgate.store.db import Store
 from callgate.web import calibration_views as cv
-from callgate.web.chart import release_chart
+from callgate.web.chart import models_chart, release_chart
 from callgate.web.views import Views
 
 STATIC = Path(__file__).parent / "static"
@@ -63,14 +68,21 @@ def templates() -> Environment:
                       lstrip_blocks=True)
     env.filters["pct"] = lambda v: "–" if v is None else f"{v:.1f}"
     env.filters["num"] = lambda v, f="{:.2f}": "–" if v is None else f.format(v)
-    env.filters["q"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")})
+    env.filters["q"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")},
+                                           doseq=True)
+    # the page's query with one parameter set (a repeated one, as compare's run, kept)
+    env.filters["requery"] = lambda params, key, value: urlencode(
+        [(k, v) for k, v in params.multi_items() if k != key] + [(key, value)])
+    # one path segment of a link (a case id may hold '/', '?' or '#')
+    env.filters["segment"] = lambda v: quote(str(v), safe="")
     return env
 
 
 class ServerTiming:
-    """Adds `Server-Timing: app;dur=MS` to every response: the time from the request reaching
-    the app to its response starting (the page rendered), as benchmarks/serve_latency.py reads
-    it."""
+    """Adds `Server-Timing: app;dur=MS, cpu;dur=MS` to every response: the time from the
+    request reaching the app to its response starting (the page rendered), and the CPU time
+    the event loop's thread spent on it meanwhile (the same on an idle machine; less on a busy
+    one), as benchmarks/serve_latency.py reads them."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -79,16 +91,121 @@ class ServerTiming:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
 
         async def timed(message: Any) -> None:
             if message["type"] == "http.response.start":
                 took = (time.perf_counter() - start) * 1000
-                message["headers"] = [*message.get("headers", []),
-                                      (b"server-timing", f"app;dur={took:.2f}".encode())]
+                used = (time.thread_time() - cpu) * 1000
+                message["headers"] = [*message.get("headers", []), (
+                    b"server-timing", f"app;dur={took:.2f}, cpu;dur={used:.2f}".encode())]
             await send(message)
 
         await self.app(scope, receive, timed)
+
+
+SECURITY_HEADERS = [
+    (b"x-frame-options", b"DENY"),  # no page of another site may frame these (clickjacking)
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+]
+
+
+class SecurityHeaders:
+    """Adds SECURITY_HEADERS to every response, the refusals of the checks below included."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+TOKEN_COOKIE = "callgate_token"
+
+
+def host_of(header: str) -> str:
+    """The host of a Host header, without its port: '[::1]:8765' -> '::1'."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def allowed_hosts(host: str, extra: list[str] | None = None) -> frozenset[str]:
+    """The Host header names a server bound to `host` answers to. On loopback, the machine's
+    loopback names; beyond it, also the address bound, the machine's names and addresses
+    (for a wildcard bind) and the names given (`--allow-host`). Anything else may be a page
+    whose DNS name was re-pointed at this server (DNS rebinding)."""
+    names = set(LOOPBACK_NAMES) | {h.lower().strip("[]") for h in extra or []}
+    if host.lower() not in LOOPBACK_NAMES:
+        names.add(host.lower().strip("[]"))
+    if host in WILDCARDS:
+        import socket
+
+        for name in {socket.gethostname(), socket.getfqdn()}:
+            names.add(name.lower())
+            with contextlib.suppress(OSError):
+                names |= {str(info[4][0]).lower() for info in socket.getaddrinfo(name, None)}
+    return frozenset(names - WILDCARDS)
+
+
+def same_token(given: str, token: str) -> bool:
+    # bytes, so that a header's non-ASCII characters are a mismatch and not a TypeError
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), token.encode())
+
+
+class Guard:
+    """Refuses a request whose Host header is not one of `hosts` (400); and, with
+    `read_token` (a bind beyond loopback), one that does not carry the token (401) in the
+    X-Callgate-Token header, an Authorization Bearer header or the cookie a link with
+    ?token=T sets (that link answers with the cookie and a redirect to itself without the
+    token, so the token does not stay in the address bar or the history)."""
+
+    def __init__(self, app: Any, hosts: frozenset[str], read_token: str | None) -> None:
+        self.app, self.hosts, self.token = app, hosts, read_token
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        if host_of(request.headers.get("host", "")) not in self.hosts:
+            await PlainTextResponse("Invalid host header", status_code=400)(scope, receive, send)
+            return
+        if self.token is not None:
+            given = (request.headers.get("x-callgate-token")
+                     or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+                     or request.cookies.get(TOKEN_COOKIE) or "")
+            in_link = request.query_params.get("token")
+            if in_link is not None and same_token(in_link, self.token):
+                rest = urlencode([(k, v) for k, v in request.query_params.multi_items()
+                                  if k != "token"])
+                response: Response = RedirectResponse(
+                    request.url.path + (f"?{rest}" if rest else ""), status_code=303)
+                response.set_cookie(TOKEN_COOKIE, self.token, httponly=True,
+                                    samesite="strict")
+                await response(scope, receive, send)
+                return
+            if not same_token(given, self.token):
+                await PlainTextResponse(
+                    "this server needs its token for every request: open a link with "
+                    "?token=T once, or send an X-Callgate-Token header",
+                    status_code=401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class Session:
@@ -127,7 +244,8 @@ class Session:
 
 
 def create_app(db: Path, sets: list[Path] | None = None, token: str | None = None,
-               host: str = "127.0.0.1", plan: SessionPlan | None = None) -> Starlette:
+               host: str = "127.0.0.1", plan: SessionPlan | None = None,
+               allow_hosts: list[str] | None = None) -> Starlette:
     session = Session(Path(db), list(sets or []), token)
     env = templates()
     # in the static URLs, so that a browser never keeps an older stylesheet or script
@@ -162,7 +280,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         given = (request.headers.get("x-callgate-token")
                  or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
                  or (form.get("token") if form is not None else None) or "")
-        return hmac.compare_digest(str(given), token)
+        return same_token(str(given), token)
 
     def refused(request: Request) -> Response:
         message = ("this server needs its token for every write (X-Callgate-Token header or "
@@ -207,15 +325,13 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
             name: session.views.history(model, name) for name in suites}})
 
     def _filters(request: Request) -> dict[str, Any]:
+        """The attempts' filters and page; BadQuery for an offset or limit that is not a
+        whole number SQLite can hold."""
         q = request.query_params
-        try:
-            offset = max(0, int(q.get("offset", 0)))
-            limit = min(1000, max(1, int(q.get("limit", PAGE_SIZE))))
-        except ValueError:
-            offset, limit = 0, PAGE_SIZE
+        offset, limit = (whole(q, "offset", 0), whole(q, "limit", PAGE_SIZE))
         return {"verdict": q.get("verdict") or None, "tag": q.get("tag") or None,
                 "tool": q.get("tool") or None, "case": q.get("case") or None,
-                "offset": offset, "limit": limit}
+                "offset": offset, "limit": min(1000, max(1, limit))}
 
     async def release_page(request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -224,8 +340,10 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
             return not_found(request, f"no finished run {run_id}")
         filters = _filters(request)
         attempts = session.views.attempts(run_id, **filters)
+        flipped = {side: flipped_page(release[side], request.query_params.get(side))
+                   for side in ("worse", "better")}
         return page("release.html", request, r=release, attempts=attempts, filters=filters,
-                    verdicts=VERDICT_FILTERS)
+                    verdicts=VERDICT_FILTERS, flipped=flipped)
 
     async def release_api(request: Request) -> Response:
         release = session.views.release(request.path_params["run_id"])
@@ -263,6 +381,39 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
             return JSONResponse({"error": str(exc)}, status_code=404)
         _, decision = session.views.decision(run)
         return JSONResponse(decision.model_dump(mode="json"))
+
+    async def compare_page(request: Request) -> Response:
+        """Two releases (?run=A&run=B: B against A) side by side, their flipped cases with
+        both answers; or (?suite=S) every model's newest release on a suite."""
+        api = request.url.path.startswith("/api/")
+        q = request.query_params
+        given, suite = q.getlist("run"), q.get("suite")
+        if suite and not given:
+            rows = session.views.suite_models(suite)
+            if not rows:
+                return not_found(request, f"no finished release on suite {suite}")
+            if api:
+                return JSONResponse({"suite": suite, "models": rows})
+            return page("compare.html", request, suite=suite, models=rows,
+                        chart=models_chart(rows, f"models on {suite}"))
+        if len(given) != 2:
+            raise BadQuery("compare two releases (?run=A&run=B) or a suite's models (?suite=S)")
+        ids = [whole({"run": value}, "run", 0) for value in given]
+        pair = [session.views.release(run_id) for run_id in ids]
+        if pair[0] is None or pair[1] is None:
+            return not_found(request, f"no finished run {ids[pair.index(None)]}")
+        runs = [session.store.run(run_id) or {} for run_id in ids]
+        decision = session.views.compared(runs[0], runs[1])
+        flips = {"worse": [c.model_dump() for c in decision.worse],
+                 "better": [c.model_dump() for c in decision.better]}
+        if api:
+            return JSONResponse({"before": pair[0], "after": pair[1],
+                                 "comparison": decision.model_dump(mode="json")})
+        flipped = {side: flipped_page(flips[side], q.get(side)) for side in flips}
+        shown = [c["case_id"] for side in flipped.values() for c in side["rows"]]
+        return page("compare.html", request, a=pair[0], b=pair[1], d=decision,
+                    flipped=flipped, answers=[session.views.answers(run_id, shown)
+                                              for run_id in ids])
 
     # ------------------------------------------------------------------ calibration
 
@@ -335,7 +486,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         labels, error = (None, error) if error else _labels(fields)
         if labels is None:
             return None, error
-        items = {i.id: i for i in cv.load_items(path)}
+        items = {i.id: i for i in _items(name, path) or []}  # a new file: no items yet
         item = items.get(str(fields.get("item_id")))
         if item is None:
             return None, f"no item {fields.get('item_id')!r} in {name}"
@@ -386,7 +537,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         if labels is None or not why:
             return _refused_form(request, f"not adjudicated: {error or 'say why'}", back)
         item_id = form.get("item_id", "")
-        if item_id not in {i.id for i in cv.load_items(path)}:
+        if item_id not in {i.id for i in _items(name, path) or []}:
             return not_found(request, f"no item {item_id} in {name}")
         adjudicate(session.store, path, item_id, labeller, labels.tool_choice,
                    labels.arguments, why)
@@ -625,11 +776,21 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         finally:
             session.close()
 
+    async def bad_query(request: Request, exc: Exception) -> Response:
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return page("error.html", request, status=400, message=str(exc))
+
+    async def out_of_range(request: Request, exc: Exception) -> Response:
+        # An id or repeat in the path past what SQLite stores (2^63 - 1): no such row.
+        return not_found(request, "no such run or attempt (the number is past any stored id)")
+
     routes = [
         Route("/", index),
         Route("/releases", releases_page),
+        Route("/compare", compare_page),
         Route("/runs/{run_id:int}", release_page),
-        Route("/runs/{run_id:int}/attempts/{case_id}/{repeat:int}", attempt_page),
+        Route("/runs/{run_id:int}/attempts/{case_id:path}/{repeat:int}", attempt_page),
         Route("/runs/{run_id:int}/label", run_label_page),
         Route("/runs/{run_id:int}/label", run_label_post, methods=["POST"]),
         Route("/calibration/{set_name}", label_page),
@@ -644,23 +805,53 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
         Route("/api/releases", releases_api),
         Route("/api/runs/{run_id:int}", release_api),
         Route("/api/runs/{run_id:int}/attempts", attempts_api),
-        Route("/api/runs/{run_id:int}/attempts/{case_id}/{repeat:int}", attempt_api),
+        Route("/api/runs/{run_id:int}/attempts/{case_id:path}/{repeat:int}", attempt_api),
         Route("/api/gate", gate_api),
+        Route("/api/compare", compare_page),
         Route("/api/calibration/{set_name}/progress", progress_page),
         Route("/api/calibration/{set_name}/labels", labels_api, methods=["POST"]),
         Route("/api/certificates/{fingerprint}", certificate_page),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    middleware = [Middleware(ServerTiming)]
-    if host in ("127.0.0.1", "localhost"):
-        # Answer only to the names of this machine: a page whose DNS name is re-pointed at
-        # 127.0.0.1 (DNS rebinding) would otherwise read and write as if it were local.
-        middleware.append(Middleware(TrustedHostMiddleware,
-                                     allowed_hosts=["127.0.0.1", "localhost"]))
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    # Every bind answers only to its own names: a page whose DNS name is re-pointed at this
+    # server (DNS rebinding) would otherwise read and write as if it were local. Beyond
+    # loopback, reads need the token too.
+    beyond_loopback = host.lower() not in LOOPBACK_NAMES
+    middleware = [Middleware(SecurityHeaders),
+                  Middleware(Guard, hosts=allowed_hosts(host, allow_hosts),
+                             read_token=token if beyond_loopback else None),
+                  Middleware(ServerTiming)]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
+                    exception_handlers={BadQuery: bad_query, OverflowError: out_of_range})
     app.state.session = session
     return app
 
+
+SQLITE_MAX = 2**63 - 1
+
+
+class BadQuery(ValueError):
+    """A query parameter the page cannot take: answered 400 with this message."""
+
+
+def whole(query: Mapping[str, str], name: str, default: int) -> int:
+    value = query.get(name)
+    if value is None or value == "":
+        return default
+    if not (value.isascii() and value.isdigit()) or int(value) > SQLITE_MAX:
+        raise BadQuery(f"{name} must be a whole number from 0 to {SQLITE_MAX}, not {value!r}")
+    return int(value)
+
+
+def flipped_page(cases: list[dict[str, Any]], offset: str | None) -> dict[str, Any]:
+    """A page of FLIPPED_PAGE of a release's flipped cases, from `offset` (a query value)."""
+    start = int(offset) if offset and offset.isdigit() else 0
+    start = min(start, max(0, len(cases) - 1)) // FLIPPED_PAGE * FLIPPED_PAGE
+    return {"rows": cases[start:start + FLIPPED_PAGE], "offset": start, "total": len(cases),
+            "size": FLIPPED_PAGE}
+
+
+FLIPPED_PAGE = 100
 
 VERDICT_FILTERS = ("fail", "right", "wrong_tool", "unexpected_call", "missing_call",
                    "extra_call", "invalid_json", "schema_violation", "wrong_value", "truncated",

@@ -161,3 +161,46 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
             f'fill="{colour}">{symbol} {item["mark"]}</text></g>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+MODEL_W, MODEL_LEFT, BAR_H = 480, 8, 14
+
+
+def models_chart(rows: Sequence[dict[str, Any]], title: str = "") -> str:
+    """SVG markup for several models' newest releases on one suite: per model, its right tool
+    % and right arguments % as bars from 0 to 100 with their values, the name above them, so
+    that it stays legible when scaled down to a phone's width."""
+    if not rows:
+        return ""
+    row_h = 18 + 2 * (BAR_H + 4) + 10
+    height = 26 + row_h * len(rows)
+    plot_w = MODEL_W - MODEL_LEFT - 60
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart models-chart" '
+           f'viewBox="0 0 {MODEL_W} {height}" width="100%" role="img" '
+           f'aria-label="{escape(title or "models")}: right tool % and right arguments % '
+           'of each model\'s newest release">', f"<title>{escape(title)}</title>"]
+    lx = MODEL_LEFT
+    for _, label, colour in SERIES:
+        out.append(f'<rect x="{lx}" y="6" width="14" height="10" fill="{colour}"/>'
+                   f'<text class="legend" x="{lx + 20}" y="15">{escape(label)}</text>')
+        lx += 170
+    for index, row in enumerate(rows):
+        top = 26 + index * row_h
+        out.append(f'<g class="model" data-model="{escape(row["model"])}">'
+                   f'<text class="release-name" x="{MODEL_LEFT}" y="{top + 13}">'
+                   f'{escape(row["model"])} {escape(row["release"])}</text>')
+        for offset, (key, label, colour) in enumerate(SERIES):
+            pct = row["figures"][key]["pct"]
+            y = top + 18 + offset * (BAR_H + 4)
+            out.append(f'<rect x="{MODEL_LEFT}" y="{y}" width="{plot_w}" height="{BAR_H}" '
+                       'fill="#64748b" opacity="0.12"/>')
+            if pct is not None:
+                out.append(f'<rect class="bar bar-{key}" x="{MODEL_LEFT}" y="{y}" '
+                           f'width="{_fmt(plot_w * pct / 100)}" height="{BAR_H}" '
+                           f'fill="{colour}"><title>{escape(row["model"])}: {label} '
+                           f'{pct:.1f}</title></rect>')
+            out.append(f'<text class="value" x="{MODEL_LEFT + plot_w + 6}" y="{y + 11}">'
+                       f'{"–" if pct is None else f"{pct:.1f}"}</text>')
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)

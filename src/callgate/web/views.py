@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +18,10 @@ from callgate.gating.gate import (
     DEFAULT_MAX_EXCLUDED,
     GateDecision,
     ReleaseScores,
+    decide,
+    stored_release,
 )
-from callgate.gating.release import decide_release
+from callgate.gating.release import decide_release, decision_key, recorded_decision
 from callgate.store.db import Store
 from callgate.store.schema import VERDICT_COLUMNS
 from callgate.suites.responses import parse_response
@@ -30,10 +32,10 @@ MARKS = {"pass": "pass", "first_release": "first", "regression": "regression",
 
 @dataclass
 class Views:
-    """Reads over one store, with the gate's decisions cached. A finished run's verdicts never
-    change (a re-run is a new run id), but which earlier release is its baseline depends on the
-    gate decisions recorded on the model's runs (`callgate gate` records them), so a decision
-    is cached under those records too."""
+    """Reads over one store, with the gate's decisions kept in the store (and the last few in
+    memory) under a key of what they depend on (gating.release.decision_key): a finished run's
+    verdicts never change (a re-run is a new run id), but which earlier release is its
+    baseline depends on the gate decisions recorded on the model's runs."""
 
     store: Store
     max_drop: float = 2.0
@@ -41,29 +43,34 @@ class Views:
     # A baseline other than the store's ("auto") for some runs, by run id: a scores file or a
     # folder of them, as `callgate gate --baseline` takes (`callgate report --baseline`).
     baselines: dict[int, str] = field(default_factory=dict)
-    _decisions: dict[tuple, tuple[ReleaseScores, GateDecision]] = field(default_factory=dict)
+    _decisions: dict[tuple[int, str], tuple[ReleaseScores, GateDecision]] = field(
+        default_factory=dict)
 
     # ------------------------------------------------------------------ releases
 
     def models(self) -> list[dict[str, Any]]:
         return self.store.release_runs()
 
-    def decision(self, run: Mapping[str, Any],
-                 siblings: Sequence[Mapping[str, Any]] | None = None
-                 ) -> tuple[ReleaseScores, GateDecision]:
-        """The release's scores and the gate's decision, by `callgate gate`'s own rules
-        (gating.release.decide_release: baseline, audits, missing shards), not recorded.
-        `siblings`: every agent's runs on the suite (a first release's decision depends on
-        other agents' too), when the caller has read them already."""
-        if siblings is None:
-            siblings = self.store.runs(suite_name=run["suite_name"])
-        key = (run["id"], tuple((r["id"], r.get("gate"), r.get("shards")) for r in siblings))
-        cached = self._decisions.get(key)
+    def decision(self, run: Mapping[str, Any]) -> tuple[ReleaseScores, GateDecision]:
+        """The release's scores (figures, not cases) and the gate's decision, by `callgate
+        gate`'s own rules (gating.release: baseline, audits, missing shards). Against the
+        store's baseline the decision is the one kept in the store (by `callgate gate` or an
+        earlier view), under a key of everything it depends on; it is decided and kept when
+        there is none."""
+        baseline = self.baselines.get(run["id"], "auto")
+        if baseline != "auto":
+            decision, current = decide_release(self.store, run, baseline=baseline,
+                                               max_drop=self.max_drop,
+                                               max_excluded=self.max_excluded)
+            return current, decision
+        key = decision_key(self.store, run, self.max_drop, self.max_excluded)
+        cached = self._decisions.get((run["id"], key))
         if cached is None:
-            decision, current = decide_release(
-                self.store, run, baseline=self.baselines.get(run["id"], "auto"),
-                max_drop=self.max_drop, max_excluded=self.max_excluded)
-            cached = self._decisions[key] = (current, decision)
+            decision, current = recorded_decision(self.store, run, max_drop=self.max_drop,
+                                                  max_excluded=self.max_excluded, key=key)
+            if len(self._decisions) >= 8:  # a decision lists every flipped case: keep few
+                self._decisions.clear()
+            cached = self._decisions[(run["id"], key)] = (current, decision)
         return cached
 
     def history(self, model: str, suite_name: str) -> list[dict[str, Any]]:
@@ -72,8 +79,11 @@ class Views:
         out = []
         runs = self.store.runs(suite_name=suite_name)
         for run in (r for r in runs if r["agent"] == model):  # `model`: the agent's name
-            release, decision = self.decision(run, runs)
+            release, decision = self.decision(run)
             out.append(release_summary(run, release, decision))
+        ids = {item["release"]: item["run_id"] for item in out}
+        for item in out:  # for a link comparing the release with its baseline
+            item["baseline_run_id"] = ids.get(item["baseline_release"] or "")
         return out
 
     def release(self, run_id: int) -> dict[str, Any] | None:
@@ -100,6 +110,29 @@ class Views:
             "judged_attempts": len(self.store.judgements(run["id"])),
         })
         return summary
+
+    def compared(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> GateDecision:
+        """The gate's comparison of two finished runs (`after` against `before`, on the cases
+        both scored): the decision kept for `after` when `before` is its baseline, else
+        decided now (which reads both runs' verdicts)."""
+        _, kept = self.decision(after)
+        if (kept.baseline_release == before["release"] and before["model"] == after["model"]
+                and before["suite_name"] == after["suite_name"]):
+            return kept
+        return decide(stored_release(self.store, after), stored_release(self.store, before),
+                      max_drop=self.max_drop, max_excluded=self.max_excluded)
+
+    def answers(self, run_id: int, case_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """Each case's first answer in a run: its assistant turns with their calls."""
+        return {case_id: _calls_of(json.loads(body))
+                for case_id, body in self.store.first_responses(run_id, case_ids).items()}
+
+    def suite_models(self, suite_name: str) -> list[dict[str, Any]]:
+        """The newest release of every model on a suite, with its figures and decision."""
+        newest: dict[str, Mapping[str, Any]] = {}
+        for run in self.store.runs(suite_name=suite_name):
+            newest[run["model"]] = run  # oldest first: the last one is the newest
+        return [release_summary(run, *self.decision(run)) for _, run in sorted(newest.items())]
 
     def attempts(self, run_id: int, *, verdict: str | None = None, tag: str | None = None,
                  tool: str | None = None, case: str | None = None, limit: int = 100,
