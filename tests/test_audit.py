@@ -58,6 +58,7 @@ def label(exe: str, env: dict, cwd: Path, run_id: int, answers: str, *extra: str
                           text=True, timeout=60)
 
 
+@pytest.mark.slow
 def test_audit_draws_a_seeded_sample_labels_it_and_reports_three_estimates(
     scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -130,6 +131,7 @@ def test_audit_draws_a_seeded_sample_labels_it_and_reports_three_estimates(
     assert [r["estimator"] for r in history["releases"]] == ["checks+judge, audited"]
 
 
+@pytest.mark.slow
 def test_an_audit_grows_keeping_its_labels_and_refuses_another_seed(
     scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -151,6 +153,7 @@ def test_an_audit_grows_keeping_its_labels_and_refuses_another_seed(
     assert other.returncode == 2 and "seed 3" in other.stderr
 
 
+@pytest.mark.slow
 def test_audit_of_a_run_without_judged_attempts_is_a_clear_error(
     callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -167,6 +170,7 @@ def test_audit_of_a_run_without_judged_attempts_is_a_clear_error(
     assert unlabelled.returncode == 2 and "run 99 has no audit" in unlabelled.stderr
 
 
+@pytest.mark.slow
 def test_plans_for_a_run_and_for_a_calibration_set(
     scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -195,6 +199,7 @@ def test_plans_for_a_run_and_for_a_calibration_set(
     assert "fail items (TNR): 30 more (5 so far)" in wilson.stdout
 
 
+@pytest.mark.slow
 def test_judge_show_says_who_labelled_and_the_plan(
     scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -256,6 +261,7 @@ def test_the_gate_reads_an_audited_estimate_against_the_two_point_rule() -> None
     assert 100 * Z_PAIR * grown.se == pytest.approx(2.5, abs=0.3)
 
 
+@pytest.mark.slow
 def test_gate_with_an_audit_of_too_few_judged_attempts_is_inconclusive(
     scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -294,6 +300,7 @@ def test_gate_with_an_audit_of_too_few_judged_attempts_is_inconclusive(
     assert kept["judged"]["tool_choice"]["rogan_gladen"]["estimator"] == "rogan_gladen"
 
 
+@pytest.mark.slow
 def test_the_terminal_labeller_takes_the_web_keys_records_skips_and_ends_with_the_answers(
     scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -338,6 +345,7 @@ def test_the_terminal_labeller_takes_the_web_keys_records_skips_and_ends_with_th
     assert (doc["counted"], doc["skipped"], doc["complete"]) == (4, 0, True)
 
 
+@pytest.mark.slow
 def test_only_the_answered_prefix_of_the_sample_order_counts(scored: tuple, tmp_path: Path
                                                              ) -> None:
     from callgate.judging.audit import audit_report, draw_audit, render_report
@@ -501,6 +509,7 @@ def test_gate_finds_a_drop_the_strict_baseline_judge_hid(
     assert filed.returncode == 1, filed.stdout + filed.stderr
 
 
+@pytest.mark.slow
 def test_plan_for_a_set_counts_the_population_the_certificate_counts(
     tmp_path: Path, loopback: Loopback, callgate_exe: str, cli_env: dict
 ) -> None:
@@ -532,6 +541,7 @@ def test_plan_for_a_set_counts_the_population_the_certificate_counts(
 # --------------------------------------------------------------------------- audits and merge
 
 
+@pytest.mark.slow
 def test_an_audit_survives_merge_and_a_shards_audit_is_refused(
     scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:

@@ -1185,6 +1185,7 @@ SUBPROCESS_ROWS = ["responses: line nested 10,000 deep",
                    "unicode: a byte in --model"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", SUBPROCESS_ROWS)
 def test_bad_input_as_a_real_process(row: str, template: Path, tmp_path: Path,
                                      callgate_exe: str, cli_env: dict[str, str]) -> None:
@@ -1198,6 +1199,7 @@ def test_bad_input_as_a_real_process(row: str, template: Path, tmp_path: Path,
     assert store_hash(root / "callgate.db") == before
 
 
+@pytest.mark.slow
 def test_a_run_whose_cached_answer_is_hostile_completes_on_resume(
         loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str],
         template: Path) -> None:
@@ -1268,6 +1270,7 @@ def test_a_judge_plan_of_a_set_makes_no_store(
     assert not (root / "fresh.db").exists()
 
 
+@pytest.mark.slow
 def test_a_calibration_that_fails_keeps_nothing_of_the_set(
         template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import lookup_case, write_suite
 from loopback import Loopback, error, ok, tool_call
 from test_run_cli import config
@@ -50,6 +51,7 @@ def stored_gate(db: Path, release: str) -> dict | None:
 # --------------------------------------------------------------------------- point 6
 
 
+@pytest.mark.slow
 def test_a_failed_release_never_becomes_the_baseline(tmp_path: Path) -> None:
     """A passes; B (worse) fails; C, with B's very answers, must fail against A, not pass
     against B: from a folder of scores files and from the store alike."""
@@ -86,6 +88,7 @@ def test_a_failed_release_never_becomes_the_baseline(tmp_path: Path) -> None:
     assert "B.json" in named.stderr and "regression" in named.stderr
 
 
+@pytest.mark.slow
 def test_the_newest_gate_decision_of_a_release_counts(tmp_path: Path) -> None:
     """The newest decision of a release counts: gated again and passing, it is a baseline."""
     score(tmp_path, "2026.10", "A")
@@ -108,6 +111,7 @@ def test_the_newest_gate_decision_of_a_release_counts(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- point 7
 
 
+@pytest.mark.slow
 def test_an_all_error_run_exits_3_and_is_never_a_baseline(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -155,6 +159,7 @@ def test_an_all_error_run_exits_3_and_is_never_a_baseline(
     assert decision["outcome"] == "regression" and decision["baseline_release"] == "r1"
 
 
+@pytest.mark.slow
 def test_score_of_mostly_truncated_responses_exits_3(tmp_path: Path) -> None:
     lines = [json.loads(x) for x in
              (EXAMPLE / "responses-2026.10.jsonl").read_text().splitlines() if x.strip()]

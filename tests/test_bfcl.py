@@ -550,6 +550,7 @@ def test_match_rules_change_the_fingerprint(suites: dict[str, Path], tmp_path: P
 # --------------------------------------------------------------------------- end to end
 
 
+@pytest.mark.slow
 def test_cli_imports_and_scores(tmp_path: Path) -> None:
     cli = Path(sys.executable).parent / "callgate"
     out = tmp_path / "suite"
@@ -625,6 +626,7 @@ def test_a_failed_import_leaves_nothing_half_written(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
 
 
+@pytest.mark.slow
 def test_cli_import_force(tmp_path: Path) -> None:
     cli = Path(sys.executable).parent / "callgate"
     out = tmp_path / "suite"

@@ -83,6 +83,7 @@ def second_browser(tmp_path: Path) -> Iterator[object]:
         driver.quit()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_the_releases_chart_shows_both_releases_and_the_regression(
     browser, demo_db: Path, shots: Path
 ) -> None:
@@ -193,6 +194,7 @@ def file_and_store(db: Path, labels: Path) -> tuple[list[tuple], list[tuple], di
     return in_file, stored, effective
 
 
+@pytest.mark.slow
 def test_labelling_five_items_with_the_keyboard(browser, demo_db: Path, tmp_path: Path,
                                                 shots: Path) -> None:
     from selenium.webdriver.common.by import By
@@ -236,6 +238,7 @@ def test_labelling_five_items_with_the_keyboard(browser, demo_db: Path, tmp_path
         server.stop()
 
 
+@pytest.mark.slow
 def test_two_labellers_undo_and_relabel_keep_the_file_and_the_store_equal(
         browser, second_browser, demo_db: Path, tmp_path: Path, shots: Path) -> None:
     db = tmp_path / "c.db"
@@ -319,6 +322,7 @@ def test_the_pages_fit_a_390_px_phone_without_sideways_scrolling(browser, demo_d
         server.stop()
 
 
+@pytest.mark.slow
 def test_the_queue_is_blind_and_each_persons_own(browser, demo_db: Path, tmp_path: Path
                                                  ) -> None:
     import json
@@ -358,6 +362,7 @@ def test_the_queue_is_blind_and_each_persons_own(browser, demo_db: Path, tmp_pat
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_fail_then_pass_slip_is_refused_on_the_page(browser, demo_db: Path, tmp_path: Path,
                                                      shots: Path) -> None:
     import asyncio

@@ -47,6 +47,7 @@ def good_lines() -> list[dict]:
     ]
 
 
+@pytest.mark.slow
 def test_score_json_document(tmp_path: Path, suite_dir: Path) -> None:
     responses = write_lines(tmp_path / "r.jsonl", good_lines())
     db = tmp_path / "c.db"
@@ -64,6 +65,7 @@ def test_score_json_document(tmp_path: Path, suite_dir: Path) -> None:
     assert counts["responses"] == 3 and counts["verdicts"] == 3 and counts["runs"] == 1
 
 
+@pytest.mark.slow
 def test_score_table_and_db_from_environment(tmp_path: Path, suite_dir: Path) -> None:
     responses = write_lines(tmp_path / "r.jsonl", good_lines())
     env_db = tmp_path / "env.db"
@@ -76,6 +78,7 @@ def test_score_table_and_db_from_environment(tmp_path: Path, suite_dir: Path) ->
     assert env_db.exists() and not (tmp_path / "callgate.db").exists()
 
 
+@pytest.mark.slow
 def test_bad_suite_exits_2_with_file_line_field(tmp_path: Path) -> None:
     root = write_suite(tmp_path / "bad", [
         case("ord", calls(("lookup_order", {"order_id": "ord_1"}))),
@@ -92,6 +95,7 @@ def test_bad_suite_exits_2_with_file_line_field(tmp_path: Path) -> None:
     assert check.returncode == 2 and "cases.jsonl:2" in check.stderr
 
 
+@pytest.mark.slow
 def test_bad_response_file_exits_2_and_leaves_store_unchanged(
     tmp_path: Path, suite_dir: Path
 ) -> None:
@@ -112,12 +116,14 @@ def test_bad_response_file_exits_2_and_leaves_store_unchanged(
         assert table_counts(db) == before
 
 
+@pytest.mark.slow
 def test_missing_responses_file(tmp_path: Path, suite_dir: Path) -> None:
     result = cli("score", str(suite_dir), "-r", str(tmp_path / "none.jsonl"), "-m", "m",
                  "--release", "r1", "--db", str(tmp_path / "c.db"))
     assert result.returncode == 2 and "file not found" in result.stderr
 
 
+@pytest.mark.slow
 def test_suite_check_reports_coverage(suite_dir: Path) -> None:
     result = cli("suite", "check", str(suite_dir))
     assert result.returncode == 0

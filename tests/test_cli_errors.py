@@ -21,11 +21,13 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=60)
 
 
+@pytest.mark.slow
 def test_unknown_command_and_missing_argument_are_usage_errors(tmp_path: Path) -> None:
     assert cli(tmp_path, "nosuch").returncode == 2
     assert cli(tmp_path, "score").returncode == 2
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_utf8_is_an_input_error(tmp_path: Path) -> None:
     (tmp_path / "base.json").write_bytes(b"\xff\xfe\x00not json")
     root = write_suite(tmp_path / "s", [case("a", calls(("lookup_order", {})))])
@@ -34,11 +36,13 @@ def test_a_file_that_is_not_utf8_is_an_input_error(tmp_path: Path) -> None:
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_directory_where_a_file_is_expected(tmp_path: Path) -> None:
     result = cli(tmp_path, "judge", "show", str(tmp_path))
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_model_output_that_looks_like_markup_is_printed_as_text(tmp_path: Path) -> None:
     root = write_suite(tmp_path / "s", [case("[/x]", calls(("lookup_order",
                                                            {"order_id": "ord_1"})))])
@@ -80,6 +84,7 @@ BAD_COMMAND_LINES = [  # (arguments, how the one stderr line starts)
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "starts"), BAD_COMMAND_LINES,
                          ids=[args for args, _ in BAD_COMMAND_LINES])
 def test_a_bad_command_line_is_one_line_naming_what_is_wrong(
@@ -99,6 +104,7 @@ def test_a_bad_command_line_is_one_line_naming_what_is_wrong(
     assert list(work.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_help_and_a_bare_group_are_shown_as_before(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -111,6 +117,7 @@ def test_help_and_a_bare_group_are_shown_as_before(
     assert "1 to 4096" in shown.stdout  # the bound of --concurrency is named in its help
 
 
+@pytest.mark.slow
 def test_the_judge_concurrency_bound_itself_is_allowed(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -123,6 +130,7 @@ def test_the_judge_concurrency_bound_itself_is_allowed(
     assert "--concurrency" not in done.stderr
 
 
+@pytest.mark.slow
 def test_judge_calibrate_without_its_key_fails_before_drawing_a_bar(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("CALLGATE_DB", "OPENAI_API_KEY")}
     done = subprocess.run([CALLGATE, "judge", "calibrate", "tool_choice", "--set", "tool_choice",

@@ -255,6 +255,7 @@ def test_the_order_store_example_scores_as_its_readme_says(tmp_path: Path) -> No
             assert figures.scored == 26
 
 
+@pytest.mark.slow
 def test_demo_shows_the_multi_turn_example(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("callgate")
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}

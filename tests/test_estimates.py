@@ -195,6 +195,7 @@ def _fold_cases(rng: random.Random, judged: int, audit: int, share: float,
     return cases, table, others, sum(truth) / judged
 
 
+@pytest.mark.slow
 def test_cross_fit_ppi_is_unbiased_where_the_tuned_closed_form_is_not() -> None:
     # 40 labels of 200 judged attempts, judge TPR/TNR 0.85/0.80, true share 0.8: the old closed
     # form (λ tuned on the same labels) is 0.3–0.4 points high (its Monte Carlo error here is

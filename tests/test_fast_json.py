@@ -32,6 +32,7 @@ def outcome(text: str, read: Any) -> Any:
     return ("value", json.dumps(value), type(value).__name__)  # NaN-safe, type-exact compare
 
 
+@pytest.mark.slow
 @settings(max_examples=500)
 @given(JSON_TEXT | NEAR_JSON)
 def test_same_values_and_messages_as_json(text: str) -> None:

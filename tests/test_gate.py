@@ -281,6 +281,7 @@ def score(cwd: Path, rel: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_ci_flow_baseline_from_a_committed_file_with_an_empty_store(tmp_path: Path) -> None:
     first, second = tmp_path / "first-runner", tmp_path / "second-runner"
     first.mkdir()
@@ -310,6 +311,7 @@ def test_ci_flow_baseline_from_a_committed_file_with_an_empty_store(tmp_path: Pa
     assert "REGRESSION" in (second / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_gate_errors_exit_2(tmp_path: Path) -> None:
     result = cli(tmp_path, "gate", "-m", "agent", "--release", "x")
     assert result.returncode == 2 and "no such database" in result.stderr
@@ -322,6 +324,7 @@ def test_gate_errors_exit_2(tmp_path: Path) -> None:
     assert result.returncode == 2 and "bad.json" in result.stderr
 
 
+@pytest.mark.slow
 def test_history_lists_releases_oldest_first(tmp_path: Path) -> None:
     score(tmp_path, "2026.10")
     score(tmp_path, "2026.11")
@@ -350,6 +353,7 @@ def test_a_partial_release_is_inconclusive_not_green() -> None:
                                        for w in d.warnings)
 
 
+@pytest.mark.slow
 def test_partial_responses_file_through_the_cli(tmp_path: Path) -> None:
     example = example_path()
     lines = (example / "responses-2026.10.jsonl").read_text().splitlines()

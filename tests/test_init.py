@@ -22,6 +22,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> None:
     made = cli("init", "proj", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
@@ -190,6 +191,7 @@ def test_init_fills_in_the_git_source_callgate_was_installed_from(
         assert f'CALLGATE_SOURCE: "{source}"' in workflow
 
 
+@pytest.mark.slow
 def test_hints_name_the_command_that_works_where_they_are_read(tmp_path: Path) -> None:
     """Outside the uv project that runs this callgate (as after `uv tool install .`), the
     hints say `callgate`, not `uv run callgate`, which works only inside such a project."""

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import KEY, KEY_ENV
 from loopback import Loopback
 from test_judge_live import ROOT, make_set, run, script_judge
@@ -27,6 +28,7 @@ def keyless_spec(root: Path) -> Path:
     return spec
 
 
+@pytest.mark.slow
 def test_api_base_reaches_a_keyless_endpoint_without_changing_the_fingerprint(
     tmp_path: Path, loopback: Loopback, callgate_exe: str, cli_env: dict
 ) -> None:
@@ -49,6 +51,7 @@ def test_api_base_reaches_a_keyless_endpoint_without_changing_the_fingerprint(
     assert "certified" in show.stdout and "NOT" not in show.stdout
 
 
+@pytest.mark.slow
 def test_api_key_env_names_the_key_for_the_other_endpoint(
     tmp_path: Path, loopback: Loopback, callgate_exe: str, cli_env: dict
 ) -> None:
@@ -63,6 +66,7 @@ def test_api_key_env_names_the_key_for_the_other_endpoint(
     assert KEY not in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_api_base_with_credentials_is_refused(
     tmp_path: Path, callgate_exe: str, cli_env: dict
 ) -> None:
@@ -72,6 +76,7 @@ def test_api_base_with_credentials_is_refused(
     assert "--api-base" in result.stderr
 
 
+@pytest.mark.slow
 def test_bundled_judge_and_set_by_name(tmp_path: Path, callgate_exe: str, cli_env: dict) -> None:
     show = run(callgate_exe, cli_env, tmp_path, "judge", "show", "tool_choice")
     assert show.returncode == 0, show.stderr
@@ -83,6 +88,7 @@ def test_bundled_judge_and_set_by_name(tmp_path: Path, callgate_exe: str, cli_en
     assert calib.returncode == 2 and "OPENAI_API_KEY is not set" in calib.stderr
 
 
+@pytest.mark.slow
 def test_calibration_tables_fit_80_columns(
     tmp_path: Path, loopback: Loopback, callgate_exe: str, cli_env: dict
 ) -> None:
@@ -100,6 +106,7 @@ def test_calibration_tables_fit_80_columns(
         assert label in result.stdout
 
 
+@pytest.mark.slow
 def test_score_takes_a_bundled_judge_by_name(tmp_path: Path, callgate_exe: str,
                                              cli_env: dict) -> None:
     from callgate.cli.demo import example_path

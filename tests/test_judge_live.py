@@ -77,6 +77,7 @@ def script_judge(loopback: Loopback, labels: list, wrong: set[str] = frozenset()
         loopback.script(marker, ok(content=verdict(tool, args), provider=None, cost=None))
 
 
+@pytest.mark.slow
 def test_certification_passes_writes_the_certificate_and_reruns_from_cache(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -109,6 +110,7 @@ def test_certification_passes_writes_the_certificate_and_reruns_from_cache(
     assert "certified" in show.stdout and "NOT" not in show.stdout
 
 
+@pytest.mark.slow
 def test_certification_fails_below_the_thresholds(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -163,6 +165,7 @@ def judged_responses(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_runs_refuse_an_uncertified_judge_and_a_changed_prompt(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -194,6 +197,7 @@ def test_runs_refuse_an_uncertified_judge_and_a_changed_prompt(
     assert gate.returncode == 3 and "not calibrated" in gate.stdout
 
 
+@pytest.mark.slow
 def test_judged_verdicts_never_override_schema_failures_and_are_corrected(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -238,6 +242,7 @@ def test_judged_verdicts_never_override_schema_failures_and_are_corrected(
     assert rerun.returncode == 0 and loopback.requests == []  # judge verdicts from the cache
 
 
+@pytest.mark.slow
 def test_label_judged_attempts_by_hand(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -274,6 +279,7 @@ def test_label_judged_attempts_by_hand(
     assert sorted(r[0] for r in stored) == [f"run{run_id}-j0-r0", f"run{run_id}-j2-r0"]
 
 
+@pytest.mark.slow
 def test_live_run_with_the_judge(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -306,6 +312,7 @@ def test_live_run_with_the_judge(
     assert len(judge_requests) == 4 and len(loopback.requests) == 9
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_judging_keeps_the_verdicts_already_paid_for(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
@@ -361,6 +368,7 @@ def test_ctrl_c_while_judging_keeps_the_verdicts_already_paid_for(
     assert query("SELECT status FROM runs") == [("done",)]
 
 
+@pytest.mark.slow
 def test_a_certificate_earned_under_looser_thresholds_does_not_count(
     setup: tuple, loopback: Loopback, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:

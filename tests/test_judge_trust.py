@@ -45,6 +45,7 @@ SPEC_MISTAKES = [  # (the lines after the spec's first three, the field, the lin
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("body", "field", "line"), SPEC_MISTAKES)
 def test_a_spec_mistake_is_an_input_error_that_never_echoes_the_value(
     tmp_path: Path, callgate_exe: str, cli_env: dict, body: str, field: str, line: int
@@ -125,6 +126,7 @@ def simulated_bias(tpr: float, tnr: float, seed: int, items: int = 20_000) -> fl
     return share["corrected"] - 100 * truly_right / tally.arguments_n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tpr", "tnr"), [(0.97, 0.95), (0.90, 0.95)])
 def test_the_corrected_arguments_share_is_unbiased(tpr: float, tnr: float) -> None:
     biases = [simulated_bias(tpr, tnr, seed) for seed in range(5)]
@@ -137,6 +139,7 @@ def test_the_corrected_arguments_share_is_unbiased(tpr: float, tnr: float) -> No
 REFUSAL = "I am not able to grade this response."
 
 
+@pytest.mark.slow
 def test_a_judge_that_refuses_the_fail_items_is_not_certified(
     tmp_path: Path, loopback, callgate_exe: str, cli_env: dict
 ) -> None:
@@ -167,6 +170,7 @@ def test_a_judge_that_refuses_the_fail_items_is_not_certified(
     assert shown.returncode == 1 and "judge_error" in shown.stdout  # listed as disagreements
 
 
+@pytest.mark.slow
 def test_a_reply_that_is_not_a_verdict_is_excluded_from_the_scores(
     tmp_path: Path, loopback, callgate_exe: str, cli_env: dict
 ) -> None:
@@ -245,6 +249,7 @@ def score_args(tmp_path: Path, spec: Path, release: str) -> list[str]:
             "--db", "c.db", "--judge", str(spec), "--json"]
 
 
+@pytest.mark.slow
 def test_a_failed_recalibration_revokes_the_certificate_end_to_end(
     certified, tmp_path: Path, loopback
 ) -> None:
@@ -283,6 +288,7 @@ def test_a_failed_recalibration_revokes_the_certificate_end_to_end(
     assert json.loads(anyway.stdout)["scores"]["uncalibrated"] is True
 
 
+@pytest.mark.slow
 def test_a_certificate_is_bound_to_the_labels_it_was_earned_on(
     certified, tmp_path: Path, loopback
 ) -> None:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from callgate.cli.demo import example_path
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
@@ -37,6 +39,7 @@ def score(tmp_path: Path, release: str) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_history_and_gate_fit_80_columns_with_sha_releases(tmp_path: Path) -> None:
     score(tmp_path, SHA_OLD)
     score(tmp_path, SHA_NEW)
@@ -72,6 +75,7 @@ def test_history_and_gate_fit_80_columns_with_sha_releases(tmp_path: Path) -> No
     assert rows[0].split()[-1] == "regression"
 
 
+@pytest.mark.slow
 def test_a_long_release_label_wraps_instead_of_being_cut(tmp_path: Path) -> None:
     label = "spring-2027-model-swap-with-new-tool-descriptions"
     score(tmp_path, label)

@@ -29,6 +29,7 @@ def agrees(got: float, want: float) -> bool:
     return got <= 2 * TINY
 
 
+@pytest.mark.slow
 def test_every_pair_up_to_400() -> None:
     for n in range(401):
         tails = exact_tails(n, range(n // 2 + 1))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from factories import calls, case, line, message, tool_call, write_lines, write_suite
 from test_layout import cli80
 
 
+@pytest.mark.slow
 def test_failures_show_distinct_cases_before_repeats(tmp_path: Path) -> None:
     ids = ["a-many", "b", "c", "d"]
     root = write_suite(tmp_path / "suite", [

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from callgate.judging.calibration import (
     Confusion,
     dimension_report,
@@ -80,6 +82,7 @@ def test_a_certificate_from_before_the_new_threshold_fields_still_counts(tmp_pat
     assert require_certificate(judge).fingerprint == judge.fingerprint
 
 
+@pytest.mark.slow
 def test_hand_labels_record_the_labeller_and_time(tmp_path: Path, callgate_exe: str,
                                                   cli_env: dict, loopback) -> None:
     from loopback import ok

@@ -141,6 +141,7 @@ def test_cost_is_reported_or_unknown_never_zero() -> None:
     assert router.cost({"usage": {"cost": "0.1"}}) is None
 
 
+@pytest.mark.slow
 def test_litellm_cost_map_prices_listed_models_only(litellm_loaded: None) -> None:
     listed = Pricing(target_for(Candidate(model="openai/gpt-4o-mini")))
     listed.prepare()
@@ -230,6 +231,7 @@ def _run_path(client: str, model: str, loopback: Loopback, tmp: Path) -> dict[st
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["openrouter/test/model", "openai/test-model"])
 def test_lean_and_litellm_give_identical_responses(
     litellm_loaded: None, loopback: Loopback, tmp_path: Path, model: str

@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 SUPPORT = Path(__file__).parents[1] / "src" / "callgate" / "examples" / "order_support"
 GOOD, BAD = SUPPORT / "responses-2026.10.jsonl", SUPPORT / "responses-2026.11.jsonl"
 
@@ -24,6 +26,7 @@ def gate_card(html: str) -> str:
     return re.sub(r"<[^>]+>", " ", found.group(1))
 
 
+@pytest.mark.slow
 def test_report_takes_the_gate_baseline_from_a_scores_folder(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -47,6 +50,7 @@ def test_report_takes_the_gate_baseline_from_a_scores_folder(
     assert json.loads(gate.stdout)["baseline_release"] == "r1"
 
 
+@pytest.mark.slow
 def test_a_release_missing_shards_is_shown_inconclusive(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:

@@ -71,6 +71,7 @@ def run_status(db: Path) -> list[Any]:
         return [row[0] for row in conn.execute("SELECT status FROM runs")]
 
 
+@pytest.mark.slow
 def test_run_json_wire_and_secrets(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -160,6 +161,7 @@ def test_run_json_wire_and_secrets(
     assert_no_key(tmp_path, table.stdout, table.stderr)
 
 
+@pytest.mark.slow
 def test_flags_without_a_config(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -219,6 +221,7 @@ def test_flags_without_a_config(
     assert len(loopback.requests) == 1
 
 
+@pytest.mark.slow
 def test_a_count_that_is_surely_a_typo_is_refused_before_any_call(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -240,6 +243,7 @@ def test_a_count_that_is_surely_a_typo_is_refused_before_any_call(
     assert len(loopback.requests) == 200
 
 
+@pytest.mark.slow
 def test_an_auth_failure_stops_with_exit_2(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -323,6 +327,7 @@ def _resume(
     assert run_status(db) == ["done"]
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -334,6 +339,7 @@ def test_resume_after_sigkill(
     _resume(loopback, tmp_path, callgate_exe, cli_env, args, db)
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_and_says_how_to_resume(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:

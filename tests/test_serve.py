@@ -52,6 +52,7 @@ def run_id(demo_db: Path, release: str) -> int:
                             ).fetchone()[0]
 
 
+@pytest.mark.slow
 def test_another_address_than_loopback_needs_a_token(demo_db: Path) -> None:
     done = callgate("serve", "--db", str(demo_db), "--host", "0.0.0.0", "--port", "1")
     assert done.returncode == 2
@@ -60,6 +61,7 @@ def test_another_address_than_loopback_needs_a_token(demo_db: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_demo_tells_the_user_to_serve(tmp_path: Path) -> None:
     done = callgate("demo", "--db", str(tmp_path / "c.db"))
     last = done.stdout.strip().splitlines()[-1]
@@ -74,6 +76,7 @@ def test_the_demo_tells_the_user_to_serve(tmp_path: Path) -> None:
                      ("order-support", "2026.11", "regression")]
 
 
+@pytest.mark.slow
 def test_releases_carry_the_gates_marks(server: Server) -> None:
     data = server.json("/api/releases?" + urlencode({"model": MODEL, "suite": SUITE}))
     history = data["suites"][SUITE]
@@ -91,6 +94,7 @@ def test_releases_carry_the_gates_marks(server: Server) -> None:
         assert f"gate {floor:.1f}" in svg
 
 
+@pytest.mark.slow
 def test_the_gate_api_prints_what_callgate_gate_json_prints(server: Server,
                                                               demo_db: Path) -> None:
     done = callgate("gate", "--model", MODEL, "--release", "2026.11", "--suite", SUITE,
@@ -103,6 +107,7 @@ def test_the_gate_api_prints_what_callgate_gate_json_prints(server: Server,
     assert status == 404 and "no finished run" in json.loads(body)["error"]
 
 
+@pytest.mark.slow
 def test_the_gate_api_and_gate_json_agree_on_a_release_missing_shards(
         tmp_path: Path, demo_db: Path) -> None:
     db = tmp_path / "c.db"
@@ -175,6 +180,7 @@ def person_rows(db: Path) -> list[tuple]:
                             "person_labels ORDER BY id").fetchall()
 
 
+@pytest.mark.slow
 def test_labels_are_stored_appended_and_compared(tmp_path: Path, demo_db: Path) -> None:
     db = tmp_path / "c.db"
     shutil.copyfile(demo_db, db)
@@ -477,6 +483,7 @@ def test_a_session_plan_shares_items_asks_second_labels_and_conflicts_are_adjudi
         (shared, "cy", "the order id is wrong")]
 
 
+@pytest.mark.slow
 def test_with_a_token_every_write_needs_it(tmp_path: Path, demo_db: Path) -> None:
     db = tmp_path / "c.db"
     shutil.copyfile(demo_db, db)
@@ -507,6 +514,7 @@ def test_with_a_token_every_write_needs_it(tmp_path: Path, demo_db: Path) -> Non
     assert [row[0] for row in person_rows(db)] == ["tc-001", "tc-002"]
 
 
+@pytest.mark.slow
 def test_report_html_is_one_self_contained_file(tmp_path: Path, demo_db: Path) -> None:
     out = tmp_path / "report.html"
     done = callgate("report", "--html", str(out), "--model", MODEL, "--suite", SUITE,
@@ -522,6 +530,7 @@ def test_report_html_is_one_self_contained_file(tmp_path: Path, demo_db: Path) -
                     "--db", str(demo_db)).returncode == 2
 
 
+@pytest.mark.slow
 def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path) -> None:
     """Calibrate the real judge spec through the real code path with a judge model that says
     pass to everything: every item a person labelled fail is a disagreement, and the
@@ -583,6 +592,7 @@ def test_review_and_certificate_after_calibration(tmp_path: Path, demo_db: Path)
         server.stop()
 
 
+@pytest.mark.slow
 def test_labelling_a_runs_judged_attempts_grows_a_set_as_judge_label_does(
     tmp_path: Path, loopback, callgate_exe: str, cli_env: dict) -> None:
     """A run scored with a judge (a loopback server plays the judge model); its judged attempts
@@ -685,6 +695,7 @@ def test_a_releases_audit_sample_is_labelled_in_the_serve_queue_blind(
     assert json.loads(report.stdout)["labelled"] == 2
 
 
+@pytest.mark.slow
 def test_other_sites_can_neither_write_nor_rebind(tmp_path: Path, demo_db: Path) -> None:
     db = tmp_path / "c.db"
     shutil.copyfile(demo_db, db)
@@ -711,6 +722,7 @@ def test_other_sites_can_neither_write_nor_rebind(tmp_path: Path, demo_db: Path)
     assert len(person_rows(db)) == 1
 
 
+@pytest.mark.slow
 def test_the_served_decision_follows_the_gates_recorded_on_earlier_releases(
         tmp_path: Path, demo_db: Path) -> None:
     """Only a released run is a baseline, and `callgate gate` records what it decided: once

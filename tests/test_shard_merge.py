@@ -112,6 +112,7 @@ def run_args(suite: Path, cfg: Path, release: str, db: Path) -> list[str]:
             "--release", release, "--db", str(db), "--json"]
 
 
+@pytest.mark.slow
 def test_four_parallel_shard_runs_merge_into_the_unsharded_run(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -194,6 +195,7 @@ def score_whole(exe: str, env: dict[str, str], tmp_path: Path, db: Path) -> None
         assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.slow
 def test_scored_shards_merge_into_the_unsharded_release_and_merging_twice_is_a_no_op(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -233,6 +235,7 @@ def test_scored_shards_merge_into_the_unsharded_release_and_merging_twice_is_a_n
                 ] == [("i1", "ana")]
 
 
+@pytest.mark.slow
 def test_a_missing_shard_makes_the_gate_inconclusive_naming_it(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -261,6 +264,7 @@ def test_a_missing_shard_makes_the_gate_inconclusive_naming_it(
     assert gated.returncode == 0, gated.stdout + gated.stderr
 
 
+@pytest.mark.slow
 def test_every_gate_output_holds_the_decision_on_a_release_missing_shards(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -302,6 +306,7 @@ def test_every_gate_output_holds_the_decision_on_a_release_missing_shards(
     assert "gate INCONCLUSIVE" in text.stdout and "shard(s) 2/2" in text.stderr
 
 
+@pytest.mark.slow
 def test_shards_that_disagree_are_refused_naming_the_case(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -369,6 +374,7 @@ def test_shards_that_disagree_are_refused_naming_the_case(
     assert dump_hash(merged) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["merge", "only.db"], "name the new store"),
     (["merge", "--into", "nope.db", "x.db"], "no such store"),
@@ -379,6 +385,7 @@ def test_merge_usage_errors(tmp_path: Path, callgate_exe: str, cli_env: dict[str
     assert done.returncode == 2 and message in done.stderr
 
 
+@pytest.mark.slow
 def test_a_release_missing_shards_is_never_a_baseline(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -396,6 +403,7 @@ def test_a_release_missing_shards_is_never_a_baseline(
                for note in decision["warnings"]), decision
 
 
+@pytest.mark.slow
 def test_merge_keeps_a_refused_release_refused(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -437,6 +445,7 @@ def test_merge_keeps_a_refused_release_refused(
     assert json.loads(gated.stdout)["baseline_release"] == "r1", gated.stdout
 
 
+@pytest.mark.slow
 def test_a_calibration_item_labelled_differently_is_refused(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import KEY_ENV, lookup_case, write_suite
 from loopback import Loopback
 
@@ -40,6 +41,7 @@ def test_importing_the_cli_does_not_import_litellm() -> None:
     assert "callgate.cli.main" in imported(done.stderr)
 
 
+@pytest.mark.slow
 def test_commands_that_call_no_model_do_not_import_litellm(
     loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
@@ -112,6 +114,7 @@ def test_litellm_is_imported_with_its_offline_switches_set() -> None:
 WEB_STACK = ("starlette", "jinja2", "uvicorn", "callgate.web")
 
 
+@pytest.mark.slow
 def test_commands_other_than_serve_and_report_do_not_import_the_web_stack(
     tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:

@@ -266,6 +266,7 @@ BAD_STORE_RUNS = [(bad, "score") for bad in BAD_STORES] + [
 ] + [(bad, "judge-show") for bad in BAD_STORES if bad.name in ("not-sqlite", "foreign")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("bad", "command"), BAD_STORE_RUNS,
                          ids=[f"{command}-{bad.name}" for bad, command in BAD_STORE_RUNS])
 def test_a_bad_store_exits_2_naming_it_and_stays_unchanged(
@@ -292,6 +293,7 @@ def test_a_bad_store_exits_2_naming_it_and_stays_unchanged(
         assert not db.exists()
 
 
+@pytest.mark.slow
 def test_a_store_locked_by_a_long_write_waits_then_names_the_holder(
     tmp_path: Path, suite_dir: Path, responses: Path
 ) -> None:
@@ -325,6 +327,7 @@ def test_a_store_locked_by_a_long_write_waits_then_names_the_holder(
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_a_foreign_database_gets_no_tables(tmp_path: Path, suite_dir: Path,
                                            responses: Path) -> None:
     """Issue 11: the foreign database got 5 empty tables created in it before the error."""
@@ -351,6 +354,7 @@ def marks(db: Path) -> tuple[int, int, list[str]]:
         conn.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["new", "empty-file"])
 def test_a_new_or_empty_file_becomes_a_marked_store_silently(
     kind: str, tmp_path: Path, suite_dir: Path, responses: Path
@@ -367,6 +371,7 @@ def test_a_new_or_empty_file_becomes_a_marked_store_silently(
     assert len(applied) == SCHEMA_VERSION
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unique_runs", [False, True], ids=["673342a", "one-run-per-release"])
 def test_a_store_made_by_673342a_is_migrated_with_a_notice(
     unique_runs: bool, tmp_path: Path, suite_dir: Path, responses: Path
@@ -459,6 +464,7 @@ def figures(db: Path) -> dict[tuple[str, str], tuple]:
         return found
 
 
+@pytest.mark.slow
 def test_four_scores_and_two_runs_at_once_all_succeed(
     tmp_path: Path, loopback: Loopback, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -506,6 +512,7 @@ def test_four_scores_and_two_runs_at_once_all_succeed(
     assert failures == []
 
 
+@pytest.mark.slow
 def test_a_bad_line_after_committed_batches_leaves_the_store_unchanged(
     tmp_path: Path, suite_dir: Path, responses: Path
 ) -> None:
@@ -581,6 +588,7 @@ def test_a_run_left_running_by_a_dead_process_is_removed_by_the_next_finish(
         assert store.db.execute("SELECT count(*) FROM verdicts").fetchone()[0] == 0
 
 
+@pytest.mark.slow
 def test_a_full_disk_mid_score_is_a_store_error_and_leaves_the_store_unchanged(
     tmp_path: Path, suite_dir: Path, responses: Path
 ) -> None:

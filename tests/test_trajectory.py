@@ -373,6 +373,7 @@ def brute_force_strict(actual: list[Call], expected: list[ReferenceStepCall], ru
     return False
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(actual_calls, expected_calls, st.sampled_from(["exact", "key"]))
 def test_strict_agrees_with_brute_force(

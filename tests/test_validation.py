@@ -67,6 +67,7 @@ def corpus(tmp: Path) -> Iterator[tuple[str, Suite, list[dict[str, Any]]]]:
         yield category, suite, raws
 
 
+@pytest.mark.slow
 def test_both_paths_agree_on_every_bundled_and_bfcl_response(tmp_path: Path) -> None:
     schemas_seen = accepted = valid = compared = 0
     for name, suite, raws in corpus(tmp_path):
@@ -196,6 +197,7 @@ def cases(draw: st.DrawFn) -> tuple[int, dict[str, Any]]:
     return which, draw(st.dictionaries(keys, values, max_size=5))
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(cases())
 def test_both_paths_agree_on_generated_payloads(

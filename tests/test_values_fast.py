@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,6 +56,7 @@ made_calls = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(st.lists(st.sampled_from(TOOLS), max_size=5), expected_calls, st.sampled_from(MODES))
 def test_select_tools_decides_as_the_plain_rule(
@@ -63,6 +65,7 @@ def test_select_tools_decides_as_the_plain_rule(
     assert select_tools(names, expected, mode) == plain_select_tools(names, expected, mode)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @settings(max_examples=1500, deadline=None)
 @given(expected_calls, made_calls, st.sampled_from(MODES),
        st.sampled_from(["optimal", "first_fit"]), st.sampled_from(["ignore", "reject"]))

@@ -27,6 +27,7 @@ def sh(*args: str | Path, cwd: Path, env: dict[str, str]) -> subprocess.Complete
     return result
 
 
+@pytest.mark.slow
 def test_wheel_in_a_fresh_venv_runs_the_demo_and_has_the_judge(tmp_path: Path) -> None:
     uv = shutil.which("uv")
     if uv is None:
