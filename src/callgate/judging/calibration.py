@@ -137,34 +137,34 @@ class CalibrationItem(BaseModel):
 NOT_A_PERSON: Final = ("", "assistant")  # labellers whose labels a person's label replaces
 
 
-class Withdrawal(BaseModel):
-    """A line of a set file taking back `labeller`'s latest standing label (or adjudication)
-    on item `withdraw`: what undo appends."""
+class JournalRecord(BaseModel):
+    """A line a session appends to a set file (a withdrawal or an adjudication)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    withdraw: str = Field(min_length=1)
-    labeller: str = Field(min_length=1)
-    at: str = ""
 
     def line(self) -> str:
         return json.dumps(self.model_dump(mode="json"), ensure_ascii=False,
                           separators=(",", ":"))
 
 
-class Adjudication(BaseModel):
+class Withdrawal(JournalRecord):
+    """A line of a set file taking back `labeller`'s latest standing label (or adjudication)
+    on item `withdraw`: what undo appends."""
+
+    withdraw: str = Field(min_length=1)
+    labeller: str = Field(min_length=1)
+    at: str = ""
+
+
+class Adjudication(JournalRecord):
     """A line of a set file settling item `adjudicate`, on which people disagree: the label
     that counts, who decided and why."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     adjudicate: str = Field(min_length=1)
     label: Labels
     labeller: str = Field(min_length=1)
     why: str = Field(min_length=1)
     at: str = ""
-
-    def line(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), ensure_ascii=False,
-                          separators=(",", ":"))
 
 
 Record = CalibrationItem | Adjudication
