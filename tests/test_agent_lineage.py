@@ -258,3 +258,17 @@ def test_serve_shows_the_agent_beside_the_model(tmp_path: Path) -> None:
         assert status == 200 and "support" in index and NEW in index
     finally:
         server.stop()
+
+
+def test_history_by_a_model_id_shows_the_agent_it_ran_under(tmp_path: Path) -> None:
+    score(tmp_path, "2026.10", "r1", OLD, "--agent", "support-bot")
+    score(tmp_path, "2026.11", "r2", NEW, "--agent", "support-bot")
+    by_agent = cli(tmp_path, "history", "--agent", "support-bot", "--json")
+    assert by_agent.returncode == 0, by_agent.stderr
+    for model in (OLD, NEW):  # either model id finds the agent's whole line
+        by_model = cli(tmp_path, "history", "-m", model, "--json")
+        assert by_model.returncode == 0, by_model.stderr
+        assert json.loads(by_model.stdout) == json.loads(by_agent.stdout)
+    score(tmp_path, "2026.10", "r3", OLD, "--agent", "other-bot")
+    both = cli(tmp_path, "history", "-m", OLD)
+    assert both.returncode == 2 and "several agents (other-bot, support-bot)" in both.stderr
