@@ -14,6 +14,7 @@ try:  # typer 0.29 vendors click; older releases use click itself
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover
     from click import exceptions as click_errors  # type: ignore[no-redef]
+ClickException = click_errors.ClickException  # what entry() catches: click's usage errors
 
 if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
     from callgate.gating.gate import GateRecord

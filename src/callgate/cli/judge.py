@@ -53,7 +53,8 @@ def judge_show(
     from callgate.judging.calibration import require_certificate
     from callgate.judging.judge import load_judge
     from callgate.scoring.pipeline import at_endpoint
-    from callgate.store.db import Store, StoreError
+    from callgate.store.db import Store
+    from callgate.store.opening import StoreError
 
     try:
         judge = at_endpoint(load_judge(judge_spec(spec)), api_base, api_key_env)

@@ -19,6 +19,7 @@ from rich.markup import escape
 from callgate.cli.common import (
     EXIT_INPUT,
     AgentOption,
+    ClickException,
     DbOption,
     JudgeApiBaseOption,
     JudgeKeyEnvOption,
@@ -35,7 +36,6 @@ from callgate.cli.common import (
     _record_if_not_a_result,
     _usage_error,
     check_output,
-    click_errors,
     command_name,
     not_blank,
 )
@@ -642,7 +642,7 @@ def entry() -> None:
     except typer.Abort:
         Console(stderr=True).print("interrupted", highlight=False)
         code = 130
-    except click_errors.ClickException as exc:  # usage errors (exit 2), one line each
+    except ClickException as exc:  # usage errors (exit 2), one line each
         code = _usage_error(exc)
     except BrokenPipeError:  # e.g. `callgate gate ... | head`: the reader went away
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

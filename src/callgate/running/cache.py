@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from callgate.running.plan import Attempt
-from callgate.store.db import Store, now
+from callgate.store.db import Store
+from callgate.store.schema import now
 from callgate.suites.responses import Response, parse_response
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from callgate.checks.check import Verdict
+from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.gating.gate import not_a_result
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.gating.gate import (
-    DEFAULT_MAX_EXCLUDED,
     GateDecision,
     ReleaseScores,
     decide,
     stored_release,
 )
 from callgate.gating.release import decide_release, decision_key, recorded_decision
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.store.db import Store
 from callgate.store.schema import VERDICT_COLUMNS
 from callgate.suites.responses import parse_response
