@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from callgate.checks.check import check_response
-from callgate.checks.trajectory import match_trajectory
+from callgate.checks.matching import match_trajectory
 from callgate.cli.demo import example_path
 from callgate.importers.bfcl import import_category, read_category
 from callgate.scoring.pipeline import score_file

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from functools import partial
 
-from callgate.checks.trajectory import Call, ReferenceStepCall, match_trajectory
+from callgate.checks.matching import Call, ReferenceStepCall, match_trajectory
 
 
 def reproduction(n: int) -> tuple[list[Call], list[ReferenceStepCall], str]:

@@ -348,7 +348,7 @@ def test_the_terminal_labeller_takes_the_web_keys_records_skips_and_ends_with_th
 @pytest.mark.slow
 def test_only_the_answered_prefix_of_the_sample_order_counts(scored: tuple, tmp_path: Path
                                                              ) -> None:
-    from callgate.judging.audit import audit_report, draw_audit, render_report
+    from callgate.judging.audit import audit_lines, audit_report, draw_audit
     from callgate.store.db import Store
 
     run_id, _ = scored
@@ -365,7 +365,7 @@ def test_only_the_answered_prefix_of_the_sample_order_counts(scored: tuple, tmp_
         assert set(report.by_tag) == {"free-text"}
         tagged = report.by_tag["free-text"]["right_tool"]
         assert tagged is not None and (tagged.n, tagged.labels) == (4, 1)
-        assert "tag free-text: right tool" in "\n".join(render_report(report))
+        assert "tag free-text: right tool" in "\n".join(audit_lines(report))
         store.save_audit_skip(run_id, items[1]["case_id"], items[1]["repeat"], "unsure", "Ada")
         report = audit_report(store, run_id)
         assert (report.counted, report.skipped, report.complete) == (2, 1, False)

@@ -8,7 +8,7 @@ import pytest
 from factories import calls, case, line, message, tool_call, write_suite
 
 from callgate.checks.check import check_response
-from callgate.checks.trajectory import json_equal, max_matching
+from callgate.checks.matching import json_equal, max_matching
 from callgate.checks.verdict import Verdict
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite, load_suite

@@ -76,7 +76,7 @@ def imports(path: Path, module: str) -> set[str]:
                 continue
             folder = SRC.parent / target.replace(".", "/")
             for alias in node.names:
-                # `from callgate.checks import trajectory` imports a submodule
+                # `from callgate.checks import matching` imports a submodule
                 if (folder / f"{alias.name}.py").exists() or (folder / alias.name).is_dir():
                     found.add(f"{target}.{alias.name}")
                 else:

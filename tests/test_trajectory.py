@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from callgate.checks.trajectory import (
+from callgate.checks.matching import (
     Call,
     Mismatch,
     ReferenceStepCall,

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from jsonschema import Draft7Validator
 
 from callgate.checks.parsing import ParsedCall
-from callgate.checks.replay import Run
+from callgate.checks.replay import Replay
 from callgate.checks.verdict import Problems, ToolVerdict, Verdict
 from callgate.suites.environment import EnvironmentFactory
 from callgate.suites.suite import Case, MatchRules
@@ -33,7 +33,7 @@ class Attempt(NamedTuple):
     schemas: Mapping[str, Mapping[str, Any]]
     validators: Mapping[str, Draft7Validator]
     environment: EnvironmentFactory | None
-    agent_run: Run | None
+    agent_run: Replay | None
     failure: str | None
 
     @property

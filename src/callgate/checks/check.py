@@ -21,7 +21,7 @@ from jsonschema import Draft7Validator
 from callgate.checks.attempt import Attempt
 from callgate.checks.kinds import CHECKS
 from callgate.checks.parsing import parse_calls
-from callgate.checks.replay import Run, agent_run
+from callgate.checks.replay import Replay, agent_run
 from callgate.checks.schema import argument_problems
 from callgate.checks.verdict import ServerErrors, ToolVerdict, Verdict
 from callgate.suites.environment import EnvironmentError_, EnvironmentFactory
@@ -81,7 +81,7 @@ def check_response(
     problems = argument_problems(calls, schemas, validators)
     expect = case.expect
 
-    replayed: Run | None = None
+    replayed: Replay | None = None
     failure: str | None = None  # why the environment failed, if it did
     if environment is not None:
         # Run the calls again: the environment failing on them is the environment's fault.

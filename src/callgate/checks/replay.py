@@ -78,7 +78,7 @@ def answer_call(
 
 
 @dataclass(frozen=True)
-class Run:
+class Replay:
     """The calls run on a fresh environment: the final state, and which calls changed it."""
 
     state: dict[str, Any]
@@ -90,7 +90,7 @@ def _run_calls(
     initial: Mapping[str, Any],
     calls: Sequence[tuple[str, Any]],
     track: bool,
-) -> Run:
+) -> Replay:
     env = fresh(factory, initial)
     changed: list[str] = []
     before = snapshot(env) if track else None
@@ -101,14 +101,14 @@ def _run_calls(
             if state_difference(before, after) is not None:
                 changed.append(name)
             before = after
-    return Run(snapshot(env), tuple(changed))
+    return Replay(snapshot(env), tuple(changed))
 
 
 def agent_run(
     factory: EnvironmentFactory, case: Case, calls: Sequence[ParsedCall],
     schemas: Mapping[str, Mapping[str, Any]], validators: Mapping[str, Draft7Validator],
     track: bool,
-) -> Run:
+) -> Replay:
     # Tool results do not change the state, so the calls can be run without the turns between.
     offered = case.offered_names(schemas)
     steps = [
@@ -118,7 +118,7 @@ def agent_run(
     return _run_calls(factory, case.state or {}, steps, track)
 
 
-def reference_run(factory: EnvironmentFactory, case: Case, expect: FinalState) -> Run:
+def reference_run(factory: EnvironmentFactory, case: Case, expect: FinalState) -> Replay:
     steps = [
         (call.tool, lambda env, call=call: call_tool(env, call.tool, call.args))
         for call in expect.calls

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from callgate.checks import bfcl_rules, trajectory
+from callgate.checks import bfcl_rules, matching
+from callgate.checks.matching import json_equal
 from callgate.checks.parsing import ParsedCall
-from callgate.checks.trajectory import json_equal
 from callgate.checks.verdict import ToolVerdict
 from callgate.suites.suite import (
     DEFAULT_MATCH,
@@ -240,7 +240,7 @@ def check_values(
         pairing = [options[0] if options else None for options in edges]
     else:
         # Optimal, not greedy: a call is never paired away from the one it alone can match.
-        matched = trajectory.max_matching(
+        matched = matching.max_matching(
             range(len(edges)), range(len(calls)), lambda e, j: j in edges[e]
         )
         pairing = [matched.get(e) for e in range(len(edges))]

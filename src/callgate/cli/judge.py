@@ -317,7 +317,7 @@ def judge_audit(
     Draws a uniform random sample (label it with callgate judge label --audit RUN) and reports
     the judged shares three ways: raw, Rogan–Gladen corrected, and prediction-powered (PPI++)
     from the labels so far."""
-    from callgate.judging.audit import audit_report, draw_audit, render_report
+    from callgate.judging.audit import audit_lines, audit_report, draw_audit
     from callgate.store.db import Store
 
     if estimand not in ("release", "agent"):
@@ -337,7 +337,7 @@ def judge_audit(
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
         return
-    for line in render_report(report, width / 100):
+    for line in audit_lines(report, width / 100):
         typer.echo(line)
     if report.labelled < report.sample:
         typer.echo(f"\n{report.sample - report.labelled} item(s) to label: "

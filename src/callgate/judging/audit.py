@@ -399,7 +399,7 @@ def _pct(estimate: Estimate | None) -> str:
     return f"{100 * estimate.value:.1f} [{100 * estimate.low:.1f}–{100 * estimate.high:.1f}]"
 
 
-def render_report(report: AuditReport, width: float | None = None) -> list[str]:
+def audit_lines(report: AuditReport, width: float | None = None) -> list[str]:
     """The audit as text lines: each figure names its estimator."""
     who = ", ".join(report.labellers) or "nobody yet"
     lines = [f"audit of run {report.run}: {report.sample} of {report.population} judged "

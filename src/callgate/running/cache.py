@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from callgate.running.plan import Attempt
+from callgate.running.plan import PlannedAttempt
 from callgate.store.db import Store
 from callgate.store.schema import now
 from callgate.suites.responses import Response, parse_response
@@ -21,7 +21,7 @@ from callgate.suites.responses import Response, parse_response
 class AttemptOutcome:
     """One attempt's answer: the response, the line stored for it, and the tries it took."""
 
-    attempt: Attempt
+    attempt: PlannedAttempt
     response: Response
     line: str
     tries: int
@@ -32,7 +32,7 @@ def line_text(line: dict[str, Any]) -> str:
     return json.dumps(line, ensure_ascii=False, separators=(",", ":"))
 
 
-def stored_response(attempt: Attempt, text: str) -> tuple[Response, str]:
+def stored_response(attempt: PlannedAttempt, text: str) -> tuple[Response, str]:
     """A stored line as this attempt's response (identical requests share a cache key)."""
     line = json.loads(text)
     if line.get("case_id") != attempt.case_id or line.get("repeat") != attempt.repeat:

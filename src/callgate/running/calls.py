@@ -20,7 +20,7 @@ from callgate.models.retry import RetryPolicy
 from callgate.models.targets import Target
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
 from callgate.running.counters import RunCounters, StopSwitch
-from callgate.running.plan import Attempt
+from callgate.running.plan import PlannedAttempt
 from callgate.suites.responses import parse_response
 
 
@@ -54,12 +54,12 @@ class Caller:
         self._retries_left = retry_budget  # the run's, shared by every attempt
         self._pause_until = 0.0  # a rate limit's Retry-After holds every attempt off
 
-    async def call(self, attempt: Attempt) -> AttemptOutcome:
+    async def call(self, attempt: PlannedAttempt) -> AttemptOutcome:
         outcome = await self._send(attempt)
         self._keep(outcome)
         return outcome
 
-    async def _send(self, attempt: Attempt) -> AttemptOutcome:
+    async def _send(self, attempt: PlannedAttempt) -> AttemptOutcome:
         policy, target, counters = self.policy, self.target, self.counters
         started = time.monotonic()
         tries = 0

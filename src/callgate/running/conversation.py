@@ -15,7 +15,7 @@ from callgate.checks.tool_answers import ToolAnswers
 from callgate.models.targets import Target
 from callgate.running.cache import AnswerCache, line_text
 from callgate.running.calls import Caller
-from callgate.running.plan import Attempt, Conversation
+from callgate.running.plan import Conversation, PlannedAttempt
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Suite
@@ -61,7 +61,7 @@ async def converse(
         elif caller is None:
             return None
         else:
-            attempt = Attempt(
+            attempt = PlannedAttempt(
                 conversation.case_id,
                 conversation.repeat,
                 key,

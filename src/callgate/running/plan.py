@@ -1,4 +1,4 @@
-"""The plan of a live run: every (case, repeat) of the suite, in suite order, as an `Attempt`
+"""The plan of a live run: every (case, repeat) of the suite, in suite order, as a `PlannedAttempt`
 (one request: its body and cache key) or, for the cases whose calls get results, as a
 `Conversation` (turns of requests until the model answers without a call)."""
 
@@ -12,7 +12,7 @@ from callgate.suites.suite import Suite
 
 
 @dataclass(frozen=True)
-class Attempt:
+class PlannedAttempt:
     case_id: str
     repeat: int
     key: str
@@ -29,10 +29,10 @@ class Conversation:
     tools: list[dict[str, Any]]
 
 
-def plan(suite: Suite, target: Target, repeats: int) -> list[Attempt]:
+def plan(suite: Suite, target: Target, repeats: int) -> list[PlannedAttempt]:
     """Every single-turn (case, repeat) of the suite, in suite order, with its request body and
     cache key. Cases whose calls get results are planned by `plan_conversations`."""
-    attempts: list[Attempt] = []
+    attempts: list[PlannedAttempt] = []
     for case_id, case in suite.cases.items():
         if suite.loops(case):
             continue
@@ -41,7 +41,7 @@ def plan(suite: Suite, target: Target, repeats: int) -> list[Attempt]:
         body = target.body(messages, tools)
         for repeat in range(repeats):
             key = target.cache_key(messages, tools, repeat)
-            attempts.append(Attempt(case_id, repeat, key, body))
+            attempts.append(PlannedAttempt(case_id, repeat, key, body))
     return attempts
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from callgate.running.cache import AttemptOutcome, stored_response
 from callgate.running.conversation import Talk
 from callgate.running.counters import RunCounters
-from callgate.running.plan import Attempt
+from callgate.running.plan import PlannedAttempt
 from callgate.scoring.pipeline import Recorder
 from callgate.store.db import Store
 
@@ -23,7 +23,7 @@ class RunRecord:
         self._links: list[tuple] = []  # (run, case_id, repeat, key, cached)
         self._turn_links: list[tuple] = []  # (run, case_id, repeat, turn, key, cached)
 
-    def stored(self, attempt: Attempt, row: dict[str, Any]) -> None:
+    def stored(self, attempt: PlannedAttempt, row: dict[str, Any]) -> None:
         """A single-turn attempt answered from the store."""
         response, line = stored_response(attempt, row["line"])
         self.recorder.add(response, line)

@@ -30,7 +30,7 @@ from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
 from callgate.running.counters import RunCounters, StopSwitch, progress_bar
-from callgate.running.plan import Attempt, Conversation, plan, plan_conversations
+from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conversations
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
 from callgate.running.workers import call_concurrently
@@ -83,9 +83,9 @@ class LiveRun:
 class _Work:
     """A run's plan read against the store: what the store answers and what must be called."""
 
-    hits: list[tuple[Attempt, dict[str, Any]]]  # single-turn attempts and their stored rows
+    hits: list[tuple[PlannedAttempt, dict[str, Any]]]  # single-turn attempts and their stored rows
     talks: list[Talk]  # conversations every turn of which is stored
-    to_call: list[Attempt | Conversation]  # the rest, single-turn attempts first
+    to_call: list[PlannedAttempt | Conversation]  # the rest, single-turn attempts first
 
     @property
     def total(self) -> int:
@@ -196,14 +196,14 @@ class LiveRunner:
 
     async def _look_up(
         self,
-        attempts: list[Attempt],
+        attempts: list[PlannedAttempt],
         conversations: list[Conversation],
         target: Target,
         cache: AnswerCache,
     ) -> _Work:
         stored = cache.usable([a.key for a in attempts])
         hits = [(a, stored[a.key]) for a in attempts if a.key in stored]
-        misses: list[Attempt | Conversation] = [a for a in attempts if a.key not in stored]
+        misses: list[PlannedAttempt | Conversation] = [a for a in attempts if a.key not in stored]
         # A conversation is answered from the store when every one of its turns is.
         talks: list[Talk] = []
         unfinished: list[Conversation] = []
@@ -248,7 +248,7 @@ class LiveRunner:
             self.candidate.name, total=work.total, errors=0, spend=counters.spend_text()
         )
 
-        async def answer(item: Attempt | Conversation) -> None:
+        async def answer(item: PlannedAttempt | Conversation) -> None:
             assert caller is not None
             if isinstance(item, Conversation):
                 talk = await converse(item, self.suite, caller.target, cache, caller)

@@ -13,7 +13,7 @@ from callgate.web.chart import release_chart
 from callgate.web.views import Views
 
 
-def render_report(store: Store, model: str, release: str | None, suite: str | None,
+def html_report_text(store: Store, model: str, release: str | None, suite: str | None,
                   baseline: str = "auto") -> str:
     """The report of a release (default: the model's latest) whose decision is taken against
     `baseline` as `callgate gate --baseline` takes it; earlier releases against the store."""
@@ -44,7 +44,7 @@ def render_report(store: Store, model: str, release: str | None, suite: str | No
 def write_report(db: Path, out: Path, model: str, release: str | None, suite: str | None,
                  baseline: str = "auto") -> str:
     with Store(db) as store:
-        text = render_report(store, model, release, suite, baseline)
+        text = html_report_text(store, model, release, suite, baseline)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     return text

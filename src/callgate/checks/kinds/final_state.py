@@ -9,7 +9,7 @@ from typing import Any
 
 from callgate.checks.attempt import Attempt, count_text, scored_verdict
 from callgate.checks.parsing import ParsedCall
-from callgate.checks.replay import Run, reference_run
+from callgate.checks.replay import Replay, reference_run
 from callgate.checks.verdict import Problems, ToolVerdict, Verdict
 from callgate.suites.environment import (
     EnvironmentError_,
@@ -43,7 +43,7 @@ def check(attempt: Attempt, expect: FinalState) -> Verdict:
 
 
 def _state_tool_verdict(
-    calls: Sequence[ParsedCall], expect: FinalState, agent: Run, reference: Run
+    calls: Sequence[ParsedCall], expect: FinalState, agent: Replay, reference: Replay
 ) -> tuple[ToolVerdict, str]:
     """When the final states differ: compare the calls to the tools that change the state."""
     state_tools = set(agent.changed) | set(reference.changed)
@@ -83,8 +83,8 @@ def _unknown_state_verdict(
         changed = reference_run(environment, case, expect).changed
     except EnvironmentError_:
         changed = tuple(call.tool for call in expect.calls)
-    reference = Run({}, changed)
-    tool_verdict, tool_reason = _state_tool_verdict(calls, expect, Run({}, ()), reference)
+    reference = Replay({}, changed)
+    tool_verdict, tool_reason = _state_tool_verdict(calls, expect, Replay({}, ()), reference)
     unknown = f"the final state is unknown (environment error: {failure})"
     tool_reason = f"{tool_reason}; {unknown}" if tool_reason else unknown
     return scored_verdict(base, len(calls), tool_verdict, tool_reason, problems, lambda: None)
@@ -95,8 +95,8 @@ def _final_state_verdict(
     expect: FinalState,
     calls: Sequence[ParsedCall],
     problems: Problems,
-    agent: Run,
-    reference: Run,
+    agent: Replay,
+    reference: Replay,
 ) -> Verdict:
     got_hash, want_hash = state_hash(agent.state), state_hash(reference.state)
     difference = state_difference(reference.state, agent.state)

@@ -1,5 +1,5 @@
 """`trajectory`: the sequence of calls over every turn, compared in a mode by the matcher in
-`callgate.checks.trajectory`."""
+`callgate.checks.matching`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from callgate.checks import trajectory
+from callgate.checks import matching
 from callgate.checks.attempt import Attempt, count_text, scored_verdict
+from callgate.checks.matching import MISSING, json_equal
 from callgate.checks.parsing import ParsedCall
-from callgate.checks.trajectory import MISSING, json_equal
 from callgate.checks.values import arg_matches, describe
 from callgate.checks.verdict import Problems, ToolVerdict, Verdict
 from callgate.suites.suite import DEFAULT_MATCH, ArgSpec, MatchRules, Trajectory
@@ -53,11 +53,11 @@ def match_calls(
     schemas: Mapping[str, Mapping[str, Any]] | None = None,
     *,
     names_only: bool = False,
-) -> trajectory.TrajectoryResult:
+) -> matching.TrajectoryResult:
     """The trajectory comparison of the calls made (step = turn index) with the expectation."""
     schemas = schemas or {}
     actual = [
-        trajectory.Call(call.name, call.arguments or {}, steps[call.index]) for call in calls
+        matching.Call(call.name, call.arguments or {}, steps[call.index]) for call in calls
     ]
     reference = []
     for call in expect.calls:
@@ -65,10 +65,10 @@ def match_calls(
         arguments = {
             key: _Accepts(spec, rules, properties.get(key)) for key, spec in call.args.items()
         }
-        reference.append(trajectory.ReferenceStepCall(call.tool, arguments, call.step))
+        reference.append(matching.ReferenceStepCall(call.tool, arguments, call.step))
     if names_only:
-        return trajectory.match_trajectory(actual, reference, expect.mode, args="ignore")
-    return trajectory.match_trajectory(
+        return matching.match_trajectory(actual, reference, expect.mode, args="ignore")
+    return matching.match_trajectory(
         actual,
         reference,
         expect.mode,
@@ -78,7 +78,7 @@ def match_calls(
     )
 
 
-def trajectory_tool_verdict(result: trajectory.TrajectoryResult) -> ToolVerdict:
+def trajectory_tool_verdict(result: matching.TrajectoryResult) -> ToolVerdict:
     """The tool verdict of a names-only trajectory comparison."""
     if result.ok:
         return "right"
