@@ -12,7 +12,7 @@ import contextlib
 import hmac
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -78,6 +78,22 @@ def templates() -> Environment:
     return env
 
 
+async def with_response_headers(app: Any, scope: Any, receive: Any, send: Any,
+                                extra: Callable[[], list[tuple[bytes, bytes]]]) -> None:
+    """Run `app` on an HTTP request, adding `extra()` to its response's headers as the
+    response starts (other scopes pass through)."""
+    if scope["type"] != "http":
+        await app(scope, receive, send)
+        return
+
+    async def adding(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", []), *extra()]
+        await send(message)
+
+    await app(scope, receive, adding)
+
+
 class ServerTiming:
     """Adds `Server-Timing: app;dur=MS, cpu;dur=MS` to every response: the time from the
     request reaching the app to its response starting (the page rendered), and the CPU time
@@ -88,20 +104,14 @@ class ServerTiming:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
         start, cpu = time.perf_counter(), time.thread_time()
 
-        async def timed(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                took = (time.perf_counter() - start) * 1000
-                used = (time.thread_time() - cpu) * 1000
-                message["headers"] = [*message.get("headers", []), (
-                    b"server-timing", f"app;dur={took:.2f}, cpu;dur={used:.2f}".encode())]
-            await send(message)
+        def timing() -> list[tuple[bytes, bytes]]:
+            took = (time.perf_counter() - start) * 1000
+            used = (time.thread_time() - cpu) * 1000
+            return [(b"server-timing", f"app;dur={took:.2f}, cpu;dur={used:.2f}".encode())]
 
-        await self.app(scope, receive, timed)
+        await with_response_headers(self.app, scope, receive, send, timing)
 
 
 SECURITY_HEADERS = [
@@ -119,16 +129,7 @@ class SecurityHeaders:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def with_headers(message: Any) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
+        await with_response_headers(self.app, scope, receive, send, lambda: SECURITY_HEADERS)
 
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
