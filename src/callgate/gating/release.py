@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -255,13 +255,17 @@ def recorded_decision(store: Store, run: Mapping[str, Any], *,
 
 
 def decision_key(store: Store, run: Mapping[str, Any], max_drop: float,
-                 max_excluded: float) -> str:
+                 max_excluded: float,
+                 suite_runs: Sequence[Mapping[str, Any]] | None = None) -> str:
     """A digest of what the store-baseline decision on a finished run depends on: the run (its
     verdicts never change under its id; its shards and scores may, by a merge), the earlier
     runs on its suite, of every agent (its baseline, or another agent's release that makes a
     first release inconclusive, with their gate records), its judgements and audit, the
-    thresholds, and callgate's version (the rules)."""
-    earlier = [r for r in store.runs(suite_name=run["suite_name"])
+    thresholds, and callgate's version (the rules). `suite_runs`: store.runs of the run's
+    suite, when the caller has read them already (a page deciding every release of it)."""
+    if suite_runs is None:
+        suite_runs = store.runs(suite_name=run["suite_name"])
+    earlier = [r for r in suite_runs
                if (r["created_at"], r["id"]) < (run["created_at"], run["id"])]
     parts = {
         "version": __version__, "max_drop": max_drop, "max_excluded": max_excluded,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,19 +51,21 @@ class Views:
     def models(self) -> list[dict[str, Any]]:
         return self.store.release_runs()
 
-    def decision(self, run: Mapping[str, Any]) -> tuple[ReleaseScores, GateDecision]:
+    def decision(self, run: Mapping[str, Any],
+                 suite_runs: Sequence[Mapping[str, Any]] | None = None
+                 ) -> tuple[ReleaseScores, GateDecision]:
         """The release's scores (figures, not cases) and the gate's decision, by `callgate
         gate`'s own rules (gating.release: baseline, audits, missing shards). Against the
         store's baseline the decision is the one kept in the store (by `callgate gate` or an
         earlier view), under a key of everything it depends on; it is decided and kept when
-        there is none."""
+        there is none. `suite_runs`: every run of the suite, when the caller has read them."""
         baseline = self.baselines.get(run["id"], "auto")
         if baseline != "auto":
             decision, current = decide_release(self.store, run, baseline=baseline,
                                                max_drop=self.max_drop,
                                                max_excluded=self.max_excluded)
             return current, decision
-        key = decision_key(self.store, run, self.max_drop, self.max_excluded)
+        key = decision_key(self.store, run, self.max_drop, self.max_excluded, suite_runs)
         cached = self._decisions.get((run["id"], key))
         if cached is None:
             decision, current = recorded_decision(self.store, run, max_drop=self.max_drop,
@@ -79,7 +81,7 @@ class Views:
         out = []
         runs = self.store.runs(suite_name=suite_name)
         for run in (r for r in runs if r["agent"] == model):  # `model`: the agent's name
-            release, decision = self.decision(run)
+            release, decision = self.decision(run, runs)
             out.append(release_summary(run, release, decision))
         ids = {item["release"]: item["run_id"] for item in out}
         for item in out:  # for a link comparing the release with its baseline
@@ -130,9 +132,11 @@ class Views:
     def suite_models(self, suite_name: str) -> list[dict[str, Any]]:
         """The newest release of every model on a suite, with its figures and decision."""
         newest: dict[str, Mapping[str, Any]] = {}
-        for run in self.store.runs(suite_name=suite_name):
+        runs = self.store.runs(suite_name=suite_name)
+        for run in runs:
             newest[run["model"]] = run  # oldest first: the last one is the newest
-        return [release_summary(run, *self.decision(run)) for _, run in sorted(newest.items())]
+        return [release_summary(run, *self.decision(run, runs))
+                for _, run in sorted(newest.items())]
 
     def attempts(self, run_id: int, *, verdict: str | None = None, tag: str | None = None,
                  tool: str | None = None, case: str | None = None, limit: int = 100,
