@@ -615,3 +615,38 @@ def test_a_full_disk_mid_score_is_a_store_error_and_leaves_the_store_unchanged(
     assert str(raised.value).startswith(f"{db}: ") and "full" in str(raised.value)
     assert "\n" not in str(raised.value)
     assert dump_hash(db) == dump_before
+
+
+def test_a_store_migrated_by_another_process_mid_look_is_read_from_one_snapshot(
+    tmp_path: Path,
+) -> None:
+    """A migration another process commits between the reads of a look at the file must not
+    show its tables without its marks (the look then took the new store for another
+    program's database; seen once in CI with six writers on a new file)."""
+    from callgate.store.opening import inspect_store
+
+    db = tmp_path / "racing.db"
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("PRAGMA journal_mode = WAL")
+    writer.execute("CREATE TABLE first (x)")
+
+    class CommitsBetweenReads(sqlite3.Connection):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+            cursor = super().execute(sql, *args)
+            if sql == "PRAGMA application_id":
+                writer.executescript(
+                    "BEGIN; CREATE TABLE suites (x); CREATE TABLE cases (x); "
+                    "CREATE TABLE runs (x); CREATE TABLE responses (x); "
+                    "CREATE TABLE verdicts (x); CREATE TABLE scores (x); "
+                    f"PRAGMA application_id = {APPLICATION_ID}; "
+                    f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+            return cursor
+
+    reader = sqlite3.connect(db, factory=CommitsBetweenReads)
+    try:
+        found = inspect_store(reader)
+        assert not reader.in_transaction
+    finally:
+        reader.close()
+        writer.close()
+    assert (found.application_id, found.user_version, found.tables) == (0, 0, {"first"})

@@ -156,6 +156,19 @@ class StoreState:
     """What an open SQLite file holds, read without writing to it."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
+        # One read transaction, so every figure comes from the same snapshot: read one by one,
+        # a migration another process commits in between would show its tables but not yet
+        # its marks, and the store would be taken for another program's database.
+        if conn.in_transaction:
+            self._read(conn)
+            return
+        conn.execute("BEGIN")
+        try:
+            self._read(conn)
+        finally:
+            conn.execute("COMMIT")
+
+    def _read(self, conn: sqlite3.Connection) -> None:
         self.application_id = conn.execute("PRAGMA application_id").fetchone()[0]
         self.user_version = conn.execute("PRAGMA user_version").fetchone()[0]
         self.tables = {
