@@ -130,12 +130,12 @@ def run_command(
     Answers are stored as they arrive: run the same command again to resume, or to re-score
     with zero calls.
     """
+    from callgate.judging.step import judge_step
     from callgate.models.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
     from callgate.models.retry import RetryPolicy
     from callgate.report.console import print_run, run_document
     from callgate.running.run import run_live
     from callgate.running.settings import RunSettings
-    from callgate.scoring.pipeline import judge_step
     from callgate.store.db import Store
     from callgate.suites.shard import parse_shard
     from callgate.suites.suite import load_suite

@@ -213,8 +213,9 @@ def score(
     Exit 3 when more than --max-excluded of the attempts were excluded
     (truncated, provider, environment or judge errors; server errors only without
     --server-errors count)."""
+    from callgate.judging.step import judge_step
     from callgate.report.console import print_run, run_document
-    from callgate.scoring.pipeline import judge_step, score_file
+    from callgate.scoring.pipeline import score_file
     from callgate.store.db import Store
     from callgate.suites.shard import parse_shard
     from callgate.suites.suite import load_suite

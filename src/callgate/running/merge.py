@@ -13,7 +13,6 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from callgate.checks.verdict import Verdict
@@ -22,8 +21,8 @@ from callgate.gating.gate import not_a_result
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.judging.calibration import Certificate
 from callgate.judging.judge import JudgeOutput
+from callgate.judging.step import JudgedTally, judged_shares
 from callgate.running.merge_input import check_merge_input
-from callgate.scoring.pipeline import JudgedTally, judged_shares
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store
 from callgate.store.opening import check_store_file
@@ -69,10 +68,7 @@ def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
     stored = store.certificate(fingerprint)
     if stored and not uncalibrated:
         certificate = Certificate.model_validate_json(stored)
-    # judged_shares reads only the judge's fingerprint and certificate of a JudgeStep.
-    step = SimpleNamespace(judge=SimpleNamespace(fingerprint=fingerprint),
-                           certificate=certificate)
-    return scores.model_copy(update={"judged": judged_shares(tally, step),  # type: ignore[arg-type]
+    return scores.model_copy(update={"judged": judged_shares(tally, fingerprint, certificate),
                                      "uncalibrated": certificate is None})
 
 
