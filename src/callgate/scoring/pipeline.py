@@ -10,10 +10,12 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from callgate.checks.check import check_response
 from callgate.checks.verdict import ServerErrors, Verdict
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.result import GateRecord, record_if_not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
 from callgate.suites.environment import EnvironmentError_
@@ -41,6 +43,11 @@ class Recorder:
     keep_verdicts: bool = False
     judge: JudgeStep | None = None
     server_errors: ServerErrors = "exclude"  # or count them as wrong answers (check_response)
+    # With a share, a finished run above it is marked "not a result" as it is finished
+    # (scoring.result), as decided by `decided_by`; the record is kept in `not_a_result`.
+    max_excluded: float | None = None
+    decided_by: Literal["run", "score"] = "score"
+    not_a_result: GateRecord | None = field(default=None, init=False)
     builder: ScoreBuilder = field(init=False)
     _awaiting_judge: list[tuple[Case, Response, str | None, Verdict]] = field(
         default_factory=list)
@@ -193,7 +200,8 @@ class Recorder:
             self._record(response, body, verdict)
 
     def finish(self, status: str = "done") -> Scores:
-        """Write the last rows and the scores, and set the run's status in the same step."""
+        """Write the last rows and the scores, and set the run's status (and, for a finished
+        run that is mostly excluded attempts, its "not a result" record) in the same step."""
         if self._awaiting_judge:
             raise RuntimeError("judge_pending() or keep_unjudged() must run before finish()")
         self.flush()
@@ -207,7 +215,11 @@ class Recorder:
                                         self.judge.certificate),
                 "uncalibrated": self.judge.certificate is None,
             })
-        self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status)
+        with self.store.atomic():
+            self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status)
+            if status == "done" and self.max_excluded is not None:
+                self.not_a_result = record_if_not_a_result(
+                    self.store, self.run_id, self.decided_by, scores, self.max_excluded)
         return scores
 
 
@@ -222,6 +234,8 @@ class RunResult:
     failures: list[Verdict]  # the first FAILURES_KEPT attempts that were not fully right
     missing: list[str]  # case ids with no response at all
     agent: str = ""  # the stable name the release is filed under (its lineage)
+    # The record left when most attempts were excluded (exit 3 in the CLI), else None.
+    not_a_result: GateRecord | None = None
 
 
 def score_responses(
@@ -238,6 +252,7 @@ def score_responses(
     server_errors: ServerErrors = "exclude",
     agent: str | None = None,
     model_params: Mapping[str, Any] | None = None,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
 ) -> RunResult:
     """Check, score and store responses: all of it lands, or none. The rows are written in
     short transactions under a run that stays `running` (unseen by every read) until its
@@ -253,7 +268,9 @@ def score_responses(
     With a shard, only the responses to the cases of that shard are scored (the others are
     skipped), and the run is stored as that shard of its release.
 
-    The release belongs to `agent` (default: `model`, the model id the answers came from)."""
+    The release belongs to `agent` (default: `model`, the model id the answers came from).
+    A run with more than `max_excluded` of its attempts excluded is stored marked "not a
+    result" (inconclusive, never a baseline): `RunResult.not_a_result` holds the record."""
     fingerprint = judge.fingerprint if judge else None
     new_suite = store.save_suite(suite)
     run_id = store.replace_run(suite, agent or model, release, source, __version__, fingerprint,
@@ -262,7 +279,7 @@ def score_responses(
     if shard is not None:
         responses = ((r, b) for r, b in responses if shard.holds(r.case_id))
     recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge,
-                        server_errors=server_errors)
+                        server_errors=server_errors, max_excluded=max_excluded)
     seen: set[str] = set()
     try:
         for response, body in responses:
@@ -289,7 +306,7 @@ def score_responses(
     missing = [case_id for case_id in suite.cases
                if case_id not in seen and (shard is None or shard.holds(case_id))]
     return RunResult(run_id, suite, model, release, scores, recorder.verdicts,
-                     recorder.failures, missing, agent or model)
+                     recorder.failures, missing, agent or model, recorder.not_a_result)
 
 
 def score_file(
@@ -304,6 +321,7 @@ def score_file(
     shard: Shard | None = None,
     server_errors: ServerErrors = "exclude",
     agent: str | None = None,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
 ) -> RunResult:
     """Score a recorded-responses file (JSON Lines) against a suite and store everything.
 
@@ -318,10 +336,14 @@ def score_file(
         keep_verdicts: keep every verdict in memory (`RunResult.verdicts`).
         judge: the judge step for `judge` cases (`judge_step`); None leaves them pending.
         server_errors: "count" scores a server error as a wrong answer instead of excluding it.
+        max_excluded: above this share of excluded attempts (truncated, provider, environment
+            or judge errors) the run is stored as not a result, as `callgate score` stores it.
 
-    Returns the RunResult (run id, scores, failures, case ids with no response)."""
+    Returns the RunResult (run id, scores, failures, case ids with no response, and the
+    "not a result" record when most attempts were excluded)."""
     multi_turn = {case_id for case_id, case in suite.cases.items() if suite.loops(case)}
     stream = read_response_lines(responses_path, set(suite.cases), multi_turn)
     return score_responses(suite, stream, store, model=model, release=release,
                            keep_verdicts=keep_verdicts, judge=judge, shard=shard,
-                           server_errors=server_errors, agent=agent)
+                           server_errors=server_errors, agent=agent,
+                           max_excluded=max_excluded)
