@@ -128,3 +128,36 @@ def test_suite_check_reports_coverage(suite_dir: Path) -> None:
     result = cli("suite", "check", str(suite_dir))
     assert result.returncode == 0
     assert "2 cases" in result.stdout and "no_call 1" in result.stdout
+
+
+@pytest.mark.slow
+def test_score_file_marks_a_run_not_a_result_as_callgate_score_does(
+    tmp_path: Path, suite_dir: Path
+) -> None:
+    """The "not a result" rule is scoring's: the library's score_file leaves the gate record
+    `callgate score` leaves (before, only the CLI wrote it, and the library's run stayed a
+    candidate baseline)."""
+    from callgate.scoring.pipeline import score_file
+    from callgate.store.db import Store
+    from callgate.suites.suite import load_suite
+
+    cut = line("shipped", {"role": "assistant", "content": "It left"}, repeat=1,
+               finish_reason="length")
+    responses = write_lines(tmp_path / "r.jsonl", [*good_lines(), cut])  # 1 of 4 truncated
+    by_cli = tmp_path / "cli.db"
+    done = cli("score", str(suite_dir), "--responses", str(responses), "--model", "m",
+               "--release", "r1", "--db", str(by_cli))
+    assert done.returncode == 3, done.stderr
+    by_library = tmp_path / "library.db"
+    with Store(by_library) as store:
+        result = score_file(load_suite(suite_dir), responses, store, model="m", release="r1")
+    assert result.not_a_result is not None and result.not_a_result.decided_by == "score"
+
+    def gate_records(db: Path) -> list[tuple[str, str, str]]:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("SELECT agent, release, gate FROM runs").fetchall()
+
+    assert gate_records(by_library) == gate_records(by_cli)
+    (_, _, gate), = gate_records(by_cli)
+    assert json.loads(gate)["outcome"] == "inconclusive"
+    assert json.loads(gate) == result.not_a_result.model_dump(mode="json")

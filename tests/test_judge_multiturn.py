@@ -42,17 +42,12 @@ from callgate.judging.labelling import (
     judged_items as _judged_items,
 )
 from callgate.judging.payloads import judge_payloads
+from callgate.judging.step import JudgedTally, JudgeStep, judged_shares
 from callgate.models.config import Candidate
 from callgate.models.retry import RetryPolicy
 from callgate.running.run import run_live
 from callgate.running.settings import RunSettings
-from callgate.scoring.pipeline import (
-    JudgedTally,
-    JudgeStep,
-    Recorder,
-    judged_shares,
-    score_file,
-)
+from callgate.scoring.pipeline import Recorder, score_file
 from callgate.store.db import Store
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Suite, load_suite
@@ -326,7 +321,7 @@ def test_shares_are_corrected_on_what_calibration_measured(judge: Judge) -> None
     tally = JudgedTally()
     for verdict, output in JUDGED_ATTEMPTS:
         tally.add(verdict, output)
-    shares = judged_shares(tally, step(judge, StubJudge(), certificate(judge)))
+    shares = judged_shares(tally, judge.fingerprint, certificate(judge))
     assert shares["n"] == 12 and shares["certified"]
     # tool choice: 10 of the 12 judged attempts; θ = (10/12 + 0.90 − 1) / (0.90 + 0.90 − 1)
     tool = shares["tool_choice"]
@@ -342,7 +337,7 @@ def test_shares_are_corrected_on_what_calibration_measured(judge: Judge) -> None
     assert (args["low"], args["high"]) == (expected["low"], expected["high"])
     assert args["low"] < args["corrected"] < args["high"]
 
-    uncertified = judged_shares(tally, step(judge, StubJudge()))
+    uncertified = judged_shares(tally, judge.fingerprint, None)
     assert uncertified["arguments"] == {"raw": 75.0, "corrected": None, "low": None,
                                         "high": None, "n": 8, "not_applicable": 1,
                                         "deterministic_failures": 1}

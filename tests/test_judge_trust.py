@@ -87,7 +87,7 @@ def simulated_bias(tpr: float, tnr: float, seed: int, items: int = 20_000) -> fl
     from callgate.checks.verdict import Verdict
     from callgate.judging.calibration import CalibrationItem, Labels, evaluate
     from callgate.judging.judge import JudgeOutput, corrected_share
-    from callgate.scoring.pipeline import JudgedTally
+    from callgate.judging.step import JudgedTally
 
     rng = random.Random(seed)
     labels = {key: Labels(tool_choice=key[0], arguments=key[1])

@@ -27,9 +27,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("callgate.checks",),
     ("callgate.models", "callgate.importers"),
     ("callgate.judging",),
-    ("callgate.scoring",),
-    ("callgate.gating",),
-    ("callgate.running",),  # live runs and merging shard stores re-check "not a result"
+    ("callgate.scoring",),  # it applies the "not a result" rule, so nothing above re-decides it
+    ("callgate.gating", "callgate.running", "callgate.merging"),
     ("callgate.report",),
     ("callgate.web",),
     ("callgate.cli",),

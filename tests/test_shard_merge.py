@@ -474,7 +474,7 @@ def test_a_calibration_item_labelled_differently_is_refused(
 KILLED_MERGE = """
 import os, signal, sys
 from pathlib import Path
-import callgate.running.merge as merge
+import callgate.merging.merge as merge
 def killed(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 merge._rescore_merged = killed

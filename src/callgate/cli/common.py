@@ -17,8 +17,8 @@ except ImportError:  # pragma: no cover
 ClickException = click_errors.ClickException  # what entry() catches: click's usage errors
 
 if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
-    from callgate.gating.gate import GateRecord
-    from callgate.scoring.pipeline import RunResult
+    from callgate.judging.step import JudgeStep
+    from callgate.scoring.result import GateRecord
     from callgate.store.db import Store
 
 
@@ -154,16 +154,19 @@ ServerErrorsOption = Annotated[Literal["count", "exclude"], typer.Option(
          "when the serving stack (vLLM, SGLang, a proxy) is what is released.")]
 
 
-def _record_if_not_a_result(store: Store, by: Literal["run", "score"], result: RunResult,
-                            max_excluded: float) -> GateRecord | None:
-    """Mark a run that is mostly excluded attempts as inconclusive in the store; the record
-    (or None when the run is a result)."""
-    from callgate.gating.gate import not_a_result
+def judge_step_for(judge: Path | None, store: Store, *, uncalibrated: bool,
+                   api_base: str | None, api_key_env: str | None, concurrency: int = 8
+                   ) -> JudgeStep | None:
+    """The --judge of `score` and `run` (None without one): its modules are imported only
+    when it is given, so scoring without a judge does not pay for loading them."""
+    if judge is None:
+        return None
+    import os
 
-    record = not_a_result(by, result.scores.attempts, result.scores.excluded, max_excluded)
-    if record is not None:
-        store.set_run_gate(result.run_id, record.model_dump_json())
-    return record
+    from callgate.judging.step import judge_step
+
+    return judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
+                      concurrency=concurrency, api_base=api_base, api_key_env=api_key_env)
 
 
 def _exit_if_not_a_result(record: GateRecord | None) -> None:

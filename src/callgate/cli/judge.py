@@ -52,7 +52,7 @@ def judge_show(
     from callgate.judging.bundled import judge_spec
     from callgate.judging.calibration import require_certificate
     from callgate.judging.judge import load_judge
-    from callgate.scoring.pipeline import at_endpoint
+    from callgate.judging.step import at_endpoint
     from callgate.store.db import Store
     from callgate.store.opening import StoreError
 
@@ -133,9 +133,9 @@ def judge_calibrate(
     from callgate.judging.bundled import judge_spec
     from callgate.judging.calibration import calibrate, read_journal, read_set
     from callgate.judging.judge import JudgeModel, load_judge
+    from callgate.judging.step import at_endpoint
     from callgate.models.targets import api_key
     from callgate.report.console import print_calibration
-    from callgate.scoring.pipeline import at_endpoint
     from callgate.store.db import Store
 
     async def go(store: Store, set_path: Path

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -25,12 +24,12 @@ from callgate.cli.common import (
     _agent_named,
     _exit_if_not_a_result,
     _fail,
-    _record_if_not_a_result,
+    judge_step_for,
     not_blank,
 )
 from callgate.errors import CallgateError
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.running.limits import MAX_CONCURRENCY, MAX_REPEATS
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 
 
 def run_command(
@@ -135,7 +134,7 @@ def run_command(
     from callgate.report.console import print_run, run_document
     from callgate.running.run import run_live
     from callgate.running.settings import RunSettings
-    from callgate.scoring.pipeline import judge_step
+    from callgate.scoring.result import record_if_not_a_result
     from callgate.store.db import Store
     from callgate.suites.shard import parse_shard
     from callgate.suites.suite import load_suite
@@ -187,9 +186,9 @@ def run_command(
             server_errors=server_errors,
         )
         with Store(db) as store:
-            step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
-                               concurrency=concurrency, api_base=judge_api_base,
-                               api_key_env=judge_api_key_env) if judge else None)
+            step = judge_step_for(judge, store, uncalibrated=uncalibrated,
+                                  api_base=judge_api_base, api_key_env=judge_api_key_env,
+                                  concurrency=concurrency)
             live = run_live(
                 suite,
                 candidate,
@@ -199,8 +198,8 @@ def run_command(
                 keep_verdicts=as_json,
                 judge=step,
             )
-            not_a_result = (None if live.stopped else
-                            _record_if_not_a_result(store, "run", live.result, max_excluded))
+            not_a_result = (None if live.stopped else record_if_not_a_result(
+                store, live.result.run_id, "run", live.result.scores, max_excluded))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:

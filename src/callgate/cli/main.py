@@ -33,16 +33,16 @@ from callgate.cli.common import (
     _agent_named,
     _exit_if_not_a_result,
     _fail,
-    _record_if_not_a_result,
     _usage_error,
     check_output,
     command_name,
+    judge_step_for,
     not_blank,
 )
 from callgate.cli.judge import judge_app
 from callgate.cli.live import run_command
 from callgate.errors import CallgateError
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.version import __version__
 
 app = typer.Typer(
@@ -214,7 +214,7 @@ def score(
     (truncated, provider, environment or judge errors; server errors only without
     --server-errors count)."""
     from callgate.report.console import print_run, run_document
-    from callgate.scoring.pipeline import judge_step, score_file
+    from callgate.scoring.pipeline import score_file
     from callgate.store.db import Store
     from callgate.suites.shard import parse_shard
     from callgate.suites.suite import load_suite
@@ -226,13 +226,12 @@ def score(
             raise _fail(f"{responses}: "
                         + ("is a folder, not a file" if responses.is_dir() else "file not found"))
         with Store(db) as store:
-            step = (judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
-                               api_base=judge_api_base, api_key_env=judge_api_key_env)
-                    if judge else None)
+            step = judge_step_for(judge, store, uncalibrated=uncalibrated,
+                                  api_base=judge_api_base, api_key_env=judge_api_key_env)
             result = score_file(suite, responses, store, model=model, release=release,
                                 keep_verdicts=as_json, judge=step, shard=only,
-                                server_errors=server_errors, agent=_agent_named(agent, model))
-            not_a_result = _record_if_not_a_result(store, "score", result, max_excluded)
+                                server_errors=server_errors, agent=_agent_named(agent, model),
+                                max_excluded=max_excluded)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -241,7 +240,7 @@ def score(
     else:
         print_run(result)
         Console().print(f"stored as run {result.run_id} in {db}")
-    _exit_if_not_a_result(not_a_result)
+    _exit_if_not_a_result(result.not_a_result)
 
 
 @app.command()
@@ -381,7 +380,7 @@ def merge(
     Merging a store twice changes nothing. Refused (exit 2, nothing written) when two stores
     scored one attempt differently, or ran one release on different suites, judges, callgate
     versions or numbers of shards."""
-    from callgate.running.merge import merge_stores
+    from callgate.merging.merge import merge_stores
 
     if into is None:
         if len(stores) < 2:

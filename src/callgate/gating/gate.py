@@ -29,6 +29,7 @@ from callgate.gating.statistics import (
 )
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.reading import names_lines, read_json, validate
+from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Figures, Share, agent_label
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete
@@ -38,7 +39,6 @@ FORMAT: Final = "callgate.release/1"
 DEFAULT_MAX_DROP = 2.0
 EPSILON = 1e-9  # so that a drop of exactly max_drop, computed in floating point, passes
 
-Outcome = Literal["pass", "first_release", "regression", "inconclusive"]
 EXIT_CODES: dict[Outcome, int] = {"pass": 0, "first_release": 0, "regression": 1,
                                   "inconclusive": 3}
 RELEASED: frozenset[Outcome] = frozenset({"pass", "first_release"})
@@ -109,40 +109,12 @@ def figures_of(records: Iterable[CaseRecord]) -> Figures:
 # --------------------------------------------------------------------------- release file
 
 
-class GateRecord(BaseModel):
-    """The decision taken on a release: only a released one (it passed its gate, or was the
-    agent's first) can be a later release's baseline. `decided_by` is "gate", or "run" /
-    "score" when those found the run mostly excluded attempts (exit 3). `new_agent`: the
-    release started a new agent's line on purpose (`--new-agent`) beside another agent's."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    outcome: Outcome
-    released: bool
-    decided_by: Literal["gate", "run", "score"] = "gate"
-    baseline_release: str | None = None
-    baseline_agent: str | None = None
-    new_agent: bool = False
-    max_drop: float | None = None
-    max_excluded: float
-    messages: list[str] = Field(default_factory=list)
-
-
 def record_of(decision: GateDecision, max_excluded: float) -> GateRecord:
     return GateRecord(outcome=decision.outcome, released=decision.outcome in RELEASED,
                       baseline_release=decision.baseline_release,
                       baseline_agent=decision.baseline_agent, new_agent=decision.new_agent,
                       max_drop=decision.max_drop, max_excluded=max_excluded,
                       messages=decision.messages)
-
-
-def not_a_result(by: Literal["run", "score"], attempts: int, excluded: Mapping[str, int],
-                 max_excluded: float) -> GateRecord | None:
-    """The record a run or a score leaves when most of its attempts were excluded."""
-    why = too_many_excluded(attempts, excluded, max_excluded)
-    if why is None:
-        return None
-    return GateRecord(outcome="inconclusive", released=False, decided_by=by,
-                      max_excluded=max_excluded, messages=[why])
 
 
 def why_not_a_baseline(gate: GateRecord | None, attempts: int, excluded: Mapping[str, int],

@@ -16,7 +16,7 @@ import os
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -34,11 +34,14 @@ from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conve
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
 from callgate.running.workers import call_concurrently
-from callgate.scoring.pipeline import JudgeStep, Recorder, RunResult
+from callgate.scoring.pipeline import Recorder, RunResult
 from callgate.scoring.scores import Scores
 from callgate.store.db import Store
 from callgate.suites.suite import Suite
 from callgate.version import __version__
+
+if TYPE_CHECKING:  # the judge is loaded where a run uses one
+    from callgate.judging.step import JudgeStep
 
 
 class OfflineMiss(CallgateError):

@@ -7,15 +7,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from callgate.checks.check import check_response
 from callgate.checks.verdict import ServerErrors, Verdict
-from callgate.errors import CallgateError
-from callgate.models.config import Candidate
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.result import GateRecord, record_if_not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
 from callgate.suites.environment import EnvironmentError_
@@ -27,128 +27,10 @@ from callgate.version import __version__
 # The judge is loaded only where a run uses one: scoring recorded answers without a judge does
 # not pay for importing it (about a tenth of a second per command).
 if TYPE_CHECKING:
-    from callgate.judging.calibration import Certificate
-    from callgate.judging.judge import Complete, Judge, JudgeOutput, JudgeOutputError, JudgeSpec
+    from callgate.judging.step import JudgedTally, JudgeStep, Outcome, Payloads
 
 BATCH = 2000
 FAILURES_KEPT = 50  # failed attempts kept in memory for the printed report
-
-
-@dataclass
-class JudgeStep:
-    """The judge as a run uses it: certified (or knowingly not) and callable."""
-
-    judge: Judge
-    complete: Complete
-    certificate: Certificate | None  # None only when scoring --uncalibrated
-    concurrency: int = 8
-    aclose: Callable[[], Awaitable[None]] | None = None  # closes the client after judging
-    calls: int = 0
-    cache_hits: int = 0
-
-
-def at_endpoint(judge: Judge, api_base: str | None, api_key_env: str | None = None) -> Judge:
-    """The same judge reached at another endpoint (a proxy, a local vLLM or Ollama server).
-
-    The fingerprint is kept: it names what decides (prompt, model snapshot, parameters), and
-    the endpoint only says where that model is served, as a key only says who pays. The key of
-    the spec's own endpoint is never sent elsewhere: only `api_key_env` given here is used."""
-    if api_base is None:
-        if api_key_env is None:
-            return judge
-        return _with_spec(judge, judge.spec.model_copy(update={"api_key_env": api_key_env}))
-    try:  # the candidates' rules: no credentials or query string in the URL, a NAME for the key
-        Candidate.model_validate({"model": judge.spec.model, "api_base": api_base,
-                                  "api_key_env": api_key_env})
-    except ValueError as exc:
-        first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc)}
-        field = ".".join(str(part) for part in first.get("loc", ())) or "--api-base"
-        raise CallgateError(f"--{field.replace('_', '-')}: {first['msg']}") from None
-    spec = judge.spec.model_copy(update={"api_base": api_base, "api_key_env": api_key_env})
-    return _with_spec(judge, spec)
-
-
-def _with_spec(judge: Judge, spec: JudgeSpec) -> Judge:
-    """The judge with another endpoint: the client (its candidate) follows the spec."""
-    from callgate.judging.judge import judge_candidate
-
-    return judge.model_copy(update={"spec": spec, "candidate": judge_candidate(spec)})
-
-
-def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
-               environ: Mapping[str, str], concurrency: int = 8,
-               api_base: str | None = None, api_key_env: str | None = None) -> JudgeStep:
-    """Load a judge for a run: refuse it without a certificate for its exact fingerprint,
-    unless the user knowingly scores uncalibrated. `spec_path` may be a bundled judge's name."""
-    from callgate.judging.bundled import judge_spec
-    from callgate.judging.calibration import require_certificate
-    from callgate.judging.judge import JudgeModel, load_judge
-
-    judge = at_endpoint(load_judge(judge_spec(spec_path)), api_base, api_key_env)
-    try:
-        certificate = require_certificate(judge, store)
-    except CallgateError:
-        if not uncalibrated:
-            raise
-        certificate = None
-    model = JudgeModel(judge, environ, concurrency=concurrency)
-    return JudgeStep(judge, model.complete, certificate, concurrency, model.aclose)
-
-
-@dataclass
-class JudgedTally:
-    """What the judge decided over a run's judged attempts, on the quantities calibration
-    measures its error rates on.
-
-    tool_choice: the judge's tool_choice over every judged attempt. arguments: the judge's
-    pass/fail over the attempts whose tool choice it passed, leaving out its n/a (calibration
-    counts only items a person labelled pass or fail) and the attempts whose arguments already
-    failed JSON or schema validation (failures the judge did not decide; counted apart)."""
-
-    n: int = 0
-    tool_choice: int = 0
-    arguments_n: int = 0
-    arguments: int = 0
-    not_applicable: int = 0
-    deterministic_failures: int = 0
-    judge_errors: int = 0  # replies that were not a verdict: in no share, counted here
-
-    def add(self, verdict: Verdict, output: JudgeOutput) -> None:
-        """`verdict` is the attempt's verdict before the judge (its JSON/schema findings)."""
-        self.n += 1
-        if output.tool_choice != "pass":
-            return
-        self.tool_choice += 1
-        if verdict.arguments in ("invalid_json", "schema_violation"):
-            self.deterministic_failures += 1
-        elif output.arguments == "n/a":
-            self.not_applicable += 1
-        else:
-            self.arguments_n += 1
-            self.arguments += output.arguments == "pass"
-
-
-def judged_shares(tally: JudgedTally, step: JudgeStep) -> dict[str, Any]:
-    """Raw and Rogan–Gladen corrected shares of the judged attempts, per dimension, each over
-    the attempts its calibration rates apply to (see `JudgedTally`)."""
-    from callgate.judging.calibration import dimension_rates
-    from callgate.judging.judge import corrected_share
-
-    out: dict[str, Any] = {"n": tally.n, "fingerprint": step.judge.fingerprint,
-                           "certified": step.certificate is not None}
-    for dim, successes, n in (("tool_choice", tally.tool_choice, tally.n),
-                              ("arguments", tally.arguments, tally.arguments_n)):
-        rates = dimension_rates(step.certificate, dim) if step.certificate else None
-        share = corrected_share(successes, n, *rates) if rates and n else None
-        out[dim] = share or {"raw": 100 * successes / n if n else None, "corrected": None,
-                             "low": None, "high": None, "n": n}
-    out["arguments"]["not_applicable"] = tally.not_applicable
-    out["judge_errors"] = tally.judge_errors
-    out["arguments"]["deterministic_failures"] = tally.deterministic_failures
-    # Which estimator each figure is (an audit adds ppi++: callgate judge audit RUN).
-    out["estimators"] = {"raw": "raw", "corrected": "rogan_gladen",
-                         "figures": "checks, with the judge's verdicts as given"}
-    return out
 
 
 @dataclass
@@ -161,10 +43,15 @@ class Recorder:
     keep_verdicts: bool = False
     judge: JudgeStep | None = None
     server_errors: ServerErrors = "exclude"  # or count them as wrong answers (check_response)
+    # With a share, a finished run above it is marked "not a result" as it is finished
+    # (scoring.result), as decided by `decided_by`; the record is kept in `not_a_result`.
+    max_excluded: float | None = None
+    decided_by: Literal["run", "score"] = "score"
+    not_a_result: GateRecord | None = field(default=None, init=False)
     builder: ScoreBuilder = field(init=False)
     _awaiting_judge: list[tuple[Case, Response, str | None, Verdict]] = field(
         default_factory=list)
-    judged_tally: JudgedTally = field(default_factory=JudgedTally)
+    judged_tally: JudgedTally | None = None  # made with the judge
     verdicts: list[Verdict] = field(default_factory=list)
     failures: list[Verdict] = field(default_factory=list)
     _failed_cases: set[str] = field(default_factory=set)
@@ -176,6 +63,10 @@ class Recorder:
     def __post_init__(self) -> None:
         self.builder = ScoreBuilder(tags_of=case_tags(self.suite.cases))
         self._schemas = {name: t.function.parameters for name, t in self.suite.tools.items()}
+        if self.judge is not None and self.judged_tally is None:
+            from callgate.judging.step import JudgedTally
+
+            self.judged_tally = JudgedTally()
 
     def add(self, response: Response, body: str | None = None) -> Verdict:
         case = self.suite.cases[response.case_id]
@@ -251,79 +142,35 @@ class Recorder:
         return len(self._awaiting_judge)
 
     async def judge_pending(self) -> None:
-        """Send the attempts waiting for the judge to it, at most `concurrency` at a time.
-
-        Verdicts are cached by judge fingerprint + case + response, each committed as it
-        arrives (call this outside any transaction, so none is lost with a rollback), and stored
-        with the fingerprint and reason. A judge that cannot be reached leaves the attempt
-        pending; a reply that is not a verdict (after the spec's retries) makes it a judge_error.
-        If judging is cut short (an exception, Ctrl-C), the attempts judged so far are recorded
-        and the others stay waiting, for keep_unjudged to record as pending."""
-        from callgate.judging.judge import (
-            JudgeCallError,
-            JudgeOutput,
-            JudgeOutputError,
-            cache_key,
-            judge_once,
-        )
+        """Send the attempts waiting for the judge to it (`JudgeStep.judge_all`: cached, each
+        verdict committed as it arrives, so call this outside any transaction), and record the
+        ones it answered or failed on. If judging is cut short (an exception, Ctrl-C), the
+        attempts judged so far are recorded and the others stay waiting, for keep_unjudged to
+        record as pending."""
         from callgate.judging.payloads import judge_payloads
 
         step, waiting = self.judge, list(self._awaiting_judge)
         if step is None or not waiting:
             return
-        gate = asyncio.Semaphore(step.concurrency)
-        fingerprint = step.judge.fingerprint
-        # A verdict; a JudgeOutputError (no verdict: judge_error); or why it is still pending.
-        done: dict[int, JudgeOutput | JudgeOutputError | str] = {}
-
-        async def one(index: int, case: Case, response: Response) -> None:
+        attempts: dict[int, Payloads | str] = {}
+        for index, (case, response, _, _) in enumerate(waiting):
             try:
-                case_doc, response_doc = judge_payloads(self.suite, case, response)
+                attempts[index] = judge_payloads(self.suite, case, response)
             except EnvironmentError_ as exc:  # the checks met it too: not the judge's to decide
-                done[index] = f"the environment failed while replaying the calls: {exc}"
-                return
-            key = cache_key(fingerprint, case_doc, response_doc)
-            cached = self.store.judge_outputs([key])
-            if key in cached:
-                step.cache_hits += 1
-                done[index] = JudgeOutput.model_validate_json(cached[key])
-                return
-            async with gate:
-                try:
-                    output = await judge_once(
-                        step.judge, step.complete, tools=case_doc["tools"],
-                        conversation=case_doc["messages"], rubric=case_doc["rubric"],
-                        response=response_doc)
-                except JudgeOutputError as exc:
-                    done[index] = exc
-                    return
-                except JudgeCallError as exc:
-                    done[index] = str(exc)
-                    return
-            self.store.save_judge_outputs([(key, fingerprint, output.model_dump_json())])
-            step.calls += 1
-            done[index] = output
-
-        tasks = [asyncio.ensure_future(one(index, case, response))
-                 for index, (case, response, _, _) in enumerate(waiting)]
+                attempts[index] = f"the environment failed while replaying the calls: {exc}"
+        done: dict[int, Outcome] = {}
         try:
-            await asyncio.gather(*tasks)
+            await step.judge_all(self.store, attempts, done)
         finally:
-            for task in tasks:  # one failed: stop the others (their outputs so far are saved)
-                task.cancel()
-            try:
-                await asyncio.gather(*tasks, return_exceptions=True)
-                if step.aclose is not None:
-                    await step.aclose()
-            finally:
-                self._record_judged(waiting, done)
+            self._record_judged(waiting, done)
 
     def _record_judged(self, waiting: list[tuple[Case, Response, str | None, Verdict]],
-                       done: Mapping[int, JudgeOutput | JudgeOutputError | str]) -> None:
+                       done: Mapping[int, Outcome]) -> None:
         """Record the attempts the judge answered (or failed on); the rest keep waiting."""
         from callgate.judging.judge import JudgeOutputError, apply_judgement
 
-        fingerprint = self.judge.judge.fingerprint if self.judge else ""
+        assert self.judge is not None and self.judged_tally is not None
+        fingerprint = self.judge.fingerprint
         self._awaiting_judge = [item for index, item in enumerate(waiting) if index not in done]
         judgements = []
         for index, (_, response, body, verdict) in enumerate(waiting):
@@ -353,17 +200,26 @@ class Recorder:
             self._record(response, body, verdict)
 
     def finish(self, status: str = "done") -> Scores:
-        """Write the last rows and the scores, and set the run's status in the same step."""
+        """Write the last rows and the scores, and set the run's status (and, for a finished
+        run that is mostly excluded attempts, its "not a result" record) in the same step."""
         if self._awaiting_judge:
             raise RuntimeError("judge_pending() or keep_unjudged() must run before finish()")
         self.flush()
         scores = self.builder.build().model_copy(update={"server_errors": self.server_errors})
         if self.judge is not None:
+            from callgate.judging.step import judged_shares
+
+            assert self.judged_tally is not None
             scores = scores.model_copy(update={
-                "judged": judged_shares(self.judged_tally, self.judge),
+                "judged": judged_shares(self.judged_tally, self.judge.fingerprint,
+                                        self.judge.certificate),
                 "uncalibrated": self.judge.certificate is None,
             })
-        self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status)
+        with self.store.atomic():
+            self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status)
+            if status == "done" and self.max_excluded is not None:
+                self.not_a_result = record_if_not_a_result(
+                    self.store, self.run_id, self.decided_by, scores, self.max_excluded)
         return scores
 
 
@@ -378,6 +234,8 @@ class RunResult:
     failures: list[Verdict]  # the first FAILURES_KEPT attempts that were not fully right
     missing: list[str]  # case ids with no response at all
     agent: str = ""  # the stable name the release is filed under (its lineage)
+    # The record left when most attempts were excluded (exit 3 in the CLI), else None.
+    not_a_result: GateRecord | None = None
 
 
 def score_responses(
@@ -394,6 +252,7 @@ def score_responses(
     server_errors: ServerErrors = "exclude",
     agent: str | None = None,
     model_params: Mapping[str, Any] | None = None,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
 ) -> RunResult:
     """Check, score and store responses: all of it lands, or none. The rows are written in
     short transactions under a run that stays `running` (unseen by every read) until its
@@ -409,8 +268,10 @@ def score_responses(
     With a shard, only the responses to the cases of that shard are scored (the others are
     skipped), and the run is stored as that shard of its release.
 
-    The release belongs to `agent` (default: `model`, the model id the answers came from)."""
-    fingerprint = judge.judge.fingerprint if judge else None
+    The release belongs to `agent` (default: `model`, the model id the answers came from).
+    A run with more than `max_excluded` of its attempts excluded is stored marked "not a
+    result" (inconclusive, never a baseline): `RunResult.not_a_result` holds the record."""
+    fingerprint = judge.fingerprint if judge else None
     new_suite = store.save_suite(suite)
     run_id = store.replace_run(suite, agent or model, release, source, __version__, fingerprint,
                                shard=(shard.index, shard.count) if shard else None,
@@ -418,7 +279,7 @@ def score_responses(
     if shard is not None:
         responses = ((r, b) for r, b in responses if shard.holds(r.case_id))
     recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge,
-                        server_errors=server_errors)
+                        server_errors=server_errors, max_excluded=max_excluded)
     seen: set[str] = set()
     try:
         for response, body in responses:
@@ -445,7 +306,7 @@ def score_responses(
     missing = [case_id for case_id in suite.cases
                if case_id not in seen and (shard is None or shard.holds(case_id))]
     return RunResult(run_id, suite, model, release, scores, recorder.verdicts,
-                     recorder.failures, missing, agent or model)
+                     recorder.failures, missing, agent or model, recorder.not_a_result)
 
 
 def score_file(
@@ -460,6 +321,7 @@ def score_file(
     shard: Shard | None = None,
     server_errors: ServerErrors = "exclude",
     agent: str | None = None,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
 ) -> RunResult:
     """Score a recorded-responses file (JSON Lines) against a suite and store everything.
 
@@ -474,10 +336,14 @@ def score_file(
         keep_verdicts: keep every verdict in memory (`RunResult.verdicts`).
         judge: the judge step for `judge` cases (`judge_step`); None leaves them pending.
         server_errors: "count" scores a server error as a wrong answer instead of excluding it.
+        max_excluded: above this share of excluded attempts (truncated, provider, environment
+            or judge errors) the run is stored as not a result, as `callgate score` stores it.
 
-    Returns the RunResult (run id, scores, failures, case ids with no response)."""
+    Returns the RunResult (run id, scores, failures, case ids with no response, and the
+    "not a result" record when most attempts were excluded)."""
     multi_turn = {case_id for case_id, case in suite.cases.items() if suite.loops(case)}
     stream = read_response_lines(responses_path, set(suite.cases), multi_turn)
     return score_responses(suite, stream, store, model=model, release=release,
                            keep_verdicts=keep_verdicts, judge=judge, shard=shard,
-                           server_errors=server_errors, agent=agent)
+                           server_errors=server_errors, agent=agent,
+                           max_excluded=max_excluded)

@@ -13,17 +13,16 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
-from callgate.gating.gate import not_a_result
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.judging.calibration import Certificate
 from callgate.judging.judge import JudgeOutput
-from callgate.running.merge_input import check_merge_input
-from callgate.scoring.pipeline import JudgedTally, judged_shares
+from callgate.judging.step import JudgedTally, judged_shares
+from callgate.merging.merge_input import check_merge_input
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.result import record_if_not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store
 from callgate.store.opening import check_store_file
@@ -69,10 +68,7 @@ def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
     stored = store.certificate(fingerprint)
     if stored and not uncalibrated:
         certificate = Certificate.model_validate_json(stored)
-    # judged_shares reads only the judge's fingerprint and certificate of a JudgeStep.
-    step = SimpleNamespace(judge=SimpleNamespace(fingerprint=fingerprint),
-                           certificate=certificate)
-    return scores.model_copy(update={"judged": judged_shares(tally, step),  # type: ignore[arg-type]
+    return scores.model_copy(update={"judged": judged_shares(tally, fingerprint, certificate),
                                      "uncalibrated": certificate is None})
 
 
@@ -139,10 +135,8 @@ def _rescore_merged(store: Store, run_id: int, sources: list[dict[str, Any]]) ->
                            for r in [run, *sources])
     scores = rescore(store, run_id, was_uncalibrated)
     store.write_merged_scores(run_id, scores.model_dump(mode="json"))
-    record = not_a_result("run" if run["source"] == "live" else "score", scores.attempts,
-                          scores.excluded, DEFAULT_MAX_EXCLUDED)
-    if record is not None:
-        store.set_run_gate(run_id, record.model_dump_json())
+    record_if_not_a_result(store, run_id, "run" if run["source"] == "live" else "score", scores,
+                           DEFAULT_MAX_EXCLUDED)
     return MergedRelease(run_id, run["suite_name"], run["agent"], run["release"],
                          json.loads(run["shards"]) if run["shards"] else None,
                          run["shard_count"], scores.attempts)

@@ -1,0 +1,223 @@
+"""The judge as a run uses it: one step object (`JudgeStep`), its cache in the store
+(`JudgeCache`), its concurrent loop (`JudgeStep.judge_all`), and what it decided over a run
+(`JudgedTally`, `judged_shares`). Scoring, live runs and merging call these; none spells the
+steps out again."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from callgate.checks.verdict import Verdict
+from callgate.errors import CallgateError
+from callgate.judging.calibration import Certificate, dimension_rates, require_certificate
+from callgate.judging.judge import (
+    Complete,
+    Judge,
+    JudgeCallError,
+    JudgeModel,
+    JudgeOutput,
+    JudgeOutputError,
+    JudgeSpec,
+    cache_key,
+    corrected_share,
+    judge_candidate,
+    judge_once,
+    load_judge,
+)
+from callgate.models.config import Candidate
+from callgate.store.db import Store
+
+# What the judge reads of one attempt: its case document (tools, messages, rubric) and its
+# response document.
+Payloads = tuple[dict[str, Any], dict[str, Any]]
+# A verdict; a reply that was no verdict (judge_error); or why the attempt is still pending.
+Outcome = JudgeOutput | JudgeOutputError | str
+K = TypeVar("K")
+
+
+class JudgeCache:
+    """The judge's verdicts kept in the store, by judge fingerprint + case + response."""
+
+    def __init__(self, store: Store, fingerprint: str) -> None:
+        self.store, self.fingerprint = store, fingerprint
+
+    def key(self, payloads: Payloads) -> str:
+        return cache_key(self.fingerprint, *payloads)
+
+    def get(self, keys: list[str]) -> dict[str, JudgeOutput]:
+        """The cached verdicts among `keys`, by key."""
+        return {key: JudgeOutput.model_validate_json(text)
+                for key, text in self.store.judge_outputs(keys).items()}
+
+    def put(self, key: str, output: JudgeOutput) -> None:
+        """Keep a verdict, committed at once (call outside any transaction)."""
+        self.store.save_judge_outputs([(key, self.fingerprint, output.model_dump_json())])
+
+
+@dataclass
+class JudgeStep:
+    """The judge as a run uses it: certified (or knowingly not) and callable."""
+
+    judge: Judge
+    complete: Complete
+    certificate: Certificate | None  # None only when scoring --uncalibrated
+    concurrency: int = 8
+    aclose: Callable[[], Awaitable[None]] | None = None  # closes the client after judging
+    calls: int = 0
+    cache_hits: int = 0
+
+    @property
+    def fingerprint(self) -> str:
+        return self.judge.fingerprint
+
+    async def judge_all(self, store: Store, attempts: Mapping[K, Payloads | str],
+                        done: dict[K, Outcome]) -> None:
+        """Judge every attempt, at most `concurrency` at a time, reading and filling the
+        store's cache; `done` gets each outcome as it arrives, so that if judging is cut short
+        (an exception, Ctrl-C) the caller still has what was decided. A judge that cannot be
+        reached leaves an attempt pending (its outcome is why); a reply that is not a verdict
+        after the spec's retries is a JudgeOutputError. The client is closed at the end."""
+        cache = JudgeCache(store, self.fingerprint)
+        keys = {index: cache.key(payloads) for index, payloads in attempts.items()
+                if not isinstance(payloads, str)}
+        cached = cache.get(list(dict.fromkeys(keys.values())))
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(index: K, payloads: Payloads) -> None:
+            case_doc, response_doc = payloads
+            async with gate:
+                try:
+                    output = await judge_once(
+                        self.judge, self.complete, tools=case_doc["tools"],
+                        conversation=case_doc["messages"], rubric=case_doc["rubric"],
+                        response=response_doc)
+                except JudgeOutputError as exc:
+                    done[index] = exc
+                    return
+                except JudgeCallError as exc:
+                    done[index] = str(exc)
+                    return
+            cache.put(keys[index], output)
+            self.calls += 1
+            done[index] = output
+
+        tasks = []
+        for index, payloads in attempts.items():
+            if isinstance(payloads, str):
+                done[index] = payloads
+            elif keys[index] in cached:
+                self.cache_hits += 1
+                done[index] = cached[keys[index]]
+            else:
+                tasks.append(asyncio.ensure_future(one(index, payloads)))
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:  # one failed: stop the others (their outputs so far are saved)
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.aclose is not None:
+                await self.aclose()
+
+
+def at_endpoint(judge: Judge, api_base: str | None, api_key_env: str | None = None) -> Judge:
+    """The same judge reached at another endpoint (a proxy, a local vLLM or Ollama server).
+
+    The fingerprint is kept: it names what decides (prompt, model snapshot, parameters), and
+    the endpoint only says where that model is served, as a key only says who pays. The key of
+    the spec's own endpoint is never sent elsewhere: only `api_key_env` given here is used."""
+    if api_base is None:
+        if api_key_env is None:
+            return judge
+        return _with_spec(judge, judge.spec.model_copy(update={"api_key_env": api_key_env}))
+    try:  # the candidates' rules: no credentials or query string in the URL, a NAME for the key
+        Candidate.model_validate({"model": judge.spec.model, "api_base": api_base,
+                                  "api_key_env": api_key_env})
+    except ValueError as exc:
+        first = exc.errors()[0] if hasattr(exc, "errors") else {"msg": str(exc)}
+        field = ".".join(str(part) for part in first.get("loc", ())) or "--api-base"
+        raise CallgateError(f"--{field.replace('_', '-')}: {first['msg']}") from None
+    spec = judge.spec.model_copy(update={"api_base": api_base, "api_key_env": api_key_env})
+    return _with_spec(judge, spec)
+
+
+def _with_spec(judge: Judge, spec: JudgeSpec) -> Judge:
+    """The judge with another endpoint: the client (its candidate) follows the spec."""
+    return judge.model_copy(update={"spec": spec, "candidate": judge_candidate(spec)})
+
+
+def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
+               environ: Mapping[str, str], concurrency: int = 8,
+               api_base: str | None = None, api_key_env: str | None = None) -> JudgeStep:
+    """Load a judge for a run: refuse it without a certificate for its exact fingerprint,
+    unless the user knowingly scores uncalibrated. `spec_path` may be a bundled judge's name."""
+    from callgate.judging.bundled import judge_spec
+
+    judge = at_endpoint(load_judge(judge_spec(spec_path)), api_base, api_key_env)
+    try:
+        certificate = require_certificate(judge, store)
+    except CallgateError:
+        if not uncalibrated:
+            raise
+        certificate = None
+    model = JudgeModel(judge, environ, concurrency=concurrency)
+    return JudgeStep(judge, model.complete, certificate, concurrency, model.aclose)
+
+
+@dataclass
+class JudgedTally:
+    """What the judge decided over a run's judged attempts, on the quantities calibration
+    measures its error rates on.
+
+    tool_choice: the judge's tool_choice over every judged attempt. arguments: the judge's
+    pass/fail over the attempts whose tool choice it passed, leaving out its n/a (calibration
+    counts only items a person labelled pass or fail) and the attempts whose arguments already
+    failed JSON or schema validation (failures the judge did not decide; counted apart)."""
+
+    n: int = 0
+    tool_choice: int = 0
+    arguments_n: int = 0
+    arguments: int = 0
+    not_applicable: int = 0
+    deterministic_failures: int = 0
+    judge_errors: int = 0  # replies that were not a verdict: in no share, counted here
+
+    def add(self, verdict: Verdict, output: JudgeOutput) -> None:
+        """`verdict` is the attempt's verdict before the judge (its JSON/schema findings)."""
+        self.n += 1
+        if output.tool_choice != "pass":
+            return
+        self.tool_choice += 1
+        if verdict.arguments in ("invalid_json", "schema_violation"):
+            self.deterministic_failures += 1
+        elif output.arguments == "n/a":
+            self.not_applicable += 1
+        else:
+            self.arguments_n += 1
+            self.arguments += output.arguments == "pass"
+
+
+def judged_shares(tally: JudgedTally, fingerprint: str, certificate: Certificate | None
+                  ) -> dict[str, Any]:
+    """Raw and Rogan–Gladen corrected shares of the judged attempts, per dimension, each over
+    the attempts its calibration rates apply to (see `JudgedTally`); corrected only with the
+    judge's certificate."""
+    out: dict[str, Any] = {"n": tally.n, "fingerprint": fingerprint,
+                           "certified": certificate is not None}
+    for dim, successes, n in (("tool_choice", tally.tool_choice, tally.n),
+                              ("arguments", tally.arguments, tally.arguments_n)):
+        rates = dimension_rates(certificate, dim) if certificate else None
+        share = corrected_share(successes, n, *rates) if rates and n else None
+        out[dim] = share or {"raw": 100 * successes / n if n else None, "corrected": None,
+                             "low": None, "high": None, "n": n}
+    out["arguments"]["not_applicable"] = tally.not_applicable
+    out["judge_errors"] = tally.judge_errors
+    out["arguments"]["deterministic_failures"] = tally.deterministic_failures
+    # Which estimator each figure is (an audit adds ppi++: callgate judge audit RUN).
+    out["estimators"] = {"raw": "raw", "corrected": "rogan_gladen",
+                         "figures": "checks, with the judge's verdicts as given"}
+    return out

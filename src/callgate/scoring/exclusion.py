@@ -1,0 +1,31 @@
+"""The excluded share a run may have and still be a result: shared by `run`, `score`, `merge`
+and `gate`, in a module light enough for the CLI to import before it knows which command runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+# Attempts that say nothing about the model: a cut response, a provider fault, an environment
+# that broke, a judge reply that was not a verdict. Excluded from the shares; above this share
+# of them a run is not a result and a gate is inconclusive.
+DEFAULT_MAX_EXCLUDED = 0.05
+EXCLUDED_KINDS = ("truncated", "provider_error", "environment_error", "judge_error")
+
+
+def excluded_share(attempts: int, excluded: Mapping[str, int]) -> float:
+    """The share of attempts excluded for a reason that is not the model's answer."""
+    bad = sum(excluded.get(kind, 0) for kind in EXCLUDED_KINDS)
+    return bad / attempts if attempts else 0.0
+
+
+def too_many_excluded(attempts: int, excluded: Mapping[str, int], max_excluded: float
+                      ) -> str | None:
+    """Why a run is not a result, or None when it is one."""
+    share = excluded_share(attempts, excluded)
+    if share <= max_excluded:
+        return None
+    bad = sum(excluded.get(kind, 0) for kind in EXCLUDED_KINDS)
+    kinds = ", ".join(f"{excluded[k]} {k.replace('_', ' ')}" for k in EXCLUDED_KINDS
+                      if excluded.get(k))
+    return (f"{bad} of {attempts} attempts ({share:.1%}) were excluded ({kinds}), above the "
+            f"{100 * max_excluded:g}% allowed (--max-excluded)")
