@@ -42,7 +42,7 @@ def verdict(suite: Suite, case_id: str, *tool_calls: dict, finish_reason: str = 
             **extra: object) -> Verdict:
     response = parse_response(line(case_id, message(*tool_calls), finish_reason=finish_reason,
                                    **extra))
-    schemas = {name: tool.function.parameters for name, tool in suite.tools.items()}
+    schemas = suite.parameter_schemas
     return check_response(suite.cases[case_id], response, schemas, suite.validators)
 
 
@@ -284,7 +284,7 @@ def test_full_chat_completion_object_is_accepted(suite: Suite) -> None:
     assert response.usage is not None and response.usage.prompt_tokens == 12
     assert response.finish_reason == "tool_calls"
     v = check_response(suite.cases["ord"], response,
-                       {n: t.function.parameters for n, t in suite.tools.items()},
+                       suite.parameter_schemas,
                        suite.validators)
     assert v.right_arguments
 

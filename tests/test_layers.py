@@ -264,8 +264,8 @@ def test_the_class_bases_are_read() -> None:
     bases = class_bases()
     assert bases["callgate.store.opening.StoreLocked"] == ["callgate.store.opening.StoreError"]
     assert bases["callgate.running.run.OfflineMiss"] == ["callgate.errors.CallgateError"]
-    assert bases["callgate.suites.suite.Case"] == ["callgate.suites.suite._Strict"]
-    assert bases["callgate.suites.suite._Strict"] == ["pydantic.BaseModel"]
+    assert bases["callgate.suites.cases.Case"] == ["callgate.suites.cases._Strict"]
+    assert bases["callgate.suites.cases._Strict"] == ["pydantic.BaseModel"]
     assert "callgate.store.judging.JudgeRecords" in bases["callgate.store.db.Store"]
     assert is_error(bases, "callgate.store.opening.StoreLocked")
-    assert not is_error(bases, "callgate.suites.suite.Case")
+    assert not is_error(bases, "callgate.suites.cases.Case")

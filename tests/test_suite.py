@@ -199,3 +199,10 @@ def test_bad_suite_json_names_the_field(tmp_path: Path, meta: object, field: str
 def test_any_call_expectation_errors_name_the_field_without_the_tag(tmp_path: Path) -> None:
     err = load_error(tmp_path, [case("x", {"type": "any_call", "mode": "strict"})])
     assert err.field == "expect.mode"
+
+
+def test_the_parameter_schemas_are_built_once_per_suite(tmp_path: Path) -> None:
+    suite = load_suite(write_suite(tmp_path / "s", [GOOD]))
+    assert suite.parameter_schemas is suite.parameter_schemas
+    assert suite.parameter_schemas == {
+        tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOLS}

@@ -72,7 +72,7 @@ def test_both_paths_agree_on_every_bundled_and_bfcl_response(tmp_path: Path) -> 
     schemas_seen = accepted = valid = compared = 0
     for name, suite, raws in corpus(tmp_path):
         assert raws, name
-        schemas = {tool: t.function.parameters for tool, t in suite.tools.items()}
+        schemas = suite.parameter_schemas
         responses = [parse_response(raw) for raw in raws]
 
         def verdicts(

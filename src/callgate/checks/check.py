@@ -154,6 +154,6 @@ def check(suite: Suite, response: Response) -> Verdict:
 
     Returns the attempt's Verdict; a case with a `judge` expectation is left `pending_judge`.
     Raises KeyError when the suite has no case `response.case_id`."""
-    schemas = {name: tool.function.parameters for name, tool in suite.tools.items()}
-    return check_response(suite.cases[response.case_id], response, schemas, suite.validators,
+    return check_response(suite.cases[response.case_id], response, suite.parameter_schemas,
+                          suite.validators,
                           rules=suite.match, environment=suite.environment)

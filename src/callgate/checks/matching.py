@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from callgate.suites.suite import ArgRule, Mode
+from callgate.suites.cases import ArgRule, Mode
 
 ValueMatch = Callable[[Any, Any], bool]  # (expected spec, got) -> bool
 

@@ -21,7 +21,7 @@ class ToolAnswers:
     def __init__(self, suite: Suite, case: Case) -> None:
         self._suite = suite
         self._case = case
-        self._schemas = {name: t.function.parameters for name, t in suite.tools.items()}
+        self._schemas = suite.parameter_schemas
         self._offered = case.offered_names(self._schemas)
         self._scripted = scripted_results(case, suite.match, self._schemas)
         self._env: Environment | None = None

@@ -12,7 +12,7 @@ from callgate.checks import bfcl_rules, matching
 from callgate.checks.matching import json_equal
 from callgate.checks.parsing import ParsedCall
 from callgate.checks.verdict import ToolVerdict
-from callgate.suites.suite import (
+from callgate.suites.cases import (
     DEFAULT_MATCH,
     ArgSpec,
     ExpectedCall,

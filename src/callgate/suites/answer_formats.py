@@ -193,6 +193,42 @@ def _called(calls: list[dict[str, Any]]) -> str:
     return "tool_calls" if calls else "stop"
 
 
+def _message_texts(item: dict[str, Any], where: str) -> list[str]:
+    """The output_text parts of a Responses API `message` item (refusals are skipped)."""
+    _stray_calls(item, where)
+    content = item.get("content")
+    if content is not None and not isinstance(content, list):
+        raise ValueError(f"{where}.content: must be a list of content parts")
+    texts: list[str] = []
+    for number, part in enumerate(content or ()):
+        part_type = part.get("type") if isinstance(part, dict) else None
+        if part_type == "output_text":
+            texts.append(_string(part.get("text"), f"{where}.content[{number}].text") or "")
+        elif part_type != "refusal":
+            raise ValueError(f"{where}.content[{number}].type: {_quoted(part_type)} is "
+                             "not a message part callgate reads (output_text, refusal)")
+    return texts
+
+
+def _responses_finish(response: dict[str, Any], calls: list[dict[str, Any]], field: str) -> str:
+    """A Responses API status as a chat-completion finish_reason."""
+    status = response.get("status")
+    if status in (None, "completed"):
+        return _called(calls)
+    if status != "incomplete":
+        raise ValueError(f"{field}.status: {_quoted(status)} is not a finished answer (completed "
+                         "or incomplete); record a failed request under the line's error")
+    details = response.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, dict) else None
+    finish = None
+    if isinstance(reason, str):
+        finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(reason)
+    if finish is None:
+        raise ValueError(f"{field}.incomplete_details.reason: an incomplete response needs "
+                         "max_output_tokens or content_filter here")
+    return finish
+
+
 def _responses_api(response: dict[str, Any], field: str) -> dict[str, Any]:
     """An OpenAI Responses API response: `function_call` items; `incomplete` with
     `max_output_tokens` is truncation."""
@@ -214,38 +250,12 @@ def _responses_api(response: dict[str, Any], field: str) -> dict[str, Any]:
             calls.append({"id": call_id, "name": item["name"],
                           "arguments": _arguments(item.get("arguments"))})
         elif kind == "message":
-            _stray_calls(item, where)
-            content = item.get("content")
-            if content is not None and not isinstance(content, list):
-                raise ValueError(f"{where}.content: must be a list of content parts")
-            for number, part in enumerate(content or ()):
-                part_type = part.get("type") if isinstance(part, dict) else None
-                if part_type == "output_text":
-                    texts.append(_string(part.get("text"), f"{where}.content[{number}].text")
-                                 or "")
-                elif part_type != "refusal":
-                    raise ValueError(f"{where}.content[{number}].type: {_quoted(part_type)} is "
-                                     "not a message part callgate reads (output_text, refusal)")
+            texts.extend(_message_texts(item, where))
         elif kind != "reasoning":
             raise ValueError(f"{where}.type: {_quoted(kind)} is not an output item callgate "
                              "reads (function_call, message, reasoning)")
-    status, finish = response.get("status"), None
-    if status in (None, "completed"):
-        finish = _called(calls)
-    elif status == "incomplete":
-        details = response.get("incomplete_details")
-        reason = details.get("reason") if isinstance(details, dict) else None
-        if isinstance(reason, str):
-            finish = {"max_output_tokens": "length", "content_filter": "content_filter"}.get(
-                reason)
-        if finish is None:
-            raise ValueError(f"{field}.incomplete_details.reason: an incomplete response needs "
-                             "max_output_tokens or content_filter here")
-    else:
-        raise ValueError(f"{field}.status: {_quoted(status)} is not a finished answer (completed "
-                         "or incomplete); record a failed request under the line's error")
     found: dict[str, Any] = {"message": {"content": "".join(texts) or None, "tool_calls": calls},
-                             "finish_reason": finish}
+                             "finish_reason": _responses_finish(response, calls, field)}
     usage = _usage(response.get("usage"), "input_tokens", "output_tokens", "total_tokens")
     if usage is not None:
         found["usage"] = usage

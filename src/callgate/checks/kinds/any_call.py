@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from callgate.checks.attempt import Attempt
 from callgate.checks.verdict import Verdict
-from callgate.suites.suite import AnyCall
+from callgate.suites.cases import AnyCall
 
 KIND = "any_call"
 

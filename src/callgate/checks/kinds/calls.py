@@ -6,7 +6,7 @@ from __future__ import annotations
 from callgate.checks.attempt import Attempt, scored_verdict
 from callgate.checks.values import check_values, select_tools
 from callgate.checks.verdict import ToolVerdict, Verdict
-from callgate.suites.suite import Alternatives, Calls
+from callgate.suites.cases import Alternatives, Calls
 
 KINDS = ("calls", "alternatives")
 

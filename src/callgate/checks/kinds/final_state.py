@@ -11,13 +11,13 @@ from callgate.checks.attempt import Attempt, count_text, scored_verdict
 from callgate.checks.parsing import ParsedCall
 from callgate.checks.replay import Replay, reference_run
 from callgate.checks.verdict import Problems, ToolVerdict, Verdict
+from callgate.suites.cases import Case, FinalState
 from callgate.suites.environment import (
     EnvironmentError_,
     EnvironmentFactory,
     state_difference,
     state_hash,
 )
-from callgate.suites.suite import Case, FinalState
 
 KIND = "final_state"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from callgate.checks.attempt import Attempt
 from callgate.checks.verdict import Verdict
-from callgate.suites.suite import JudgeRubric
+from callgate.suites.cases import JudgeRubric
 
 KIND = "judge"
 

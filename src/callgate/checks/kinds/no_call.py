@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from callgate.checks.attempt import Attempt
 from callgate.checks.verdict import Verdict
-from callgate.suites.suite import NoCall
+from callgate.suites.cases import NoCall
 
 KIND = "no_call"
 

@@ -14,7 +14,7 @@ from callgate.checks.matching import MISSING, json_equal
 from callgate.checks.parsing import ParsedCall
 from callgate.checks.values import arg_matches, describe
 from callgate.checks.verdict import Problems, ToolVerdict, Verdict
-from callgate.suites.suite import DEFAULT_MATCH, ArgSpec, MatchRules, Trajectory
+from callgate.suites.cases import DEFAULT_MATCH, ArgSpec, MatchRules, Trajectory
 
 KIND = "trajectory"
 

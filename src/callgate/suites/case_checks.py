@@ -1,0 +1,202 @@
+"""The cross-checks of a case against its suite that pydantic cannot do alone: tools named
+exist and are offered, key arguments can pass the schema, a multi-turn case has what it needs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jsonschema import Draft7Validator
+
+from callgate.errors import InputError
+from callgate.suites.cases import (
+    Case,
+    ExpectedCall,
+    FinalState,
+    OfferedAs,
+    Tool,
+    Trajectory,
+)
+from callgate.suites.environment import EnvironmentError_, EnvironmentFactory, replay
+
+
+def _check_call(
+    path: Path,
+    line: int,
+    call: ExpectedCall,
+    where: str,
+    tools: dict[str, Tool],
+    validators: dict[str, Draft7Validator],
+    offered: set[str] | None,
+) -> None:
+    """The tool exists (and is offered, when `offered` is given); key arguments can pass."""
+    if call.tool not in tools:
+        raise InputError(path, f"unknown tool {call.tool!r}", line=line, field=f"{where}.tool")
+    if offered is not None and call.tool not in offered:
+        raise InputError(
+            path,
+            f"tool {call.tool!r} is expected but not offered in this case",
+            line=line,
+            field=f"{where}.tool",
+        )
+    properties = tools[call.tool].function.parameters.get("properties", {})
+    for key, spec in call.args.items():
+        if key not in properties:
+            raise InputError(
+                path,
+                f"{key!r} is not a parameter of {call.tool}",
+                line=line,
+                field=f"{where}.args.{key}",
+            )
+        # The validator's own schema: reduced under `match.schema` "top_level".
+        checked = validators[call.tool].schema.get("properties", {})
+        prop_validator = validators[call.tool].evolve(schema=checked.get(key, {}))
+        for value in spec.one_of:
+            error = next(iter(prop_validator.iter_errors(value)), None)
+            if error is not None:
+                raise InputError(
+                    path,
+                    f"expected value {value!r} can never pass the schema: {error.message}",
+                    line=line,
+                    field=f"{where}.args.{key}",
+                )
+
+
+def check_case(
+    path: Path,
+    line: int,
+    case: Case,
+    tools: dict[str, Tool],
+    validators: dict[str, Draft7Validator],
+    environment: EnvironmentFactory | None = None,
+) -> None:
+    """Cross-checks pydantic cannot do alone: tool names and key arguments against the schema,
+    and what a multi-turn case needs from its suite."""
+    offered = case.offered_names(tools)
+    sent: set[str] = set()
+    for index, (key, entry) in enumerate(zip(case.tool_keys() or (), case.tools or (),
+                                             strict=True)):
+        where = f"tools[{index}]" if isinstance(entry, str) else f"tools[{index}].tool"
+        if key not in tools:
+            raise InputError(path, f"unknown tool {key!r}", line=line, field=where)
+        name = entry.name if isinstance(entry, OfferedAs) else key
+        if name in sent:
+            raise InputError(path, f"two tools offered as {name!r}", line=line,
+                             field=f"tools[{index}]")
+        sent.add(name)
+    for alt_index, calls in enumerate(case.expected_call_lists()):
+        prefix = (
+            "expect.calls" if case.expect.type == "calls" else f"expect.alternatives[{alt_index}]"
+        )
+        for call_index, call in enumerate(calls):
+            _check_call(
+                path, line, call, f"{prefix}[{call_index}]", tools, validators, offered
+            )
+    expect = case.expect
+    if isinstance(expect, Trajectory):
+        _check_trajectory(path, line, expect, tools, validators, offered)
+    if case.tool_results is not None:
+        if environment is not None:
+            raise InputError(
+                path,
+                "a case gets its tool results from the suite's environment or from "
+                "tool_results, not both",
+                line=line,
+                field="tool_results",
+            )
+        for index, scripted in enumerate(case.tool_results):
+            _check_call(path, line, scripted, f"tool_results[{index}]", tools, validators, None)
+    if case.state is not None and environment is None:
+        raise InputError(
+            path,
+            "a state needs an environment: name one in suite.json (\"environment\": "
+            "\"module:Class\")",
+            line=line,
+            field="state",
+        )
+    if isinstance(expect, FinalState):
+        _check_final_state(path, line, case, expect, tools, validators, offered, environment)
+
+
+def _check_trajectory(
+    path: Path,
+    line: int,
+    expect: Trajectory,
+    tools: dict[str, Tool],
+    validators: dict[str, Draft7Validator],
+    offered: set[str],
+) -> None:
+    for name in expect.per_tool:
+        if name not in tools:
+            raise InputError(
+                path, f"unknown tool {name!r}", line=line, field=f"expect.per_tool.{name}"
+            )
+    for index, call in enumerate(expect.calls):
+        where = f"expect.calls[{index}]"
+        _check_call(path, line, call, where, tools, validators, offered)
+        if expect.per_tool.get(call.tool, expect.args) != "exact":
+            continue
+        # Compared exactly, a call must carry every required argument: list them all.
+        required = tools[call.tool].function.parameters.get("required", [])
+        left_out = [key for key in required if key not in call.args]
+        if left_out:
+            raise InputError(
+                path,
+                f"arguments are compared exactly, but the required {left_out[0]!r} is not "
+                "listed, so no valid call can match",
+                line=line,
+                field=f"{where}.args",
+            )
+
+
+def _check_final_state(
+    path: Path,
+    line: int,
+    case: Case,
+    expect: FinalState,
+    tools: dict[str, Tool],
+    validators: dict[str, Draft7Validator],
+    offered: set[str],
+    environment: EnvironmentFactory | None,
+) -> None:
+    if environment is None:
+        raise InputError(
+            path,
+            "a final_state expectation needs an environment: name one in suite.json "
+            "(\"environment\": \"module:Class\")",
+            line=line,
+            field="expect",
+        )
+    if case.state is None:
+        raise InputError(
+            path, "a final_state expectation needs the case's initial state", line=line,
+            field="state",
+        )
+    for index, call in enumerate(expect.calls):
+        where = f"expect.calls[{index}]"
+        if call.tool not in tools:
+            raise InputError(path, f"unknown tool {call.tool!r}", line=line, field=f"{where}.tool")
+        if call.tool not in offered:
+            raise InputError(
+                path,
+                f"tool {call.tool!r} is called by the reference but not offered in this case",
+                line=line,
+                field=f"{where}.tool",
+            )
+        error = next(iter(validators[call.tool].iter_errors(call.args)), None)
+        if error is not None:
+            at = ".".join(str(p) for p in error.absolute_path)
+            raise InputError(
+                path,
+                f"the reference call does not pass the schema: {error.message}",
+                line=line,
+                field=f"{where}.args" + (f".{at}" if at else ""),
+            )
+    try:
+        replay(environment, case.state, [(call.tool, call.args) for call in expect.calls])
+    except EnvironmentError_ as exc:
+        raise InputError(
+            path,
+            f"replaying the reference calls fails in the environment: {exc}",
+            line=line,
+            field="expect.calls",
+        ) from None

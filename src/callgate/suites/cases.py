@@ -1,0 +1,253 @@
+"""The suite's data: tool objects, expected calls, expectations, match rules and cases, as
+pydantic models (docs/formats.md). `callgate.suites.suite` loads and checks them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Mode = Literal["strict", "unordered", "superset", "subset"]
+ArgRule = Literal["exact", "key", "ignore"]
+
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FunctionSpec(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: dict(EMPTY_PARAMETERS))
+    strict: bool | None = None
+
+
+class Tool(_Strict):
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+
+class ArgSpec(_Strict):
+    """Acceptable values of one key argument."""
+
+    one_of: tuple[Any, ...] = Field(min_length=1)
+    optional: bool = False
+
+
+def _parse_arg_spec(raw: Any) -> ArgSpec:
+    if isinstance(raw, dict) and "one_of" in raw and set(raw) <= {"one_of", "optional"}:
+        if not isinstance(raw["one_of"], list):
+            raise ValueError("one_of must be a list of acceptable values")
+        return ArgSpec.model_validate(raw)
+    return ArgSpec(one_of=(raw,))
+
+
+class ExpectedCall(BaseModel):
+    model_config = _Strict.model_config  # not on _Strict: two classes are built on this one
+    tool: str
+    args: dict[str, ArgSpec] = Field(default_factory=dict)
+
+    @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Room for what the checks work out once from this call (its compiled matcher), kept
+        with it and gone with it. Not a field: never dumped, compared or stored."""
+        return {}
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            raise ValueError("args must be an object of key arguments")
+        return {key: _parse_arg_spec(value) for key, value in raw.items()}
+
+
+class TrajectoryCall(ExpectedCall):
+    """A reference call of a trajectory; calls sharing a step may come in any order."""
+
+    step: int = Field(ge=0)
+
+
+class ReferenceCall(_Strict):
+    """A call replayed on the environment: full arguments, passed to the tool as they are."""
+
+    tool: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptedToolResult(ExpectedCall):
+    """What a call gets back when its tool and key arguments match (the first entry wins)."""
+
+    result: Any
+
+
+class NoCall(_Strict):
+    type: Literal["no_call"]
+
+
+class Calls(_Strict):
+    type: Literal["calls"]
+    mode: Mode = "strict"
+    calls: list[ExpectedCall] = Field(min_length=1)
+
+
+class Alternatives(_Strict):
+    type: Literal["alternatives"]
+    mode: Mode = "strict"
+    alternatives: list[list[ExpectedCall]] = Field(min_length=1)
+
+    @field_validator("alternatives")
+    @classmethod
+    def _non_empty(cls, value: list[list[ExpectedCall]]) -> list[list[ExpectedCall]]:
+        for index, calls in enumerate(value):
+            if not calls:
+                raise ValueError(f"alternative {index} is empty; use a no_call expectation")
+        return value
+
+
+class JudgeRubric(_Strict):
+    type: Literal["judge"]
+    rubric: str = Field(min_length=1)
+
+
+class Trajectory(_Strict):
+    """The sequence of calls over every turn, compared in a mode (docs/formats.md)."""
+
+    type: Literal["trajectory"]
+    mode: Mode = "strict"
+    args: ArgRule = "key"
+    per_tool: dict[str, ArgRule] = Field(default_factory=dict)
+    calls: list[TrajectoryCall] = Field(min_length=1)
+
+    @field_validator("calls", mode="before")
+    @classmethod
+    def _default_steps(cls, raw: Any) -> Any:
+        # A call without a step gets its position: one call per step, in order.
+        if not isinstance(raw, list):
+            return raw
+        return [
+            {"step": index, **item} if isinstance(item, dict) and "step" not in item else item
+            for index, item in enumerate(raw)
+        ]
+
+
+class FinalState(_Strict):
+    """Right when the agent's calls leave the environment as the reference calls do."""
+
+    type: Literal["final_state"]
+    calls: list[ReferenceCall]
+
+
+class AnyCall(_Strict):
+    """Right with any tool call at all (BFCL's relevance): arguments are not compared."""
+
+    type: Literal["any_call"]
+
+
+Expectation = Annotated[
+    NoCall | Calls | Alternatives | JudgeRubric | AnyCall | Trajectory | FinalState,
+    Field(discriminator="type"),
+]
+
+
+class MatchRules(_Strict):
+    """How a suite's calls are judged, where it carries rules other than callgate's defaults.
+
+    Read from suite.json's optional `match` object; the defaults are callgate's own rules.
+    docs/formats.md describes each field and docs/bfcl.md why BFCL's suites need them.
+    """
+
+    values: Literal["json", "bfcl"] = "json"
+    unlisted_args: Literal["ignore", "reject"] = "ignore"
+    pairing: Literal["optimal", "first_fit"] = "optimal"
+    schema_: Literal["full", "top_level"] = Field("full", alias="schema")
+
+
+DEFAULT_MATCH = MatchRules()
+
+
+def top_level_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """What `schema: top_level` validates: required parameters given, none undeclared."""
+    out: dict[str, Any] = {
+        "type": "object",
+        "properties": {key: {} for key in schema.get("properties", {})},
+    }
+    if "required" in schema:
+        out["required"] = schema["required"]
+    return out
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+
+
+class OfferedAs(_Strict):
+    """A catalogue tool offered in one case under another name: the model sees `name`, and its
+    calls to `name` are checked as calls to `tool` (docs/formats.md)."""
+
+    tool: str
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+# A call to a catalogue name that this case sends under another name, so never offered as such.
+NOT_OFFERED = "(not offered) "
+
+
+class Case(_Strict):
+    id: str = Field(min_length=1)
+    messages: list[Message] = Field(min_length=1)
+    tools: list[str | OfferedAs] | None = None
+    tags: list[str] = Field(default_factory=list)
+    expect: Expectation
+    note: str | None = None
+    # Why no answer can be right (a benchmark's case whose own answer key cannot be met): the
+    # case counts in every share and its arguments verdict is never right.
+    never_right: str | None = Field(None, min_length=1)
+    state: dict[str, Any] | None = None  # the environment's initial state
+    tool_results: list[ScriptedToolResult] | None = None
+    max_turns: int = Field(10, ge=1)
+
+    @model_validator(mode="after")
+    def _last_message_is_not_assistant(self) -> Case:
+        if self.messages[-1].role == "assistant":
+            raise ValueError(
+                "messages: the last message is the assistant's; nothing is left to answer")
+        return self
+
+    def tool_keys(self) -> list[str] | None:
+        """The catalogue names of the tools this case offers (None: the whole catalogue)."""
+        if self.tools is None:
+            return None
+        return [t.tool if isinstance(t, OfferedAs) else t for t in self.tools]
+
+    def offered_names(self, catalogue: Iterable[str]) -> set[str]:
+        """The catalogue names of the tools offered in this case: its `tools`, else all."""
+        keys = self.tool_keys()
+        return set(keys) if keys is not None else set(catalogue)
+
+    def sent_names(self) -> dict[str, str]:
+        """Catalogue name -> the name the model is sent, for the tools offered under another."""
+        return {t.tool: t.name for t in self.tools or () if isinstance(t, OfferedAs)}
+
+    def called_as(self) -> dict[str, str]:
+        """A called name -> the catalogue name it is checked as, where they differ (empty for a
+        case that offers every tool under its own name)."""
+        sent = self.sent_names()
+        if not sent:
+            return {}
+        renames = {key: NOT_OFFERED + key for key in sent if key not in sent.values()}
+        renames.update({name: key for key, name in sent.items()})
+        return renames
+
+    def expected_call_lists(self) -> list[list[ExpectedCall]]:
+        """The listed valid answers: one list for `calls`, several for `alternatives`."""
+        expect = self.expect
+        if isinstance(expect, Calls):
+            return [expect.calls]
+        if isinstance(expect, Alternatives):
+            return expect.alternatives
+        return []
