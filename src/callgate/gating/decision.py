@@ -1,0 +1,385 @@
+"""The decision: a release's figures against its baseline's on the cases both scored, by the
+rule (fail when right tool % or right arguments % is more than `max_drop` points below the
+baseline; exactly `max_drop` below passes), with the figures a user needs to trust it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from callgate.gating.cases import changed_cases, figures_of
+from callgate.gating.scores_file import RELEASED, ReleaseScores
+from callgate.gating.statistics import (
+    detectable_drop_paired,
+    detectable_drop_unpaired,
+    mcnemar_exact,
+)
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.result import GateRecord, Outcome
+from callgate.scoring.scores import Share, agent_label
+
+DEFAULT_MAX_DROP = 2.0
+EPSILON = 1e-9  # so that a drop of exactly max_drop, computed in floating point, passes
+
+EXIT_CODES: dict[Outcome, int] = {"pass": 0, "first_release": 0, "regression": 1,
+                                  "inconclusive": 3}
+
+
+class FigureCheck(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: Literal["right_tool", "right_arguments"]
+    baseline: Share
+    current: Share
+    change: float | None  # points, current − baseline
+    failed: bool
+    mcnemar_p: float | None
+    flipped_worse: int
+    flipped_better: int
+    detectable_drop_paired: float | None  # points
+    detectable_drop_unpaired: float | None  # points
+
+
+class CaseChange(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    case_id: str
+    reason: str
+
+
+class OtherAgent(BaseModel):
+    """The newest released release of another agent on the suite: what a first release of an
+    agent is not silently waved past."""
+
+    model_config = ConfigDict(frozen=True)
+    agent: str
+    release: str
+    model: str
+
+
+class GateDecision(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    outcome: Outcome
+    exit_code: int
+    agent: str
+    model: str
+    release: str
+    suite_name: str
+    baseline_release: str | None
+    baseline_source: str | None
+    baseline_agent: str | None = None
+    baseline_model: str | None = None
+    new_agent: bool = False  # a new agent's line, started on purpose (--new-agent)
+    max_drop: float
+    shared_cases: int
+    added_cases: list[str]
+    removed_cases: list[str]
+    suite_changed: bool
+    checks: list[FigureCheck]
+    worse: list[CaseChange]
+    better: list[CaseChange]
+    excluded_share: float
+    messages: list[str]
+    warnings: list[str]
+
+
+def decide(
+    current: ReleaseScores,
+    baseline: ReleaseScores | None,
+    *,
+    max_drop: float = DEFAULT_MAX_DROP,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
+    baseline_source: str | None = None,
+    baseline_notes: Iterable[str] = (),
+    judged_checks: Iterable[tuple[str, str]] = (),
+    audited_figures: Iterable[str] = (),
+    not_whole: str | None = None,
+    other_agent: OtherAgent | None = None,
+    new_agent: bool = False,
+) -> GateDecision:
+    """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
+    `baseline_notes` (releases passed over as baselines) are shown among the warnings.
+    `judged_checks` are (outcome, message) readings of the figures estimated with an audit of
+    the judged attempts (audit.judged_check): `regression` fails the gate, `undecided` makes
+    it inconclusive, anything else is shown. `audited_figures`: the figures those readings
+    decide (both releases audited: audited estimate against audited estimate); their
+    judge-as-given check is shown, not applied (see judge_as_given). `not_whole` says why the
+    release is not a whole one (shards missing): no result, inconclusive whatever the figures
+    say, and the first message. Without a baseline, `other_agent` (another agent's newest
+    released release on the suite) makes the release inconclusive, unless `new_agent` says it
+    starts a line on purpose."""
+    who = agent_label(current.agent, current.model)
+    passed_over = list(baseline_notes)
+    notes = _Notes(inconclusive=_standing(current, max_excluded), warnings=list(passed_over))
+    notes.warnings += _pending_judge(current)
+    first = [not_whole] if not_whole else []
+    common: dict[str, Any] = {
+        "agent": current.agent, "model": current.model, "release": current.release,
+        "suite_name": current.suite_name, "max_drop": max_drop,
+        "excluded_share": current.excluded_share, "new_agent": new_agent}
+    if baseline is None:
+        return _first_release(current, who, notes, first, bool(passed_over), other_agent,
+                              new_agent, common)
+
+    lineage = _lineage(current, baseline, notes)
+    pairing = _pairing(current, baseline, max_excluded, notes)
+    checks = judge_as_given(_figure_checks(current, baseline, pairing.shared, max_drop, notes),
+                            audited_figures)
+    worse_ids, better_ids = changed_cases({c: baseline.cases[c] for c in pairing.shared},
+                                          {c: current.cases[c] for c in pairing.shared})
+    messages = _check_messages(checks, max_drop, audited_figures)
+    judged_regression = _judged_readings(judged_checks, messages, notes)
+    outcome = _outcome(not_whole, any(c.failed for c in checks) or judged_regression,
+                       notes.inconclusive)
+    return GateDecision(
+        outcome=outcome, exit_code=EXIT_CODES[outcome], baseline_release=baseline.release,
+        baseline_source=baseline_source, baseline_agent=baseline.agent,
+        baseline_model=baseline.model, shared_cases=len(pairing.shared),
+        added_cases=pairing.added, removed_cases=pairing.removed,
+        suite_changed=pairing.suite_changed, checks=checks,
+        worse=[CaseChange(case_id=c, reason=current.cases[c].reason) for c in worse_ids],
+        better=[CaseChange(case_id=c, reason=baseline.cases[c].reason) for c in better_ids],
+        messages=first + lineage + messages + notes.inconclusive, warnings=notes.warnings,
+        **common,
+    )
+
+
+@dataclass
+class _Notes:
+    """What the steps of a decision found: reasons it is inconclusive, and warnings."""
+
+    inconclusive: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Pairing:
+    shared: list[str]  # scored in both releases, sorted
+    added: list[str]  # in the suite now, not then
+    removed: list[str]
+    suite_changed: bool
+
+
+def _outcome(not_whole: str | None, regression: bool, inconclusive: list[str]) -> Outcome:
+    """Missing shards first (no result), then a regression, then anything inconclusive."""
+    if not_whole:
+        return "inconclusive"
+    if regression:
+        return "regression"
+    return "inconclusive" if inconclusive else "pass"
+
+
+def _standing(current: ReleaseScores, max_excluded: float) -> list[str]:
+    """Why the release's own figures make any gate on it inconclusive."""
+    out = []
+    if current.excluded_share > max_excluded:
+        out.append(
+            f"{current.excluded_share:.1%} of attempts were excluded (truncated, provider, "
+            f"environment or judge errors), above the {max_excluded:.0%} allowed")
+    if current.uncalibrated:
+        out.append("the judge that scored this release is not calibrated")
+    return out
+
+
+def _pending_judge(current: ReleaseScores) -> list[str]:
+    pending = current.excluded.get("pending_judge", 0)
+    if not pending:
+        return []
+    # never silently: the shares leave out the cases only a judge can decide
+    return [f"{pending} of {current.attempts} attempts expect a judge and were not judged "
+            "(scored without --judge): the shares leave them out"]
+
+
+def _first_release(current: ReleaseScores, who: str, notes: _Notes, first: list[str],
+                   passed_over: bool, other_agent: OtherAgent | None, new_agent: bool,
+                   common: dict[str, Any]) -> GateDecision:
+    """The decision without a baseline: a first release passes, unless another agent has
+    released on the suite and this one does not say it starts a line on purpose."""
+    inconclusive = notes.inconclusive
+    if other_agent is not None and not new_agent:
+        inconclusive.append(
+            f"agent {current.agent} has no released release on {current.suite_name}, but "
+            f"agent {other_agent.agent} has: its last is {other_agent.release} (model "
+            f"{other_agent.model}); a model or agent change is gated, not waved through. "
+            f"Compare with it: --baseline-agent {other_agent.agent}; or start a new line "
+            "on purpose: --new-agent")
+    outcome: Outcome = "inconclusive" if inconclusive or first else "first_release"
+    passes = outcome == "first_release"
+    messages = [f"first release of {who} on {current.suite_name}: no baseline"
+                + ("; recorded, passes" if passes else "")]
+    if passed_over:  # earlier releases exist, none of them released
+        messages = [f"no earlier release of {who} on {current.suite_name} was "
+                    "released: no baseline"
+                    + ("; recorded, passes as a first release" if passes else "")]
+    if new_agent:
+        messages.append(f"agent {current.agent} starts a new line on purpose (--new-agent)"
+                        + (f", beside agent {other_agent.agent} (last release "
+                           f"{other_agent.release})" if other_agent else ""))
+    return GateDecision(outcome=outcome, exit_code=EXIT_CODES[outcome],
+                        baseline_release=None, baseline_source=None, shared_cases=0,
+                        added_cases=[], removed_cases=[], suite_changed=False, checks=[],
+                        worse=[], better=[], messages=first + messages + inconclusive,
+                        warnings=notes.warnings, **common)
+
+
+def _lineage(current: ReleaseScores, baseline: ReleaseScores, notes: _Notes) -> list[str]:
+    """What changed between the two releases besides their answers: the way server errors
+    were scored (not comparable), the agent and the model (named), the model's parameters."""
+    if baseline.server_errors != current.server_errors:
+        def way(release: ReleaseScores) -> str:
+            return ("counted as wrong answers" if release.server_errors == "count"
+                    else "excluded")
+        notes.inconclusive.append(
+            f"server errors are {way(current)} in {current.release} and {way(baseline)} in "
+            f"the baseline {baseline.release}: the shares are not comparable; score both with "
+            "the same --server-errors")
+    lineage = []
+    if baseline.agent != current.agent:
+        lineage.append(f"baseline: agent {baseline.agent}'s release {baseline.release}, "
+                       f"compared across agents (now agent {current.agent})")
+    if baseline.model != current.model:
+        lineage.append(f"model changed: {baseline.model} → {current.model}")
+    elif (baseline.model_params is not None and current.model_params is not None
+          and baseline.model_params != current.model_params):
+        changed = sorted(k for k in baseline.model_params.keys() | current.model_params.keys()
+                         if baseline.model_params.get(k) != current.model_params.get(k))
+        notes.warnings.append(f"model parameters changed since {baseline.release}: "
+                              + ", ".join(changed))
+    return lineage
+
+
+def _pairing(current: ReleaseScores, baseline: ReleaseScores, max_excluded: float,
+             notes: _Notes) -> _Pairing:
+    """The cases both releases scored, what the suite gained and lost, and what that says
+    about the comparison."""
+    now_suite = set(current.suite_cases or current.cases)
+    then_suite = set(baseline.suite_cases or baseline.cases)
+    added = sorted(now_suite - then_suite)
+    removed = sorted(then_suite - now_suite)
+    shared = sorted(c for c in set(current.cases) & set(baseline.cases)
+                    if current.cases[c].trials and baseline.cases[c].trials)
+    # Cases still in the suite that the baseline scored and this release did not: a partial
+    # responses file or a run stopped early must not pass on the cases it happened to answer.
+    scored_before = [c for c in then_suite & now_suite
+                     if c in baseline.cases and baseline.cases[c].trials]
+    unscored = sorted(c for c in scored_before
+                      if c not in current.cases or not current.cases[c].trials)
+    if scored_before and len(unscored) / len(scored_before) > max_excluded:
+        notes.inconclusive.append(
+            f"{len(unscored)} of {len(scored_before)} cases the baseline scored have no scored "
+            f"attempt now (first: {', '.join(unscored[:5])}), above the {max_excluded:.0%} "
+            "allowed")
+    elif unscored:
+        notes.warnings.append(f"{len(unscored)} case(s) scored in the baseline have no scored "
+                              f"attempt now: {', '.join(unscored[:10])}")
+    suite_changed = current.suite_fingerprint != baseline.suite_fingerprint
+    if suite_changed:
+        notes.warnings.append(
+            f"the suite changed since {baseline.release}: comparing on the {len(shared)} cases "
+            f"both scored ({len(added)} added, {len(removed)} removed)")
+    if current.judge_fingerprint != baseline.judge_fingerprint:
+        notes.warnings.append(
+            f"the judge differs: baseline {baseline.judge_fingerprint or 'none'}, "
+            f"now {current.judge_fingerprint or 'none'}")
+    if not shared:
+        notes.inconclusive.append("no case was scored in both releases")
+    return _Pairing(shared=shared, added=added, removed=removed, suite_changed=suite_changed)
+
+
+def _figure_checks(current: ReleaseScores, baseline: ReleaseScores, shared: list[str],
+                   max_drop: float, notes: _Notes) -> list[FigureCheck]:
+    """Each figure over the shared cases, then against now: the rule, the flips, McNemar's
+    test and the smallest drop the pairs can detect (a warning when above max_drop)."""
+    now_fig = figures_of(current.cases[c] for c in shared)
+    then_fig = figures_of(baseline.cases[c] for c in shared)
+    checks = []
+    for name in ("right_tool", "right_arguments"):
+        then_share, now_share = getattr(then_fig, name), getattr(now_fig, name)
+        change = (None if then_share.pct is None or now_share.pct is None
+                  else now_share.pct - then_share.pct)
+        passed = (lambda r: r.passed_tool) if name == "right_tool" else (lambda r: r.passed)
+        worse = sum(passed(baseline.cases[c]) and not passed(current.cases[c]) for c in shared)
+        better = sum(not passed(baseline.cases[c]) and passed(current.cases[c]) for c in shared)
+        # With no flips observed, assume one: the detectable drop is then an optimistic bound.
+        discordant = max(worse + better, 1) / len(shared) if shared else 0.0
+        paired = detectable_drop_paired(len(shared), discordant)
+        unpaired = (detectable_drop_unpaired(then_share.n, then_share.pct / 100)
+                    if then_share.pct is not None else None)
+        checks.append(FigureCheck(
+            name=name, baseline=then_share, current=now_share, change=change,
+            failed=change is not None and -change > max_drop + EPSILON,
+            mcnemar_p=mcnemar_exact(worse, better) if shared else None,
+            flipped_worse=worse, flipped_better=better,
+            detectable_drop_paired=None if paired is None else 100 * paired,
+            detectable_drop_unpaired=None if unpaired is None else 100 * unpaired,
+        ))
+        if shared:
+            notes.warnings += _power_warning(name, len(shared), discordant, paired, max_drop)
+    return checks
+
+
+def _power_warning(name: str, pairs: int, discordant: float, paired: float | None,
+                   max_drop: float) -> list[str]:
+    """A warning when the paired cases cannot see a drop of max_drop."""
+    label = name.replace("_", " ")
+    if paired is None:
+        return [f"{label}: {pairs} paired cases cannot detect any drop with 80% power at a "
+                f"flip rate of {discordant:.0%} (at least one flip assumed), so a drop of more "
+                f"than the {max_drop:g} points allowed can pass unseen; add cases or repeats"]
+    if 100 * paired > max_drop:
+        return [f"{label}: with {pairs} paired cases the smallest drop detectable with 80% "
+                f"power is {100 * paired:.1f} points, more than the {max_drop:g} allowed: "
+                "smaller real drops can pass unseen; add cases or repeats"]
+    return []
+
+
+def _check_messages(checks: list[FigureCheck], max_drop: float,
+                    audited_figures: Iterable[str]) -> list[str]:
+    audited = set(audited_figures)
+    messages = []
+    for check in checks:
+        if check.change is None:
+            continue
+        if round(check.change, 1) == 0:
+            verb = "unchanged"
+        else:
+            verb = f"{'fell' if check.change < 0 else 'rose'} {abs(check.change):.1f} points"
+        messages.append(
+            f"{check.name.replace('_', ' ')} {verb} "
+            f"({check.baseline.pct:.1f} → {check.current.pct:.1f}; allowed drop {max_drop:g})"
+            + (" — REGRESSION" if check.failed else "")
+            + (" (judged attempts as the judge gave them; the audited estimates below decide)"
+               if check.name in audited else ""))
+    return messages
+
+
+def _judged_readings(judged_checks: Iterable[tuple[str, str]], messages: list[str],
+                     notes: _Notes) -> bool:
+    """Take in the audited readings: `undecided` ones make the gate inconclusive, the others
+    are shown; True when one of them is a regression."""
+    regression = False
+    for judged_outcome, text in judged_checks:
+        if judged_outcome == "undecided":
+            notes.inconclusive.append(text)
+        else:
+            regression |= judged_outcome == "regression"
+            messages.append(text)
+    return regression
+
+
+def judge_as_given(checks: list[FigureCheck], audited_figures: Iterable[str]
+                   ) -> list[FigureCheck]:
+    """When both releases are audited, a figure is decided on its audited estimates, not on
+    the judge's verdicts as given (a judge lenient on one release and strict on the other moves
+    those): its figure check is kept for the record, never failed."""
+    audited = set(audited_figures)
+    return [c.model_copy(update={"failed": False}) if c.name in audited else c for c in checks]
+
+
+def record_of(decision: GateDecision, max_excluded: float) -> GateRecord:
+    return GateRecord(outcome=decision.outcome, released=decision.outcome in RELEASED,
+                      baseline_release=decision.baseline_release,
+                      baseline_agent=decision.baseline_agent, new_agent=decision.new_agent,
+                      max_drop=decision.max_drop, max_excluded=max_excluded,
+                      messages=decision.messages)

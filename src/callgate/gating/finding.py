@@ -1,0 +1,150 @@
+"""Finding the releases to compare: the stored run of a release, and its baseline (the store's
+last released run of its agent and suite, or a scores file), with the releases passed over."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from callgate.errors import CallgateError, InputError
+from callgate.gating.cases import CaseRecord
+from callgate.gating.decision import OtherAgent
+from callgate.gating.scores_file import (
+    ReleaseScores,
+    gate_of,
+    read_release_file,
+    release_from_run,
+    why_not_a_baseline,
+)
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.store.db import Store
+from callgate.suites.shard import incomplete
+
+_CASE_RECORDS = TypeAdapter(dict[str, CaseRecord])
+
+
+def stored_release(store: Store, run: Mapping[str, Any]) -> ReleaseScores:
+    """A stored run's release scores, its cases tallied in SQL (as case_records would)."""
+    # validated in one call (pydantic-core's loop, not one Python call a case)
+    cases = _CASE_RECORDS.validate_python({
+        case_id: {"trials": n, "right_tool": t, "right_arguments": a, "excluded": x,
+                  "reason": r} for case_id, n, t, a, x, r in store.case_tallies(run["id"])})
+    return release_from_run(run, (), store.suite_case_ids(run["suite"])).model_copy(
+        update={"cases": cases})
+
+
+def find_current(store: Store, agent: str, release: str, suite_name: str | None
+                 ) -> Mapping[str, Any]:
+    """The finished run of `agent`'s release. A name that is no agent's but the model id of
+    exactly one agent's run of the release finds that run (`--model` given the model id of a
+    release filed under its candidate's name)."""
+    runs = [r for r in store.runs(agent, suite_name) if r["release"] == release]
+    if not runs:
+        runs = [r for r in store.runs(suite_name=suite_name)
+                if r["release"] == release and r["model"] == agent]
+        if len({r["agent"] for r in runs}) > 1:
+            names = ", ".join(sorted({r["agent"] for r in runs}))
+            raise CallgateError(f"release {release!r} of model {agent!r} belongs to several "
+                                f"agents ({names}); choose one with --agent")
+    if not runs:
+        where = f" on suite {suite_name}" if suite_name else ""
+        raise CallgateError(
+            f"no finished run of agent {agent!r} release {release!r}{where} in {store.path}; "
+            "score it first (callgate score or callgate run)")
+    if len(runs) > 1:
+        names = ", ".join(sorted(r["suite_name"] for r in runs))
+        raise CallgateError(f"release {release!r} of {agent!r} was run on several suites "
+                            f"({names}); choose one with --suite")
+    return runs[0]
+
+
+def _earlier_stored(store: Store, current: Mapping[str, Any], agent: str | None,
+                    max_excluded: float) -> Iterator[tuple[Mapping[str, Any], str | None]]:
+    """The runs on `current`'s suite made before it, newest first, of `agent` (None: of every
+    other agent), each with why it is not a baseline (None: it can be one)."""
+    earlier = [r for r in store.runs(agent, current["suite_name"])
+               if (agent is not None or r["agent"] != current["agent"])
+               and (r["agent"], r["release"]) != (current["agent"], current["release"])
+               and (r["created_at"], r["id"]) < (current["created_at"], current["id"])]
+    for run in reversed(earlier):
+        scores = json.loads(run["scores"])
+        why = why_not_a_baseline(gate_of(run), scores["attempts"], scores["excluded"],
+                                 bool(scores.get("uncalibrated", False)), max_excluded)
+        yield run, why or incomplete(run)  # a release missing shards was never whole
+
+
+def baseline_from_store(store: Store, current: Mapping[str, Any],
+                        max_excluded: float = DEFAULT_MAX_EXCLUDED, agent: str | None = None
+                        ) -> tuple[ReleaseScores | None, list[str]]:
+    """The most recent other *released* run of the same agent (or of `agent`, named with
+    --baseline-agent) and suite before `current`, and a note for every newer one passed over
+    because it was not released."""
+    skipped: list[str] = []
+    for run, why in _earlier_stored(store, current, agent or current["agent"], max_excluded):
+        if why is None:
+            return stored_release(store, run), skipped
+        skipped.append(f"release {run['release']} is not a baseline: {why}")
+    return None, skipped
+
+
+def other_agent_in_store(store: Store, current: Mapping[str, Any],
+                         max_excluded: float = DEFAULT_MAX_EXCLUDED) -> OtherAgent | None:
+    """The newest released run of another agent on `current`'s suite before it, if any."""
+    for run, why in _earlier_stored(store, current, None, max_excluded):
+        if why is None:
+            return OtherAgent(agent=run["agent"], release=run["release"], model=run["model"])
+    return None
+
+
+def baseline_from_path(path: Path, current: ReleaseScores,
+                       max_excluded: float = DEFAULT_MAX_EXCLUDED, agent: str | None = None
+                       ) -> tuple[ReleaseScores | None, list[str], OtherAgent | None]:
+    """A scores file, or the newest released one in a folder of the same agent (or of
+    `agent`, named with --baseline-agent) and suite; a note for every newer file passed over
+    because its release was not released; and, when the folder holds no baseline and no agent
+    was named, another agent's newest released release in it (decide's `other_agent`).
+
+    A path that does not exist is an error, never "no baseline": a mistyped folder would
+    otherwise pass every release as a first release. Start with an empty folder. A file named
+    on its own is the baseline whatever agent it belongs to (it is named in the decision), but
+    it must be of the same suite, of `agent` when one is named, and released."""
+    if not path.exists():
+        raise InputError(path, "no such scores file or folder (for the first release, create "
+                               "the folder, e.g. releases/ with a .gitkeep, and commit it)")
+    if not path.is_dir():
+        baseline = read_release_file(path)
+        if baseline.suite_name != current.suite_name or agent not in (None, baseline.agent):
+            wanted = f"agent {agent}" if agent else current.agent
+            raise InputError(
+                path, f"holds agent {baseline.agent} ({baseline.model}) on "
+                      f"{baseline.suite_name}, not {wanted} on {current.suite_name}")
+        why = baseline.why_not_a_baseline(max_excluded)
+        if why is not None:
+            raise InputError(path, f"release {baseline.release} cannot be a baseline: {why}")
+        return baseline, [], None
+    earlier = []
+    for file in sorted(path.glob("*.json")):
+        release = read_release_file(file)
+        if release.suite_name == current.suite_name and (
+            (release.agent, release.release) != (current.agent, current.release)
+            and release.created_at < current.created_at
+        ):
+            earlier.append((file, release))
+    earlier.sort(key=lambda c: c[1].created_at, reverse=True)
+    wanted = agent or current.agent
+    skipped: list[str] = []
+    for file, release in (c for c in earlier if c[1].agent == wanted):
+        why = release.why_not_a_baseline(max_excluded)
+        if why is None:
+            return release, skipped, None
+        skipped.append(f"release {release.release} ({file.name}) is not a baseline: {why}")
+    if agent is None:
+        for _, release in (c for c in earlier if c[1].agent != current.agent):
+            if release.why_not_a_baseline(max_excluded) is None:
+                return None, skipped, OtherAgent(agent=release.agent, release=release.release,
+                                                 model=release.model)
+    return None, skipped, None

@@ -1,0 +1,135 @@
+"""What is kept with a release: its scores (`ReleaseScores`, the scores file a later release
+is gated against) and the decision its gate took (`GateRecord`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from callgate.checks.verdict import ServerErrors, Verdict
+from callgate.gating.cases import CaseRecord, case_records
+from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
+from callgate.reading import names_lines, read_json, validate
+from callgate.scoring.result import GateRecord, Outcome
+from callgate.scoring.scores import Figures
+from callgate.version import __version__
+
+FORMAT: Final = "callgate.release/1"
+
+RELEASED: frozenset[Outcome] = frozenset({"pass", "first_release"})
+
+
+def why_not_a_baseline(gate: GateRecord | None, attempts: int, excluded: Mapping[str, int],
+                       uncalibrated: bool, max_excluded: float) -> str | None:
+    """None when a release can be a baseline, else why not. The newest recorded decision
+    counts; a release never gated (scored, or kept by an older callgate) counts as released
+    unless its own figures would make any gate inconclusive."""
+    if gate is not None:
+        if gate.released:
+            return None
+        notes = f" ({'; '.join(gate.messages)})" if gate.messages else ""
+        return f"its {gate.decided_by} decided {gate.outcome}{notes}: not released"
+    why = too_many_excluded(attempts, excluded, max_excluded)
+    if why is not None:
+        return f"{why}: not a result, not released"
+    if uncalibrated:
+        return "it was scored by an uncalibrated judge: not released"
+    return None
+
+
+class ReleaseScores(BaseModel):
+    """The scores kept with a release: what a later release is gated against."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    format: Literal["callgate.release/1"] = FORMAT
+    callgate_version: str
+    # The agent the release belongs to (its lineage), and the model id and parameters it ran
+    # with (None: not known, e.g. recorded answers). A file without `agent` was written before
+    # agents: its model was the name it was filed under, and is its agent.
+    agent: str
+    model: str
+    model_params: dict[str, Any] | None = None
+    release: str
+    suite_name: str
+    suite_fingerprint: str
+    created_at: str
+    judge_fingerprint: str | None = None
+    uncalibrated: bool = False
+    # count: server errors were scored as wrong answers (--server-errors count), not excluded
+    server_errors: ServerErrors = "exclude"
+    attempts: int
+    excluded: dict[str, int]
+    figures: Figures
+    by_tag: dict[str, Figures] = Field(default_factory=dict)
+    cases: dict[str, CaseRecord]
+    # Every case id of the suite, answered or not: tells "removed from the suite" apart from
+    # "not scored this time" (a partial responses file, a run stopped early).
+    suite_cases: list[str] = Field(default_factory=list)
+    # The decision taken on this release (absent: never gated, or kept by an older callgate).
+    gate: GateRecord | None = None
+    # With an audit of the judged attempts: the figures estimated with it, each naming its
+    # estimator (audit.estimates_document). Absent: `figures` count the judge's verdicts as
+    # given.
+    estimates: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _agent_of_an_older_file(cls, raw: Any) -> Any:
+        if isinstance(raw, Mapping) and "agent" not in raw and isinstance(raw.get("model"), str):
+            raw = {**raw, "agent": raw["model"]}
+        return raw
+
+    def to_json(self) -> str:
+        """Stable key order and formatting, so the file diffs well in git."""
+        return json.dumps(self.model_dump(mode="json"), indent=2, sort_keys=True,
+                          ensure_ascii=False) + "\n"
+
+    @property
+    def excluded_share(self) -> float:
+        return excluded_share(self.attempts, self.excluded)
+
+    def why_not_a_baseline(self, max_excluded: float = DEFAULT_MAX_EXCLUDED) -> str | None:
+        return why_not_a_baseline(self.gate, self.attempts, self.excluded, self.uncalibrated,
+                                  max_excluded)
+
+
+@names_lines
+def read_release_file(path: Path | str) -> ReleaseScores:
+    source = Path(path)
+    return validate(ReleaseScores, read_json(source, missing="scores file not found"), source)
+
+
+def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict],
+                     suite_cases: Iterable[str] = ()) -> ReleaseScores:
+    """Build the release scores from a stored run row and its verdicts."""
+    scores = json.loads(run["scores"])
+    params = run.get("model_params")
+    return ReleaseScores(
+        callgate_version=run["callgate_version"] or __version__,
+        agent=run.get("agent") or run["model"],
+        model=run["model"],
+        model_params=json.loads(params) if params else None,
+        release=run["release"],
+        suite_name=run["suite_name"],
+        suite_fingerprint=run["suite"],
+        created_at=run["created_at"],
+        judge_fingerprint=run.get("judge_fingerprint"),
+        uncalibrated=bool(scores.get("uncalibrated", False)),
+        server_errors=scores.get("server_errors", "exclude"),
+        attempts=scores["attempts"],
+        excluded=scores["excluded"],
+        figures=Figures.model_validate(scores["figures"]),
+        by_tag={k: Figures.model_validate(v) for k, v in scores["by_tag"].items()},
+        cases=case_records(verdicts),
+        suite_cases=sorted(suite_cases),
+        gate=gate_of(run),
+    )
+
+
+def gate_of(run: Mapping[str, Any]) -> GateRecord | None:
+    raw = run.get("gate")
+    return GateRecord.model_validate_json(raw) if raw else None
