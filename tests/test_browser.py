@@ -322,6 +322,54 @@ def test_the_pages_fit_a_390_px_phone_without_sideways_scrolling(browser, demo_d
         server.stop()
 
 
+# Every text of each chart shown: its text, its rendered size in CSS px (the font size in the
+# SVG's units times the SVG's scale to the screen) and how far it stays inside the chart's
+# box on the left and the right (negative: cut off).
+CHART_TEXTS = """
+const out = [];
+for (const svg of document.querySelectorAll('svg.chart')) {
+  const box = svg.getBoundingClientRect();
+  if (box.width === 0) continue;
+  const scale = svg.getScreenCTM().a;
+  for (const t of svg.querySelectorAll('text')) {
+    const r = t.getBoundingClientRect();
+    out.push([t.textContent, parseFloat(getComputedStyle(t).fontSize) * scale,
+              r.left - box.left, box.right - r.right]);
+  }
+}
+return out;
+"""
+
+
+@pytest.mark.slow
+def test_the_charts_text_is_12_px_or_more_on_a_390_px_phone(browser, demo_db: Path,
+                                                            shots: Path) -> None:
+    pages = {
+        "releases": "/releases?" + urlencode({"model": "example-agent",
+                                              "suite": "order-support"}),
+        "models": "/compare?" + urlencode({"suite": "order-support"}),
+    }
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": PHONE_WIDTH, "height": 844, "deviceScaleFactor": 2, "mobile": False})
+    server = Server(demo_db)
+    try:
+        for name, path in pages.items():
+            browser.get(server.base + path)
+            ready_page(browser)
+            browser.save_screenshot(str(shots / f"phone-chart-{name}.png"))
+            texts = browser.execute_script(CHART_TEXTS)
+            assert len(texts) >= 5, (name, texts)  # the chart is there and measured
+            small = [(text, round(px, 1)) for text, px, _, _ in texts if px < 12]
+            cut = [(text, round(left, 1), round(right, 1)) for text, _, left, right in texts
+                   if min(left, right) < -0.5]
+            assert (name, small, cut) == (name, [], [])
+            scroll, client = browser.execute_script(
+                "const e = document.scrollingElement; return [e.scrollWidth, e.clientWidth]")
+            assert scroll <= client
+    finally:
+        server.stop()
+
+
 @pytest.mark.slow
 def test_the_queue_is_blind_and_each_persons_own(browser, demo_db: Path, tmp_path: Path
                                                  ) -> None:

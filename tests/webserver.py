@@ -48,7 +48,9 @@ class Server:
                 return
             except urllib.error.HTTPError:
                 return  # it answers, if only with a refusal
-            except (urllib.error.URLError, ConnectionError):
+            # not listening yet; or, on a busy machine, not answering within the probe's
+            # timeout (socket.timeout is a TimeoutError, not a URLError)
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("serve did not answer within 60 s")

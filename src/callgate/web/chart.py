@@ -10,31 +10,92 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-WIDTH, LEFT, RIGHT = 760, 56, 24
-TOP, SHARES_H, GAP, CALLS_H, MARKS_H = 34, 250, 34, 90, 52
 SERIES = (("right_tool", "right tool %", "#1d4ed8"),
           ("right_arguments", "right arguments %", "#c2410c"))
 MARK_STYLE = {"pass": ("✓", "#15803d"), "regression": ("✗", "#b91c1c"),
               "inconclusive": ("?", "#6b7280"), "first": ("●", "#1d4ed8")}
+LEGEND_ROW, GAP, MARKS_H = 18, 34, 52
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One drawing of the release chart. The SVG scales to its box, its text with it: a
+    phone gets a drawing of its own, narrow enough that its text stays legible (the page's
+    CSS shows one of the two)."""
+
+    css: str
+    width: int
+    left: int
+    right: int
+    shares_h: int
+    calls_h: int
+    em: float  # the type's size in the drawing's units (as app.css sets it), for text widths
+
+
+WIDE = Layout("chart-wide", 760, 56, 24, 250, 90, 12)
+NARROW = Layout("chart-narrow", 320, 34, 48, 200, 70, 13)
 
 
 def _fmt(value: float) -> str:
     return f"{value:.1f}"
 
 
-def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
-    """SVG markup for a model's releases on one suite (oldest first)."""
-    n = len(history)
-    height = TOP + SHARES_H + GAP + CALLS_H + MARKS_H
-    if n == 0:
-        return ""
-    plot_w = WIDTH - LEFT - RIGHT
-    step = plot_w / max(n, 1)
-    xs = [LEFT + step * (i + 0.5) for i in range(n)]
+def text_width(text: str, em: float) -> float:
+    """A generous estimate of a text's width (a sans-serif character is about half an em)."""
+    return len(text) * em * 0.58
 
+
+@dataclass(frozen=True)
+class Plot:
+    """Where the releases sit: their x, the shares' scale, and the top of the shares panel."""
+
+    layout: Layout
+    xs: list[float]
+    step: float
+    low: float
+    top: int
+
+    def y(self, pct: float) -> float:
+        return self.top + self.layout.shares_h * (1 - (pct - self.low) / (100.0 - self.low))
+
+
+def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
+    """SVG markup for a model's releases on one suite (oldest first): a drawing for a wide
+    screen, then one for a phone."""
+    if not history:
+        return ""
+    return "\n".join(draw_releases(history, title, layout) for layout in (WIDE, NARROW))
+
+
+def draw_releases(history: Sequence[dict[str, Any]], title: str, layout: Layout) -> str:
+    legend, top = _legend(history, layout)
+    step = (layout.width - layout.left - layout.right) / len(history)
+    plot = Plot(layout, [layout.left + step * (i + 0.5) for i in range(len(history))], step,
+                _lowest_tick(history), top)
+    height = top + layout.shares_h + GAP + layout.calls_h + MARKS_H
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart {layout.css}" '
+           f'viewBox="0 0 {layout.width} {height}" width="100%" role="img" '
+           f'aria-label="{escape(title or "releases")}: right tool %, right arguments % and '
+           'calls per task per release">',
+           f"<title>{escape(title)}</title>"]
+    out += _grid(plot)
+    out += legend
+    for series in SERIES:
+        out += _series(plot, history, *series)
+    out += _gate_lines(plot, history)
+    out += _calls(plot, history)
+    out += _marks(plot, history)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _lowest_tick(history: Sequence[dict[str, Any]]) -> float:
+    """The bottom of the shares' scale: a round number under every share, interval and gate
+    line drawn."""
     values: list[float] = []
     for item in history:
         for key, _, _ in SERIES:
@@ -44,67 +105,88 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
             if check["baseline"]["pct"] is not None:
                 values.append(check["baseline"]["pct"] - item["max_drop"])
     lowest = min(values, default=0.0) - 3
-    tick = 5 if 100 - lowest <= 40 else 10
-    low = max(0.0, math.floor(lowest / tick) * tick)
-    high = 100.0
+    return max(0.0, math.floor(lowest / _tick(lowest)) * _tick(lowest))
 
-    def y(pct: float) -> float:
-        return TOP + SHARES_H * (1 - (pct - low) / (high - low))
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {WIDTH} {height}" '
-           f'width="100%" role="img" aria-label="{escape(title or "releases")}: right tool %, '
-           'right arguments % and calls per task per release">',
-           f"<title>{escape(title)}</title>"]
-    # grid
-    value = low
-    while value <= high + 1e-9:
-        out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{_fmt(y(value))}" '
-                   f'y2="{_fmt(y(value))}"/>'
-                   f'<text class="axis" x="{LEFT - 8}" y="{_fmt(y(value) + 4)}" '
+def _tick(low: float) -> int:
+    return 5 if 100 - low <= 40 else 10
+
+
+def _legend(history: Sequence[dict[str, Any]], layout: Layout) -> tuple[list[str], int]:
+    """The legend's items, left to right and on as many rows as the width needs; and the top
+    of the shares panel under it."""
+    drop = history[-1]["max_drop"]
+    # each key's swatch, placed at its x and its row's baseline y
+    swatch = '<rect x="{x}" y="{top}" width="14" height="10" fill="%s"%s/>'
+    keys = [(label, swatch % (colour, "")) for _, label, colour in SERIES]
+    keys.append(("95% interval", swatch % ("#64748b", ' opacity="0.25"')))
+    keys.append((f"gate: baseline − {drop:g} points",
+                 '<line x1="{x}" x2="{end}" y1="{middle}" y2="{middle}" class="rule" '
+                 'stroke="#4b5563"/>'))
+    out, x, y = [], float(layout.left), 17
+    for label, key in keys:
+        wide = 20 + text_width(label, layout.em)
+        if x > layout.left and x + wide > layout.width - 4:
+            x, y = float(layout.left), y + LEGEND_ROW
+        shape = key.format(x=_fmt(x), end=_fmt(x + 16), top=y - 9, middle=y - 4)
+        out.append(f'{shape}<text class="legend" x="{_fmt(x + 20)}" y="{y}">'
+                   f'{escape(label)}</text>')
+        x += wide + 14
+    return out, y + 17
+
+
+def _grid(plot: Plot) -> list[str]:
+    layout, out = plot.layout, []
+    tick, value = _tick(plot.low), plot.low
+    while value <= 100 + 1e-9:
+        y = _fmt(plot.y(value))
+        out.append(f'<line class="grid" x1="{layout.left}" x2="{layout.width - layout.right}" '
+                   f'y1="{y}" y2="{y}"/>'
+                   f'<text class="axis" x="{layout.left - 8}" y="{_fmt(plot.y(value) + 4)}" '
                    f'text-anchor="end">{value:g}</text>')
         value += tick
-    # legend
-    lx = LEFT
-    for _, label, colour in SERIES:
-        out.append(f'<rect x="{lx}" y="8" width="14" height="10" fill="{colour}"/>'
-                   f'<text class="legend" x="{lx + 20}" y="17">{label}</text>')
-        lx += 26 + 8 * len(label)
-    out.append(f'<rect x="{lx}" y="8" width="14" height="10" fill="#64748b" opacity="0.25"/>'
-               f'<text class="legend" x="{lx + 20}" y="17">95% interval</text>'
-               f'<line x1="{lx + 125}" x2="{lx + 147}" y1="13" y2="13" class="rule" '
-               f'stroke="#4b5563"/><text class="legend" x="{lx + 153}" y="17">gate: baseline '
-               f'− {history[-1]["max_drop"]:g} points</text>')
+    return out
 
-    for key, label, colour in SERIES:
-        shares = [item["figures"][key] for item in history]
-        points = [(x, s) for x, s in zip(xs, shares, strict=True) if s["pct"] is not None]
-        if not points:
-            continue
-        upper = " ".join(f"{_fmt(x)},{_fmt(y(s['high']))}" for x, s in points)
-        lower = " ".join(f"{_fmt(x)},{_fmt(y(s['low']))}" for x, s in reversed(points))
-        if len(points) == 1:
-            x, s = points[0]
-            out.append(f'<rect class="band" x="{_fmt(x - 10)}" y="{_fmt(y(s["high"]))}" '
-                       f'width="20" height="{_fmt(y(s["low"]) - y(s["high"]))}" '
-                       f'fill="{colour}" opacity="0.15"/>')
-        else:
-            out.append(f'<polygon class="band band-{key}" points="{upper} {lower}" '
-                       f'fill="{colour}" opacity="0.15"/>')
-        line = " ".join(f"{_fmt(x)},{_fmt(y(s['pct']))}" for x, s in points)
-        out.append(f'<polyline class="series series-{key}" points="{line}" fill="none" '
-                   f'stroke="{colour}" stroke-width="2.5"/>')
-        for (x, s), item in zip(points, [h for h in history if h["figures"][key]["pct"]
-                                          is not None], strict=True):
-            out.append(
-                f'<circle class="point" cx="{_fmt(x)}" cy="{_fmt(y(s["pct"]))}" r="4.5" '
-                f'fill="{colour}"><title>{escape(item["release"])}: {label} '
-                f'{s["pct"]:.1f} (95% {s["low"]:.1f}–{s["high"]:.1f}, n {s["n"]})</title>'
-                '</circle>'
-                f'<text class="value" x="{_fmt(x - 10)}" y="{_fmt(y(s["pct"]) + 4)}" '
-                f'text-anchor="end" '
-                f'fill="{colour}">{s["pct"]:.1f}</text>')
 
-    # the gate line: baseline (on shared cases) minus the allowed drop, over the compared span
+def _series(plot: Plot, history: Sequence[dict[str, Any]], key: str, label: str,
+            colour: str) -> list[str]:
+    """One share: its interval as a band, its line, and each release's point and value."""
+    shown = [(x, item) for x, item in zip(plot.xs, history, strict=True)
+             if item["figures"][key]["pct"] is not None]
+    if not shown:
+        return []
+    points = [(x, item["figures"][key]) for x, item in shown]
+    out = []
+    if len(points) == 1:
+        x, s = points[0]
+        out.append(f'<rect class="band" x="{_fmt(x - 10)}" y="{_fmt(plot.y(s["high"]))}" '
+                   f'width="20" height="{_fmt(plot.y(s["low"]) - plot.y(s["high"]))}" '
+                   f'fill="{colour}" opacity="0.15"/>')
+    else:
+        upper = " ".join(f"{_fmt(x)},{_fmt(plot.y(s['high']))}" for x, s in points)
+        lower = " ".join(f"{_fmt(x)},{_fmt(plot.y(s['low']))}" for x, s in reversed(points))
+        out.append(f'<polygon class="band band-{key}" points="{upper} {lower}" '
+                   f'fill="{colour}" opacity="0.15"/>')
+    line = " ".join(f"{_fmt(x)},{_fmt(plot.y(s['pct']))}" for x, s in points)
+    out.append(f'<polyline class="series series-{key}" points="{line}" fill="none" '
+               f'stroke="{colour}" stroke-width="2.5"/>')
+    for x, item in shown:
+        s = item["figures"][key]
+        out.append(
+            f'<circle class="point" cx="{_fmt(x)}" cy="{_fmt(plot.y(s["pct"]))}" r="4.5" '
+            f'fill="{colour}"><title>{escape(item["release"])}: {label} '
+            f'{s["pct"]:.1f} (95% {s["low"]:.1f}–{s["high"]:.1f}, n {s["n"]})</title>'
+            '</circle>'
+            f'<text class="value" x="{_fmt(x - 10)}" y="{_fmt(plot.y(s["pct"]) + 4)}" '
+            f'text-anchor="end" fill="{colour}">{s["pct"]:.1f}</text>')
+    return out
+
+
+def _gate_lines(plot: Plot, history: Sequence[dict[str, Any]]) -> list[str]:
+    """The gate line of every release gated against a baseline: the baseline (on shared
+    cases) minus the allowed drop, over the compared span; a share that fell through it is
+    ringed in red."""
+    out = []
     for i, item in enumerate(history):
         if i == 0 or not item["checks"]:
             continue
@@ -114,43 +196,55 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
                 continue
             floor = check["baseline"]["pct"] - item["max_drop"]
             follows = history[i - 1]["release"] == item["baseline_release"]
-            x0 = xs[i - 1] if follows else xs[i] - step / 2
+            x0 = plot.xs[i - 1] if follows else plot.xs[i] - plot.step / 2
+            y = _fmt(plot.y(floor))
+            # the label right of the line's end, moved in if it would run off the chart
+            text = f"gate {floor:.1f}"
+            text_x = min(plot.xs[i] + 30,
+                         plot.layout.width - 2 - text_width(text, plot.layout.em))
             out.append(
-                f'<line class="rule rule-{key}" x1="{_fmt(x0)}" x2="{_fmt(xs[i] + 26)}" '
-                f'y1="{_fmt(y(floor))}" y2="{_fmt(y(floor))}" stroke="{colour}">'
+                f'<line class="rule rule-{key}" x1="{_fmt(x0)}" x2="{_fmt(plot.xs[i] + 26)}" '
+                f'y1="{y}" y2="{y}" stroke="{colour}">'
                 f'<title>{escape(item["release"])}: {label} fails below {floor:.1f} '
                 f'(baseline {escape(str(item["baseline_release"]))} '
                 f'{check["baseline"]["pct"]:.1f} on {check["baseline"]["n"]} shared attempts '
                 f'− {item["max_drop"]:g} points)</title></line>'
-                f'<text class="rule-label" x="{_fmt(xs[i] + 30)}" y="{_fmt(y(floor) + 4)}" '
-                f'fill="{colour}">gate {floor:.1f}</text>')
-            if check["failed"] and check["current"]["pct"] is not None:
-                # where the figure fell through the gate line: ringed in red
-                share = item["figures"][key]
-                if share["pct"] is not None:
-                    out.append(f'<circle class="failed-point" cx="{_fmt(xs[i])}" '
-                               f'cy="{_fmt(y(share["pct"]))}" r="9" fill="none" '
-                               'stroke="#b91c1c" stroke-width="2.5"/>')
+                f'<text class="rule-label" x="{_fmt(text_x)}" y="{_fmt(plot.y(floor) + 4)}" '
+                f'fill="{colour}">{text}</text>')
+            share = item["figures"][key]
+            if check["failed"] and check["current"]["pct"] is not None and share["pct"] is not None:
+                out.append(f'<circle class="failed-point" cx="{_fmt(plot.xs[i])}" '
+                           f'cy="{_fmt(plot.y(share["pct"]))}" r="9" fill="none" '
+                           'stroke="#b91c1c" stroke-width="2.5"/>')
+    return out
 
-    # calls per task
-    top2 = TOP + SHARES_H + GAP
+
+def _calls(plot: Plot, history: Sequence[dict[str, Any]]) -> list[str]:
+    """The bottom panel: calls per task, a bar per release."""
+    layout = plot.layout
+    top = plot.top + layout.shares_h + GAP
+    bottom = top + layout.calls_h
     calls = [item["figures"].get("calls_per_task") for item in history]
     cmax = max([c for c in calls if c is not None] + [1.0]) * 1.25
-    out.append(f'<text class="axis" x="{LEFT}" y="{top2 - 8}">calls per task</text>')
-    out.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{top2 + CALLS_H}" '
-               f'y2="{top2 + CALLS_H}"/>')
-    for x, value in zip(xs, calls, strict=True):
+    out = [f'<text class="axis" x="{layout.left}" y="{top - 8}">calls per task</text>',
+           f'<line class="grid" x1="{layout.left}" x2="{layout.width - layout.right}" '
+           f'y1="{bottom}" y2="{bottom}"/>']
+    for x, value in zip(plot.xs, calls, strict=True):
         if value is None:
             continue
-        bar_h = CALLS_H * value / cmax
-        out.append(f'<rect class="calls" x="{_fmt(x - 18)}" y="{_fmt(top2 + CALLS_H - bar_h)}" '
+        bar_h = layout.calls_h * value / cmax
+        out.append(f'<rect class="calls" x="{_fmt(x - 18)}" y="{_fmt(bottom - bar_h)}" '
                    f'width="36" height="{_fmt(bar_h)}" fill="#64748b" opacity="0.55"/>'
-                   f'<text class="value" x="{_fmt(x)}" y="{_fmt(top2 + CALLS_H - bar_h - 5)}" '
+                   f'<text class="value" x="{_fmt(x)}" y="{_fmt(bottom - bar_h - 5)}" '
                    f'text-anchor="middle">{value:.2f}</text>')
+    return out
 
-    # the marks
-    base = top2 + CALLS_H + 20
-    for x, item in zip(xs, history, strict=True):
+
+def _marks(plot: Plot, history: Sequence[dict[str, Any]]) -> list[str]:
+    """Under each release its name and the gate's mark."""
+    base = plot.top + plot.layout.shares_h + GAP + plot.layout.calls_h + 20
+    out = []
+    for x, item in zip(plot.xs, history, strict=True):
         symbol, colour = MARK_STYLE[item["mark"]]
         out.append(
             f'<g class="release mark mark-{item["mark"]}" data-release="{escape(item["release"])}"'
@@ -159,8 +253,7 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
             f'{escape(item["release"])}</text>'
             f'<text class="mark-label" x="{_fmt(x)}" y="{base + 20}" text-anchor="middle" '
             f'fill="{colour}">{symbol} {item["mark"]}</text></g>')
-    out.append("</svg>")
-    return "\n".join(out)
+    return out
 
 
 MODEL_W, MODEL_LEFT, BAR_H = 480, 8, 14

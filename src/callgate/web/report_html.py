@@ -8,8 +8,8 @@ from pathlib import Path
 from callgate.errors import CallgateError
 from callgate.gating.gate import find_current
 from callgate.store.db import Store
-from callgate.web.app import STATIC, templates
 from callgate.web.chart import release_chart
+from callgate.web.context import STATIC, templates
 from callgate.web.views import Views
 
 
