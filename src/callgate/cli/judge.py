@@ -419,7 +419,7 @@ def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None,
 
 
 def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
-    from callgate.judging.audit import describe_width_plan, width_plan
+    from callgate.judging.audit import describe_width_plan, judged_design_effects, width_plan
     from callgate.judging.calibration import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
     from callgate.store.db import Store
@@ -429,6 +429,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     try:
         with Store(db) as store:
             run, _ = judged_run(store, run_id)
+            clusterings = judged_design_effects(store, run_id)
             cert_json = (store.certificate(run["judge_fingerprint"])
                          if run.get("judge_fingerprint") else None)
             report = None
@@ -452,5 +453,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
         corrected = (stored.get(dim) or {}).get("corrected")
         plan = width_plan(table, passes, judged, width, rates[:2] if rates else None,
                           corrected / 100 if corrected is not None else None,
-                          estimand=estimand)  # type: ignore[arg-type]
+                          estimand=estimand,  # type: ignore[arg-type]
+                          clustering=report.dimensions[dim].clustering if report is not None
+                          else clusterings.get(dim))
         typer.echo(f"{dim}: {describe_width_plan(plan, have, width)}")

@@ -24,12 +24,15 @@ from callgate.judging.estimates import (
     Z_PAIR,
     AuditTable,
     CaseAudit,
+    Clustering,
     Estimand,
     Estimate,
     adjusted_moments,
     case_fold,
+    checked_variance,
     combined_share,
     crossfit_ppi,
+    judged_clustering,
     raw_share,
 )
 from callgate.judging.judge import JudgeOutput, cache_key
@@ -158,6 +161,8 @@ class DimensionEstimates(BaseModel):
     raw: Estimate | None
     rogan_gladen: dict[str, Any] | None  # as `score` stored it (points)
     ppi: Estimate | None
+    # The repeats of a case in this population (what an `agent` interval and plan widen by)
+    clustering: Clustering | None = None
 
 
 class ReleasePart(BaseModel):
@@ -260,12 +265,41 @@ def _dimension(population: dict[Key, bool], labels: dict[Key, bool],
                stored_rg: dict[str, Any] | None, seed: int, estimand: Estimand
                ) -> DimensionEstimates:
     pairs = [(labels[k], population[k]) for k in population if k in labels]
+    cases = case_audits(population, labels, seed)
     return DimensionEstimates(
         judged=len(population), judged_passes=sum(population.values()), labels=len(pairs),
         disagreements=sum(y != f for y, f in pairs), table=AuditTable.of(pairs),
         raw=raw_share(sum(population.values()), len(population)),
         rogan_gladen=stored_rg if stored_rg and stored_rg.get("corrected") is not None else None,
-        ppi=_ppi_of(population, labels, seed, estimand))
+        ppi=_ppi_of(population, labels, seed, estimand),
+        clustering=judged_clustering(cases) if cases else None)
+
+
+def judged_populations(judgements: Mapping[Key, Mapping[str, Any]],
+                       verdicts: Mapping[Key, Mapping[str, Any]]
+                       ) -> tuple[dict[Key, bool], dict[Key, bool]]:
+    """The judge's verdicts (pass or not) over the attempts each judged share is taken over:
+    tool choice over every judgement; arguments over the population the judged arguments
+    share and its calibration rates are taken over (calibration.rate_pair): the judge passed
+    the tool choice and graded the arguments, and no deterministic check failed them."""
+    tool = {k: j["tool_choice"] == "pass" for k, j in judgements.items()}
+    arguments = {
+        k: j["arguments"] == "pass" for k, j in judgements.items()
+        if j["tool_choice"] == "pass" and j["arguments"] in ("pass", "fail")
+        and verdicts.get(k, {}).get("arguments") not in DETERMINISTIC_ARGUMENT_FAILURES}
+    return tool, arguments
+
+
+def judged_design_effects(store: Store, run_id: int) -> dict[str, Clustering]:
+    """Per judged share, the repeats' design effect from the judge's verdicts by case: what a
+    plan about the agent's rate widens by before any audit label exists."""
+    judgements = {(r["case_id"], r["repeat"]): r for r in store.judgements(run_id)}
+    verdicts = {(v["case_id"], v["repeat"]): v for v in store.verdicts(run_id)
+                if v["status"] == "scored"}
+    populations = dict(zip(("tool_choice", "arguments"),
+                           judged_populations(judgements, verdicts), strict=True))
+    return {dim: judged_clustering(case_audits(population, {}, 0))
+            for dim, population in populations.items() if population}
 
 
 def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> AuditReport:
@@ -287,16 +321,10 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
     by_key = {(i["case_id"], i["repeat"]): i for i in labelled
               if (i["case_id"], i["repeat"]) in counted}
 
-    tool_population = {k: j["tool_choice"] == "pass" for k, j in judgements.items()}
+    tool_population, args_population = judged_populations(judgements, verdicts)
     tool_labels = {k: i["label_tool_choice"] == "pass" for k, i in by_key.items()}
-    # The population the judged arguments share and its calibration rates are taken over
-    # (calibration.rate_pair): the judge passed the tool choice and graded the arguments, and
-    # no deterministic check failed them. The person's verdict there is pass when they passed
-    # tool and arguments, fail when they failed either; their n/a says nothing.
-    args_population = {
-        k: j["arguments"] == "pass" for k, j in judgements.items()
-        if j["tool_choice"] == "pass" and j["arguments"] in ("pass", "fail")
-        and verdicts.get(k, {}).get("arguments") not in DETERMINISTIC_ARGUMENT_FAILURES}
+    # The person's verdict on the judged arguments is pass when they passed tool and
+    # arguments, fail when they failed either; their n/a says nothing.
     args_labels = {k: i["label_tool_choice"] == "pass" and i["label_arguments"] == "pass"
                    for k, i in by_key.items()
                    if i["label_tool_choice"] == "fail" or i["label_arguments"] in ("pass", "fail")}
@@ -317,14 +345,16 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
         release: dict[str, Estimate | None] = {}
         parts: dict[str, ReleasePart] = {}
         for figure, truth in truths.items():
-            deterministic = [v[figure] for k, v in verdicts.items()
-                             if k not in judgements and k in keys]
+            checked_keys = [k for k in verdicts if k not in judgements and k in keys]
+            deterministic = [verdicts[k][figure] for k in checked_keys]
             judged_f = {k: bool(verdicts[k][figure]) for k in judged_keys if k in keys}
             pairs = [(truth[k], judged_f[k]) for k in judged_f if k in truth]
             release[figure] = combined_share(
                 sum(deterministic), len(deterministic),
                 _ppi_of(judged_f, truth, audit["seed"], estimand), len(judged_f),
-                deterministic_known=estimand == "release")
+                deterministic_known=estimand == "release",
+                checked=(checked_clustering(verdicts, checked_keys, figure)
+                         if estimand == "agent" and checked_keys else None))
             parts[figure] = ReleasePart(
                 deterministic_right=sum(deterministic), deterministic_n=len(deterministic),
                 judged=len(judged_f), judged_passes=sum(judged_f.values()),
@@ -348,12 +378,23 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
                          counted=(i["case_id"], i["repeat"]) in counted) for i in items])
 
 
+def checked_clustering(verdicts: Mapping[Key, Mapping[str, Any]], keys: Sequence[Key],
+                       figure: str) -> Clustering:
+    """The repeats' design effect of the attempts decided by checks, from their verdicts on
+    `figure` by case."""
+    by_case: dict[str, list[int]] = {}
+    for key in keys:
+        by_case.setdefault(key[0], []).append(int(bool(verdicts[key][figure])))
+    return Clustering.of("checked", [(sum(v), len(v)) for v in by_case.values()])
+
+
 def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width: float,
                rates: tuple[float, float] | None = None, share: float | None = None,
-               z: float = Z95, estimand: Estimand = "release") -> AuditPlan | None:
+               z: float = Z95, estimand: Estimand = "release",
+               clustering: Clustering | None = None) -> AuditPlan | None:
     """Audit labels for a ±width PPI++ interval over `judged` attempts: from the audit's
     disagreements when it has labels, else from the calibration rates at `share`; about
-    `estimand`."""
+    `estimand` (`agent`: widened by the repeats' design effect in `clustering`)."""
     if judged == 0:
         return None
     if table is not None and table.n:
@@ -365,7 +406,8 @@ def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width:
         moments = moments_from_rates(share if share is not None else 0.5, *rates)
     else:
         return None
-    return audit_labels_for_width(width, judged, moments, z, estimand)
+    effect = clustering.design_effect if clustering is not None else 1.0
+    return audit_labels_for_width(width, judged, moments, z, estimand, effect)
 
 
 # --------------------------------------------------------------------------- plans and text
@@ -414,6 +456,7 @@ def audit_lines(report: AuditReport, width: float | None = None) -> list[str]:
         lines.append(f"{report.labelled - report.counted} label(s) lie past the first "
                      "unlabelled item of the sample's order and count once it is labelled")
     lines.append(f"PPI++ intervals are about {ESTIMAND_TEXT[report.estimand]}")
+    lines.extend(clustering_lines(report))
     lines.append("")
     lines.append(f"{'judged share':<14} {'N':>5} {'labels':>6} {'raw (judge)':>20} "
                  f"{'Rogan–Gladen':>20} {'PPI++':>20}")
@@ -440,8 +483,21 @@ def audit_lines(report: AuditReport, width: float | None = None) -> list[str]:
         lines.append("")
         for dim, d in report.dimensions.items():
             plan = width_plan(d.table, d.judged_passes, d.judged, width,
-                              estimand=report.estimand)
+                              estimand=report.estimand, clustering=d.clustering)
             lines.append(f"{dim}: {describe_width_plan(plan, d.labels, width)}")
+    return lines
+
+
+def clustering_lines(report: AuditReport) -> list[str]:
+    """What the repeats of a case do to the intervals: nothing about this release's attempts
+    (the audit samples attempts); about the agent's rate, each part's design effect."""
+    if report.estimand == "release":
+        return ["repeats of a case need no correction for this release's attempts: the audit "
+                "is a uniform sample of them and the checked ones are known"]
+    lines = ["repeats clustered by case (a variance times the design effect 1 + (m − 1)·ICC):"]
+    for figure, estimate in report.release.items():
+        parts = "; ".join(c.text() for c in estimate.clustering) if estimate else ""
+        lines.append(f"  {figure.replace('_', ' ')}: {parts or 'nothing to cluster'}")
     return lines
 
 
@@ -450,6 +506,8 @@ def describe_width_plan(plan: AuditPlan | None, have: int, width: float) -> str:
         return "no labels and no calibration rates to plan from"
     basis = ("the judge–person disagreement in the audit" if plan.source == "audit"
              else "the calibration TPR/TNR (no audit labels yet)")
+    if plan.design_effect > 1:
+        basis += f", repeats' design effect {plan.design_effect:.2f}"
     if plan.labels is None:
         return (f"±{100 * width:g} points is out of reach with {plan.judged} judged attempts "
                 f"(±{100 * plan.best_width:.1f} with every one labelled), from {basis}")
@@ -530,13 +588,12 @@ def judged_check(report: AuditReport, figure: str, baseline_pct: float, max_drop
     margin = abs(change + max_drop) / 100
     total = part.deterministic_n + part.judged
     w_d, w_j = part.deterministic_n / total, part.judged / total
-    p_adj = (part.deterministic_right + 1) / (part.deterministic_n + 2)
-    var_d = p_adj * (1 - p_adj) / (part.deterministic_n + 2) if part.deterministic_n else 0.0
-    if report.estimand == "release":  # the checked attempts of this release are known
-        var_d = 0.0
+    parts = {c.part: c for c in estimate.clustering}
+    var_d = checked_variance(part.deterministic_right, part.deterministic_n,
+                             report.estimand == "release", parts.get("checked"))
     room = (margin / z) ** 2 - w_d * w_d * var_d - then_se ** 2
     plan = (width_plan(part.table, part.judged_passes, part.judged, z * math.sqrt(room) / w_j,
-                       z=z, estimand=report.estimand)
+                       z=z, estimand=report.estimand, clustering=parts.get("judged"))
             if room > 0 and margin > 0 else None)
     if plan is None or plan.labels is None:
         advice = ("no audit of this run can decide it (the estimate sits on the line, or the "
