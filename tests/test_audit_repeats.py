@@ -59,7 +59,7 @@ def _release(loopback: Loopback, exe: str, env: dict, cwd: Path, spec: Path, rel
 
 def _audit_in_full(cwd: Path, run_id: int) -> None:
     """Every judged attempt labelled as the judge said it (cases g00–g03 right)."""
-    from callgate.judging.audit import draw_audit
+    from callgate.judging.audit_sample import draw_audit
     from callgate.store.db import Store
 
     with Store(cwd / "c.db") as store:

@@ -1,25 +1,23 @@
-"""Per-release audits: a person labels a uniform random sample of a run's judged attempts, and
-the judged shares are estimated three ways (raw, Rogan–Gladen, PPI++; see estimates.py).
+"""Per-release audits: a person labels a uniform random sample of a run's judged attempts
+(drawn and labelled by `audit_sample`), and the judged shares are estimated three ways (raw,
+Rogan–Gladen, PPI++; see estimates.py), with the gate's reading of an audited figure. The
+audit's text and plans are in `audit_text`.
 
-The sample is the first n of a seeded permutation of the run's judged attempts (sorted by case
-and repeat), so it is uniform for any n and an audit grows by taking more of the same
-permutation: the labels already given stay in the sample.
+Only the answered prefix of the sample's seeded order counts: it is a uniform sample of the
+judged attempts for any length.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import random
-import secrets
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from callgate.errors import CallgateError
-from callgate.judging.calibration import dimension_confusion, item_payloads, read_set
 from callgate.judging.estimates import (
     Z_PAIR,
     AuditTable,
@@ -35,20 +33,10 @@ from callgate.judging.estimates import (
     judged_clustering,
     raw_share,
 )
-from callgate.judging.judge import JudgeOutput, cache_key
-from callgate.judging.labelling import (
-    AnswersEnded,
-    LabellingStopped,
-    ask_labels,
-    item_text,
-    judged_items,
-    judged_run,
-)
 from callgate.judging.planning import (
     AuditMoments,
     AuditPlan,
     audit_labels_for_width,
-    certificate_plan,
     moments_from_rates,
 )
 from callgate.stats import Z95
@@ -56,95 +44,6 @@ from callgate.store.db import Store
 
 Key = tuple[str, int]  # (case_id, repeat)
 DETERMINISTIC_ARGUMENT_FAILURES = ("invalid_json", "schema_violation")
-
-
-def sample_order(keys: Sequence[Key], seed: int) -> list[Key]:
-    """A seeded uniform permutation of the attempts; an audit of n is its first n."""
-    order = sorted(keys)
-    random.Random(seed).shuffle(order)
-    return order
-
-
-def draw_audit(store: Store, run_id: int, n: int, seed: int | None = None
-               ) -> tuple[int, list[dict[str, Any]]]:
-    """Draw (or grow to n) the audit of a run. Returns the seed and the audit's items."""
-    if n < 1:
-        raise CallgateError("--n must be at least 1")
-    _, rows = judged_run(store, run_id, then=": nothing to audit")
-    keys = [(row["case_id"], row["repeat"]) for row in rows]
-    existing = store.audit(run_id)
-    if existing is not None:
-        if seed is not None and seed != existing["seed"]:
-            raise CallgateError(
-                f"run {run_id} already has an audit drawn with seed {existing['seed']}; its "
-                "labels belong to that sample. Leave out --seed to grow it.")
-        seed = existing["seed"]
-    elif seed is None:
-        seed = secrets.randbelow(2**31)
-    order = sample_order(keys, seed)[:n]
-    store.save_audit(run_id, seed, len(keys),
-                     [(position, case_id, repeat)
-                      for position, (case_id, repeat) in enumerate(order)])
-    return seed, store.audit_items(run_id)
-
-
-def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str],
-                show: Callable[[str], Any]) -> int:
-    """Ask a person for a verdict on each audit item of the run not labelled yet (skipped ones
-    again), in the sample's order; each label, or skip with its reason, is stored at once with
-    the labeller and the time. Returns how many were labelled. The answers ending early raise
-    AnswersEnded, the labels given so far kept."""
-    items = store.audit_items(run_id)
-    if not items:
-        raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
-    if not labeller.strip():
-        raise CallgateError("--labeller must name who gives the labels")
-    waiting = {(i["case_id"], i["repeat"]) for i in items if i["label_tool_choice"] is None}
-    shown = {(row["case_id"], row["repeat"]): (row, item)
-             for row, item in judged_items(store, run_id)
-             if (row["case_id"], row["repeat"]) in waiting}
-    labelled = 0
-    for audit_item in items:
-        key = (audit_item["case_id"], audit_item["repeat"])
-        if key not in shown:
-            continue
-        _, item = shown[key]
-        before = (f"\n(skipped before by {audit_item['labeller']}: "
-                  f"{audit_item['skip_reason']})" if audit_item.get("skip_reason") else "")
-        # The judge's verdict is not shown: the person's label must not lean on it.
-        show(f"\n── audit item {audit_item['position'] + 1} of {len(items)}: {key[0]} "
-             f"(repeat {key[1]}) ──\n{item_text(item)}{before}")
-        try:
-            labels = ask_labels(ask)
-            if labels is None:
-                reason = ask("why skip it (kept with the audit; a skip makes it incomplete)")
-                store.save_audit_skip(run_id, key[0], key[1], reason.strip(), labeller)
-                show(f"skipped audit item {audit_item['position'] + 1}: the audit is "
-                     "incomplete until it is labelled")
-                continue
-        except LabellingStopped:
-            break
-        except AnswersEnded:
-            raise AnswersEnded(
-                f"the answers ended at audit item {audit_item['position'] + 1} of run {run_id}; "
-                f"the {labelled} label(s) given are kept: callgate judge label --audit "
-                f"{run_id} to go on") from None
-        store.save_audit_label(run_id, key[0], key[1], *labels, labeller)
-        labelled += 1
-    return labelled
-
-
-def record_audit_label(store: Store, run_id: int, case_id: str, repeat: int, tool_choice: str,
-                       arguments: str, labeller: str) -> None:
-    """One audit label given outside the terminal (`callgate serve`'s audit queue): stored as
-    `label_audit` stores it. A CallgateError when the attempt is not in the run's audit."""
-    if not labeller.strip():
-        raise CallgateError("a labeller name is required")
-    if not any((i["case_id"], i["repeat"]) == (case_id, repeat)
-               for i in store.audit_items(run_id)):
-        raise CallgateError(f"{case_id} (repeat {repeat}) is not in the audit of run {run_id}")
-    store.save_audit_label(run_id, case_id, repeat, tool_choice, arguments, labeller)
-
 
 # --------------------------------------------------------------------------- estimates
 
@@ -408,138 +307,6 @@ def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width:
         return None
     effect = clustering.design_effect if clustering is not None else 1.0
     return audit_labels_for_width(width, judged, moments, z, estimand, effect)
-
-
-# --------------------------------------------------------------------------- plans and text
-
-
-def set_confusions(judge: Any, set_path: Any, store: Store | None
-                   ) -> tuple[dict[str, Any], int, int]:
-    """Per dimension, the confusion of the judge's cached verdicts against the labels on the
-    test split of a calibration set; also how many test items the judge has not judged yet,
-    and how many test items there are. Without a store, the judge has judged nothing."""
-    items, _ = read_set(set_path)
-    test = [i for i in items if i.split == "test"]
-    keys = {i.id: cache_key(judge.fingerprint, *item_payloads(i)) for i in test}
-    stored = store.judge_outputs(list(keys.values())) if store is not None else {}
-    outputs = {i: JudgeOutput.model_validate_json(stored[k]) for i, k in keys.items()
-               if k in stored}
-    out = {dim: dimension_confusion(dim, test, outputs) for dim in judge.spec.dimensions}
-    return out, len(test) - len(outputs), len(test)
-
-
-ESTIMAND_TEXT = {
-    "release": "this release's attempts (finite population: an attempt audited is known, so a "
-               "full audit leaves no judged uncertainty)",
-    "agent": "the agent's rate the attempts are drawn from (repeats of a case clustered)",
-}
-
-
-def _pct(estimate: Estimate | None) -> str:
-    if estimate is None:
-        return "—"
-    return f"{100 * estimate.value:.1f} [{100 * estimate.low:.1f}–{100 * estimate.high:.1f}]"
-
-
-def audit_lines(report: AuditReport, width: float | None = None) -> list[str]:
-    """The audit as text lines: each figure names its estimator."""
-    who = ", ".join(report.labellers) or "nobody yet"
-    lines = [f"audit of run {report.run}: {report.sample} of {report.population} judged "
-             f"attempts drawn (seed {report.seed}), {report.labelled} labelled by {who}"]
-    if report.skipped:
-        reasons = "; ".join(f"{i.position + 1}: {i.skip_reason}" for i in report.items
-                            if i.skip_reason)
-        lines.append(f"INCOMPLETE: {report.skipped} item(s) skipped inside the labelled prefix "
-                     f"({reasons}); skipped items are not a random sample, so the gate does "
-                     "not use this audit until they are labelled")
-    if report.labelled > report.counted:
-        lines.append(f"{report.labelled - report.counted} label(s) lie past the first "
-                     "unlabelled item of the sample's order and count once it is labelled")
-    lines.append(f"PPI++ intervals are about {ESTIMAND_TEXT[report.estimand]}")
-    lines.extend(clustering_lines(report))
-    lines.append("")
-    lines.append(f"{'judged share':<14} {'N':>5} {'labels':>6} {'raw (judge)':>20} "
-                 f"{'Rogan–Gladen':>20} {'PPI++':>20}")
-    for dim, d in report.dimensions.items():
-        rg = d.rogan_gladen
-        rg_text = (f"{rg['corrected']:.1f} [{rg['low']:.1f}–{rg['high']:.1f}]" if rg else "—")
-        lines.append(f"{dim:<14} {d.judged:>5} {d.labels:>6} {_pct(d.raw):>20} "
-                     f"{rg_text:>20} {_pct(d.ppi):>20}")
-    lines.append("")
-    for figure, estimate in report.release.items():
-        label = figure.replace("_", " ") + " %"
-        name = estimate.estimator if estimate else "—"
-        lines.append(f"release {label:<18} {_pct(estimate)}  ({name}, all attempts)")
-    for tag, figures in report.by_tag.items():
-        shown = ", ".join(f"{figure.replace('_', ' ')} {_pct(estimate)}"
-                          for figure, estimate in figures.items())
-        lines.append(f"  tag {tag}: {shown}")
-    if 0 < report.counted < 100:
-        lines.append("")
-        lines.append(f"note: with {report.counted} labels the PPI++ 95% interval is a normal "
-                     "approximation; it held the true share in 96–97% of simulated audits of 40 "
-                     "and about 95% of audits of 100 (benchmarks/ppi_bias.py)")
-    if width is not None:
-        lines.append("")
-        for dim, d in report.dimensions.items():
-            plan = width_plan(d.table, d.judged_passes, d.judged, width,
-                              estimand=report.estimand, clustering=d.clustering)
-            lines.append(f"{dim}: {describe_width_plan(plan, d.labels, width)}")
-    return lines
-
-
-def clustering_lines(report: AuditReport) -> list[str]:
-    """What the repeats of a case do to the intervals: nothing about this release's attempts
-    (the audit samples attempts); about the agent's rate, each part's design effect."""
-    if report.estimand == "release":
-        return ["repeats of a case need no correction for this release's attempts: the audit "
-                "is a uniform sample of them and the checked ones are known"]
-    lines = ["repeats clustered by case (a variance times the design effect 1 + (m − 1)·ICC):"]
-    for figure, estimate in report.release.items():
-        parts = "; ".join(c.text() for c in estimate.clustering) if estimate else ""
-        lines.append(f"  {figure.replace('_', ' ')}: {parts or 'nothing to cluster'}")
-    return lines
-
-
-def describe_width_plan(plan: AuditPlan | None, have: int, width: float) -> str:
-    if plan is None:
-        return "no labels and no calibration rates to plan from"
-    basis = ("the judge–person disagreement in the audit" if plan.source == "audit"
-             else "the calibration TPR/TNR (no audit labels yet)")
-    if plan.design_effect > 1:
-        basis += f", repeats' design effect {plan.design_effect:.2f}"
-    if plan.labels is None:
-        return (f"±{100 * width:g} points is out of reach with {plan.judged} judged attempts "
-                f"(±{100 * plan.best_width:.1f} with every one labelled), from {basis}")
-    more = max(0, plan.labels - have)
-    return (f"{plan.labels} audit labels give ±{100 * width:g} points ({more} more than the "
-            f"{have} so far), from {basis}")
-
-
-def describe_class_plan(kind: str, plan: Any) -> str:
-    if plan.more is None:
-        return f"{kind}: cannot certify: {plan.why}"
-    rate = "assuming full agreement (none yet)" if plan.assumed_rate else (
-        f"at the observed agreement {plan.agreed}/{plan.items}")
-    return f"{kind}: {plan.more} more ({plan.items} so far), {rate}"
-
-
-def certificate_plan_lines(dimensions: Mapping[str, Any], thresholds: Mapping[str, Any]
-                           ) -> list[str]:
-    """How many more labels would certify the judge, per dimension and class: under the
-    thresholds' rule and, when that is the point rule, under the stricter Wilson rule.
-    `dimensions`: a certificate's DimensionReports; `thresholds`: the spec's thresholds."""
-    lines = []
-    for rule in dict.fromkeys([thresholds.get("rule", "point"), "wilson"]):
-        lines.append(f"further labels to certify under the {rule} rule:")
-        for dim, report in dimensions.items():
-            c = report.confusion
-            plan = certificate_plan(c.tp, c.fn, c.tn, c.fp, float(thresholds["tpr"]),
-                                    float(thresholds["tnr"]),
-                                    int(thresholds["min_items_per_class"]), rule)
-            lines.append(f"  {dim}: " + describe_class_plan("pass items (TPR)", plan.pass_items))
-            lines.append(f"  {dim}: " + describe_class_plan("fail items (TNR)", plan.fail_items))
-    return lines
 
 
 # --------------------------------------------------------------------------- the gate

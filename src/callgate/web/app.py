@@ -34,7 +34,8 @@ from starlette.staticfiles import StaticFiles
 
 from callgate.errors import CallgateError
 from callgate.gating.gate import find_current
-from callgate.judging.audit import certificate_plan_lines, record_audit_label
+from callgate.judging.audit_sample import record_audit_label
+from callgate.judging.audit_text import certificate_plan_lines
 from callgate.judging.calibration import (
     NOT_A_PERSON,
     CalibrationItem,
