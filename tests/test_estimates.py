@@ -22,7 +22,7 @@ from callgate.judging.estimates import (
     residual_variance,
     rogan_gladen_share,
 )
-from callgate.stats import Z95
+from callgate.stats import Z95, design_effect, intraclass_correlation
 
 # Labelled: (Y, f) = (1,1) (1,0) (0,0) (1,1); the judge on 6 others: 1 1 0 1 1 0.
 LABELS = [1.0, 1.0, 0.0, 1.0]
@@ -284,3 +284,20 @@ def test_the_judged_design_effect_takes_the_labels_when_the_judge_blurs_the_repe
     by_verdicts = judged_clustering([c.model_copy(update={"table": AuditTable()})
                                      for c in cases])
     assert by_verdicts.icc is not None and by_verdicts.icc < 0.2
+
+
+def test_intraclass_correlation_and_design_effect_by_hand() -> None:
+    # Three cases of two repeats: both right, both wrong, one of each. p̄ = 0.5;
+    # MSB = (2·0.25 + 2·0.25 + 0) / 2 = 0.5, MSW = 0.5 / 3, m0 = 2:
+    # ICC = (0.5 − 1/6) / (0.5 + 1/6) = 0.5, deff = 1 + (2 − 1)·0.5.
+    groups = [(2, 2), (0, 2), (1, 2)]
+    assert intraclass_correlation(groups) == pytest.approx(0.5)
+    assert design_effect(groups) == pytest.approx((1.5, 2.0, 0.5))
+    # Repeats that disagree more than chance: a negative estimate is read as none.
+    assert intraclass_correlation([(1, 2), (1, 2), (1, 2)]) == 0.0
+    # No repeats, or an outcome that never varies: not estimable, no widening.
+    assert intraclass_correlation([(1, 1), (0, 1)]) is None
+    assert intraclass_correlation([(3, 3), (2, 2)]) is None
+    assert design_effect([(3, 3), (2, 2)])[0] == 1.0
+    # Unequal cases: m is weighted by size, Σm²/Σm.
+    assert design_effect([(4, 4), (0, 2)])[1] == pytest.approx(20 / 6)
