@@ -20,7 +20,8 @@ from test_judge_live import (
     verdict,
 )
 
-from callgate.judging.audit import case_audits, sample_order
+from callgate.judging.audit import case_audits
+from callgate.judging.audit_sample import sample_order
 from callgate.judging.estimates import (
     Z_PAIR,
     AuditTable,
@@ -348,7 +349,9 @@ def test_the_terminal_labeller_takes_the_web_keys_records_skips_and_ends_with_th
 @pytest.mark.slow
 def test_only_the_answered_prefix_of_the_sample_order_counts(scored: tuple, tmp_path: Path
                                                              ) -> None:
-    from callgate.judging.audit import audit_lines, audit_report, draw_audit
+    from callgate.judging.audit import audit_report
+    from callgate.judging.audit_sample import draw_audit
+    from callgate.judging.audit_text import audit_lines
     from callgate.store.db import Store
 
     run_id, _ = scored
@@ -408,7 +411,7 @@ def _score_release(loopback: Loopback, exe: str, env: dict, cwd: Path, spec: Pat
 
 def _audit_in_full(cwd: Path, run_id: int, truth: list[bool]) -> None:
     """Every judged attempt drawn and labelled by a person with its truth."""
-    from callgate.judging.audit import draw_audit
+    from callgate.judging.audit_sample import draw_audit
     from callgate.store.db import Store
 
     with Store(cwd / "c.db") as store:
@@ -545,7 +548,7 @@ def test_plan_for_a_set_counts_the_population_the_certificate_counts(
 def test_an_audit_survives_merge_and_a_shards_audit_is_refused(
     scored: tuple, callgate_exe: str, cli_env: dict, tmp_path: Path
 ) -> None:
-    from callgate.judging.audit import draw_audit
+    from callgate.judging.audit_sample import draw_audit
     from callgate.store.db import Store
 
     run_id, spec = scored

@@ -15,13 +15,14 @@ from callgate.judging.estimates import (
     combined_share,
     crossfit_ppi,
     crossfit_weight,
+    judged_clustering,
     ppi_mean,
     ppi_share,
     raw_share,
     residual_variance,
     rogan_gladen_share,
 )
-from callgate.stats import Z95
+from callgate.stats import Z95, design_effect, intraclass_correlation
 
 # Labelled: (Y, f) = (1,1) (1,0) (0,0) (1,1); the judge on 6 others: 1 1 0 1 1 0.
 LABELS = [1.0, 1.0, 0.0, 1.0]
@@ -247,20 +248,56 @@ def test_a_release_audited_in_full_has_a_judged_part_of_zero_width() -> None:
 
 def test_the_agent_variance_is_clustered_by_case() -> None:
     # 30 cases × 4 repeats; every repeat of a case has the same truth and verdict, so a case
-    # is one draw, not four. Audit: one case in three fully labelled.
+    # is one draw, not four. Audited in full: the interval about the agent's rate is the one
+    # 30 single attempts have, not half as wide as 120 independent attempts would give.
     rng = random.Random(5)
-    cases, flat = [], []
+    cases, single, flat = [], [], []
     for c in range(30):
         y = rng.random() < 0.7
         f = y if rng.random() < 0.85 else not y
-        labelled = 4 if c % 3 == 0 else 0
-        table = AuditTable.of([(y, f)] * labelled)
-        cases.append(CaseAudit(judged=4, passes=4 * f, table=table, fold=c % 2))
+        cases.append(CaseAudit(judged=4, passes=4 * f, table=AuditTable.of([(y, f)] * 4),
+                               fold=c % 2))
+        single.append(CaseAudit(judged=1, passes=int(f), table=AuditTable.of([(y, f)]),
+                                fold=c % 2))
         flat.extend(CaseAudit(judged=1, passes=int(f), fold=c % 2,
-                              table=AuditTable.of([(y, f)] if r < labelled else []))
-                    for r in range(4))
-    clustered, independent = crossfit_ppi(cases, "agent"), crossfit_ppi(flat, "agent")
-    assert clustered is not None and independent is not None
+                              table=AuditTable.of([(y, f)])) for _ in range(4))
+    clustered, one, independent = (crossfit_ppi(cases, "agent"), crossfit_ppi(single, "agent"),
+                                   crossfit_ppi(flat, "agent"))
+    assert clustered is not None and one is not None and independent is not None
     assert clustered.value == pytest.approx(independent.value)
-    assert clustered.se is not None and independent.se is not None
-    assert clustered.se > 1.5 * independent.se
+    assert clustered.se is not None and independent.se is not None and one.se is not None
+    assert clustered.clustering[0].design_effect == pytest.approx(4.0)
+    assert clustered.se == pytest.approx(one.se, rel=0.05)
+    assert clustered.se > 1.9 * independent.se
+
+
+def test_the_judged_design_effect_takes_the_labels_when_the_judge_blurs_the_repeats() -> None:
+    # Each case's 3 repeats are all right or all wrong, but the judge errs on single attempts:
+    # its verdicts agree across repeats less than the truth does. Cases with several labels
+    # show the truth's agreement, and the larger ICC is taken.
+    cases = [CaseAudit(judged=3, passes=2, fold=0, table=AuditTable(pass_pass=2, pass_fail=1)),
+             CaseAudit(judged=3, passes=1, fold=1, table=AuditTable(fail_pass=1, fail_fail=2)),
+             CaseAudit(judged=3, passes=2, fold=0, table=AuditTable(pass_pass=2, pass_fail=1)),
+             CaseAudit(judged=3, passes=1, fold=1, table=AuditTable(fail_pass=1, fail_fail=2))]
+    clustering = judged_clustering(cases)
+    assert clustering.icc == pytest.approx(1.0) and clustering.design_effect == 3.0
+    by_verdicts = judged_clustering([c.model_copy(update={"table": AuditTable()})
+                                     for c in cases])
+    assert by_verdicts.icc is not None and by_verdicts.icc < 0.2
+
+
+def test_intraclass_correlation_and_design_effect_by_hand() -> None:
+    # Three cases of two repeats: both right, both wrong, one of each. p̄ = 0.5;
+    # MSB = (2·0.25 + 2·0.25 + 0) / 2 = 0.5, MSW = 0.5 / 3, m0 = 2:
+    # ICC = (0.5 − 1/6) / (0.5 + 1/6) = 0.5, deff = 1 + (2 − 1)·0.5.
+    groups = [(2, 2), (0, 2), (1, 2)]
+    assert intraclass_correlation(groups) == pytest.approx(0.5)
+    assert design_effect(groups) == pytest.approx((1.5, 2.0, 0.5))
+    # Repeats that disagree more than chance: a negative estimate is read as none.
+    assert intraclass_correlation([(1, 2), (1, 2), (1, 2)]) == 0.0
+    # No repeats, or an outcome that never varies: not estimable, no widening.
+    assert intraclass_correlation([(1, 1), (0, 1)]) is None
+    assert intraclass_correlation([(3, 3), (2, 2)]) is None
+    assert design_effect([(3, 3), (2, 2)])[0] == 1.0
+    # Unequal cases: m is weighted by size, Σm²/Σm.
+    assert design_effect([(4, 4), (0, 2)])[1] == pytest.approx(20 / 6)

@@ -92,7 +92,7 @@ def judge_show(
 def _show_labels_and_plan(judge: Any, certificate_json: str | None) -> list[str]:
     """Who gave the labels the newest calibration used, and how many more would certify the
     judge under the spec's rule (and, when that is the point rule, under the Wilson rule)."""
-    from callgate.judging.audit import certificate_plan_lines
+    from callgate.judging.audit_text import certificate_plan_lines
     from callgate.judging.calibration import Certificate
 
     if certificate_json is None:
@@ -267,7 +267,7 @@ def _ask_until_the_answers_end(text: str, **options: Any) -> str:
 
 
 def _label_audit(run_id: int, labeller: str, db: Path) -> None:
-    from callgate.judging.audit import label_audit
+    from callgate.judging.audit_sample import label_audit
     from callgate.judging.labelling import AnswersEnded
     from callgate.store.db import Store
 
@@ -317,7 +317,9 @@ def judge_audit(
     Draws a uniform random sample (label it with callgate judge label --audit RUN) and reports
     the judged shares three ways: raw, Rogan–Gladen corrected, and prediction-powered (PPI++)
     from the labels so far."""
-    from callgate.judging.audit import audit_lines, audit_report, draw_audit
+    from callgate.judging.audit import audit_report
+    from callgate.judging.audit_sample import draw_audit
+    from callgate.judging.audit_text import audit_lines
     from callgate.store.db import Store
 
     if estimand not in ("release", "agent"):
@@ -383,7 +385,7 @@ def judge_plan(
 
 def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None, db: Path
                             ) -> list[str]:
-    from callgate.judging.audit import describe_class_plan, set_confusions
+    from callgate.judging.audit_text import describe_class_plan, set_confusions
     from callgate.judging.bundled import calibration_set as bundled_set
     from callgate.judging.bundled import judge_spec
     from callgate.judging.judge import load_judge
@@ -419,7 +421,8 @@ def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None,
 
 
 def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
-    from callgate.judging.audit import describe_width_plan, width_plan
+    from callgate.judging.audit import judged_design_effects, width_plan
+    from callgate.judging.audit_text import describe_width_plan
     from callgate.judging.calibration import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
     from callgate.store.db import Store
@@ -429,6 +432,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     try:
         with Store(db) as store:
             run, _ = judged_run(store, run_id)
+            clusterings = judged_design_effects(store, run_id)
             cert_json = (store.certificate(run["judge_fingerprint"])
                          if run.get("judge_fingerprint") else None)
             report = None
@@ -452,5 +456,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
         corrected = (stored.get(dim) or {}).get("corrected")
         plan = width_plan(table, passes, judged, width, rates[:2] if rates else None,
                           corrected / 100 if corrected is not None else None,
-                          estimand=estimand)  # type: ignore[arg-type]
+                          estimand=estimand,  # type: ignore[arg-type]
+                          clustering=report.dimensions[dim].clustering if report is not None
+                          else clusterings.get(dim))
         typer.echo(f"{dim}: {describe_width_plan(plan, have, width)}")

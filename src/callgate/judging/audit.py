@@ -1,51 +1,42 @@
-"""Per-release audits: a person labels a uniform random sample of a run's judged attempts, and
-the judged shares are estimated three ways (raw, Rogan–Gladen, PPI++; see estimates.py).
+"""Per-release audits: a person labels a uniform random sample of a run's judged attempts
+(drawn and labelled by `audit_sample`), and the judged shares are estimated three ways (raw,
+Rogan–Gladen, PPI++; see estimates.py), with the gate's reading of an audited figure. The
+audit's text and plans are in `audit_text`.
 
-The sample is the first n of a seeded permutation of the run's judged attempts (sorted by case
-and repeat), so it is uniform for any n and an audit grows by taking more of the same
-permutation: the labels already given stay in the sample.
+Only the answered prefix of the sample's seeded order counts: it is a uniform sample of the
+judged attempts for any length.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import random
-import secrets
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from callgate.errors import CallgateError
-from callgate.judging.calibration import dimension_confusion, item_payloads, read_set
 from callgate.judging.estimates import (
     Z_PAIR,
     AuditTable,
     CaseAudit,
+    Clustering,
     Estimand,
     Estimate,
     adjusted_moments,
     case_fold,
+    checked_variance,
     combined_share,
     crossfit_ppi,
+    judged_clustering,
     raw_share,
-)
-from callgate.judging.judge import JudgeOutput, cache_key
-from callgate.judging.labelling import (
-    AnswersEnded,
-    LabellingStopped,
-    ask_labels,
-    item_text,
-    judged_items,
-    judged_run,
 )
 from callgate.judging.planning import (
     AuditMoments,
     AuditPlan,
     audit_labels_for_width,
-    certificate_plan,
     moments_from_rates,
 )
 from callgate.stats import Z95
@@ -53,95 +44,6 @@ from callgate.store.db import Store
 
 Key = tuple[str, int]  # (case_id, repeat)
 DETERMINISTIC_ARGUMENT_FAILURES = ("invalid_json", "schema_violation")
-
-
-def sample_order(keys: Sequence[Key], seed: int) -> list[Key]:
-    """A seeded uniform permutation of the attempts; an audit of n is its first n."""
-    order = sorted(keys)
-    random.Random(seed).shuffle(order)
-    return order
-
-
-def draw_audit(store: Store, run_id: int, n: int, seed: int | None = None
-               ) -> tuple[int, list[dict[str, Any]]]:
-    """Draw (or grow to n) the audit of a run. Returns the seed and the audit's items."""
-    if n < 1:
-        raise CallgateError("--n must be at least 1")
-    _, rows = judged_run(store, run_id, then=": nothing to audit")
-    keys = [(row["case_id"], row["repeat"]) for row in rows]
-    existing = store.audit(run_id)
-    if existing is not None:
-        if seed is not None and seed != existing["seed"]:
-            raise CallgateError(
-                f"run {run_id} already has an audit drawn with seed {existing['seed']}; its "
-                "labels belong to that sample. Leave out --seed to grow it.")
-        seed = existing["seed"]
-    elif seed is None:
-        seed = secrets.randbelow(2**31)
-    order = sample_order(keys, seed)[:n]
-    store.save_audit(run_id, seed, len(keys),
-                     [(position, case_id, repeat)
-                      for position, (case_id, repeat) in enumerate(order)])
-    return seed, store.audit_items(run_id)
-
-
-def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str],
-                show: Callable[[str], Any]) -> int:
-    """Ask a person for a verdict on each audit item of the run not labelled yet (skipped ones
-    again), in the sample's order; each label, or skip with its reason, is stored at once with
-    the labeller and the time. Returns how many were labelled. The answers ending early raise
-    AnswersEnded, the labels given so far kept."""
-    items = store.audit_items(run_id)
-    if not items:
-        raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
-    if not labeller.strip():
-        raise CallgateError("--labeller must name who gives the labels")
-    waiting = {(i["case_id"], i["repeat"]) for i in items if i["label_tool_choice"] is None}
-    shown = {(row["case_id"], row["repeat"]): (row, item)
-             for row, item in judged_items(store, run_id)
-             if (row["case_id"], row["repeat"]) in waiting}
-    labelled = 0
-    for audit_item in items:
-        key = (audit_item["case_id"], audit_item["repeat"])
-        if key not in shown:
-            continue
-        _, item = shown[key]
-        before = (f"\n(skipped before by {audit_item['labeller']}: "
-                  f"{audit_item['skip_reason']})" if audit_item.get("skip_reason") else "")
-        # The judge's verdict is not shown: the person's label must not lean on it.
-        show(f"\n── audit item {audit_item['position'] + 1} of {len(items)}: {key[0]} "
-             f"(repeat {key[1]}) ──\n{item_text(item)}{before}")
-        try:
-            labels = ask_labels(ask)
-            if labels is None:
-                reason = ask("why skip it (kept with the audit; a skip makes it incomplete)")
-                store.save_audit_skip(run_id, key[0], key[1], reason.strip(), labeller)
-                show(f"skipped audit item {audit_item['position'] + 1}: the audit is "
-                     "incomplete until it is labelled")
-                continue
-        except LabellingStopped:
-            break
-        except AnswersEnded:
-            raise AnswersEnded(
-                f"the answers ended at audit item {audit_item['position'] + 1} of run {run_id}; "
-                f"the {labelled} label(s) given are kept: callgate judge label --audit "
-                f"{run_id} to go on") from None
-        store.save_audit_label(run_id, key[0], key[1], *labels, labeller)
-        labelled += 1
-    return labelled
-
-
-def record_audit_label(store: Store, run_id: int, case_id: str, repeat: int, tool_choice: str,
-                       arguments: str, labeller: str) -> None:
-    """One audit label given outside the terminal (`callgate serve`'s audit queue): stored as
-    `label_audit` stores it. A CallgateError when the attempt is not in the run's audit."""
-    if not labeller.strip():
-        raise CallgateError("a labeller name is required")
-    if not any((i["case_id"], i["repeat"]) == (case_id, repeat)
-               for i in store.audit_items(run_id)):
-        raise CallgateError(f"{case_id} (repeat {repeat}) is not in the audit of run {run_id}")
-    store.save_audit_label(run_id, case_id, repeat, tool_choice, arguments, labeller)
-
 
 # --------------------------------------------------------------------------- estimates
 
@@ -158,6 +60,8 @@ class DimensionEstimates(BaseModel):
     raw: Estimate | None
     rogan_gladen: dict[str, Any] | None  # as `score` stored it (points)
     ppi: Estimate | None
+    # The repeats of a case in this population (what an `agent` interval and plan widen by)
+    clustering: Clustering | None = None
 
 
 class ReleasePart(BaseModel):
@@ -260,12 +164,41 @@ def _dimension(population: dict[Key, bool], labels: dict[Key, bool],
                stored_rg: dict[str, Any] | None, seed: int, estimand: Estimand
                ) -> DimensionEstimates:
     pairs = [(labels[k], population[k]) for k in population if k in labels]
+    cases = case_audits(population, labels, seed)
     return DimensionEstimates(
         judged=len(population), judged_passes=sum(population.values()), labels=len(pairs),
         disagreements=sum(y != f for y, f in pairs), table=AuditTable.of(pairs),
         raw=raw_share(sum(population.values()), len(population)),
         rogan_gladen=stored_rg if stored_rg and stored_rg.get("corrected") is not None else None,
-        ppi=_ppi_of(population, labels, seed, estimand))
+        ppi=_ppi_of(population, labels, seed, estimand),
+        clustering=judged_clustering(cases) if cases else None)
+
+
+def judged_populations(judgements: Mapping[Key, Mapping[str, Any]],
+                       verdicts: Mapping[Key, Mapping[str, Any]]
+                       ) -> tuple[dict[Key, bool], dict[Key, bool]]:
+    """The judge's verdicts (pass or not) over the attempts each judged share is taken over:
+    tool choice over every judgement; arguments over the population the judged arguments
+    share and its calibration rates are taken over (calibration.rate_pair): the judge passed
+    the tool choice and graded the arguments, and no deterministic check failed them."""
+    tool = {k: j["tool_choice"] == "pass" for k, j in judgements.items()}
+    arguments = {
+        k: j["arguments"] == "pass" for k, j in judgements.items()
+        if j["tool_choice"] == "pass" and j["arguments"] in ("pass", "fail")
+        and verdicts.get(k, {}).get("arguments") not in DETERMINISTIC_ARGUMENT_FAILURES}
+    return tool, arguments
+
+
+def judged_design_effects(store: Store, run_id: int) -> dict[str, Clustering]:
+    """Per judged share, the repeats' design effect from the judge's verdicts by case: what a
+    plan about the agent's rate widens by before any audit label exists."""
+    judgements = {(r["case_id"], r["repeat"]): r for r in store.judgements(run_id)}
+    verdicts = {(v["case_id"], v["repeat"]): v for v in store.verdicts(run_id)
+                if v["status"] == "scored"}
+    populations = dict(zip(("tool_choice", "arguments"),
+                           judged_populations(judgements, verdicts), strict=True))
+    return {dim: judged_clustering(case_audits(population, {}, 0))
+            for dim, population in populations.items() if population}
 
 
 def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> AuditReport:
@@ -287,16 +220,10 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
     by_key = {(i["case_id"], i["repeat"]): i for i in labelled
               if (i["case_id"], i["repeat"]) in counted}
 
-    tool_population = {k: j["tool_choice"] == "pass" for k, j in judgements.items()}
+    tool_population, args_population = judged_populations(judgements, verdicts)
     tool_labels = {k: i["label_tool_choice"] == "pass" for k, i in by_key.items()}
-    # The population the judged arguments share and its calibration rates are taken over
-    # (calibration.rate_pair): the judge passed the tool choice and graded the arguments, and
-    # no deterministic check failed them. The person's verdict there is pass when they passed
-    # tool and arguments, fail when they failed either; their n/a says nothing.
-    args_population = {
-        k: j["arguments"] == "pass" for k, j in judgements.items()
-        if j["tool_choice"] == "pass" and j["arguments"] in ("pass", "fail")
-        and verdicts.get(k, {}).get("arguments") not in DETERMINISTIC_ARGUMENT_FAILURES}
+    # The person's verdict on the judged arguments is pass when they passed tool and
+    # arguments, fail when they failed either; their n/a says nothing.
     args_labels = {k: i["label_tool_choice"] == "pass" and i["label_arguments"] == "pass"
                    for k, i in by_key.items()
                    if i["label_tool_choice"] == "fail" or i["label_arguments"] in ("pass", "fail")}
@@ -317,14 +244,16 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
         release: dict[str, Estimate | None] = {}
         parts: dict[str, ReleasePart] = {}
         for figure, truth in truths.items():
-            deterministic = [v[figure] for k, v in verdicts.items()
-                             if k not in judgements and k in keys]
+            checked_keys = [k for k in verdicts if k not in judgements and k in keys]
+            deterministic = [verdicts[k][figure] for k in checked_keys]
             judged_f = {k: bool(verdicts[k][figure]) for k in judged_keys if k in keys}
             pairs = [(truth[k], judged_f[k]) for k in judged_f if k in truth]
             release[figure] = combined_share(
                 sum(deterministic), len(deterministic),
                 _ppi_of(judged_f, truth, audit["seed"], estimand), len(judged_f),
-                deterministic_known=estimand == "release")
+                deterministic_known=estimand == "release",
+                checked=(checked_clustering(verdicts, checked_keys, figure)
+                         if estimand == "agent" and checked_keys else None))
             parts[figure] = ReleasePart(
                 deterministic_right=sum(deterministic), deterministic_n=len(deterministic),
                 judged=len(judged_f), judged_passes=sum(judged_f.values()),
@@ -348,12 +277,23 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
                          counted=(i["case_id"], i["repeat"]) in counted) for i in items])
 
 
+def checked_clustering(verdicts: Mapping[Key, Mapping[str, Any]], keys: Sequence[Key],
+                       figure: str) -> Clustering:
+    """The repeats' design effect of the attempts decided by checks, from their verdicts on
+    `figure` by case."""
+    by_case: dict[str, list[int]] = {}
+    for key in keys:
+        by_case.setdefault(key[0], []).append(int(bool(verdicts[key][figure])))
+    return Clustering.of("checked", [(sum(v), len(v)) for v in by_case.values()])
+
+
 def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width: float,
                rates: tuple[float, float] | None = None, share: float | None = None,
-               z: float = Z95, estimand: Estimand = "release") -> AuditPlan | None:
+               z: float = Z95, estimand: Estimand = "release",
+               clustering: Clustering | None = None) -> AuditPlan | None:
     """Audit labels for a ±width PPI++ interval over `judged` attempts: from the audit's
     disagreements when it has labels, else from the calibration rates at `share`; about
-    `estimand`."""
+    `estimand` (`agent`: widened by the repeats' design effect in `clustering`)."""
     if judged == 0:
         return None
     if table is not None and table.n:
@@ -365,123 +305,8 @@ def width_plan(table: AuditTable | None, judged_passes: int, judged: int, width:
         moments = moments_from_rates(share if share is not None else 0.5, *rates)
     else:
         return None
-    return audit_labels_for_width(width, judged, moments, z, estimand)
-
-
-# --------------------------------------------------------------------------- plans and text
-
-
-def set_confusions(judge: Any, set_path: Any, store: Store | None
-                   ) -> tuple[dict[str, Any], int, int]:
-    """Per dimension, the confusion of the judge's cached verdicts against the labels on the
-    test split of a calibration set; also how many test items the judge has not judged yet,
-    and how many test items there are. Without a store, the judge has judged nothing."""
-    items, _ = read_set(set_path)
-    test = [i for i in items if i.split == "test"]
-    keys = {i.id: cache_key(judge.fingerprint, *item_payloads(i)) for i in test}
-    stored = store.judge_outputs(list(keys.values())) if store is not None else {}
-    outputs = {i: JudgeOutput.model_validate_json(stored[k]) for i, k in keys.items()
-               if k in stored}
-    out = {dim: dimension_confusion(dim, test, outputs) for dim in judge.spec.dimensions}
-    return out, len(test) - len(outputs), len(test)
-
-
-ESTIMAND_TEXT = {
-    "release": "this release's attempts (finite population: an attempt audited is known, so a "
-               "full audit leaves no judged uncertainty)",
-    "agent": "the agent's rate the attempts are drawn from (repeats of a case clustered)",
-}
-
-
-def _pct(estimate: Estimate | None) -> str:
-    if estimate is None:
-        return "—"
-    return f"{100 * estimate.value:.1f} [{100 * estimate.low:.1f}–{100 * estimate.high:.1f}]"
-
-
-def audit_lines(report: AuditReport, width: float | None = None) -> list[str]:
-    """The audit as text lines: each figure names its estimator."""
-    who = ", ".join(report.labellers) or "nobody yet"
-    lines = [f"audit of run {report.run}: {report.sample} of {report.population} judged "
-             f"attempts drawn (seed {report.seed}), {report.labelled} labelled by {who}"]
-    if report.skipped:
-        reasons = "; ".join(f"{i.position + 1}: {i.skip_reason}" for i in report.items
-                            if i.skip_reason)
-        lines.append(f"INCOMPLETE: {report.skipped} item(s) skipped inside the labelled prefix "
-                     f"({reasons}); skipped items are not a random sample, so the gate does "
-                     "not use this audit until they are labelled")
-    if report.labelled > report.counted:
-        lines.append(f"{report.labelled - report.counted} label(s) lie past the first "
-                     "unlabelled item of the sample's order and count once it is labelled")
-    lines.append(f"PPI++ intervals are about {ESTIMAND_TEXT[report.estimand]}")
-    lines.append("")
-    lines.append(f"{'judged share':<14} {'N':>5} {'labels':>6} {'raw (judge)':>20} "
-                 f"{'Rogan–Gladen':>20} {'PPI++':>20}")
-    for dim, d in report.dimensions.items():
-        rg = d.rogan_gladen
-        rg_text = (f"{rg['corrected']:.1f} [{rg['low']:.1f}–{rg['high']:.1f}]" if rg else "—")
-        lines.append(f"{dim:<14} {d.judged:>5} {d.labels:>6} {_pct(d.raw):>20} "
-                     f"{rg_text:>20} {_pct(d.ppi):>20}")
-    lines.append("")
-    for figure, estimate in report.release.items():
-        label = figure.replace("_", " ") + " %"
-        name = estimate.estimator if estimate else "—"
-        lines.append(f"release {label:<18} {_pct(estimate)}  ({name}, all attempts)")
-    for tag, figures in report.by_tag.items():
-        shown = ", ".join(f"{figure.replace('_', ' ')} {_pct(estimate)}"
-                          for figure, estimate in figures.items())
-        lines.append(f"  tag {tag}: {shown}")
-    if 0 < report.counted < 100:
-        lines.append("")
-        lines.append(f"note: with {report.counted} labels the PPI++ 95% interval is a normal "
-                     "approximation; it held the true share in 96–97% of simulated audits of 40 "
-                     "and about 95% of audits of 100 (benchmarks/ppi_bias.py)")
-    if width is not None:
-        lines.append("")
-        for dim, d in report.dimensions.items():
-            plan = width_plan(d.table, d.judged_passes, d.judged, width,
-                              estimand=report.estimand)
-            lines.append(f"{dim}: {describe_width_plan(plan, d.labels, width)}")
-    return lines
-
-
-def describe_width_plan(plan: AuditPlan | None, have: int, width: float) -> str:
-    if plan is None:
-        return "no labels and no calibration rates to plan from"
-    basis = ("the judge–person disagreement in the audit" if plan.source == "audit"
-             else "the calibration TPR/TNR (no audit labels yet)")
-    if plan.labels is None:
-        return (f"±{100 * width:g} points is out of reach with {plan.judged} judged attempts "
-                f"(±{100 * plan.best_width:.1f} with every one labelled), from {basis}")
-    more = max(0, plan.labels - have)
-    return (f"{plan.labels} audit labels give ±{100 * width:g} points ({more} more than the "
-            f"{have} so far), from {basis}")
-
-
-def describe_class_plan(kind: str, plan: Any) -> str:
-    if plan.more is None:
-        return f"{kind}: cannot certify: {plan.why}"
-    rate = "assuming full agreement (none yet)" if plan.assumed_rate else (
-        f"at the observed agreement {plan.agreed}/{plan.items}")
-    return f"{kind}: {plan.more} more ({plan.items} so far), {rate}"
-
-
-def certificate_plan_lines(dimensions: Mapping[str, Any], thresholds: Mapping[str, Any]
-                           ) -> list[str]:
-    """How many more labels would certify the judge, per dimension and class: under the
-    thresholds' rule and, when that is the point rule, under the stricter Wilson rule.
-    `dimensions`: a certificate's DimensionReports; `thresholds`: the spec's thresholds."""
-    lines = []
-    for rule in dict.fromkeys([thresholds.get("rule", "point"), "wilson"]):
-        lines.append(f"further labels to certify under the {rule} rule:")
-        for dim, report in dimensions.items():
-            c = report.confusion
-            plan = certificate_plan(c.tp, c.fn, c.tn, c.fp, float(thresholds["tpr"]),
-                                    float(thresholds["tnr"]),
-                                    int(thresholds["min_items_per_class"]), rule)
-            lines.append(f"  {dim}: " + describe_class_plan("pass items (TPR)", plan.pass_items))
-            lines.append(f"  {dim}: " + describe_class_plan("fail items (TNR)", plan.fail_items))
-    return lines
+    effect = clustering.design_effect if clustering is not None else 1.0
+    return audit_labels_for_width(width, judged, moments, z, estimand, effect)
 
 
 # --------------------------------------------------------------------------- the gate
@@ -530,13 +355,12 @@ def judged_check(report: AuditReport, figure: str, baseline_pct: float, max_drop
     margin = abs(change + max_drop) / 100
     total = part.deterministic_n + part.judged
     w_d, w_j = part.deterministic_n / total, part.judged / total
-    p_adj = (part.deterministic_right + 1) / (part.deterministic_n + 2)
-    var_d = p_adj * (1 - p_adj) / (part.deterministic_n + 2) if part.deterministic_n else 0.0
-    if report.estimand == "release":  # the checked attempts of this release are known
-        var_d = 0.0
+    parts = {c.part: c for c in estimate.clustering}
+    var_d = checked_variance(part.deterministic_right, part.deterministic_n,
+                             report.estimand == "release", parts.get("checked"))
     room = (margin / z) ** 2 - w_d * w_d * var_d - then_se ** 2
     plan = (width_plan(part.table, part.judged_passes, part.judged, z * math.sqrt(room) / w_j,
-                       z=z, estimand=report.estimand)
+                       z=z, estimand=report.estimand, clustering=parts.get("judged"))
             if room > 0 and margin > 0 else None)
     if plan is None or plan.labels is None:
         advice = ("no audit of this run can decide it (the estimate sits on the line, or the "

@@ -36,7 +36,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from callgate.judging.judge import corrected_share, rogan_gladen
-from callgate.stats import Z95, wilson
+from callgate.stats import Z95, design_effect, intraclass_correlation, wilson
 
 # What an audited interval is about: `release`, this release's judged attempts (a finite
 # population: the sampling is the only randomness, so a release audited in full has a judged
@@ -47,6 +47,35 @@ ESTIMANDS: tuple[Estimand, ...] = ("release", "agent")
 # The gate tests two figures (right tool, right arguments); each of its audited intervals is a
 # 97.5% one, so that both hold together at least 95% of the time (Bonferroni).
 Z_PAIR = NormalDist().inv_cdf(1 - 0.05 / 4)
+
+
+
+class Clustering(BaseModel):
+    """How the repeats of one case widen an interval about the agent's rate: repeats that
+    agree with each other are fewer independent draws than attempts. `design_effect` is
+    1 + (repeats − 1)·ICC, the factor on the variance a sample of independent attempts
+    would have; `repeats` is the size-weighted mean attempts per case and `icc` the
+    intraclass correlation estimated from the part's outcomes by case (None: no repeats, or
+    an outcome that never varies, read as 0)."""
+
+    model_config = ConfigDict(frozen=True)
+    part: Literal["checked", "judged"]
+    repeats: float
+    icc: float | None
+    design_effect: float
+
+    @classmethod
+    def of(cls, part: Literal["checked", "judged"], groups: Sequence[tuple[int, int]]
+           ) -> Clustering:
+        """From (right or passes, attempts) per case."""
+        effect, repeats, icc = design_effect(groups)
+        return cls(part=part, repeats=repeats, icc=icc, design_effect=effect)
+
+    def text(self) -> str:
+        icc = "not estimable, taken as 0" if self.icc is None else f"{self.icc:.2f}"
+        return (f"{self.part} part {self.repeats:.1f} attempts per case, ICC {icc}, design "
+                f"effect {self.design_effect:.2f}")
+
 
 Estimator = Literal["raw", "rogan_gladen", "ppi++", "deterministic", "deterministic+ppi++",
                     "deterministic+rogan_gladen"]
@@ -65,6 +94,7 @@ class Estimate(BaseModel):
     labels: int = 0  # person labels it used (audit sample size for ppi++)
     weight: float | None = None  # PPI++'s λ
     estimand: Estimand | None = None  # for an audited estimate: what its interval is about
+    clustering: tuple[Clustering, ...] = ()  # `agent`: the repeats' design effect per part
 
     @property
     def half_width(self) -> float:
@@ -317,10 +347,11 @@ def crossfit_ppi(cases: Sequence[CaseAudit], estimand: Estimand = "agent", z: fl
     so an audit of every attempt gives the labels' own share.
 
     Variance, by estimand: `release` (the share of these N attempts; the sample is the only
-    randomness): Σ (N_k/N)²·(1 − n_k/N_k)·Var_k(Y − λ_k f)/n_k, zero for a full audit. `agent`
-    (the rate the attempts are drawn from): the larger of that plus Var(Y)/N (independent
-    attempts) and the sandwich variance of θ̂ clustered by case, so repeats of one case count
-    as one draw. Var(Y) and Var(Y − λf) carry half a pseudo-observation per audit cell.
+    randomness): Σ (N_k/N)²·(1 − n_k/N_k)·Var_k(Y − λ_k f)/n_k, zero for a full audit; the
+    audit samples attempts, so the repeats need no correction here. `agent` (the rate the
+    attempts are drawn from): that plus Var(Y)·deff/N, deff = 1 + (m − 1)·ICC the design effect
+    of m repeats per case (`judged_clustering`), so k identical repeats count as one draw.
+    Var(Y) and Var(Y − λf) carry half a pseudo-observation per audit cell.
     A fold with judged attempts and no label: λ = 0 on all labels (the labels alone)."""
     judged = sum(c.judged for c in cases)
     total = _table_sum([c.table for c in cases])
@@ -348,17 +379,41 @@ def crossfit_ppi(cases: Sequence[CaseAudit], estimand: Estimand = "agent", z: fl
         value += share * (lam * passes / sizes[k] + residual_means[k])
         design += (share * share * (1 - table.n / sizes[k])
                    * residual_variance(table, lam) / table.n)
+    clustering: tuple[Clustering, ...] = ()
     variance = design
     if estimand == "agent":
-        var_y = adjusted_moments(total, 0, 0)[0]
-        variance = max(design + var_y / judged,
-                       _clustered_variance(folds, tables, sizes, weights, residual_means,
-                                           judged))
+        clustering = (judged_clustering(cases),)
+        variance = agent_variance(design, adjusted_moments(total, 0, 0)[0], judged,
+                                  clustering[0].design_effect)
     se = math.sqrt(variance)
     return Estimate(estimator="ppi++", value=_clip(value), low=_clip(value - z * se),
                     high=_clip(value + z * se), se=se, n=judged, labels=total.n,
                     weight=sum(weights[k] * sizes[k] for k in sizes) / judged,
-                    estimand=estimand)
+                    estimand=estimand, clustering=clustering)
+
+
+def agent_variance(design: float, var_y: float, judged: int, effect: float) -> float:
+    """The variance about the agent's rate: the audit's own (`design`, about these attempts)
+    plus the attempts' share's variance as a draw from the agent, Var(Y)·deff/N, with deff the
+    repeats' design effect (1 for independent attempts). The planner uses the same sum."""
+    return design + var_y * effect / judged
+
+
+def judged_clustering(cases: Sequence[CaseAudit]) -> Clustering:
+    """The judged part's design effect. The ICC is the larger of the judge's verdicts' over all
+    judged attempts and the person's labels' over the cases with two or more labels (when two
+    cases have them): a judge's errors on single attempts make its verdicts agree less across
+    repeats than the truth does, and labels alone are usually too few to say."""
+    by_verdicts = Clustering.of("judged", [(c.passes, c.judged) for c in cases])
+    repeated = [(t.pass_pass + t.pass_fail, t.n) for c in cases if (t := c.table).n >= 2]
+    if len(repeated) < 2:
+        return by_verdicts
+    by_labels = intraclass_correlation(
+        [*repeated, *((t.pass_pass + t.pass_fail, t.n) for c in cases if (t := c.table).n == 1)])
+    if by_labels is None or (by_verdicts.icc is not None and by_verdicts.icc >= by_labels):
+        return by_verdicts
+    return Clustering(part="judged", repeats=by_verdicts.repeats, icc=by_labels,
+                      design_effect=1 + (by_verdicts.repeats - 1) * by_labels)
 
 
 def _table_sum(tables: Sequence[AuditTable]) -> AuditTable:
@@ -368,65 +423,52 @@ def _table_sum(tables: Sequence[AuditTable]) -> AuditTable:
                       fail_fail=sum(t.fail_fail for t in tables))
 
 
-def _clustered_variance(folds: dict[int, list[CaseAudit]], tables: dict[int, AuditTable],
-                        sizes: dict[int, int], weights: dict[int, float],
-                        residual_means: dict[int, float], judged: int) -> float:
-    """The sandwich variance of θ̂ with cases as the independent units: each case's
-    contribution to θ̂ − θ, u_c = (N_k/N)·[λ_k(F_c − N_c·f̄_k)/N_k + (R_c − n_c·r̄_k)/n_k]
-    (F_c its judge passes, R_c the sum of Y − λf over its audited attempts), and
-    G/(G − 1)·Σ u_c² over the G cases."""
-    contributions = []
-    for k, cases in folds.items():
-        if not sizes[k]:
-            continue
-        lam, n_k = weights[k], tables[k].n
-        mean_f = sum(c.passes for c in cases) / sizes[k]
-        for c in cases:
-            t = c.table
-            residual = t.pass_pass + t.pass_fail - lam * (t.pass_pass + t.fail_pass)
-            contributions.append(sizes[k] / judged * (
-                lam * (c.passes - c.judged * mean_f) / sizes[k]
-                + (residual - t.n * residual_means[k]) / n_k))
-    groups = len(contributions)
-    if groups < 2:
-        return 0.0
-    return groups / (groups - 1) * sum(u * u for u in contributions)
-
-
 # --------------------------------------------------------------------------- the release
 
 
+def checked_variance(right: int, n: int, known: bool = False,
+                     clustering: Clustering | None = None) -> float:
+    """The variance of the share of attempts decided by checks: 0 when it is known (estimand
+    `release`: these attempts were all checked); otherwise add-two p(1 − p)/(n + 2), so an
+    all-right part is not certain, times the repeats' design effect when clustered."""
+    if known or n == 0:
+        return 0.0
+    p_adj = (right + 1) / (n + 2)
+    effect = clustering.design_effect if clustering is not None else 1.0
+    return effect * p_adj * (1 - p_adj) / (n + 2)
+
+
 def combined_share(deterministic_right: int, deterministic_n: int, judged: Estimate | None,
-                   judged_n: int, z: float = Z95, deterministic_known: bool = False
-                   ) -> Estimate | None:
+                   judged_n: int, z: float = Z95, deterministic_known: bool = False,
+                   checked: Clustering | None = None) -> Estimate | None:
     """A release figure over deterministic and judged attempts together: the attempts decided by
     checks count as they are, the judged part by its estimate (PPI++ when audited). The share is
-    w_d·p_d + w_j·θ̂_j with weights by attempt counts; its variance w_d²·p_d(1 − p_d)/n_d +
-    w_j²·se_j², so the interval carries the judged part's uncertainty. Without judged attempts
-    it is the plain share with its Wilson interval. `deterministic_known`: the estimate is about
-    this release's attempts (estimand `release`), whose checked part is known exactly, so only
-    the judged part is uncertain."""
+    w_d·p_d + w_j·θ̂_j with weights by attempt counts; its variance w_d²·Var_d + w_j²·se_j²
+    (`checked_variance`), so the interval carries the judged part's uncertainty. Without judged
+    attempts it is the plain share with its Wilson interval (at the effective size n/deff when
+    `checked` clusters it). `deterministic_known`: the estimate is about this release's
+    attempts (estimand `release`), whose checked part is known exactly, so only the judged part
+    is uncertain. `checked`: the checked part's repeats, for an estimate about the agent's
+    rate (a case's repeats are one draw as far as they agree)."""
     total = deterministic_n + judged_n
     if total == 0:
         return None
+    parts = tuple(c for c in (checked, *(judged.clustering if judged else ())) if c is not None)
     if judged_n == 0 or judged is None:
-        interval = wilson(deterministic_right, deterministic_n)
+        effect = checked.design_effect if checked is not None else 1.0
+        interval = wilson(deterministic_right / effect, deterministic_n / effect)
         if interval is None:
             return None
         return Estimate(estimator="deterministic", value=deterministic_right / deterministic_n,
-                        low=interval[0], high=interval[1], n=deterministic_n)
+                        low=interval[0], high=interval[1], n=deterministic_n, clustering=parts)
     if judged.se is None:
         raise ValueError(f"a {judged.estimator} estimate has no standard error to combine")
     w_d, w_j = deterministic_n / total, judged_n / total
     p_d = deterministic_right / deterministic_n if deterministic_n else 0.0
-    # Add-two on the deterministic part's variance, so an all-right part is not certain.
-    p_adj = (deterministic_right + 1) / (deterministic_n + 2)
-    var_d = p_adj * (1 - p_adj) / (deterministic_n + 2) if deterministic_n else 0.0
-    if deterministic_known:
-        var_d = 0.0
+    var_d = checked_variance(deterministic_right, deterministic_n, deterministic_known, checked)
     value = w_d * p_d + w_j * judged.value
     se = math.sqrt(w_d * w_d * var_d + w_j * w_j * judged.se ** 2)
     estimator = f"deterministic+{judged.estimator}"
     return Estimate(estimator=estimator, value=value, low=_clip(value - z * se),  # type: ignore[arg-type]
                     high=_clip(value + z * se), se=se, n=total, labels=judged.labels,
-                    weight=judged.weight, estimand=judged.estimand)
+                    weight=judged.weight, estimand=judged.estimand, clustering=parts)

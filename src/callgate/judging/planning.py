@@ -15,8 +15,8 @@ Pure functions. Two questions a person labelling items asks:
 - **Audit**: how many audit labels make the PPI++ interval of a judged share ±W points wide,
   from the judge–person disagreement observed (in an audit so far, or, before any, implied by
   the calibration TPR/TNR), with the variance the estimate itself uses for the estimand
-  (`release`: finite-population corrected; `agent`: plus the attempts' own variance). The plan
-  assumes independent attempts; repeats of a case that agree with each other need more.
+  (`release`: finite-population corrected; `agent`: plus the attempts' own variance, times the
+  design effect of the repeats of a case, so repeats that agree with each other need more).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from callgate.judging.estimates import Estimand
+from callgate.judging.estimates import Estimand, agent_variance
 from callgate.stats import Z95, wilson
 
 Rule = Literal["point", "wilson"]
@@ -145,43 +145,54 @@ class AuditPlan(BaseModel):
     labels: int | None  # audit size that reaches it; None when no audit of the run can
     best_width: float  # the half-width with every judged attempt labelled
     source: Literal["audit", "calibration"]
+    design_effect: float = 1.0  # of the repeats, on the `agent` variance (1: independent)
 
 
 def judged_variance(labels: int, judged: int, moments: AuditMoments,
-                    estimand: Estimand = "release") -> float:
+                    estimand: Estimand = "release", design_effect: float = 1.0) -> float:
     """The variance of the cross-fit PPI++ estimate (estimates.crossfit_ppi) with `labels` of
-    the `judged` attempts audited, independent attempts, λ = Cov(Y, f)/Var(f):
-    `release`: (1 − n/N)·Var(Y − λf)/n, zero at n = N; `agent`: that plus Var(Y)/N."""
+    the `judged` attempts audited, λ = Cov(Y, f)/Var(f): `release`: (1 − n/N)·Var(Y − λf)/n,
+    zero at n = N (the audit samples attempts, so repeats need no correction); `agent`: that
+    plus Var(Y)·deff/N (estimates.agent_variance), deff the repeats' design effect."""
     weight = (min(1.0, max(0.0, moments.cov_yf / moments.var_f)) if moments.var_f > 0
               else 0.0)
     residual = max(0.0, moments.var_y - 2 * weight * moments.cov_yf
                    + weight * weight * moments.var_f)
     design = (1 - labels / judged) * residual / labels
-    return design + (moments.var_y / judged if estimand == "agent" else 0.0)
+    if estimand == "release":
+        return design
+    return agent_variance(design, moments.var_y, judged, design_effect)
 
 
 def ppi_half_width(labels: int, judged: int, moments: AuditMoments, z: float = Z95,
-                   estimand: Estimand = "release") -> float:
+                   estimand: Estimand = "release", design_effect: float = 1.0) -> float:
     """z·se of the PPI++ estimate with `labels` of the `judged` attempts audited."""
-    return z * math.sqrt(judged_variance(labels, judged, moments, estimand))
+    return z * math.sqrt(judged_variance(labels, judged, moments, estimand, design_effect))
 
 
 def audit_labels_for_width(width: float, judged: int, moments: AuditMoments,
-                           z: float = Z95, estimand: Estimand = "release") -> AuditPlan:
+                           z: float = Z95, estimand: Estimand = "release",
+                           design_effect: float = 1.0) -> AuditPlan:
     """Fewest audit labels n (of the N judged attempts) whose PPI++ interval is ±width, for the
-    estimand the interval is about (the same variance the estimate uses)."""
+    estimand the interval is about (the same variance the estimate uses; `design_effect` is
+    the repeats', used by `agent` only)."""
     if judged <= 0 or width <= 0:
         raise ValueError("need judged attempts and a positive width")
-    best = ppi_half_width(judged, judged, moments, z, estimand)
+    effect = design_effect if estimand == "agent" else 1.0
+
+    def half_width(labels: int) -> float:
+        return ppi_half_width(labels, judged, moments, z, estimand, effect)
+
+    best = half_width(judged)
     found = None
     if best <= width:  # the half-width falls as labels grow: bisect for the fewest
         low, high = 1, judged
         while low < high:
             middle = (low + high) // 2
-            if ppi_half_width(middle, judged, moments, z, estimand) <= width:
+            if half_width(middle) <= width:
                 high = middle
             else:
                 low = middle + 1
         found = low
     return AuditPlan(width=width, judged=judged, labels=found, best_width=best,
-                     source=moments.source)
+                     source=moments.source, design_effect=effect)

@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from callgate.errors import CallgateError
-from callgate.judging.audit import record_audit_label
+from callgate.judging.audit_sample import record_audit_label
 from callgate.judging.calibration import CalibrationItem
 from callgate.judging.labelling import judged_attempt_items, label_judged_attempt, queue_for
 from callgate.web import calibration_views as cv
