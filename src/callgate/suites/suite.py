@@ -188,6 +188,7 @@ class MatchRules(_Strict):
     unlisted_args: Literal["ignore", "reject"] = "ignore"
     pairing: Literal["optimal", "first_fit"] = "optimal"
     schema_: Literal["full", "top_level"] = Field("full", alias="schema")
+    source_types: dict[str, dict[str, dict[str, str]]] = {}  # Java/JS types (docs/bfcl.md)
 
 
 DEFAULT_MATCH = MatchRules()
@@ -729,7 +730,9 @@ def load_suite(path: Path | str) -> Suite:
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment)
     fingerprinted: dict[str, Any] = {"tools": raw_tools}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
-        fingerprinted["match"] = match.model_dump(by_alias=True)
+        # source_types only when given, so suites imported before it keep their fingerprint
+        fingerprinted["match"] = match.model_dump(
+            by_alias=True, exclude=None if match.source_types else {"source_types"})
     if environment is not None:  # its code decides results and verdicts
         fingerprinted["environment"] = {
             "spec": environment_spec,
