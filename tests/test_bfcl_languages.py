@@ -20,6 +20,7 @@ import pytest
 from bfcl_fixture import DATA, bfcl_valid, callgate_verdict, load_harness
 
 from callgate.checks import bfcl_types
+from callgate.errors import InputError
 from callgate.importers import bfcl
 from callgate.importers.bfcl import import_category, read_category
 from callgate.suites.suite import load_suite
@@ -198,3 +199,33 @@ def test_source_types_change_the_fingerprint(suites: dict[str, Path], tmp_path: 
     meta["match"]["source_types"][tool][param]["type"] = "String"
     (copy / "suite.json").write_text(json.dumps(meta))
     assert load_suite(copy).fingerprint != load_suite(suites["simple_java"]).fingerprint
+
+
+def test_a_type_bfcl_cannot_convert_never_matches() -> None:
+    """BFCL's checker raises on these (KeyError, NotImplementedError): no value is accepted."""
+    from callgate.checks.bfcl_rules import param_matches
+
+    assert param_matches({"type": "string"}, "5L", [5], {"language": "java", "type": "long"})
+    for source in ({"language": "java", "type": "Set"},
+                   {"language": "java", "type": "Queue"},
+                   {"language": "java", "type": "Array", "items": "int"},
+                   {"language": "java", "type": "short_int"},
+                   {"language": "kotlin", "type": "long"}):
+        assert not param_matches({"type": "string"}, "5L", [5, "5L"], source), source
+
+
+def test_a_java_doc_bfcl_cannot_pre_process_is_refused(tmp_path: Path) -> None:
+    """BFCL's pre-processing needs a description on every parameter and items on every array;
+    the import names the entry and the function instead of failing later."""
+    data = tmp_path / "data"
+    (data / "possible_answer").mkdir(parents=True)
+    entry = {"id": "simple_java_0", "question": [[{"role": "user", "content": "x"}]],
+             "function": [{"name": "A.b", "description": "B.", "parameters": {
+                 "type": "dict", "properties": {"xs": {"type": "Array", "description": "Xs."}},
+                 "required": ["xs"]}}]}
+    (data / "BFCL_v4_simple_java.json").write_text(json.dumps(entry) + "\n")
+    answer = {"id": "simple_java_0", "ground_truth": [{"A.b": {"xs": [[1]]}}]}
+    (data / "possible_answer" / "BFCL_v4_simple_java.json").write_text(json.dumps(answer) + "\n")
+    with pytest.raises(InputError, match=r"simple_java_0: A\.b: unsupported parameter schema"):
+        import_category(data, "simple_java", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
