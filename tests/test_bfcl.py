@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bfcl_fixture import FIXTURES, load_harness
+from bfcl_fixture import DATA, FIXTURES, load_harness
+from bfcl_fixture import bfcl_valid as _bfcl
+from bfcl_fixture import callgate_verdict as _verdict
 from jsonschema import Draft7Validator
 
 from callgate.checks.check import check_response
@@ -27,8 +29,6 @@ from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import MatchRules, load_suite
-
-DATA = FIXTURES / "data"
 
 harness = load_harness()
 REFERENCE = harness.Reference(harness.load_ast_checker())
@@ -65,12 +65,22 @@ def test_every_category_imports_as_a_valid_suite(suites: dict[str, Path], catego
     never = {n["id"] for n in meta["source"]["never_right"]}
     assert never == {c.id for c in suite.cases.values() if c.never_right is not None}
     assert suite.name == f"bfcl-{category}"
-    assert suite.match == MatchRules.model_validate(bfcl.MATCH_RULES)
+    language = bfcl.language_of(category)
+    assert suite.match.model_copy(update={"source_types": {}}) == MatchRules.model_validate(
+        bfcl.MATCH_RULES)
+    # Java and JavaScript parameters are sent as strings; BFCL's types are kept for the checks.
+    typed = {name for name, tool in suite.tools.items()
+             if tool.function.parameters["properties"]} if language != "python" else set()
+    assert set(suite.match.source_types) == typed
     for tool in suite.raw_tools:
         function = tool["function"]
         assert bfcl.OPENAI_NAME.match(function["name"]), function["name"]
-        assert function["description"].endswith(bfcl.LANGUAGE_HINT)
+        assert function["description"].endswith(bfcl.LANGUAGE_HINTS[language])
         Draft7Validator.check_schema(function["parameters"])
+        if language != "python":
+            properties = function["parameters"]["properties"]
+            assert {p["type"] for p in properties.values()} <= {"string"}
+            assert set(suite.match.source_types.get(function["name"], {})) == set(properties)
     kinds = {case.expect.type for case in suite.cases.values()}
     expected_kind = {"ast": "calls", "irrelevance": "no_call", "relevance": "any_call"}
     assert kinds == {expected_kind[CATEGORIES[category]]}
@@ -79,7 +89,7 @@ def test_every_category_imports_as_a_valid_suite(suites: dict[str, Path], catego
         # What the model sees is BFCL's own docs, under BFCL's names, in BFCL's order.
         entry = entries[case.id]
         offered = suite.offered_tools(case)
-        assert offered == [bfcl.convert_function(f, entry.id) for f in entry.function]
+        assert offered == [bfcl.convert_function(f, entry.id, language) for f in entry.function]
         assert case.messages[-1].role == "user"
         if "parallel" in category:
             assert case.expect.mode == "unordered"  # type: ignore[union-attr]
@@ -195,6 +205,9 @@ def test_possible_answers_become_acceptable_values(suites: dict[str, Path]) -> N
 NEVER_RIGHT = {
     "live_simple": {"live_simple_106-63-0", "live_simple_112-68-0"},
     "live_multiple": {"live_multiple_862-181-3", "live_multiple_964-207-0"},
+    # An ArrayList of `any` whose possible answer holds numbers and booleans: BFCL's converter
+    # reads every item of such a list as text.
+    "simple_java": {"simple_java_36", "simple_java_65"},
 }
 
 
@@ -261,7 +274,7 @@ def test_the_pin_is_the_tested_version() -> None:
 
 def test_import_refuses_unknown_category_and_foreign_suite(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="unknown category"):
-        import_category(DATA, "simple_java", tmp_path / "x")
+        import_category(DATA, "multi_turn_base", tmp_path / "x")
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "suite.json").write_text('{"name": "hand-made"}')
@@ -315,21 +328,6 @@ def test_perturbed_responses_get_bfcl_verdicts(
         assert {"wrong_type", "outside_list"} <= labels
         # Both verdicts occur: the comparison is not trivially all-right or all-wrong.
         assert {valid for _, valid in expected.values()} == {True, False}
-
-
-def _verdict(suite_dir: Path, case_id: str, calls: list[tuple[str, Any]]) -> Any:
-    suite = load_suite(suite_dir)
-    case = suite.cases[case_id]
-    response = parse_response({"case_id": case_id, "response": bfcl.message(calls)})
-    schemas = {name: t.function.parameters for name, t in suite.tools.items()}
-    return check_response(case, response, schemas, suite.validators, rules=suite.match)
-
-
-def _bfcl(category: str, case_id: str, calls: list[tuple[str, Any]]) -> bool:
-    data = read_category(DATA, category)
-    entry = next(e for e in data.entries if e.id == case_id)
-    names = {bfcl.openai_name(f.name): bfcl.openai_name(f.name) for f in entry.function}
-    return REFERENCE.valid(category, entry, data.answers.get(case_id), bfcl.message(calls), names)
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,15 @@ bfcl_eval/eval_checker/ast_eval/ast_checker.py. docs/bfcl.md states every mappin
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from callgate.checks import bfcl_types
 from callgate.suites.suite import ArgSpec
 
-# A faithful port of ast_checker.py's per-parameter checks for Language.PYTHON. Python's own
+# A faithful port of ast_checker.py's per-parameter checks (for Java and JavaScript, after the
+# string sent is converted by `bfcl_types`, as BFCL converts it). Python's own
 # `==` and `in` are kept wherever BFCL uses them (so 1 == 1.0 == True inside lists and objects,
 # exactly as there), and `type(x) == T` wherever BFCL compares types exactly. Where BFCL's code
 # would raise on malformed input, the value is judged not to match.
@@ -29,6 +31,9 @@ _PY_TYPES: dict[str, type] = {
     "array": list,
     "object": dict,
 }
+# ast_checker.py:29 (NESTED_CONVERSION_TYPE_LIST): Java and JavaScript types whose items the
+# converter converts by the items' declared type.
+NESTED_CONVERSION_TYPES = ("Array", "ArrayList", "array")
 _STANDARDIZE = re.compile(r"[ \,\.\/\-\_\*\^]")
 
 
@@ -143,42 +148,76 @@ def _list_dict_ok(value: list[Any], answers: Sequence[Any]) -> bool:
     return False
 
 
-def param_matches(schema: Mapping[str, Any] | None, value: Any, answers: Sequence[Any]) -> bool:
+def param_matches(
+    schema: Mapping[str, Any] | None,
+    value: Any,
+    answers: Sequence[Any],
+    source: Mapping[str, str] | None = None,
+) -> bool:
     """Whether BFCL accepts `value` for a parameter declared by `schema` (ast_checker.py:382-503).
 
     `answers` is BFCL's possible-answer list for the parameter ("" meaning it may be left out);
-    `schema` is the parameter's JSON Schema as the importer wrote it.
+    `schema` is the parameter's JSON Schema as the importer wrote it; `source`, for a Java or
+    JavaScript parameter, its BFCL type (`match.source_types`: language, type, items' type).
     """
-    return ParamRule(schema, answers).matches(value)
+    return ParamRule(schema, answers, source).matches(value)
 
 
 class ParamRule:
     """`param_matches` for one parameter, with what depends only on its schema and answers
     worked out once: the checks keep one per expected argument and ask it for every attempt."""
 
-    __slots__ = ("answer_type", "answers", "expected", "nested", "strings")
+    __slots__ = ("answer_type", "answers", "convert", "expected", "nested", "source",
+                 "strings")
 
-    def __init__(self, schema: Mapping[str, Any] | None, answers: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        schema: Mapping[str, Any] | None,
+        answers: Sequence[Any],
+        source: Mapping[str, str] | None = None,
+    ) -> None:
         self.answers = answers
-        self.expected = declared_type(schema)
+        self.expected: type | None = declared_type(schema)
         self.nested: type | None = None
-        if (self.expected is list and isinstance(schema, Mapping)
+        self.source = source
+        self.convert: Callable[..., Any] | None = None
+        if source is not None:
+            self._source_types(source)
+        elif (self.expected is list and isinstance(schema, Mapping)
                 and isinstance(schema.get("items"), dict)):
             self.nested = declared_type(schema["items"])
         self.answer_type = _answer_type(answers)
         # ast_checker.py:185-201: a string matches when normalised among the normalised answers.
         self.strings = [standardize(a) for a in answers if type(a) == str]  # noqa: E721
 
+    def _source_types(self, source: Mapping[str, str]) -> None:
+        """ast_checker.py:404-436: a Java or JavaScript parameter is sent as a string and
+        converted by its declared type; a type BFCL has no conversion for never matches."""
+        types = bfcl_types.TYPES.get(source.get("language", ""), {})
+        self.expected = types.get(source.get("type", ""))
+        self.convert = bfcl_types.CONVERTERS.get(source.get("language", ""))
+        if source.get("type") in NESTED_CONVERSION_TYPES:
+            self.nested = types.get(source.get("items", ""))
+            if self.nested is None:
+                self.expected = None
+
     def matches(self, value: Any) -> bool:
         try:
             return self._matches(value)
-        except (AttributeError, KeyError, TypeError, IndexError):
+        except (AttributeError, KeyError, TypeError, IndexError, ValueError,
+                NotImplementedError):
             return False  # BFCL's checker would raise here: the value is not accepted
 
     def _matches(self, value: Any) -> bool:
         expected, answers = self.expected, self.answers
+        if expected is None:
+            return False
+        if self.convert is not None and self.source is not None:
+            if type(value) != str:  # noqa: E721 - ast_checker.py:410-416, 427-433
+                return False
+            value = self.convert(value, self.source["type"], self.source.get("items"))
         # ast_checker.py:442-448: an int is accepted for a float (converted, then compared).
-        if expected is float and type(value) == int:  # noqa: E721
+        elif expected is float and type(value) == int:  # noqa: E721
             value = float(value)
         valid, is_variable = _type_check(value, answers, expected, self.nested,
                                          self.answer_type)

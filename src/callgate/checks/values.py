@@ -54,11 +54,15 @@ def call_matches(
 
 
 def _value_check(
-    spec: ArgSpec, rules: MatchRules, schema: Mapping[str, Any] | None
+    spec: ArgSpec,
+    rules: MatchRules,
+    schema: Mapping[str, Any] | None,
+    source: Mapping[str, str] | None = None,
 ) -> Callable[[Any], bool]:
-    """arg_matches for a value that is present, prepared once."""
+    """arg_matches for a value that is present, prepared once. `source` is the parameter's
+    entry in `rules.source_types`, if any (a Java or JavaScript type, under `values: bfcl`)."""
     if rules.values == "bfcl":
-        return bfcl_rules.ParamRule(schema, bfcl_rules.possible_answer(spec)).matches
+        return bfcl_rules.ParamRule(schema, bfcl_rules.possible_answer(spec), source).matches
     if len(spec.one_of) == 1:
         return partial(json_equal, spec.one_of[0])
     return lambda value: any(json_equal(accepted, value) for accepted in spec.one_of)
@@ -80,8 +84,9 @@ class CallMatcher:
         self.listed = expected.args.keys()
         self.reject_unlisted = rules.unlisted_args == "reject"
         properties = (schema or {}).get("properties", {})
+        sources = rules.source_types.get(expected.tool, {})
         self.args = [
-            (key, spec.optional, _value_check(spec, rules, properties.get(key)))
+            (key, spec.optional, _value_check(spec, rules, properties.get(key), sources.get(key)))
             for key, spec in expected.args.items()
         ]
 

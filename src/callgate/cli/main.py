@@ -116,7 +116,8 @@ def import_bfcl(
             "--category",
             help="A category, repeatable, or all: simple_python, multiple, parallel, "
             "parallel_multiple, irrelevance, live_simple, live_multiple, live_parallel, "
-            "live_parallel_multiple, live_irrelevance, live_relevance. All go into one suite.",
+            "live_parallel_multiple, live_irrelevance, live_relevance, simple_java, "
+            "simple_javascript. All go into one suite.",
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Suite directory to write.")],

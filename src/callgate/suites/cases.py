@@ -164,6 +164,7 @@ class MatchRules(_Strict):
     unlisted_args: Literal["ignore", "reject"] = "ignore"
     pairing: Literal["optimal", "first_fit"] = "optimal"
     schema_: Literal["full", "top_level"] = Field("full", alias="schema")
+    source_types: dict[str, dict[str, dict[str, str]]] = {}  # Java/JS types (docs/bfcl.md)
 
 
 DEFAULT_MATCH = MatchRules()

@@ -246,7 +246,9 @@ def load_suite(path: Path | str) -> Suite:
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment)
     fingerprinted: dict[str, Any] = {"tools": raw_tools}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
-        fingerprinted["match"] = match.model_dump(by_alias=True)
+        # source_types only when given, so suites imported before it keep their fingerprint
+        fingerprinted["match"] = match.model_dump(
+            by_alias=True, exclude=None if match.source_types else {"source_types"})
     if environment is not None:  # its code decides results and verdicts
         fingerprinted["environment"] = {
             "spec": environment_spec,

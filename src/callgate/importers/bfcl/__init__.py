@@ -19,6 +19,7 @@ from callgate.importers.bfcl.answers import (
     answer_message,
     first_value,
     message,
+    source_text,
 )
 from callgate.importers.bfcl.cases import (
     MATCH_RULES,
@@ -36,18 +37,22 @@ from callgate.importers.bfcl.records import (
     BfclFunction,
     CategoryData,
     Kind,
+    Language,
+    language_of,
     read_category,
 )
 from callgate.importers.bfcl.tools import (
     FLOAT_HINT,
     GORILLA_TO_OPENAPI,
     LANGUAGE_HINT,
+    LANGUAGE_HINTS,
     MAX_NAME,
     OPENAI_NAME,
     Catalogue,
     build_catalogue,
     convert_function,
     openai_name,
+    source_types,
 )
 from callgate.importers.bfcl.writing import (
     SUITE_FILES,
@@ -61,6 +66,7 @@ __all__ = [
     "FLOAT_HINT",
     "GORILLA_TO_OPENAPI",
     "LANGUAGE_HINT",
+    "LANGUAGE_HINTS",
     "MATCH_RULES",
     "MAX_NAME",
     "OPENAI_NAME",
@@ -73,6 +79,7 @@ __all__ = [
     "Converted",
     "ImportResult",
     "Kind",
+    "Language",
     "NeverRight",
     "answer_arguments",
     "answer_lines",
@@ -85,7 +92,10 @@ __all__ = [
     "convert_function",
     "first_value",
     "import_category",
+    "language_of",
     "message",
     "openai_name",
     "read_category",
+    "source_text",
+    "source_types",
 ]

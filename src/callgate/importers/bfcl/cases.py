@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from callgate.checks.bfcl_types import READ_AS_TEXT
 from callgate.errors import InputError
 from callgate.importers.bfcl.records import (
     CATEGORIES,
@@ -18,12 +19,14 @@ from callgate.importers.bfcl.records import (
     BfclEntry,
     BfclFunction,
     CategoryData,
+    language_of,
 )
 from callgate.importers.bfcl.tools import (
     Catalogue,
     build_catalogue,
     convert_function,
     openai_name,
+    source_types,
 )
 from callgate.reading import canonical_json
 
@@ -36,6 +39,15 @@ MATCH_RULES: dict[str, str] = {
 }
 
 
+def match_rules(types: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """suite.json's `match`: BFCL's rules, and the Java and JavaScript types of each tool that
+    has them (the model is sent those parameters as strings; docs/bfcl.md)."""
+    rules: dict[str, Any] = dict(MATCH_RULES)
+    if types:
+        rules["source_types"] = dict(sorted(types.items()))
+    return rules
+
+
 @dataclass(frozen=True)
 class NeverRight:
     """A case BFCL's own checker can never pass: imported, marked, and always wrong."""
@@ -44,11 +56,35 @@ class NeverRight:
     reason: str
 
 
+def _never_as_text(values: Sequence[Any], source: Mapping[str, str]) -> bool:
+    """Whether no possible answer can come out of BFCL's converter for this parameter, which
+    yields text (or, for a list, the text given or a list of texts): no answer is text, nor
+    a list of texts. Only these certain cases are found; "" (left out) is not a value."""
+    as_text = READ_AS_TEXT[source["language"]]
+    if source["type"] not in as_text and source.get("items") not in as_text:
+        return False
+    texts = source["type"] not in as_text  # a list of texts, where the items are text
+    return not any(
+        type(v) is str or (texts and type(v) is list and all(type(i) is str for i in v))
+        for v in values if v != "")
+
+
+def _as_text_reason(source: Mapping[str, str]) -> str:
+    kind = source["type"] + (f" of {source['items']}" if "items" in source else "")
+    return (f"BFCL's {source['language']} converter reads a {kind} as text (or a list of "
+            "texts), and no possible answer is one")
+
+
 def _expected_call(
-    fn_name: str, answer: Mapping[str, Any], doc: BfclFunction, tool: str
+    fn_name: str,
+    answer: Mapping[str, Any],
+    doc: BfclFunction,
+    tool: str,
+    sources: Mapping[str, Mapping[str, str]],
 ) -> tuple[dict[str, Any], str | None]:
     """A callgate expected call from one BFCL ground-truth call, and why BFCL never passes it
-    (if it never does: then the call keeps what can be expressed of the answer)."""
+    (if it never does: then the call keeps what can be expressed of the answer). `sources`
+    holds the Java or JavaScript types of the doc's parameters (`source_types`)."""
     properties = doc.parameters.get("properties", {})
     required = doc.parameters.get("required", [])
     why: str | None = None
@@ -68,6 +104,9 @@ def _expected_call(
         if not values:
             why = why or f"{fn_name}.{param}: the possible-answer list is empty"
             continue
+        if (not optional or param in required) and param in sources and _never_as_text(
+                values, sources[param]):
+            why = why or f"{fn_name}.{param}: {_as_text_reason(sources[param])}"
         accepted = [v for v in values if v != ""] or [""]
         spec: dict[str, Any] = {"one_of": accepted}
         if optional:
@@ -117,7 +156,8 @@ def convert_entry(
             ((fn_name, params),) = ground.items()
             if fn_name not in docs:
                 raise InputError(entry.id, f"ground truth calls {fn_name!r}, which is not offered")
-            call, why = _expected_call(fn_name, params, docs[fn_name], tool_names[fn_name])
+            call, why = _expected_call(fn_name, params, docs[fn_name], tool_names[fn_name],
+                                       source_types(docs[fn_name], language_of(category)))
             never = never or why
             calls.append(call)
         # ast_checker.py:41-61: "parallel" categories match in any order, others one call.
@@ -154,8 +194,9 @@ def convert_categories(datas: Sequence[CategoryData]) -> Converted:
     is written."""
     entries = [(data, entry) for data in datas for entry in data.entries]
     per_entry: list[list[dict[str, Any]]] = []
-    for _, entry in entries:
-        converted = [convert_function(f, entry.id) for f in entry.function]
+    for data, entry in entries:
+        language = language_of(data.category)
+        converted = [convert_function(f, entry.id, language) for f in entry.function]
         names = [tool["function"]["name"] for tool in converted]
         if len(set(names)) != len(names):
             raise InputError(entry.id, "two functions share one name once '.' becomes '_'")
@@ -164,6 +205,7 @@ def convert_categories(datas: Sequence[CategoryData]) -> Converted:
     cases: list[dict[str, Any]] = []
     never_right: list[NeverRight] = []
     seen: set[str] = set()
+    types: dict[str, dict[str, dict[str, str]]] = {}
     for (data, entry), converted in zip(entries, per_entry, strict=True):
         if entry.id in seen:
             raise InputError(data.origin, f"case id {entry.id!r} occurs twice")
@@ -172,6 +214,11 @@ def convert_categories(datas: Sequence[CategoryData]) -> Converted:
             f.name: catalogue.names[canonical_json(tool)]
             for f, tool in zip(entry.function, converted, strict=True)
         }
+        for function in entry.function:
+            declared = source_types(function, language_of(data.category))
+            if declared:
+                # The sent doc names each type in words, so one doc has one set of types.
+                types[tool_names[function.name]] = declared
         try:
             case, never = convert_entry(
                 data.category, entry, data.answers.get(entry.id), tool_names
@@ -186,7 +233,7 @@ def convert_categories(datas: Sequence[CategoryData]) -> Converted:
         "name": suite_name(categories),
         "description": "Berkeley Function Calling Leaderboard, categories "
         f"{', '.join(categories)}, imported by callgate (see docs/bfcl.md).",
-        "match": dict(MATCH_RULES),
+        "match": match_rules(types),
         "source": {
             "benchmark": "bfcl",
             "categories": categories,

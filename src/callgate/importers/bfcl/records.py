@@ -34,8 +34,18 @@ CATEGORIES: dict[str, Kind] = {
     "live_parallel_multiple": "ast",
     "live_irrelevance": "irrelevance",
     "live_relevance": "relevance",
+    "simple_java": "ast",
+    "simple_javascript": "ast",
 }
 
+Language = Literal["python", "java", "javascript"]
+
+
+def language_of(category: str) -> Language:
+    """bfcl_eval/utils.py:259-264 (is_java, is_js): the language of a category's docs."""
+    if "javascript" in category:
+        return "javascript"
+    return "java" if "java" in category else "python"
 
 
 class _Record(BaseModel):

@@ -155,5 +155,6 @@ def convert_results(folder: Path | str, suite: Suite, out: Path | str) -> Conver
     finally:
         staging.unlink(missing_ok=True)
     missing = [c for c in by_category if c not in present]
+    ignored = sorted({*ignored, *(c for c in files if c not in by_category)})
     return ConvertedResults(target, len(lines), present, missing, ignored)
 

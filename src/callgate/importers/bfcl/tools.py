@@ -11,18 +11,26 @@ from __future__ import annotations
 import copy
 import heapq
 import itertools
+import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from callgate.checks.bfcl_rules import NESTED_CONVERSION_TYPES
 from callgate.errors import InputError
-from callgate.importers.bfcl.records import BfclFunction
+from callgate.importers.bfcl.records import BfclFunction, Language
 from callgate.reading import canonical_json
 
-# handler utils: _get_language_specific_hint, added to every description of a Python category.
-LANGUAGE_HINT = " Note that the provided function is in Python 3 syntax."
+# bfcl_eval/utils.py:621-627 (_get_language_specific_hint), added to every description.
+LANGUAGE_HINTS: dict[Language, str] = {
+    "python": " Note that the provided function is in Python 3 syntax.",
+    "java": " Note that the provided function is in Java 8 SDK syntax.",
+    "javascript": " Note that the provided function is in JavaScript syntax.",
+}
+LANGUAGE_HINT = LANGUAGE_HINTS["python"]
+_LANGUAGE_NAMES: dict[Language, str] = {"java": "Java", "javascript": "JavaScript"}
 FLOAT_HINT = " This is a float type value."
 
 # bfcl_eval/constants/type_mappings.py: GORILLA_TO_OPENAPI.
@@ -111,9 +119,51 @@ def openai_name(name: str) -> str:
     return name.replace(".", "_")
 
 
-def convert_function(function: BfclFunction, where: str) -> dict[str, Any]:
+def _as_strings(properties: dict[str, Any], language: Language) -> None:
+    """bfcl_eval/utils.py:630-687 (_func_doc_language_specific_pre_processing) for Java and
+    JavaScript, in place: every parameter is sent as a string, its type said in words."""
+    name = _LANGUAGE_NAMES[language]
+    for value in properties.values():
+        if value["type"] == "any":
+            value["description"] += (
+                f" This parameter can be of any type of {name} object in string representation.")
+        else:
+            value["description"] += (
+                f" This is {name} {value['type']} type parameter in string representation.")
+        if value["type"] in (("ArrayList", "Array") if language == "java" else ("array",)):
+            value["description"] += (
+                f" The list elements are of type {value['items']['type']}; they are not in "
+                "string representation.")
+            del value["items"]
+        if language == "javascript" and value["type"] == "dict" and "properties" in value:
+            value["description"] += (
+                " The dictionary entries have the following schema; they are not in string "
+                f"representation. {json.dumps(value['properties'])}")
+            del value["properties"]
+        value["type"] = "string"
+
+
+def source_types(function: BfclFunction, language: Language) -> dict[str, dict[str, str]]:
+    """What BFCL's checker converts a Java or JavaScript parameter's string by (ast_checker.py
+    404-436): the declared type, and the items' type for the types whose items it converts.
+    Empty for Python, whose values are checked by the types in the schema sent."""
+    if language == "python":
+        return {}
+    types: dict[str, dict[str, str]] = {}
+    for param, value in function.parameters.get("properties", {}).items():
+        entry = {"language": language, "type": str(value["type"])}
+        if value["type"] in NESTED_CONVERSION_TYPES:
+            entry["items"] = str(value["items"]["type"])
+        types[param] = entry
+    return types
+
+
+def convert_function(
+    function: BfclFunction, where: str, language: Language = "python"
+) -> dict[str, Any]:
     """One BFCL function doc as the OpenAI function-tool object BFCL sends (handler utils:79-205
-    for an OpenAI-completions model), with a name that may still need a variant suffix."""
+    for an OpenAI-completions model, after the language's pre-processing), with a name that may
+    still need a variant suffix."""
     doc = copy.deepcopy(function.model_dump())
     parameters = doc["parameters"]
     parameters["type"] = "object"
@@ -121,13 +171,16 @@ def convert_function(function: BfclFunction, where: str) -> dict[str, Any]:
     if not isinstance(properties, dict):
         raise InputError(where, f"{function.name}: parameters.properties must be an object")
     try:
+        if language != "python":
+            _as_strings(properties, language)
+            source_types(function, language)  # the same keys, read by the checks
         _cast_properties(properties)
     except (KeyError, TypeError, AttributeError) as exc:
         raise InputError(where, f"{function.name}: unsupported parameter schema ({exc})") from None
     _draft7_types(parameters)  # validity is checked once per distinct tool, by load_suite
     spec: dict[str, Any] = {
         "name": openai_name(function.name),
-        "description": function.description + LANGUAGE_HINT,
+        "description": function.description + LANGUAGE_HINTS[language],
         "parameters": parameters,
     }
     return {"type": "function", "function": spec}
