@@ -18,8 +18,9 @@ from typing import Any
 
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError
+from pydantic import ValidationError
 
-from callgate.errors import InputError
+from callgate.errors import InputError, from_validation_error
 from callgate.reading import canonical_json, json_lines, names_lines, read_json, validate
 from callgate.suites import schemas
 from callgate.suites.case_checks import check_case
@@ -45,6 +46,7 @@ from callgate.suites.cases import (
 )
 from callgate.suites.environment import (
     EnvironmentFactory,
+    SuiteFunctions,
     environment_fingerprint,
     load_environment,
 )
@@ -174,13 +176,21 @@ def load_cases(
     tools: dict[str, Tool],
     validators: dict[str, Draft7Validator],
     environment: EnvironmentFactory | None = None,
+    match: MatchRules = DEFAULT_MATCH,
+    functions: SuiteFunctions | None = None,
 ) -> tuple[CaseTable, Mapping[str, dict[str, Any]]]:
-    cases = CaseTable()
+    """The cases of cases.jsonl, checked against the tools; `functions` imports the
+    predicates they name (from beside cases.jsonl when not given)."""
+    context = {"predicates": functions or SuiteFunctions(path.parent)}
+    cases = CaseTable(context)
     for line_no, raw, _ in json_lines(path, missing="file not found (a suite needs cases.jsonl)"):
-        case = validate(Case, raw, path, line=line_no)
+        try:
+            case = Case.model_validate(raw, context=context)
+        except ValidationError as exc:
+            raise from_validation_error(path, line_no, exc) from None
         if case.id in cases:
             raise InputError(path, f"duplicate case id {case.id!r}", line=line_no, field="id")
-        check_case(path, line_no, case, tools, validators, environment)
+        check_case(path, line_no, case, tools, validators, environment, match)
         cases.add(case, raw)
     if not cases:
         raise InputError(path, "no cases")
@@ -243,7 +253,9 @@ def load_suite(path: Path | str) -> Suite:
             )
             for tool_name, tool in tools.items()
         }
-    cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment)
+    functions = SuiteFunctions(root)
+    cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment, match,
+                                  functions)
     fingerprinted: dict[str, Any] = {"tools": raw_tools}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
         fingerprinted["match"] = match.model_dump(by_alias=True)
@@ -252,6 +264,8 @@ def load_suite(path: Path | str) -> Suite:
             "spec": environment_spec,
             "source": environment_fingerprint(environment),
         }
+    if functions.loaded:  # the predicates' code decides verdicts too
+        fingerprinted["predicates"] = functions.fingerprint()
     digest = _suite_digest(raw_cases.values(), fingerprinted)
     return Suite(
         name=name,
@@ -272,7 +286,7 @@ def _suite_digest(raw_cases: Iterable[dict[str, Any]], rest: dict[str, Any]) -> 
     """sha256 of canonical_json({"cases": [...], **rest}), without holding every case at once.
 
     The bytes are those of canonical_json on the whole object (keys sorted, "cases" first of
-    "cases", "environment", "match", "tools"), so fingerprints stay as they were."""
+    "cases", "environment", "match", "predicates", "tools"), so fingerprints stay as they were."""
     assert all(key > "cases" for key in rest)
     digest = hashlib.sha256(b'{"cases":[')
     for index, raw in enumerate(raw_cases):
