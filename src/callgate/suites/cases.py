@@ -230,6 +230,47 @@ class OfferedAs(_Strict):
 NOT_OFFERED = "(not offered) "
 
 
+class SuiteDefaults(_Strict):
+    """suite.json's `system` message and `tools`, for every case that carries none of its
+    own: a case without a system or developer message gets `system` first, a case without
+    `tools` is offered these (docs/formats.md). Applied to each case's line as it is read, so
+    what is sent, stored and fingerprinted is the case as applied."""
+
+    system: Message | None = None
+    tools: list[str | OfferedAs] | None = None
+
+    def applied(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """A case's JSON object as it is sent and kept: `raw` itself when nothing applies."""
+        out = raw
+        messages = raw.get("messages")
+        if self.system is not None and isinstance(messages, list) and not any(
+                isinstance(message, dict) and message.get("role") in ("system", "developer")
+                for message in messages):
+            out = {**out, "messages": [self.system.model_dump(), *messages]}
+        if self.tools is not None and raw.get("tools") is None:
+            out = {**out, "tools": [entry if isinstance(entry, str) else entry.model_dump()
+                                    for entry in self.tools]}
+        return out
+
+    @field_validator("system", mode="before")
+    @classmethod
+    def _system_text(cls, raw: Any) -> Any:
+        if isinstance(raw, str):
+            if not raw:
+                raise ValueError("must be a non-empty string or a system message object")
+            return {"role": "system", "content": raw}
+        return raw
+
+    @field_validator("system")
+    @classmethod
+    def _system_role(cls, message: Message | None) -> Message | None:
+        if message is not None and message.role not in ("system", "developer"):
+            raise ValueError("must be a message of role system or developer")
+        return message
+
+
+
+
 class Case(_Strict):
     id: str = Field(min_length=1)
     messages: list[Message] = Field(min_length=1)

@@ -40,6 +40,7 @@ from callgate.suites.cases import (
     MatchRules,
     Mode,
     NoCall,
+    SuiteDefaults,
     Tool,
     Trajectory,
     top_level_schema,
@@ -86,6 +87,7 @@ class Suite:
     match: MatchRules = DEFAULT_MATCH
     environment: EnvironmentFactory | None = field(default=None, repr=False)
     environment_spec: str | None = None
+    defaults: SuiteDefaults | None = None  # suite.json's shared system message and tools
 
     @cached_property
     def parameter_schemas(self) -> dict[str, dict[str, Any]]:
@@ -178,14 +180,19 @@ def load_cases(
     environment: EnvironmentFactory | None = None,
     match: MatchRules = DEFAULT_MATCH,
     functions: SuiteFunctions | None = None,
+    defaults: SuiteDefaults | None = None,
 ) -> tuple[CaseTable, Mapping[str, dict[str, Any]]]:
     """The cases of cases.jsonl, checked against the tools; `functions` imports the
-    predicates they name (from beside cases.jsonl when not given)."""
-    context = {"predicates": functions or SuiteFunctions(path.parent)}
+    predicates they name (from beside cases.jsonl when not given), `defaults` are suite.json's
+    system message and tools for the cases without their own."""
+    context: dict[str, Any] = {"predicates": functions or SuiteFunctions(path.parent)}
     cases = CaseTable(context)
     for line_no, raw, _ in json_lines(path, missing="file not found (a suite needs cases.jsonl)"):
         try:
-            case = Case.model_validate(raw, context=context)
+            case = Case.model_validate(raw, context=context)  # errors name the line's fields
+            applied = defaults.applied(raw) if defaults is not None else raw
+            if applied is not raw:
+                raw, case = applied, Case.model_validate(applied, context=context)
         except ValidationError as exc:
             raise from_validation_error(path, line_no, exc) from None
         if case.id in cases:
@@ -198,7 +205,50 @@ def load_cases(
 
 
 # What suite.json may hold (docs/formats.md); source and skipped are written by importers.
-SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "source", "skipped")
+SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "system", "tools", "source",
+                     "skipped")
+
+
+def _suite_json(meta_path: Path) -> dict[str, Any]:
+    """suite.json's fields (empty without the file), its unknown ones refused."""
+    if not meta_path.exists():
+        return {}
+    meta = read_json(meta_path)
+    if not isinstance(meta, dict):
+        raise InputError(meta_path, "must be a JSON object")
+    for key in meta:
+        if key not in SUITE_JSON_FIELDS:
+            close = difflib.get_close_matches(key, SUITE_JSON_FIELDS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise InputError(
+                meta_path,
+                f"unknown field; {hint}suite.json holds {', '.join(SUITE_JSON_FIELDS)}",
+                field=key,
+            )
+    if "name" in meta and (not isinstance(meta["name"], str) or not meta["name"]):
+        raise InputError(meta_path, "must be a non-empty string", field="name")
+    if "environment" in meta and (
+            not isinstance(meta["environment"], str) or not meta["environment"]):
+        raise InputError(meta_path, "must be a string naming module:Class", field="environment")
+    return meta
+
+
+def _suite_defaults(meta: dict[str, Any], meta_path: Path, tools: Mapping[str, Tool]
+                    ) -> SuiteDefaults | None:
+    """suite.json's shared `system` and default `tools`, the tools checked in the catalogue."""
+    given = {key: meta[key] for key in ("system", "tools") if key in meta}
+    if not given:
+        return None
+    defaults = validate(SuiteDefaults, given, meta_path)
+    sent: set[str] = set()
+    for index, entry in enumerate(defaults.tools or ()):
+        key, name = (entry, entry) if isinstance(entry, str) else (entry.tool, entry.name)
+        if key not in tools:
+            raise InputError(meta_path, f"unknown tool {key!r}", field=f"tools[{index}]")
+        if name in sent:
+            raise InputError(meta_path, f"two tools offered as {name!r}", field=f"tools[{index}]")
+        sent.add(name)
+    return defaults
 
 
 @names_lines
@@ -207,44 +257,24 @@ def load_suite(path: Path | str) -> Suite:
 
     Args:
         path: the suite's folder: tools.json, cases.jsonl and optionally suite.json (its
-            name, match rules and environment); docs/formats.md describes them.
+            name, match rules, environment, shared system message and default tools);
+            docs/formats.md describes them.
 
     Returns the Suite (cases are built from their JSON lines when used). Raises InputError
     naming file, line and field."""
     root = Path(path)
     if not root.is_dir():
         raise InputError(root, "a suite is a directory with tools.json and cases.jsonl")
-    name = root.resolve().name
-    match = DEFAULT_MATCH
-    environment: EnvironmentFactory | None = None
-    environment_spec: str | None = None
     meta_path = root / "suite.json"
-    if meta_path.exists():
-        meta = read_json(meta_path)
-        if not isinstance(meta, dict):
-            raise InputError(meta_path, "must be a JSON object")
-        for key in meta:
-            if key not in SUITE_JSON_FIELDS:
-                close = difflib.get_close_matches(key, SUITE_JSON_FIELDS, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise InputError(
-                    meta_path,
-                    f"unknown field; {hint}suite.json holds {', '.join(SUITE_JSON_FIELDS)}",
-                    field=key,
-                )
-        if "name" in meta:
-            if not isinstance(meta["name"], str) or not meta["name"]:
-                raise InputError(meta_path, "must be a non-empty string", field="name")
-            name = meta["name"]
-        if "match" in meta:
-            match = validate(MatchRules, meta["match"], meta_path, prefix="match.")
-        if "environment" in meta:
-            environment_spec = meta["environment"]
-            if not isinstance(environment_spec, str) or not environment_spec:
-                raise InputError(
-                    meta_path, "must be a string naming module:Class", field="environment"
-                )
-            environment = load_environment(environment_spec, root, meta_path)
+    meta = _suite_json(meta_path)
+    name = meta.get("name") or root.resolve().name
+    match = DEFAULT_MATCH
+    if "match" in meta:
+        match = validate(MatchRules, meta["match"], meta_path, prefix="match.")
+    environment_spec: str | None = meta.get("environment")
+    environment: EnvironmentFactory | None = None
+    if environment_spec is not None:
+        environment = load_environment(environment_spec, root, meta_path)
     tools, validators, raw_tools = load_tools(root / "tools.json")
     if match.schema_ == "top_level":
         validators = {
@@ -253,9 +283,10 @@ def load_suite(path: Path | str) -> Suite:
             )
             for tool_name, tool in tools.items()
         }
+    defaults = _suite_defaults(meta, meta_path, tools)
     functions = SuiteFunctions(root)
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment, match,
-                                  functions)
+                                  functions, defaults)
     fingerprinted: dict[str, Any] = {"tools": raw_tools}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
         fingerprinted["match"] = match.model_dump(by_alias=True)
@@ -279,6 +310,7 @@ def load_suite(path: Path | str) -> Suite:
         match=match,
         environment=environment,
         environment_spec=environment_spec,
+        defaults=defaults,
     )
 
 
@@ -286,7 +318,8 @@ def _suite_digest(raw_cases: Iterable[dict[str, Any]], rest: dict[str, Any]) -> 
     """sha256 of canonical_json({"cases": [...], **rest}), without holding every case at once.
 
     The bytes are those of canonical_json on the whole object (keys sorted, "cases" first of
-    "cases", "environment", "match", "predicates", "tools"), so fingerprints stay as they were."""
+    "cases", "environment", "match", "predicates", "tools"), so fingerprints stay
+    as they were."""
     assert all(key > "cases" for key in rest)
     digest = hashlib.sha256(b'{"cases":[')
     for index, raw in enumerate(raw_cases):
