@@ -21,7 +21,7 @@ from callgate.checks.kinds.trajectory import match_calls
 from callgate.checks.parsing import ParsedCall
 from callgate.checks.verdict import Verdict
 from callgate.errors import InputError
-from callgate.suites import schemas
+from callgate.suites import regex_sets, schemas
 from callgate.suites.case_checks import feasibility
 from callgate.suites.case_table import CaseTable
 from callgate.suites.cases import Trajectory
@@ -36,6 +36,7 @@ from callgate.suites.matchers import (
     Regex,
     Text,
 )
+from callgate.suites.regex_sets import UNDECIDED, common_string
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite, load_suite
 
@@ -309,6 +310,35 @@ def test_suite_check_refuses_through_the_cli(tmp_path: Path, callgate_exe: str) 
     assert len(lines) == 1 and "Traceback" not in result.stderr
     assert lines[0].startswith("error: ") and "cases.jsonl:1: expect.calls[0].args.amount: " \
         "approx 2000 ± 5 can never match" in lines[0]
+
+
+@pytest.mark.parametrize(("patterns", "expected"), [
+    (["^ord_7\\d+$", "^ord_[0-9]+$"], "ord_70"),
+    (["^ord_[0-9]+$", "^inv_"], None),
+    (["^a+$", "^b"], None),
+    (["^a{2,4}$", "^a{5}"], None),
+    (["[^a-z]", "^[a-z]*$"], None),
+    (["^\\w+@\\w+\\.\\w{2,}$", "^[^@]+@example\\.com$"], "a@example.com"),
+    (["(?=a)", "a"], UNDECIDED),  # lookaround: not modelled
+    (["\\p{L}", "a"], UNDECIDED),  # ECMA syntax Python's parser does not read
+])
+def test_two_patterns_share_a_string_or_provably_none(patterns: list[str], expected: Any
+                                                      ) -> None:
+    found = common_string(patterns)
+    assert found == expected if isinstance(expected, str | None) else found is expected
+    if isinstance(found, str):
+        assert all(schemas.search(pattern, found) for pattern in patterns)
+
+
+@pytest.mark.parametrize(("pattern", "ranges"), [
+    ("^\\s$", regex_sets._SPACE), ("^\\d$", regex_sets._DIGIT), ("^\\w$", regex_sets._WORD),
+    ("^.$", regex_sets._DOT)])
+def test_the_modelled_classes_are_the_engines(pattern: str, ranges: Any) -> None:
+    points = [*range(0x3100), *range(0xFE00, 0x10000), 0x1F600, 0x10FFFF]
+    differ = [hex(point) for point in points if not 0xD800 <= point <= 0xDFFF
+              and schemas.search(pattern, chr(point))
+              != any(low <= point <= high for low, high in ranges)]
+    assert differ == []
 
 
 # ------------------------------------------------------------------ the property test
