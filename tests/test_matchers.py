@@ -38,7 +38,7 @@ from callgate.suites.matchers import (
 )
 from callgate.suites.regex_sets import UNDECIDED, common_string
 from callgate.suites.responses import parse_response
-from callgate.suites.suite import Suite, load_suite
+from callgate.suites.suite import Suite, lint, load_suite
 
 PROPERTIES: dict[str, Any] = {
     "order_id": {"type": "string", "pattern": "^ord_[0-9]+$"},
@@ -219,6 +219,19 @@ def test_a_malformed_matcher_names_the_line_and_field(tmp_path: Path, spec: dict
 def test_suite_check_takes_an_expected_value_some_answer_can_match(tmp_path: Path, key: str,
                                                                     spec: dict) -> None:
     load_suite(book_suite(tmp_path / "s", {key: spec}))
+
+
+def test_suite_check_warns_about_a_matcher_it_cannot_decide(tmp_path: Path) -> None:
+    tools = [{"type": "function", "function": {"name": "book", "parameters": {
+        "type": "object", "properties": {
+            "code": {"type": "string", "pattern": "\\p{Lu}"},
+            "n": {"type": "number", "multipleOf": 7}}}}}]
+    root = write_suite(tmp_path / "s", [case("c", calls(("book", {
+        "code": {"regex": "^[a-z]+$"}, "n": {"approx": 3, "abs": 4}})))], tools)
+    warnings = lint(load_suite(root))
+    assert ("case c: book.code: found no value the schema allows that regex \"^[a-z]+$\" "
+            "matches, nor could show there is none") in warnings
+    assert not any("book.n" in warning for warning in warnings)  # 0 and 7 are in the window
 
 
 def test_matchers_are_refused_under_bfcl_values(tmp_path: Path) -> None:

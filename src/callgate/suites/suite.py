@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from callgate.errors import InputError, from_validation_error
 from callgate.reading import canonical_json, json_lines, names_lines, read_json, validate
 from callgate.suites import schemas
-from callgate.suites.case_checks import check_case
+from callgate.suites.case_checks import check_case, feasibility
 from callgate.suites.case_table import CaseTable, case_expect_types, case_tags
 from callgate.suites.cases import (
     DEFAULT_MATCH,
@@ -51,6 +51,7 @@ from callgate.suites.environment import (
     environment_fingerprint,
     load_environment,
 )
+from callgate.suites.matchers import Predicate
 
 # The models live in callgate.suites.cases and the case table in callgate.suites.case_table;
 # their names are kept here too, where most of the code has always taken them from.
@@ -356,4 +357,25 @@ def lint(suite: Suite) -> list[str]:
         warnings.append(f"tools never expected by any case: {', '.join(unused)}")
     for name, tool in suite.tools.items():
         warnings.extend(schemas.pattern_warnings(name, tool.function.parameters))
+    warnings.extend(_undecided_matchers(suite))
     return warnings
+
+
+def _undecided_matchers(suite: Suite) -> list[str]:
+    """The matchers suite check could neither refuse nor find a schema-valid value for (a
+    predicate is never tried but on an enum, so it is left out)."""
+    found: list[str] = []
+    for case in suite.cases.values():
+        for calls in case.expected_call_lists():
+            for call in calls:
+                checked = suite.validators[call.tool].schema.get("properties", {})
+                for key, spec in call.args.items():
+                    if spec.matcher is None or isinstance(spec.matcher, Predicate):
+                        continue
+                    validator = suite.validators[call.tool].evolve(schema=checked.get(key, {}))
+                    if not feasibility(spec.matcher, validator).found:
+                        found.append(
+                            f"case {case.id}: {call.tool}.{key}: found no value the schema "
+                            f"allows that {spec.matcher.describe()} matches, nor could show "
+                            "there is none")
+    return found
