@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from callgate.suites.cases import ArgRule, Mode
+from callgate.suites.matchers import json_equal as json_equal  # named here for its users
 
 ValueMatch = Callable[[Any, Any], bool]  # (expected spec, got) -> bool
 
@@ -72,23 +73,6 @@ class TrajectoryResult:
     pairs: tuple[tuple[int, int], ...]  # (expected index, actual index), sorted
     mismatches: tuple[Mismatch, ...]
     reason: str
-
-
-def json_equal(expected: Any, got: Any) -> bool:
-    """JSON equality: a bool never equals a number, 1 == 1.0, lists in order, dicts by keys."""
-    if type(expected) is str:  # the common case, decided as the last line below decides it
-        return type(got) is str and expected == got
-    if isinstance(expected, bool) or isinstance(got, bool):
-        return isinstance(expected, bool) and isinstance(got, bool) and expected == got
-    if isinstance(expected, int | float) and isinstance(got, int | float):
-        return expected == got
-    if isinstance(expected, Mapping) and isinstance(got, Mapping):
-        return expected.keys() == got.keys() and all(
-            json_equal(value, got[key]) for key, value in expected.items()
-        )
-    if isinstance(expected, list | tuple) and isinstance(got, list | tuple):
-        return len(expected) == len(got) and all(map(json_equal, expected, got))
-    return type(expected) is type(got) and expected == got
 
 
 def match_trajectory(
@@ -155,6 +139,8 @@ def _argument_diffs(
         elif not value_match(want, call.arguments[key]):
             got = call.arguments[key]
             message = f"{where}: argument {key} expected {_show(want)}, got {_show(got)}"
+            if hasattr(want, "why_not"):  # a matcher (checks.kinds.trajectory) says why
+                message += want.why_not(got)
             found.append(Mismatch(call.step, index, call.name, key, want, got, message))
     if rule == "exact":
         for key, got in call.arguments.items():

@@ -61,6 +61,8 @@ def _value_check(
 ) -> Callable[[Any], bool]:
     """arg_matches for a value that is present, prepared once. `source` is the parameter's
     entry in `rules.source_types`, if any (a Java or JavaScript type, under `values: bfcl`)."""
+    if spec.matcher is not None:  # a suite under `values: bfcl` holds none (suite check)
+        return spec.matcher.matches
     if rules.values == "bfcl":
         return bfcl_rules.ParamRule(schema, bfcl_rules.possible_answer(spec), source).matches
     if len(spec.one_of) == 1:
@@ -132,7 +134,9 @@ def matcher(
 
 
 def describe(spec: ArgSpec) -> str:
-    if len(spec.one_of) == 1:
+    if spec.matcher is not None:
+        text = spec.matcher.describe()
+    elif len(spec.one_of) == 1:
         text = json.dumps(spec.one_of[0], ensure_ascii=False)
     else:
         text = "one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in spec.one_of)
@@ -154,8 +158,19 @@ def value_mismatch(
     key = found.mismatched_key(args)
     if key is None:
         return None
-    got = json.dumps(args[key], ensure_ascii=False) if key in args else "nothing (left out)"
-    return f"{call.name}.{key}: expected {found.described(key)}, got {got}"
+    if key not in args:
+        return f"{call.name}.{key}: expected {found.described(key)}, got nothing (left out)"
+    got = json.dumps(args[key], ensure_ascii=False)
+    text = f"{call.name}.{key}: expected {found.described(key)}, got {got}"
+    return text + why_not(expected.args[key], args[key])
+
+
+def why_not(spec: ArgSpec, got: Any) -> str:
+    """` (regex: does not match)`: the matcher and why it failed, for a reason's end; empty
+    for listed values, where expected and got say it all."""
+    if spec.matcher is None:
+        return ""
+    return f" ({spec.matcher.KEY}: {spec.matcher.mismatch(got)})"
 
 
 def _count(names: Iterable[str]) -> dict[str, int]:

@@ -3,20 +3,26 @@ exist and are offered, key arguments can pass the schema, a multi-turn case has 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from jsonschema import Draft7Validator
 
 from callgate.errors import InputError
 from callgate.suites.cases import (
+    DEFAULT_MATCH,
     Case,
     ExpectedCall,
     FinalState,
+    MatchRules,
     OfferedAs,
     Tool,
     Trajectory,
 )
 from callgate.suites.environment import EnvironmentError_, EnvironmentFactory, replay
+from callgate.suites.matchers import EVERY_KEYWORD, JSON_TYPES, Matcher
 
 
 def _check_call(
@@ -50,6 +56,8 @@ def _check_call(
         # The validator's own schema: reduced under `match.schema` "top_level".
         checked = validators[call.tool].schema.get("properties", {})
         prop_validator = validators[call.tool].evolve(schema=checked.get(key, {}))
+        if spec.matcher is not None:
+            _check_matcher(path, line, spec.matcher, prop_validator, f"{where}.args.{key}")
         for value in spec.one_of:
             error = next(iter(prop_validator.iter_errors(value)), None)
             if error is not None:
@@ -61,6 +69,108 @@ def _check_call(
                 )
 
 
+# Keywords that never reject a value: left out when asking which constraints a schema has.
+ANNOTATIONS = frozenset({
+    "$comment", "$id", "$schema", "contentEncoding", "contentMediaType", "default",
+    "definitions", "$defs", "description", "examples", "readOnly", "title", "writeOnly",
+})
+
+
+# Keywords that only ever reject a value of one type (Draft 7).
+_ONE_TYPE: dict[str, frozenset[str]] = {
+    "string": frozenset({"minLength", "maxLength", "pattern", "format"}),
+    "number": frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                         "multipleOf"}),
+    "array": frozenset({"items", "additionalItems", "minItems", "maxItems", "uniqueItems",
+                        "contains"}),
+    "object": frozenset({"properties", "patternProperties", "additionalProperties", "required",
+                         "minProperties", "maxProperties", "dependencies", "propertyNames"}),
+}
+
+
+def constraints(schema: Mapping[str, Any], types: frozenset[str]) -> set[str]:
+    """The keywords of `schema` that can reject a value of one of `types`."""
+    found = set(schema) - ANNOTATIONS
+    for kind, keywords in _ONE_TYPE.items():
+        if kind not in types and (kind != "number" or "integer" not in types):
+            found -= keywords
+    return found
+
+
+@dataclass(frozen=True)
+class Feasible:
+    """suite check's finding on one matcher against one property's schema: a `witness` (a
+    schema-valid value it matches, when `found`), a `refusal` (why none can be), or neither
+    (undecided: the value is accepted)."""
+
+    found: bool = False
+    witness: Any = None
+    refusal: str | None = None
+
+
+def feasibility(matcher: Matcher, validator: Any) -> Feasible:
+    """Whether some value the property's validator takes can match."""
+    schema = validator.schema
+    if schema is False:
+        return Feasible(refusal="the schema takes no value")
+    if not isinstance(schema, Mapping):
+        schema = {}
+    declared = schema.get("type")
+    types = {declared} if isinstance(declared, str) else set(declared or JSON_TYPES)
+    if not types & matcher.value_types():
+        return Feasible(refusal=f"it matches only {_types(matcher.value_types())}, and the "
+                        f"schema takes only {_types(types)}")
+    if "const" in schema or "enum" in schema:
+        allowed = [schema["const"]] if "const" in schema else list(schema["enum"] or ())
+        for value in allowed:
+            if validator.is_valid(value) and matcher.matches(value):
+                return Feasible(found=True, witness=value)
+        return Feasible(refusal="it matches none of the values the schema's " + (
+            "const" if "const" in schema else "enum") + " allows")
+    search = matcher.search(schema)
+    first_error = None
+    for value in search.candidates:
+        if not matcher.matches(value):
+            continue
+        error = next(iter(validator.iter_errors(value)), None)
+        if error is None:
+            return Feasible(found=True, witness=value)
+        first_error = first_error or error.message
+    decided = search.complete is not None and (
+        search.complete is EVERY_KEYWORD
+        or constraints(schema, matcher.value_types()) <= search.complete)
+    if not decided:
+        return Feasible()
+    return Feasible(refusal="no value it matches passes the schema"
+                    + (f" ({first_error})" if first_error else ""))
+
+
+def _types(types: set[str] | frozenset[str]) -> str:
+    return " or ".join(sorted(types))
+
+
+def _check_matcher(path: Path, line: int, matcher: Matcher, validator: Draft7Validator,
+                   where: str) -> None:
+    refusal = feasibility(matcher, validator).refusal
+    if refusal is not None:
+        raise InputError(
+            path, f"{matcher.describe()} can never match: {refusal}", line=line, field=where)
+
+
+def _no_matchers(path: Path, line: int, case: Case) -> None:
+    """Under `values: bfcl` a key argument is BFCL's list of acceptable values."""
+    for alt_index, calls in enumerate(case.expected_call_lists()):
+        for call_index, call in enumerate(calls):
+            for key, spec in call.args.items():
+                if spec.matcher is not None:
+                    prefix = ("expect.calls" if case.expect.type == "calls"
+                              else f"expect.alternatives[{alt_index}]")
+                    raise InputError(
+                        path, f"a {spec.matcher.KEY} matcher is not read under the suite's "
+                        "match values \"bfcl\", which compares listed values only", line=line,
+                        field=f"{prefix}[{call_index}].args.{key}")
+
+
 def check_case(
     path: Path,
     line: int,
@@ -68,9 +178,12 @@ def check_case(
     tools: dict[str, Tool],
     validators: dict[str, Draft7Validator],
     environment: EnvironmentFactory | None = None,
+    rules: MatchRules = DEFAULT_MATCH,
 ) -> None:
     """Cross-checks pydantic cannot do alone: tool names and key arguments against the schema,
     and what a multi-turn case needs from its suite."""
+    if rules.values == "bfcl":
+        _no_matchers(path, line, case)
     offered = case.offered_names(tools)
     sent: set[str] = set()
     for index, (key, entry) in enumerate(zip(case.tool_keys() or (), case.tools or (),

@@ -21,7 +21,8 @@ class CaseTable(Mapping[str, "Case"]):
 
     CACHE = 1024
 
-    def __init__(self) -> None:
+    def __init__(self, context: dict[str, Any] | None = None) -> None:
+        self._context = context  # what building a case needs (the suite's predicates)
         self._text: dict[str, str] = {}
         self._tags: dict[str, tuple[str, ...]] = {}
         self._expect_type: dict[str, str] = {}
@@ -48,7 +49,8 @@ class CaseTable(Mapping[str, "Case"]):
         if case is not None:
             self._built.move_to_end(case_id)
             return case
-        case = Case.model_validate_json(self._text[case_id])  # KeyError when unknown
+        text = self._text[case_id]  # KeyError when unknown
+        case = Case.model_validate_json(text, context=self._context)
         self._keep(case_id, case)
         return case
 

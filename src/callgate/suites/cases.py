@@ -7,7 +7,17 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from callgate.suites.matchers import Matcher, matcher_kind
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
 ArgRule = Literal["exact", "key", "ignore"]
@@ -32,18 +42,41 @@ class Tool(_Strict):
 
 
 class ArgSpec(_Strict):
-    """Acceptable values of one key argument."""
+    """Acceptable values of one key argument: listed values (`one_of`; a literal is a list of
+    one) or one matcher of another kind (callgate.suites.matchers)."""
 
-    one_of: tuple[Any, ...] = Field(min_length=1)
+    one_of: tuple[Any, ...] = ()
+    matcher: Matcher | None = None
     optional: bool = False
 
+    @model_validator(mode="after")
+    def _one_way(self) -> ArgSpec:
+        if bool(self.one_of) == (self.matcher is not None):
+            raise ValueError("a key argument is listed values (one_of) or one matcher")
+        return self
 
-def _parse_arg_spec(raw: Any) -> ArgSpec:
+
+def _parse_arg_spec(key: str, raw: Any, context: Any) -> ArgSpec:
     if isinstance(raw, dict) and "one_of" in raw and set(raw) <= {"one_of", "optional"}:
-        if not isinstance(raw["one_of"], list):
-            raise ValueError("one_of must be a list of acceptable values")
+        if not isinstance(raw["one_of"], list) or not raw["one_of"]:
+            raise ValueError("one_of must be a non-empty list of acceptable values")
         return ArgSpec.model_validate(raw)
-    return ArgSpec(one_of=(raw,))
+    kind = matcher_kind(raw) if isinstance(raw, dict) else None
+    if kind is None:
+        return ArgSpec(one_of=(raw,))
+    optional = raw.get("optional", False)
+    if not isinstance(optional, bool):
+        raise ValueError(f"{key}: optional must be true or false")
+    fields = {key: value for key, value in raw.items() if key != "optional"}
+    try:
+        matcher = kind.model_validate(fields, context=context)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        why = first["msg"].removeprefix("Value error, ")
+        raise ValueError(f"{key}: {kind.KEY} matcher: " + (f"{where}: " if where else "") + why
+                         ) from None
+    return ArgSpec(matcher=matcher, optional=optional)
 
 
 class ExpectedCall(BaseModel):
@@ -59,10 +92,10 @@ class ExpectedCall(BaseModel):
 
     @field_validator("args", mode="before")
     @classmethod
-    def _args(cls, raw: Any) -> Any:
+    def _args(cls, raw: Any, info: ValidationInfo) -> Any:
         if not isinstance(raw, dict):
             raise ValueError("args must be an object of key arguments")
-        return {key: _parse_arg_spec(value) for key, value in raw.items()}
+        return {key: _parse_arg_spec(key, value, info.context) for key, value in raw.items()}
 
 
 class TrajectoryCall(ExpectedCall):
@@ -196,6 +229,47 @@ class OfferedAs(_Strict):
 
 # A call to a catalogue name that this case sends under another name, so never offered as such.
 NOT_OFFERED = "(not offered) "
+
+
+class SuiteDefaults(_Strict):
+    """suite.json's `system` message and `tools`, for every case that carries none of its
+    own: a case without a system or developer message gets `system` first, a case without
+    `tools` is offered these (docs/formats.md). Applied to each case's line as it is read, so
+    what is sent, stored and fingerprinted is the case as applied."""
+
+    system: Message | None = None
+    tools: list[str | OfferedAs] | None = None
+
+    def applied(self, raw: dict[str, Any]) -> dict[str, Any]:
+        """A case's JSON object as it is sent and kept: `raw` itself when nothing applies."""
+        out = raw
+        messages = raw.get("messages")
+        if self.system is not None and isinstance(messages, list) and not any(
+                isinstance(message, dict) and message.get("role") in ("system", "developer")
+                for message in messages):
+            out = {**out, "messages": [self.system.model_dump(), *messages]}
+        if self.tools is not None and raw.get("tools") is None:
+            out = {**out, "tools": [entry if isinstance(entry, str) else entry.model_dump()
+                                    for entry in self.tools]}
+        return out
+
+    @field_validator("system", mode="before")
+    @classmethod
+    def _system_text(cls, raw: Any) -> Any:
+        if isinstance(raw, str):
+            if not raw:
+                raise ValueError("must be a non-empty string or a system message object")
+            return {"role": "system", "content": raw}
+        return raw
+
+    @field_validator("system")
+    @classmethod
+    def _system_role(cls, message: Message | None) -> Message | None:
+        if message is not None and message.role not in ("system", "developer"):
+            raise ValueError("must be a message of role system or developer")
+        return message
+
+
 
 
 class Case(_Strict):

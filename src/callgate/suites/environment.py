@@ -49,24 +49,60 @@ def load_environment(spec: str, suite_dir: Path, source: Path) -> EnvironmentFac
     if not module_name or not class_name:
         raise InputError(source, f"{spec!r} is not of the form module:Class",
                          field="environment")
-    path = str(suite_dir.resolve())
-    added = path not in sys.path
-    if added:
-        sys.path.insert(0, path)
     try:
-        module = _import(module_name, suite_dir)
+        module = import_beside(module_name, suite_dir)
     except Exception as exc:  # a syntax error or a failing import in the module is the suite's
         raise InputError(source, f"cannot import {module_name}: {exc}",
                          field="environment") from None
-    finally:
-        if added:
-            sys.path.remove(path)
     factory = getattr(module, class_name, None)
     if factory is None or not callable(factory):
         raise InputError(source, f"{module_name} has no class {class_name}", field="environment")
     if not callable(getattr(factory, "state", None)):
         raise InputError(source, f"{spec} has no state() method", field="environment")
     return factory
+
+
+def import_beside(module_name: str, suite_dir: Path) -> ModuleType:
+    """Import `module_name` with the suite directory on the import path."""
+    path = str(suite_dir.resolve())
+    added = path not in sys.path
+    if added:
+        sys.path.insert(0, path)
+    try:
+        return _import(module_name, suite_dir)
+    finally:
+        if added:
+            sys.path.remove(path)
+
+
+class SuiteFunctions:
+    """The `module:function` predicates a suite's cases name, each imported once from beside
+    the suite (as an environment is); called with a name, returns the function or raises
+    ValueError saying why it cannot."""
+
+    def __init__(self, suite_dir: Path) -> None:
+        self._dir = suite_dir
+        self.loaded: dict[str, Callable[[Any], Any]] = {}
+
+    def __call__(self, spec: str) -> Callable[[Any], Any]:
+        found = self.loaded.get(spec)
+        if found is not None:
+            return found
+        module_name, _, name = spec.partition(":")
+        try:
+            module = import_beside(module_name, self._dir)
+        except Exception as exc:  # the suite's code failing to import is the suite's error
+            raise ValueError(f"cannot import {module_name}: {exc}") from None
+        function = getattr(module, name, None)
+        if function is None or not callable(function):
+            raise ValueError(f"{module_name} has no function {name}")
+        self.loaded[spec] = function
+        return function
+
+    def fingerprint(self) -> dict[str, str | None]:
+        """SHA-256 of the file each predicate is defined in, by name (they decide verdicts)."""
+        return {spec: environment_fingerprint(function)
+                for spec, function in sorted(self.loaded.items())}
 
 
 def _import(module_name: str, suite_dir: Path) -> ModuleType:
@@ -91,8 +127,9 @@ def _import(module_name: str, suite_dir: Path) -> ModuleType:
     return module
 
 
-def environment_fingerprint(factory: EnvironmentFactory) -> str | None:
-    """SHA-256 of the file the environment is defined in (its behaviour decides verdicts)."""
+def environment_fingerprint(factory: Callable[..., Any]) -> str | None:
+    """SHA-256 of the file the environment (or a predicate) is defined in: its behaviour
+    decides verdicts."""
     try:
         file = inspect.getsourcefile(factory)
     except TypeError:

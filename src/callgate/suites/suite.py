@@ -18,11 +18,12 @@ from typing import Any
 
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import SchemaError
+from pydantic import ValidationError
 
-from callgate.errors import InputError
+from callgate.errors import InputError, from_validation_error
 from callgate.reading import canonical_json, json_lines, names_lines, read_json, validate
 from callgate.suites import schemas
-from callgate.suites.case_checks import check_case
+from callgate.suites.case_checks import check_case, feasibility
 from callgate.suites.case_table import CaseTable, case_expect_types, case_tags
 from callgate.suites.cases import (
     DEFAULT_MATCH,
@@ -39,15 +40,18 @@ from callgate.suites.cases import (
     MatchRules,
     Mode,
     NoCall,
+    SuiteDefaults,
     Tool,
     Trajectory,
     top_level_schema,
 )
 from callgate.suites.environment import (
     EnvironmentFactory,
+    SuiteFunctions,
     environment_fingerprint,
     load_environment,
 )
+from callgate.suites.matchers import Predicate
 
 # The models live in callgate.suites.cases and the case table in callgate.suites.case_table;
 # their names are kept here too, where most of the code has always taken them from.
@@ -84,6 +88,7 @@ class Suite:
     match: MatchRules = DEFAULT_MATCH
     environment: EnvironmentFactory | None = field(default=None, repr=False)
     environment_spec: str | None = None
+    defaults: SuiteDefaults | None = None  # suite.json's shared system message and tools
 
     @cached_property
     def parameter_schemas(self) -> dict[str, dict[str, Any]]:
@@ -174,13 +179,26 @@ def load_cases(
     tools: dict[str, Tool],
     validators: dict[str, Draft7Validator],
     environment: EnvironmentFactory | None = None,
+    match: MatchRules = DEFAULT_MATCH,
+    functions: SuiteFunctions | None = None,
+    defaults: SuiteDefaults | None = None,
 ) -> tuple[CaseTable, Mapping[str, dict[str, Any]]]:
-    cases = CaseTable()
+    """The cases of cases.jsonl, checked against the tools; `functions` imports the
+    predicates they name (from beside cases.jsonl when not given), `defaults` are suite.json's
+    system message and tools for the cases without their own."""
+    context: dict[str, Any] = {"predicates": functions or SuiteFunctions(path.parent)}
+    cases = CaseTable(context)
     for line_no, raw, _ in json_lines(path, missing="file not found (a suite needs cases.jsonl)"):
-        case = validate(Case, raw, path, line=line_no)
+        try:
+            case = Case.model_validate(raw, context=context)  # errors name the line's fields
+            applied = defaults.applied(raw) if defaults is not None else raw
+            if applied is not raw:
+                raw, case = applied, Case.model_validate(applied, context=context)
+        except ValidationError as exc:
+            raise from_validation_error(path, line_no, exc) from None
         if case.id in cases:
             raise InputError(path, f"duplicate case id {case.id!r}", line=line_no, field="id")
-        check_case(path, line_no, case, tools, validators, environment)
+        check_case(path, line_no, case, tools, validators, environment, match)
         cases.add(case, raw)
     if not cases:
         raise InputError(path, "no cases")
@@ -188,7 +206,50 @@ def load_cases(
 
 
 # What suite.json may hold (docs/formats.md); source and skipped are written by importers.
-SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "source", "skipped")
+SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "system", "tools", "source",
+                     "skipped")
+
+
+def _suite_json(meta_path: Path) -> dict[str, Any]:
+    """suite.json's fields (empty without the file), its unknown ones refused."""
+    if not meta_path.exists():
+        return {}
+    meta = read_json(meta_path)
+    if not isinstance(meta, dict):
+        raise InputError(meta_path, "must be a JSON object")
+    for key in meta:
+        if key not in SUITE_JSON_FIELDS:
+            close = difflib.get_close_matches(key, SUITE_JSON_FIELDS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise InputError(
+                meta_path,
+                f"unknown field; {hint}suite.json holds {', '.join(SUITE_JSON_FIELDS)}",
+                field=key,
+            )
+    if "name" in meta and (not isinstance(meta["name"], str) or not meta["name"]):
+        raise InputError(meta_path, "must be a non-empty string", field="name")
+    if "environment" in meta and (
+            not isinstance(meta["environment"], str) or not meta["environment"]):
+        raise InputError(meta_path, "must be a string naming module:Class", field="environment")
+    return meta
+
+
+def _suite_defaults(meta: dict[str, Any], meta_path: Path, tools: Mapping[str, Tool]
+                    ) -> SuiteDefaults | None:
+    """suite.json's shared `system` and default `tools`, the tools checked in the catalogue."""
+    given = {key: meta[key] for key in ("system", "tools") if key in meta}
+    if not given:
+        return None
+    defaults = validate(SuiteDefaults, given, meta_path)
+    sent: set[str] = set()
+    for index, entry in enumerate(defaults.tools or ()):
+        key, name = (entry, entry) if isinstance(entry, str) else (entry.tool, entry.name)
+        if key not in tools:
+            raise InputError(meta_path, f"unknown tool {key!r}", field=f"tools[{index}]")
+        if name in sent:
+            raise InputError(meta_path, f"two tools offered as {name!r}", field=f"tools[{index}]")
+        sent.add(name)
+    return defaults
 
 
 @names_lines
@@ -197,44 +258,24 @@ def load_suite(path: Path | str) -> Suite:
 
     Args:
         path: the suite's folder: tools.json, cases.jsonl and optionally suite.json (its
-            name, match rules and environment); docs/formats.md describes them.
+            name, match rules, environment, shared system message and default tools);
+            docs/formats.md describes them.
 
     Returns the Suite (cases are built from their JSON lines when used). Raises InputError
     naming file, line and field."""
     root = Path(path)
     if not root.is_dir():
         raise InputError(root, "a suite is a directory with tools.json and cases.jsonl")
-    name = root.resolve().name
-    match = DEFAULT_MATCH
-    environment: EnvironmentFactory | None = None
-    environment_spec: str | None = None
     meta_path = root / "suite.json"
-    if meta_path.exists():
-        meta = read_json(meta_path)
-        if not isinstance(meta, dict):
-            raise InputError(meta_path, "must be a JSON object")
-        for key in meta:
-            if key not in SUITE_JSON_FIELDS:
-                close = difflib.get_close_matches(key, SUITE_JSON_FIELDS, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise InputError(
-                    meta_path,
-                    f"unknown field; {hint}suite.json holds {', '.join(SUITE_JSON_FIELDS)}",
-                    field=key,
-                )
-        if "name" in meta:
-            if not isinstance(meta["name"], str) or not meta["name"]:
-                raise InputError(meta_path, "must be a non-empty string", field="name")
-            name = meta["name"]
-        if "match" in meta:
-            match = validate(MatchRules, meta["match"], meta_path, prefix="match.")
-        if "environment" in meta:
-            environment_spec = meta["environment"]
-            if not isinstance(environment_spec, str) or not environment_spec:
-                raise InputError(
-                    meta_path, "must be a string naming module:Class", field="environment"
-                )
-            environment = load_environment(environment_spec, root, meta_path)
+    meta = _suite_json(meta_path)
+    name = meta.get("name") or root.resolve().name
+    match = DEFAULT_MATCH
+    if "match" in meta:
+        match = validate(MatchRules, meta["match"], meta_path, prefix="match.")
+    environment_spec: str | None = meta.get("environment")
+    environment: EnvironmentFactory | None = None
+    if environment_spec is not None:
+        environment = load_environment(environment_spec, root, meta_path)
     tools, validators, raw_tools = load_tools(root / "tools.json")
     if match.schema_ == "top_level":
         validators = {
@@ -243,7 +284,10 @@ def load_suite(path: Path | str) -> Suite:
             )
             for tool_name, tool in tools.items()
         }
-    cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment)
+    defaults = _suite_defaults(meta, meta_path, tools)
+    functions = SuiteFunctions(root)
+    cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment, match,
+                                  functions, defaults)
     fingerprinted: dict[str, Any] = {"tools": raw_tools}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
         # source_types only when given, so suites imported before it keep their fingerprint
@@ -254,6 +298,8 @@ def load_suite(path: Path | str) -> Suite:
             "spec": environment_spec,
             "source": environment_fingerprint(environment),
         }
+    if functions.loaded:  # the predicates' code decides verdicts too
+        fingerprinted["predicates"] = functions.fingerprint()
     digest = _suite_digest(raw_cases.values(), fingerprinted)
     return Suite(
         name=name,
@@ -267,6 +313,7 @@ def load_suite(path: Path | str) -> Suite:
         match=match,
         environment=environment,
         environment_spec=environment_spec,
+        defaults=defaults,
     )
 
 
@@ -274,7 +321,8 @@ def _suite_digest(raw_cases: Iterable[dict[str, Any]], rest: dict[str, Any]) -> 
     """sha256 of canonical_json({"cases": [...], **rest}), without holding every case at once.
 
     The bytes are those of canonical_json on the whole object (keys sorted, "cases" first of
-    "cases", "environment", "match", "tools"), so fingerprints stay as they were."""
+    "cases", "environment", "match", "predicates", "tools"), so fingerprints stay
+    as they were."""
     assert all(key > "cases" for key in rest)
     digest = hashlib.sha256(b'{"cases":[')
     for index, raw in enumerate(raw_cases):
@@ -311,4 +359,25 @@ def lint(suite: Suite) -> list[str]:
         warnings.append(f"tools never expected by any case: {', '.join(unused)}")
     for name, tool in suite.tools.items():
         warnings.extend(schemas.pattern_warnings(name, tool.function.parameters))
+    warnings.extend(_undecided_matchers(suite))
     return warnings
+
+
+def _undecided_matchers(suite: Suite) -> list[str]:
+    """The matchers suite check could neither refuse nor find a schema-valid value for (a
+    predicate is never tried but on an enum, so it is left out)."""
+    found: list[str] = []
+    for case in suite.cases.values():
+        for calls in case.expected_call_lists():
+            for call in calls:
+                checked = suite.validators[call.tool].schema.get("properties", {})
+                for key, spec in call.args.items():
+                    if spec.matcher is None or isinstance(spec.matcher, Predicate):
+                        continue
+                    validator = suite.validators[call.tool].evolve(schema=checked.get(key, {}))
+                    if not feasibility(spec.matcher, validator).found:
+                        found.append(
+                            f"case {case.id}: {call.tool}.{key}: found no value the schema "
+                            f"allows that {spec.matcher.describe()} matches, nor could show "
+                            "there is none")
+    return found

@@ -12,7 +12,7 @@ from callgate.checks import matching
 from callgate.checks.attempt import Attempt, count_text, scored_verdict
 from callgate.checks.matching import MISSING, json_equal
 from callgate.checks.parsing import ParsedCall
-from callgate.checks.values import arg_matches, describe
+from callgate.checks.values import arg_matches, describe, why_not
 from callgate.checks.verdict import Problems, ToolVerdict, Verdict
 from callgate.suites.cases import DEFAULT_MATCH, ArgSpec, MatchRules, Trajectory
 
@@ -39,6 +39,9 @@ class _Accepts:
 
     def __repr__(self) -> str:
         return describe(self.spec)  # JSON values, as in every other reason
+
+    def why_not(self, got: Any) -> str:
+        return why_not(self.spec, got)
 
 
 def _accepts(want: Any, got: Any) -> bool:
