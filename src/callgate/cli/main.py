@@ -41,6 +41,7 @@ from callgate.cli.common import (
 )
 from callgate.cli.judge import judge_app
 from callgate.cli.live import run_command
+from callgate.cli.suite_tools import tools_command
 from callgate.errors import CallgateError
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.version import __version__
@@ -54,6 +55,7 @@ app = typer.Typer(
 )
 suite_app = typer.Typer(help="Work with suites (tool catalogue + cases).", no_args_is_help=True)
 app.add_typer(suite_app, name="suite")
+suite_app.command("tools")(tools_command)
 app.add_typer(judge_app, name="judge")
 
 def _version(value: bool) -> None:
