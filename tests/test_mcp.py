@@ -4,6 +4,7 @@ multi-turn cases on it against the loopback model, final state read from the ser
 
 from __future__ import annotations
 
+import gc
 import json
 import shlex
 import shutil
@@ -23,6 +24,7 @@ from callgate.models.retry import RetryPolicy
 from callgate.running.run import run_live
 from callgate.running.settings import RunSettings
 from callgate.store.db import Store
+from callgate.suites.environment import EnvironmentError_, call_tool, fresh
 from callgate.suites.mcp_tools import McpServer
 from callgate.suites.suite import load_suite
 
@@ -207,3 +209,34 @@ def test_a_multi_turn_run_on_the_mcp_server(loopback: Loopback, tmp_path: Path) 
     assert down.status == "environment_error"
     assert "tools/call track_shipment: MCPError: Connection closed" in down.reason
     assert live.result.scores.excluded["environment_error"] == 1
+
+
+def running(marker: str) -> list[str]:
+    """The processes whose command line holds `marker`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            words = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in words:
+            found.append(cmdline.parent.name)
+    return found
+
+
+@pytest.mark.slow
+def test_a_hung_call_is_the_environments_error_and_the_server_ends(tmp_path: Path) -> None:
+    marker = f"--test-{tmp_path.name}"
+    root = mcp_suite(tmp_path / "shop", [mt_case("a", trajectory("track_shipment"), state=STATE)],
+                     mcp=server_command(marker), timeout=15)
+    factory = load_suite(root).environment
+    assert factory is not None
+    env = fresh(factory, STATE)
+    assert running(marker)
+    assert call_tool(env, "lookup_order", {"order_id": "ord_9"}) == {
+        "error": "Error executing tool lookup_order: no order ord_9"}
+    with pytest.raises(EnvironmentError_, match=r"track_shipment: no answer within 15 s"):
+        call_tool(env, "track_shipment", {"order_id": "ord_hang"})
+    del env  # dropping the environment ends its server, hung or not
+    gc.collect()
+    assert running(marker) == []
