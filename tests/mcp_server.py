@@ -5,6 +5,7 @@ CALLGATE_STATE, read back by its read_state tool.
     python mcp_server.py --crash              # dies before it answers anything
     python mcp_server.py --cancel-doc TEXT    # cancel_order described as TEXT
     python mcp_server.py --bad-schema         # one more tool whose inputSchema is not Draft 7
+    python mcp_server.py --env-file PATH      # writes the variables it was started with to PATH
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ args = sys.argv[1:]
 if "--crash" in args:
     print("mcp_server: cannot open the order database", file=sys.stderr)
     sys.exit(3)
+
+if "--env-file" in args:
+    with open(args[args.index("--env-file") + 1], "a", encoding="utf-8") as out:
+        out.write(json.dumps(dict(os.environ)) + "\n")
 
 cancel_doc = "Cancel an order that has not shipped yet."
 if "--cancel-doc" in args:

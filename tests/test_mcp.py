@@ -240,3 +240,32 @@ def test_a_hung_call_is_the_environments_error_and_the_server_ends(tmp_path: Pat
     del env  # dropping the environment ends its server, hung or not
     gc.collect()
     assert running(marker) == []
+
+
+@pytest.mark.slow
+def test_callgate_run_on_the_mcp_server(loopback: Loopback, tmp_path: Path, callgate_exe: str,
+                                        cli_env: dict[str, str]) -> None:
+    """Through the CLI: the run's calls are executed on the server, the key never reaches it,
+    and no server outlives the run."""
+    loopback.script_turns(
+        "[cancel]",
+        ok(calls=[call("cancel_order", "c1", order_id="ord_1", reason="duplicate")]),
+        ok(content="Cancelled."),
+    )
+    seen_env = tmp_path / "server-env.jsonl"
+    marker = f"--test-{tmp_path.name}"
+    suite = mcp_suite(tmp_path / "shop", [mt_case("cancel", {"type": "final_state", "calls": [
+        {"tool": "cancel_order", "args": {"order_id": "ord_1", "reason": "duplicate"}}]},
+        state=STATE)], mcp=server_command(marker, "--env-file", str(seen_env)))
+    done = callgate(callgate_exe, cli_env, "run", str(suite), "-m", "openai/local-model",
+                    "--api-base", loopback.base_url, "--api-key-env", KEY_ENV, "-k", "1",
+                    "--db", str(tmp_path / "c.db"), "--json")
+    assert done.returncode == 0, done.stderr
+    (attempt,) = json.loads(done.stdout)["attempts"]
+    assert attempt["right_tool"] and attempt["right_arguments"], attempt
+    started = [json.loads(line) for line in seen_env.read_text().splitlines()]
+    # the suite check's replay, the conversation, the checks' run of its calls and the reference
+    assert len(started) == 4
+    assert all(KEY not in json.dumps(environ) and KEY_ENV not in environ for environ in started)
+    assert json.loads(started[0]["CALLGATE_STATE"]) == STATE
+    assert running(marker) == []
