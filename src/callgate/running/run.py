@@ -25,7 +25,7 @@ from callgate.errors import CallgateError
 from callgate.models.config import Candidate
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client, make_client
-from callgate.models.targets import Target, api_key, target_for
+from callgate.models.routes import ModelRoute, api_key, route_for
 from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
@@ -122,8 +122,8 @@ class LiveRunner:
         settings, shard = self.settings, self.settings.shard
         if settings.offline and not settings.cache:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
-        target = target_for(self.candidate)
-        attempts = plan(self.suite, target, settings.repeats)
+        route = route_for(self.candidate)
+        attempts = plan(self.suite, route, settings.repeats)
         conversations = plan_conversations(self.suite, settings.repeats)
         if shard is not None:
             attempts = [a for a in attempts if shard.holds(a.case_id)]
@@ -135,7 +135,7 @@ class LiveRunner:
             offline=settings.offline,
             commit_every=settings.commit_every,
         )
-        work = await self._look_up(attempts, conversations, target, cache)
+        work = await self._look_up(attempts, conversations, route, cache)
         if settings.offline and work.to_call:
             first = work.to_call[0]
             raise OfflineMiss(
@@ -143,7 +143,7 @@ class LiveRunner:
                 f"response (first: case {first.case_id!r} repeat {first.repeat}); "
                 "run without --offline to call the model for them"
             )
-        caller = self._caller(target, cache, len(work.to_call)) if work.to_call else None
+        caller = self._caller(route, cache, len(work.to_call)) if work.to_call else None
 
         with self.store.atomic():
             run_id = self.store.replace_run(
@@ -198,7 +198,7 @@ class LiveRunner:
         self,
         attempts: list[PlannedAttempt],
         conversations: list[Conversation],
-        target: Target,
+        route: ModelRoute,
         cache: AnswerCache,
     ) -> _Work:
         stored = cache.usable([a.key for a in attempts])
@@ -208,26 +208,26 @@ class LiveRunner:
         talks: list[Talk] = []
         unfinished: list[Conversation] = []
         for conversation in conversations:
-            talk = await converse(conversation, self.suite, target, cache, None)
+            talk = await converse(conversation, self.suite, route, cache, None)
             if talk is None:
                 unfinished.append(conversation)
             else:
                 talks.append(talk)
         return _Work(hits, talks, [*misses, *unfinished])
 
-    def _caller(self, target: Target, cache: AnswerCache, to_call: int) -> Caller:
+    def _caller(self, route: ModelRoute, cache: AnswerCache, to_call: int) -> Caller:
         """The caller for the attempts the store does not answer (`to_call` of them): the
         candidate's client (or the one injected), its pricing, the retry policy and budget."""
-        key = api_key(target, self.environ)  # a missing key variable stops the run here
+        key = api_key(route, self.environ)  # a missing key variable stops the run here
         client = self.client
         if client is None:
-            client = make_client(target, self.candidate.client, key, self.settings.concurrency)
-        pricing = Pricing(target)
+            client = make_client(route, self.candidate.client, key, self.settings.concurrency)
+        pricing = Pricing(route)
         pricing.prepare()
         budget = self.settings.retry.budget
         return Caller(
             client,
-            target,
+            route,
             pricing,
             policy=self.settings.retry,
             timeout=self.settings.timeout,
@@ -251,7 +251,7 @@ class LiveRunner:
         async def answer(item: PlannedAttempt | Conversation) -> None:
             assert caller is not None
             if isinstance(item, Conversation):
-                talk = await converse(item, self.suite, caller.target, cache, caller)
+                talk = await converse(item, self.suite, caller.route, cache, caller)
                 assert talk is not None  # with a caller, every turn gets an answer
                 record.talk(talk)
             else:

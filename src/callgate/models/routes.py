@@ -1,9 +1,9 @@
 """Where a candidate's requests go: the route a model id names, the endpoint it maps to and the
-environment variable that holds its key. `target_for` turns a configured `Candidate` into a
-`Target` (model, wire model, parameters, key variable, and the URL the lean client posts to when
-the route is OpenAI-compatible); `Target.body` builds the chat-completions body both clients send
-and `api_key` reads the key from the environment at the moment a run needs it. A `Target` holds
-no key, so it can be recorded with the request.
+environment variable that holds its key. `route_for` turns a configured `Candidate` into a
+`ModelRoute` (model, wire model, parameters, key variable, and the URL the lean client posts to
+when the route is OpenAI-compatible); `ModelRoute.body` builds the chat-completions body both
+clients send and `api_key` reads the key from the environment at the moment a run needs it. A
+`ModelRoute` holds no key, so it can be recorded with the request.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ DEFAULT_KEY_ENV = {"openrouter": "OPENROUTER_API_KEY", "openai": "OPENAI_API_KEY
 
 
 @dataclass(frozen=True)
-class Target:
+class ModelRoute:
     """Where a candidate's requests go and the parameters they carry. Holds no key."""
 
     model: str
@@ -84,7 +84,7 @@ class Target:
         }
 
 
-def target_for(candidate: Candidate) -> Target:
+def route_for(candidate: Candidate) -> ModelRoute:
     route = candidate.route
     params: dict[str, Any] = {}
     if candidate.reasoning_effort != "omit":
@@ -103,7 +103,7 @@ def target_for(candidate: Candidate) -> Target:
     if route in LEAN_BASES:
         lean_url = (candidate.api_base or LEAN_BASES[route]).rstrip("/") + "/chat/completions"
     wire_model = candidate.model.partition("/")[2] if route else candidate.model
-    return Target(
+    return ModelRoute(
         model=candidate.model,
         route=route,
         api_base=candidate.api_base,
@@ -114,15 +114,15 @@ def target_for(candidate: Candidate) -> Target:
     )
 
 
-def api_key(target: Target, environ: Mapping[str, str]) -> str | None:
+def api_key(route: ModelRoute, environ: Mapping[str, str]) -> str | None:
     """The key from the variable the candidate names; an unset variable is a usage error."""
-    if target.key_env is None:
+    if route.key_env is None:
         return None
-    value = environ.get(target.key_env)
+    value = environ.get(route.key_env)
     if not value:
         raise InputError(
             FLAGS,
-            f"environment variable {target.key_env} is not set; it should hold the API key "
-            f"for {target.model} (set api_key_env to name another variable)",
+            f"environment variable {route.key_env} is not set; it should hold the API key "
+            f"for {route.model} (set api_key_env to name another variable)",
         )
     return value
