@@ -101,17 +101,10 @@ class Caller:
 
     def _give_up(self, failure: ProviderFailure, tries: int, started: float) -> str | None:
         """None to retry; else a note on why not (empty when the fault is not retryable)."""
-        policy = self.policy
         if not failure.retryable:
             return ""
-        if tries > policy.max_retries:
-            return f" (gave up after {tries} tries)"
-        if self._retries_left <= 0:
-            return " (the run's retry budget is spent)"
-        soonest = max(failure.retry_after or 0.0, policy.base_delay / 2)
-        if time.monotonic() - started + soonest > policy.max_wait:
-            return f" (a retry would pass the {policy.max_wait:g} s wait limit)"
-        return None
+        return self.policy.give_up(tries, self._retries_left, time.monotonic() - started,
+                                   failure.retry_after)
 
     def _keep(self, outcome: AttemptOutcome) -> None:
         """Keep the request and its answer for the cache; count its spend, and stop the run on

@@ -4,10 +4,11 @@
 none a base class of another: it plans the attempts (`plan`), reads back what the store
 already answered (`AnswerCache`), calls for the rest with bounded concurrency
 (`call_concurrently`), each one request with retries (`Caller`) or a conversation over turns
-(`converse`), and has every answer checked, stored and scored by `pipeline.Recorder`, as
-`callgate score` does, and linked to its requests (`RunRecord`). A run
-killed at any point resumes with only the unanswered attempts; a run stopped early is marked
-interrupted, so its partial scores never serve as a baseline."""
+(`converse`), or the agent under test once per attempt (`running.targets`), and has every
+answer checked, stored and scored by `pipeline.Recorder`, as `callgate score` does, and linked
+to its requests (`RunRecord`). A run killed at any point resumes with only the unanswered
+attempts; a run stopped early is marked interrupted, so its partial scores never serve as a
+baseline."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from callgate.running.counters import RunCounters, StopSwitch, progress_bar
 from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conversations
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
+from callgate.running.targets.session import TargetCaller, TargetSession
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import JudgeStep, Recorder, RunResult
 from callgate.scoring.scores import Scores
@@ -119,12 +121,27 @@ class LiveRunner:
         self.switch.stop(reason)
 
     async def run(self) -> LiveRun:
-        settings, shard = self.settings, self.settings.shard
+        settings = self.settings
         if settings.offline and not settings.cache:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
+        target = None
+        if self.candidate.target is not None:
+            target = TargetSession(self.candidate, settings.concurrency)
+        try:
+            return await self._run(target)
+        finally:
+            if target is not None:
+                await target.aclose()
+
+    async def _run(self, target: TargetSession | None) -> LiveRun:
+        settings, shard = self.settings, self.settings.shard
         route = route_for(self.candidate)
-        attempts = plan(self.suite, route, settings.repeats)
-        conversations = plan_conversations(self.suite, settings.repeats)
+        if target is None:
+            attempts = plan(self.suite, route, settings.repeats)
+            conversations = plan_conversations(self.suite, settings.repeats)
+        else:
+            await target.open(settings.timeout)
+            attempts, conversations = target.plan(self.suite, settings.repeats), []
         if shard is not None:
             attempts = [a for a in attempts if shard.holds(a.case_id)]
             conversations = [c for c in conversations if shard.holds(c.case_id)]
@@ -143,7 +160,10 @@ class LiveRunner:
                 f"response (first: case {first.case_id!r} repeat {first.repeat}); "
                 "run without --offline to call the model for them"
             )
-        caller = self._caller(route, cache, len(work.to_call)) if work.to_call else None
+        caller: Caller | TargetCaller | None = None
+        if work.to_call:
+            caller = (self._caller(route, cache, len(work.to_call)) if target is None
+                      else self._target_caller(target, cache, len(work.to_call)))
 
         with self.store.atomic():
             run_id = self.store.replace_run(
@@ -158,7 +178,7 @@ class LiveRunner:
         try:
             scores = await self._fill(work, caller, cache, record)
         finally:
-            if caller is not None and self.client is None:
+            if isinstance(caller, Caller) and self.client is None:
                 await caller.client.aclose()
         order = {case_id: i for i, case_id in enumerate(self.suite.cases)}
 
@@ -238,8 +258,17 @@ class LiveRunner:
             rng=self.rng,
         )
 
+    def _target_caller(self, target: TargetSession, cache: AnswerCache,
+                       to_call: int) -> TargetCaller:
+        budget = self.settings.retry.budget
+        return TargetCaller(
+            target, policy=self.settings.retry, timeout=self.settings.timeout,
+            retry_budget=budget if budget is not None else max(20, to_call), cache=cache,
+            counters=self.counters, rng=self.rng, console=self.console)
+
     async def _fill(
-        self, work: _Work, caller: Caller | None, cache: AnswerCache, record: RunRecord
+        self, work: _Work, caller: Caller | TargetCaller | None, cache: AnswerCache,
+        record: RunRecord
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
         recorder, counters = record.recorder, self.counters
@@ -251,6 +280,7 @@ class LiveRunner:
         async def answer(item: PlannedAttempt | Conversation) -> None:
             assert caller is not None
             if isinstance(item, Conversation):
+                assert isinstance(caller, Caller)  # a target runs its own conversations
                 talk = await converse(item, self.suite, caller.route, cache, caller)
                 assert talk is not None  # with a caller, every turn gets an answer
                 record.talk(talk)
