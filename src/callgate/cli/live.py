@@ -137,10 +137,11 @@ def run_command(
     shard: ShardOption = None,
     server_errors: ServerErrorsOption = "exclude",
 ) -> None:
-    """Call a model on every case (repeats × cases), then check, score and store as `score` does.
+    """Call a model, or the agent under test (--target), on every case (repeats × cases), then
+    check, score and store as `score` does.
 
     Exit 3 when more than --max-excluded of the attempts were excluded
-    (truncated, provider, environment or judge errors; server errors only without
+    (truncated, provider, environment, judge or target errors; server errors only without
     --server-errors count).
 
     Answers are stored as they arrive: run the same command again to resume, or to re-score
