@@ -105,7 +105,7 @@ def jsonl() -> None:
         if "hello" in request:
             reply: Any = {"version": version()}
         elif "[crash]" in last_user(request["messages"]):
-            print("Traceback: the agent fell over", file=sys.stderr, flush=True)
+            print("fatal: the agent fell over", file=sys.stderr, flush=True)
             sys.exit(3)
         elif "[garbage]" in last_user(request["messages"]):
             print("this is not JSON", flush=True)
