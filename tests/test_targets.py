@@ -187,3 +187,35 @@ def test_a_target_that_cannot_be_loaded_is_a_usage_error(tmp_path: Path) -> None
         run(tmp_path, suite, "python:no_such_agent:run")
     with pytest.raises(CallgateError, match="target_agents has no function nothing"):
         run(tmp_path, suite, "python:target_agents:nothing")
+
+
+def test_the_bundled_example_agent_is_checked_as_its_recorded_turns_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The example agent's own loop against the loopback model replaying release 2026.11: its
+    transcripts get the verdicts the same turns get as a recorded file (final states included,
+    recomputed on the suite's environment)."""
+    from callgate.cli.demo import example_path
+    from callgate.examples import order_agent
+    from callgate.scoring.pipeline import score_file
+
+    server = order_agent.replay_model()
+    monkeypatch.setenv(order_agent.API_BASE_ENV, f"http://127.0.0.1:{server.server_port}/v1")
+    try:
+        root = example_path("examples/order_store")
+        suite = load_suite(root)
+        live = run(tmp_path, suite, order_agent.TARGET)
+    finally:
+        server.shutdown()
+    recorded = tmp_path / "repeat0.jsonl"
+    recorded.write_text("".join(
+        line + "\n" for line in (root / order_agent.REPLAYED).read_text().splitlines()
+        if json.loads(line)["repeat"] == 0))
+    with Store(tmp_path / "recorded.db") as store:
+        scored = score_file(suite, recorded, store, model="recorded", release="2026.11")
+    assert live.called == len(suite.cases) == 13
+    kinds = {case.expect.type for case in suite.cases.values()}
+    assert kinds == {"final_state", "trajectory"}
+    assert [v.model_dump() for v in live.result.verdicts] == [
+        v.model_dump() for v in scored.verdicts]
+    assert any(v.right_arguments for v in live.result.verdicts)

@@ -149,3 +149,19 @@ def test_a_target_that_cannot_run_is_one_line_and_exit_2(
     assert done.returncode == 2
     assert done.stderr.startswith(message), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_the_readme_runs_the_example_agent_with_no_key(tmp_path: Path,
+                                                       cli_env: dict[str, str]) -> None:
+    readme = (TESTS.parent / "README.md").read_text()
+    line = "uv run --no-dev python -m callgate.examples.order_agent"
+    assert line in readme
+    done = subprocess.run([sys.executable, "-m", "callgate.examples.order_agent", "--db",
+                           "try.db"], env=cli_env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "order-store: python:callgate.examples.order_agent:answer @ try-agent" in done.stdout
+    assert "13 attempt(s) called, 0 from the store, 0 retries, 0 target error(s)" in done.stdout
+    assert "final state" in done.stdout  # final-state checks ran on the agent's transcripts
+    assert (tmp_path / "try.db").is_file()
