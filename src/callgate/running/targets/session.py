@@ -50,14 +50,15 @@ class TargetSession:
         self.version = ""
 
     async def open(self, timeout: float) -> None:
-        """Learn the target's version (the hello), unless the candidate gives one."""
-        reported = None
+        """Learn the target's version (the hello), unless the candidate gives one: then nothing
+        is asked before the first attempt (and nothing at all when the store answers all)."""
+        if self.given_version is not None:
+            self.version = self.given_version
+            return
         try:
-            reported = await self.target.version(timeout)
+            version = await self.target.version(timeout)
         except (TargetFailure, MalformedReply) as exc:
-            if self.given_version is None:
-                raise CallgateError(f"--target {self.spec.text}: the hello failed: {exc}") from None
-        version = self.given_version or reported
+            raise CallgateError(f"--target {self.spec.text}: the hello failed: {exc}") from None
         if version is None:
             raise CallgateError(
                 f"--target {self.spec.text} reported no version: answer the hello with "
