@@ -99,6 +99,21 @@ async def answer_async(messages: list[dict[str, Any]], tools: list[dict[str, Any
 answer_async.callgate_version = version()  # type: ignore[attr-defined]
 
 
+# Called after every answer of `answer_then_hook`: a test stops its run from here.
+HOOK: list[Any] = []
+
+
+async def answer_then_hook(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                           metadata: dict[str, Any]) -> Any:
+    reply = await answer_async(messages, tools, metadata)
+    for hook in HOOK:
+        hook(metadata)
+    return reply
+
+
+answer_then_hook.callgate_version = version()  # type: ignore[attr-defined]
+
+
 def jsonl() -> None:
     for line in sys.stdin:
         request = json.loads(line)

@@ -5,6 +5,7 @@ loop runs the tools. The CLI end to end, for every kind, is tests/test_targets_c
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from callgate.gating.thresholds import excluded_share
 from callgate.models.config import Candidate, resolve_candidate
 from callgate.models.retry import RetryPolicy
 from callgate.models.targets import parse_target
-from callgate.running.run import LiveRun, run_live
+from callgate.running.run import LiveRun, LiveRunner, run_live
 from callgate.running.settings import RunSettings
 from callgate.running.targets.contract import MalformedReply, reply_line
 from callgate.store.db import Store
@@ -219,3 +220,28 @@ def test_the_bundled_example_agent_is_checked_as_its_recorded_turns_are(
     assert [v.model_dump() for v in live.result.verdicts] == [
         v.model_dump() for v in scored.verdicts]
     assert any(v.right_arguments for v in live.result.verdicts)
+
+
+def test_a_stopped_target_run_resumes_with_only_the_unanswered_attempts(
+    agent_env: Loopback, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite = load_suite(write_suite(tmp_path / "suite", [lookup_case(c) for c in "abcd"]))
+    candidate = Candidate(target="python:target_agents:answer_then_hook")
+    answered: list[str] = []
+
+    def stop_after_two(metadata: dict[str, Any]) -> None:
+        answered.append(metadata["case_id"])
+        if len(answered) == 2:
+            runner.stop()
+
+    monkeypatch.setattr(target_agents, "HOOK", [stop_after_two])
+    with Store(tmp_path / "callgate.db") as store:
+        runner = LiveRunner(suite, candidate, store, "r1", settings=settings(concurrency=1))
+        stopped = asyncio.run(runner.run())
+        assert stopped.stopped == "interrupted" and stopped.called == 2
+        assert store.db.execute("SELECT status FROM runs").fetchone()[0] == "interrupted"
+    answered.clear()
+    resumed = run(tmp_path, suite, candidate.target or "")
+    assert (resumed.called, resumed.cached, resumed.stopped) == (2, 2, None)
+    assert answered == ["c", "d"]
+    assert all(v.right_arguments for v in resumed.result.verdicts)
