@@ -2,8 +2,9 @@
 
 Each asks the loopback model (LOOPBACK_URL, its base URL) as a real agent would. A marker in the
 last user message picks a misbehaviour: [crash] fails (raises, exits, answers HTTP 500), [hang]
-never answers, [garbage] answers what the contract does not allow, [loop] runs the agent's own
-tool loop and returns the whole transcript. AGENT_VERSION is the version each reports.
+never answers, [slowmodel] raises a TimeoutError of its own, [garbage] answers what the contract
+does not allow, [loop] runs the agent's own tool loop and returns the whole transcript.
+AGENT_VERSION is the version each reports.
 
 As a script: `python target_agents.py jsonl` speaks JSON Lines on stdin/stdout;
 `python target_agents.py http` serves HTTP on 127.0.0.1 after printing `READY <url>`.
@@ -69,6 +70,8 @@ def behave(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
     text = last_user(messages)
     if "[crash]" in text:
         raise RuntimeError("the agent fell over")
+    if "[slowmodel]" in text:
+        raise TimeoutError("the agent's model did not answer")
     if "[hang]" in text:
         time.sleep(HANG)
     if "[garbage]" in text:

@@ -126,18 +126,21 @@ def test_a_python_target_fails_in_classified_ways_and_the_run_goes_on(
     agent_env: Loopback, tmp_path: Path, function: str
 ) -> None:
     suite = load_suite(write_suite(tmp_path / "suite", [
-        lookup_case(c) for c in ("a", "crash", "hang", "garbage", "b")]))
+        lookup_case(c) for c in ("a", "crash", "hang", "garbage", "slowmodel", "b")]))
     live = run(tmp_path, suite, f"python:target_agents:{function}", settings(timeout=0.5))
     assert statuses(live) == {"a": "scored", "b": "scored", "crash": "target_error",
-                              "hang": "target_error", "garbage": "target_error"}
+                              "hang": "target_error", "garbage": "target_error",
+                              "slowmodel": "target_error"}
     reasons = {v.case_id: v.tool_reason for v in live.result.verdicts}
     assert reasons["crash"] == ("target error: case 'crash' repeat 0: raised RuntimeError: the "
                                 "agent fell over (gave up after 2 tries)")
     assert "case 'hang' repeat 0: no reply within 0.5 s" in reasons["hang"]
     assert "case 'garbage' repeat 0: malformed reply: a reply is" in reasons["garbage"]
-    assert live.result.scores.excluded["target_error"] == 3
+    # The agent's own timeout is not callgate's.
+    assert "raised TimeoutError: the agent's model did not answer" in reasons["slowmodel"]
+    assert live.result.scores.excluded["target_error"] == 4
     assert live.result.scores.figures.right_arguments.pct == 100.0
-    assert (live.client, live.called, live.retries) == ("python", 5, 2)  # crash, hang retried
+    assert (live.client, live.called, live.retries) == ("python", 6, 3)  # all but garbage
 
 
 def test_the_cache_is_keyed_by_the_targets_version(

@@ -82,12 +82,15 @@ class _Threads:
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             loop, future, function, kwargs = job
+            result, raised = None, None
             try:
                 result = function(**kwargs)
             except BaseException as exc:  # handed to the attempt, whatever it is
-                loop.call_soon_threadsafe(_settle, future, None, exc)
-            else:
-                loop.call_soon_threadsafe(_settle, future, result, None)
+                raised = _Raised(exc) if isinstance(exc, TimeoutError) else exc
+            try:
+                loop.call_soon_threadsafe(_settle, future, result, raised)
+            except RuntimeError:  # the run is over (its loop closed) while this call hung
+                return
 
     def run(self, function: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
@@ -98,6 +101,21 @@ class _Threads:
     def close(self) -> None:
         for _ in range(self._size):
             self._jobs.put(None)
+
+
+class _Raised(Exception):
+    """A TimeoutError the agent raised itself: not callgate's timeout."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+async def _own_timeouts(call: Any) -> Any:
+    try:
+        return await call
+    except TimeoutError as exc:
+        raise _Raised(exc) from None
 
 
 def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
@@ -147,14 +165,15 @@ class PythonTarget:
     async def ask(self, request: dict[str, Any], timeout: float) -> Any:
         try:
             if self._threads is None:
-                return await asyncio.wait_for(self._function(**request), timeout)
+                return await asyncio.wait_for(_own_timeouts(self._function(**request)), timeout)
             return await asyncio.wait_for(self._threads.run(self._function, request), timeout)
         except TimeoutError:
             if self._threads is not None:
                 self._threads.add()  # the hung call keeps its thread
             raise TargetFailure(f"no reply within {timeout:g} s", retryable=True) from None
         except Exception as exc:
-            raise TargetFailure(f"raised {type(exc).__name__}: {_short(str(exc))}",
+            error = exc.error if isinstance(exc, _Raised) else exc
+            raise TargetFailure(f"raised {type(error).__name__}: {_short(str(error))}",
                                 retryable=True) from None
 
     async def aclose(self) -> None:
