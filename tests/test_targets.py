@@ -248,3 +248,23 @@ def test_a_stopped_target_run_resumes_with_only_the_unanswered_attempts(
     assert (resumed.called, resumed.cached, resumed.stopped) == (2, 2, None)
     assert answered == ["c", "d"]
     assert all(v.right_arguments for v in resumed.result.verdicts)
+
+
+def test_no_secret_of_the_environment_reaches_the_store_through_a_target(
+    agent_env: Loopback, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-agent-5ecret-0123456789"
+    monkeypatch.setenv("AGENT_API_KEY", secret)
+    monkeypatch.setattr(target_agents, "behave", lambda *_: (_ for _ in ()).throw(
+        RuntimeError(f"401 for key {secret}")))
+    suite = load_suite(write_suite(tmp_path / "suite", [lookup_case("a")]))
+    with Store(tmp_path / "callgate.db") as store:
+        live = run_live(suite, Candidate(target="python:target_agents:answer"), store,
+                        release="r1", settings=settings(), environ={"AGENT_API_KEY": secret})
+    assert live.result.verdicts[0].tool_reason.endswith("401 for key [redacted] (gave up after "
+                                                        "2 tries)")
+    for path in tmp_path.rglob("callgate.db*"):
+        assert secret.encode() not in path.read_bytes()
+    with pytest.raises(InputError, match="'api-key' reads as a credential") as refused:
+        resolve_candidate("x", overrides={"target": f"cmd:agent --api-key={secret}"})
+    assert secret not in str(refused.value)

@@ -202,7 +202,17 @@ class Candidate(BaseModel):
     @field_validator("target")
     @classmethod
     def _target_spec(cls, value: str | None) -> str | None:
-        return None if value is None else parse_target(value).text
+        if value is None:
+            return None
+        spec = parse_target(value)
+        for word in spec.argv if spec.kind == "cmd" else ():
+            name = word.lstrip("-").partition("=")[0]
+            if word.startswith("-") and looks_secret(name):
+                # Never echo the value: it may be the secret.
+                raise ValueError(f"the option {name!r} reads as a credential, and the command "
+                                 "is stored with every run and request: let the agent read its "
+                                 "key from an environment variable")
+        return spec.text
 
     @field_validator("api_base")
     @classmethod

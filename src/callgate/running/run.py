@@ -126,7 +126,7 @@ class LiveRunner:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
         target = None
         if self.candidate.target is not None:
-            target = TargetSession(self.candidate, settings.concurrency)
+            target = TargetSession(self.candidate, settings.concurrency, self.environ)
         try:
             return await self._run(target)
         finally:

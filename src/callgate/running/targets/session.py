@@ -12,17 +12,19 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import random
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from callgate.errors import CallgateError
-from callgate.models.config import Candidate
+from callgate.models.config import Candidate, looks_secret
 from callgate.models.recorded_lines import failure_line
-from callgate.models.replies import ProviderFailure
+from callgate.models.replies import REDACTED, ProviderFailure
 from callgate.models.retry import RetryPolicy
 from callgate.models.targets import parse_target
 from callgate.reading import canonical_json
@@ -36,14 +38,31 @@ from callgate.suites.suite import Suite
 
 TARGET_ERROR = "target_error"
 SHOWN_ERRORS = 5  # target errors printed as they happen; the rest are in the verdicts
+MIN_SECRET = 8  # shorter values of secret-named variables are not looked for
+
+
+def secrets_of(environ: Mapping[str, str]) -> list[str]:
+    """The values of the environment variables whose names read as credentials: an agent's
+    error (an exception, its last stderr line, an HTTP body) may quote its key."""
+    found = {value for name, value in environ.items()
+             if looks_secret(name) and len(value) >= MIN_SECRET}
+    return sorted(found, key=len, reverse=True)
+
+
+def redacted(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 class TargetSession:
     """The target of one run, and what its identity and version make of each attempt."""
 
-    def __init__(self, candidate: Candidate, concurrency: int) -> None:
+    def __init__(self, candidate: Candidate, concurrency: int,
+                 environ: Mapping[str, str] | None = None) -> None:
         assert candidate.target is not None
         self.spec = parse_target(candidate.target)
+        self.secrets = secrets_of(os.environ if environ is None else environ)
         self.model = candidate.model
         self.given_version = candidate.target_version
         self.target: Target = open_target(self.spec, concurrency)
@@ -58,7 +77,8 @@ class TargetSession:
         try:
             version = await self.target.version(timeout)
         except (TargetFailure, MalformedReply) as exc:
-            raise CallgateError(f"--target {self.spec.text}: the hello failed: {exc}") from None
+            raise CallgateError(f"--target {self.spec.text}: the hello failed: "
+                                f"{redacted(str(exc), self.secrets)}") from None
         if version is None:
             raise CallgateError(
                 f"--target {self.spec.text} reported no version: answer the hello with "
@@ -136,7 +156,8 @@ class TargetCaller:
             note = "" if not failure.retryable else self.policy.give_up(
                 tries, self._retries_left, time.monotonic() - started, None)
             if note is not None:
-                message = f"case {attempt.case_id!r} repeat {attempt.repeat}: {failure}{note}"
+                message = redacted(f"case {attempt.case_id!r} repeat {attempt.repeat}: "
+                                   f"{failure}{note}", self.session.secrets)
                 line = failure_line(attempt.case_id, attempt.repeat, ProviderFailure(
                     TARGET_ERROR, message, latency_ms=elapsed_ms(sent)))
                 return AttemptOutcome(attempt, parse_response(line), line_text(line), tries)
