@@ -165,8 +165,8 @@ class Candidate(BaseModel):
                         "variable and give that variable's name in api_key_env",
                     )
             if isinstance(raw.get("target"), str):  # the agent is the target, not its model
-                raw = {"name": raw["target"], "model": raw["target"],
-                       **{k: v for k, v in raw.items() if v}}
+                raw = {**raw, "name": raw.get("name") or raw["target"],
+                       "model": raw.get("model") or raw["target"]}
             if not raw.get("name") and isinstance(raw.get("model"), str):
                 raw = {**raw, "name": raw["model"]}
         return raw
