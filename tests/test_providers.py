@@ -22,7 +22,7 @@ from callgate.models.litellm_client import LitellmClient
 from callgate.models.pricing import Pricing
 from callgate.models.replies import ProviderFailure, classify_status, parse_retry_after
 from callgate.models.retry import RetryPolicy
-from callgate.models.targets import api_key, target_for
+from callgate.models.routes import api_key, route_for
 from callgate.running.run import LiveRunner
 from callgate.running.settings import RunSettings
 from callgate.store.db import Store
@@ -38,10 +38,10 @@ def test_openrouter_target_and_body() -> None:
         provider={"order": ["openai"], "allow_fallbacks": False},
         extra={"temperature": 0},
     )
-    target = target_for(candidate)
-    assert target.lean_url == "https://openrouter.ai/api/v1/chat/completions"
-    assert target.key_env == "OPENROUTER_API_KEY"
-    body = target.body([{"role": "user", "content": "hi"}], [{"type": "function"}])
+    route = route_for(candidate)
+    assert route.lean_url == "https://openrouter.ai/api/v1/chat/completions"
+    assert route.key_env == "OPENROUTER_API_KEY"
+    body = route.body([{"role": "user", "content": "hi"}], [{"type": "function"}])
     assert body == {
         "model": "openai/gpt-4o-mini",
         "messages": [{"role": "user", "content": "hi"}],
@@ -51,44 +51,44 @@ def test_openrouter_target_and_body() -> None:
         "usage": {"include": True},
         "temperature": 0,
     }
-    assert "tools" not in target.body([{"role": "user", "content": "hi"}], [])
-    record = target.request_record("lean", body)
+    assert "tools" not in route.body([{"role": "user", "content": "hi"}], [])
+    record = route.request_record("lean", body)
     assert record["api_key_env"] == "OPENROUTER_API_KEY" and record["body"] == body
 
 
 def test_own_server_gets_no_openai_key_by_default() -> None:
-    target = target_for(Candidate(model="openai/llama3", api_base="http://127.0.0.1:11434/v1/"))
-    assert target.lean_url == "http://127.0.0.1:11434/v1/chat/completions"
-    assert target.key_env is None
-    assert target.served_by() == "127.0.0.1:11434"
-    assert target_for(Candidate(model="openai/gpt-4o")).key_env == "OPENAI_API_KEY"
+    route = route_for(Candidate(model="openai/llama3", api_base="http://127.0.0.1:11434/v1/"))
+    assert route.lean_url == "http://127.0.0.1:11434/v1/chat/completions"
+    assert route.key_env is None
+    assert route.served_by() == "127.0.0.1:11434"
+    assert route_for(Candidate(model="openai/gpt-4o")).key_env == "OPENAI_API_KEY"
     assert (
         "reasoning_effort"
-        not in target_for(Candidate(model="openai/x", reasoning_effort="omit")).params
+        not in route_for(Candidate(model="openai/x", reasoning_effort="omit")).params
     )
 
 
 def test_routes_the_lean_client_cannot_serve_go_to_litellm() -> None:
     for model in ("anthropic/claude-sonnet-4-5", "hosted_vllm/x", "gpt-4o"):
-        assert target_for(Candidate(model=model)).lean_url is None
+        assert route_for(Candidate(model=model)).lean_url is None
     with pytest.raises(InputError, match="use client litellm"):
-        LeanClient(target_for(Candidate(model="anthropic/claude-sonnet-4-5")), None, 1)
+        LeanClient(route_for(Candidate(model="anthropic/claude-sonnet-4-5")), None, 1)
 
 
 def test_cache_key_covers_the_request_and_the_repeat() -> None:
     messages, tools = [{"role": "user", "content": "hi"}], [{"type": "function"}]
-    base = target_for(Candidate(model="openrouter/a/b"))
+    base = route_for(Candidate(model="openrouter/a/b"))
     key = base.cache_key(messages, tools, 0)
     assert key == base.cache_key(messages, tools, 0) and len(key) == 64
     others = [
         base.cache_key(messages, tools, 1),
         base.cache_key(messages, [], 0),
         base.cache_key([{"role": "user", "content": "hi!"}], tools, 0),
-        target_for(Candidate(model="openrouter/a/c")).cache_key(messages, tools, 0),
-        target_for(Candidate(model="openrouter/a/b", api_base="http://x")).cache_key(
+        route_for(Candidate(model="openrouter/a/c")).cache_key(messages, tools, 0),
+        route_for(Candidate(model="openrouter/a/b", api_base="http://x")).cache_key(
             messages, tools, 0
         ),
-        target_for(Candidate(model="openrouter/a/b", reasoning_effort="high")).cache_key(
+        route_for(Candidate(model="openrouter/a/b", reasoning_effort="high")).cache_key(
             messages, tools, 0
         ),
     ]
@@ -96,11 +96,11 @@ def test_cache_key_covers_the_request_and_the_repeat() -> None:
 
 
 def test_the_key_comes_from_the_named_variable() -> None:
-    target = target_for(Candidate(model="openrouter/a/b", api_key_env="MY_KEY"))
-    assert api_key(target, {"MY_KEY": "k"}) == "k"
+    route = route_for(Candidate(model="openrouter/a/b", api_key_env="MY_KEY"))
+    assert api_key(route, {"MY_KEY": "k"}) == "k"
     with pytest.raises(InputError, match="MY_KEY is not set"):
-        api_key(target, {})
-    assert api_key(target_for(Candidate(model="openai/x", api_base="http://h")), {}) is None
+        api_key(route, {})
+    assert api_key(route_for(Candidate(model="openai/x", api_base="http://h")), {}) is None
 
 
 def test_retry_after_forms() -> None:
@@ -133,7 +133,7 @@ def test_status_classes(status: int, kind: str, retryable: bool) -> None:
 
 
 def test_cost_is_reported_or_unknown_never_zero() -> None:
-    router = Pricing(target_for(Candidate(model="openrouter/a/b")))
+    router = Pricing(route_for(Candidate(model="openrouter/a/b")))
     router.prepare()  # OpenRouter prices itself: no cost map, no litellm import
     assert router.cost(completion(cost=0.0021)) == 0.0021
     assert router.cost(completion(cost=None)) is None
@@ -143,11 +143,11 @@ def test_cost_is_reported_or_unknown_never_zero() -> None:
 
 @pytest.mark.slow
 def test_litellm_cost_map_prices_listed_models_only(litellm_loaded: None) -> None:
-    listed = Pricing(target_for(Candidate(model="openai/gpt-4o-mini")))
+    listed = Pricing(route_for(Candidate(model="openai/gpt-4o-mini")))
     listed.prepare()
     cost = listed.cost(completion(cost=None, model="gpt-4o-mini"))
     assert cost is not None and cost > 0
-    local = Pricing(target_for(Candidate(model="openai/my-model", api_base="http://h/v1")))
+    local = Pricing(route_for(Candidate(model="openai/my-model", api_base="http://h/v1")))
     local.prepare()
     assert local.cost(completion(cost=None, model="gpt-4o-mini")) is None
 
@@ -298,13 +298,13 @@ def test_both_clients_classify_failures_alike(
 ) -> None:
     loopback.script("[x]", reply)
     candidate = Candidate(model="openrouter/t/m", api_base=loopback.base_url, api_key_env=KEY_ENV)
-    target = target_for(candidate)
-    body = target.body([{"role": "user", "content": "[x] hi"}], [])
+    route = route_for(candidate)
+    body = route.body([{"role": "user", "content": "[x] hi"}], [])
 
     async def both() -> list[object]:
-        lean = LeanClient(target, KEY, 2)
+        lean = LeanClient(route, KEY, 2)
         try:
-            return [await lean.send(body, 0.4), await LitellmClient(target, KEY).send(body, 0.4)]
+            return [await lean.send(body, 0.4), await LitellmClient(route, KEY).send(body, 0.4)]
         finally:
             await lean.aclose()
 
@@ -326,13 +326,13 @@ def test_connection_refused_is_a_connection_failure(litellm_loaded: None) -> Non
     candidate = Candidate(
         model="openrouter/t/m", api_base=f"http://127.0.0.1:{_closed_port()}/v1", api_key_env="K"
     )
-    target = target_for(candidate)
-    body = target.body([{"role": "user", "content": "hi"}], [])
+    route = route_for(candidate)
+    body = route.body([{"role": "user", "content": "hi"}], [])
 
     async def both() -> list[object]:
-        lean = LeanClient(target, "k", 1)
+        lean = LeanClient(route, "k", 1)
         try:
-            return [await lean.send(body, 2), await LitellmClient(target, "k").send(body, 2)]
+            return [await lean.send(body, 2), await LitellmClient(route, "k").send(body, 2)]
         finally:
             await lean.aclose()
 

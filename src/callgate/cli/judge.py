@@ -134,7 +134,7 @@ def judge_calibrate(
     from callgate.judging.calibration import calibrate, read_journal, read_set
     from callgate.judging.judge import JudgeModel, load_judge
     from callgate.judging.step import at_endpoint
-    from callgate.models.targets import api_key
+    from callgate.models.routes import api_key
     from callgate.report.console import print_calibration
     from callgate.store.db import Store
 
@@ -143,7 +143,7 @@ def judge_calibrate(
         model = JudgeModel(judge, os.environ, concurrency=concurrency)
         progress, calls_due = _judge_progress(judge, set_path, store)
         if calls_due:
-            api_key(model.target, os.environ)  # a missing key fails here, before a bar is drawn
+            api_key(model.route, os.environ)  # a missing key fails here, before a bar is drawn
         task = progress.add_task(f"judge {judge.spec.name}", total=calls_due)
 
         async def complete(messages: list[dict[str, Any]]) -> str | None:

@@ -35,7 +35,7 @@ from callgate.models.config import Candidate, refuse_max_tokens
 from callgate.models.providers import make_client
 from callgate.models.replies import Reply
 from callgate.models.retry import RetryPolicy
-from callgate.models.targets import api_key, target_for
+from callgate.models.routes import api_key, route_for
 from callgate.reading import loads, read_text, reading_toml
 from callgate.stats import Z95
 
@@ -355,7 +355,7 @@ class JudgeModel:
     def __init__(self, judge: Judge, environ: Mapping[str, str], *, concurrency: int = 8,
                  timeout: float = 120.0, client: Any = None) -> None:
         self.candidate = judge.candidate
-        self.target = target_for(self.candidate)
+        self.route = route_for(self.candidate)
         self._environ = environ
         self._concurrency = concurrency
         self.client = client  # made on the first call: cached verdicts need no key
@@ -365,9 +365,9 @@ class JudgeModel:
 
     async def complete(self, messages: list[dict[str, Any]]) -> str | None:
         if self.client is None:
-            self.client = make_client(self.target, "auto", api_key(self.target, self._environ),
+            self.client = make_client(self.route, "auto", api_key(self.route, self._environ),
                                       self._concurrency)
-        body = self.target.body(messages, [])
+        body = self.route.body(messages, [])
         rng = random.Random()
         for attempt in range(1, self.policy.max_retries + 2):
             self.calls += 1
@@ -376,7 +376,7 @@ class JudgeModel:
                 choices = sent.body.get("choices") or [{}]
                 return (choices[0].get("message") or {}).get("content")
             if not sent.retryable or attempt > self.policy.max_retries:
-                raise JudgeCallError(f"judge model {self.target.model}: {sent.kind}: "
+                raise JudgeCallError(f"judge model {self.route.model}: {sent.kind}: "
                                      f"{sent.message}")
             await asyncio.sleep(self.policy.delay(attempt, sent.retry_after, rng))
         raise AssertionError("unreachable")

@@ -17,7 +17,7 @@ from callgate.models.providers import Client
 from callgate.models.recorded_lines import failure_line, reply_line
 from callgate.models.replies import FATAL, ProviderFailure, Reply
 from callgate.models.retry import RetryPolicy
-from callgate.models.targets import Target
+from callgate.models.routes import ModelRoute
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
 from callgate.running.counters import RunCounters, StopSwitch
 from callgate.running.plan import PlannedAttempt
@@ -31,7 +31,7 @@ class Caller:
     def __init__(
         self,
         client: Client,
-        target: Target,
+        route: ModelRoute,
         pricing: Pricing,
         *,
         policy: RetryPolicy,
@@ -43,7 +43,7 @@ class Caller:
         rng: random.Random,
     ) -> None:
         self.client = client
-        self.target = target
+        self.route = route
         self.pricing = pricing
         self.policy = policy
         self.timeout = timeout
@@ -60,7 +60,7 @@ class Caller:
         return outcome
 
     async def _send(self, attempt: PlannedAttempt) -> AttemptOutcome:
-        policy, target, counters = self.policy, self.target, self.counters
+        policy, route, counters = self.policy, self.route, self.counters
         started = time.monotonic()
         tries = 0
         while True:
@@ -72,7 +72,7 @@ class Caller:
             sent = await self.client.send(attempt.body, self.timeout)
             if isinstance(sent, Reply):
                 line = reply_line(
-                    attempt.case_id, attempt.repeat, sent, target=target, pricing=self.pricing
+                    attempt.case_id, attempt.repeat, sent, route=route, pricing=self.pricing
                 )
                 try:
                     response = parse_response(line)
@@ -101,26 +101,19 @@ class Caller:
 
     def _give_up(self, failure: ProviderFailure, tries: int, started: float) -> str | None:
         """None to retry; else a note on why not (empty when the fault is not retryable)."""
-        policy = self.policy
         if not failure.retryable:
             return ""
-        if tries > policy.max_retries:
-            return f" (gave up after {tries} tries)"
-        if self._retries_left <= 0:
-            return " (the run's retry budget is spent)"
-        soonest = max(failure.retry_after or 0.0, policy.base_delay / 2)
-        if time.monotonic() - started + soonest > policy.max_wait:
-            return f" (a retry would pass the {policy.max_wait:g} s wait limit)"
-        return None
+        return self.policy.give_up(tries, self._retries_left, time.monotonic() - started,
+                                   failure.retry_after)
 
     def _keep(self, outcome: AttemptOutcome) -> None:
         """Keep the request and its answer for the cache; count its spend, and stop the run on
         a failure every request would repeat (FATAL: a bad key, no such model)."""
         request = json.dumps(
-            self.target.request_record(self.client.name, outcome.attempt.body),
+            self.route.request_record(self.client.name, outcome.attempt.body),
             ensure_ascii=False,
         )
-        self.cache.keep(outcome, self.target.model, request)
+        self.cache.keep(outcome, self.route.model, request)
         error = outcome.response.error
         if error is None:
             self.counters.count_cost(outcome.response.cost)
