@@ -127,16 +127,16 @@ def history(
     if not db.exists():
         raise _fail(f"{db}: no such database")
     with Store(db) as store:
-        runs = store.runs(name, suite)
+        runs = store.stored_runs(name, suite)
         if not runs and agent is None:  # a model id: the history of the agent it ran under
-            agents = {r["agent"] for r in store.runs(suite_name=suite) if r["model"] == name}
+            agents = {r.agent for r in store.stored_runs(suite_name=suite) if r.model == name}
             if len(agents) > 1:
                 raise _fail(f"model {name!r} ran under several agents ({', '.join(sorted(agents))})"
                             "; choose one with --agent")
             if agents:
                 name = agents.pop()
-                runs = store.runs(name, suite)
-        rows = history_rows(runs, {run["id"] for run in runs if store.audit(run["id"])})
+                runs = store.stored_runs(name, suite)
+        rows = history_rows(runs, {run.id for run in runs if store.audit(run.id)})
     if not rows:
         raise _fail(f"no stored release of agent {name!r}" + (f" on {suite}" if suite else ""))
     if as_json:

@@ -32,6 +32,7 @@ from callgate.store.opening import (
     check_store_file,
     inspect_store,
 )
+from callgate.store.rows import StoredRun
 from callgate.store.schema import (
     _NEWEST_DONE,
     RESPONSE_COLUMNS,
@@ -376,8 +377,13 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
     # ----------------------------------------------------------------- reads
 
     def run(self, run_id: int) -> dict[str, Any] | None:
+        """The row of a run, as stored (`stored_run` parses its JSON columns)."""
         rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
         return rows[0] if rows else None
+
+    def stored_run(self, run_id: int) -> StoredRun | None:
+        row = self.run(run_id)
+        return StoredRun(row) if row is not None else None
 
     def find_run(self, suite_name: str, agent: str, release: str) -> dict[str, Any] | None:
         """The newest finished run of an agent's release; None when it has none."""
@@ -402,6 +408,12 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
             sql += " AND suite_name = ?"
             params.append(suite_name)
         return list(self.db.query(sql + " ORDER BY created_at, id", params))
+
+    # Typed: gating and web read the dict rows above until they are converted (issue 25 item 3).
+    def stored_runs(self, agent: str | None = None, suite_name: str | None = None
+                    ) -> list[StoredRun]:
+        """`runs`, each with its JSON columns parsed once."""
+        return [StoredRun(row) for row in self.runs(agent, suite_name)]
 
     def verdicts(self, run_id: int) -> Iterator[dict[str, Any]]:
         return self.db.query(
