@@ -195,11 +195,12 @@ def _judge_progress(judge: Any, set_path: Path, store: Any) -> tuple[Any, int]:
     )
 
     from callgate.judging.calibration import item_payloads, read_set
-    from callgate.judging.judge import cache_key
+    from callgate.judging.step import JudgeCache
 
     items, _ = read_set(set_path)
-    keys = [cache_key(judge.fingerprint, *item_payloads(item)) for item in items]
-    due = len(keys) - len(store.judge_outputs(keys))
+    cache = JudgeCache(store, judge.fingerprint)
+    keys = [cache.key(item_payloads(item)) for item in items]
+    due = len(keys) - len(cache.get(keys))
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("judge calls"), TimeElapsedColumn(), TimeRemainingColumn(),
                         console=Console(stderr=True), disable=due == 0)
