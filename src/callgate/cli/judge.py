@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -424,14 +423,15 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     from callgate.judging.calibration import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
     from callgate.store.db import Store
+    from callgate.store.rows import StoredRun
 
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
         with Store(db) as store:
-            run, _ = judged_run(store, run_id)
-            cert_json = (store.certificate(run["judge_fingerprint"])
-                         if run.get("judge_fingerprint") else None)
+            run = StoredRun(judged_run(store, run_id)[0])
+            cert_json = (store.certificate(run.judge_fingerprint)
+                         if run.judge_fingerprint else None)
             report = None
             if store.audit(run_id) is not None:
                 from callgate.judging.audit import audit_report
@@ -439,7 +439,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     certificate = Certificate.model_validate_json(cert_json) if cert_json else None
-    stored = json.loads(run["scores"]).get("judged") or {} if run.get("scores") else {}
+    stored = (run.scores or {}).get("judged") or {}
     for dim in ("tool_choice", "arguments"):
         rates = dimension_rates(certificate, dim) if certificate else None
         if report is not None:
