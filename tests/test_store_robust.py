@@ -25,7 +25,8 @@ from conftest import write_suite as write_live_suite
 from factories import calls, case, line, message, tool_call, write_lines, write_suite
 from loopback import Loopback
 
-from callgate.store.db import APPLICATION_ID, SCHEMA_VERSION, Store
+from callgate.store.db import Store
+from callgate.store.schema import APPLICATION_ID, SCHEMA_VERSION
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 FIXTURES = Path(__file__).parent / "fixtures"
