@@ -28,7 +28,14 @@ from callgate.version import __version__
 # not pay for importing it (about a tenth of a second per command).
 if TYPE_CHECKING:
     from callgate.judging.calibration import Certificate
-    from callgate.judging.judge import Complete, Judge, JudgeOutput, JudgeOutputError, JudgeSpec
+    from callgate.judging.judge import (
+        Complete,
+        Judge,
+        JudgeModel,
+        JudgeOutput,
+        JudgeOutputError,
+        JudgeSpec,
+    )
 
 BATCH = 2000
 FAILURES_KEPT = 50  # failed attempts kept in memory for the printed report
@@ -43,6 +50,7 @@ class JudgeStep:
     certificate: Certificate | None  # None only when scoring --uncalibrated
     concurrency: int = 8
     aclose: Callable[[], Awaitable[None]] | None = None  # closes the client after judging
+    model: JudgeModel | None = None  # a live run paces its requests (running.pacing)
     calls: int = 0
     cache_hits: int = 0
 
@@ -92,7 +100,7 @@ def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
             raise
         certificate = None
     model = JudgeModel(judge, environ, concurrency=concurrency)
-    return JudgeStep(judge, model.complete, certificate, concurrency, model.aclose)
+    return JudgeStep(judge, model.complete, certificate, concurrency, model.aclose, model)
 
 
 @dataclass
