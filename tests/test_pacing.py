@@ -6,11 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import shutil
+from pathlib import Path
 
 import pytest
+from conftest import KEY, KEY_ENV, lookup_case, write_suite
+from loopback import Loopback, error, ok
 
+from callgate.judging.judge import JudgeModel, load_judge
+from callgate.models.config import Candidate
 from callgate.models.replies import ProviderFailure, RateLimits, Reply
+from callgate.models.targets import target_for
 from callgate.running.pacing import ConcurrencyLimit, Pacer, Pacers, hold_from_headers
+from callgate.running.run import LiveRunner
+from callgate.running.settings import RunSettings
+from callgate.scoring.pipeline import JudgeStep
+from callgate.store.db import Store
+from callgate.suites.suite import load_suite
+
+ROOT = Path(__file__).resolve().parent.parent
 
 LATENCY = 0.15
 
@@ -222,9 +236,6 @@ def test_a_stopped_request_gives_its_slot_back() -> None:
 
 
 def test_one_pacer_per_endpoint_and_key() -> None:
-    from callgate.models.config import Candidate
-    from callgate.models.targets import target_for
-
     pacers = Pacers(None)
     a = target_for(Candidate(name="a", model="openrouter/x/one"))
     b = target_for(Candidate(name="b", model="openrouter/y/two"))
@@ -233,3 +244,36 @@ def test_one_pacer_per_endpoint_and_key() -> None:
     assert pacers.for_target(a) is not pacers.for_target(c)
     fixed = Pacers(12).for_target(a)
     assert fixed.limit.fixed and fixed.limit.slots == 12
+
+
+def test_the_judges_calls_pass_the_pacer_of_the_candidates_endpoint(
+        loopback: Loopback, tmp_path: Path) -> None:
+    """A live run hands its pacers to the judge: a 429 the judge meets at the candidate's
+    endpoint is counted (and held off) by the same pacer the candidate's calls use."""
+    shutil.copy(ROOT / "judges" / "tool_choice.md", tmp_path / "tool_choice.md")
+    spec = tmp_path / "tool_choice.toml"
+    spec.write_text(
+        'name = "tool_choice"\nmodel = "openai/judge-2026-01-01"\n'
+        f'api_base = "{loopback.base_url}"\napi_key_env = "{KEY_ENV}"\n'
+        'prompt = "tool_choice.md"\n[parameters]\ntemperature = 0\nsamples = 1\n'
+        "[thresholds]\ntpr = 0.9\ntnr = 0.9\nmin_items_per_class = 4\n")
+    judge = load_judge(spec)
+    model = JudgeModel(judge, {KEY_ENV: KEY})
+    step = JudgeStep(judge, model.complete, None, 8, model.aclose, model)
+    candidate = Candidate(name="bot", model="openai/served", api_base=loopback.base_url,
+                          api_key_env=KEY_ENV)
+    suite = load_suite(write_suite(tmp_path / "suite", [lookup_case("c1")]))
+    with Store(tmp_path / "runs.db") as store:
+        runner = LiveRunner(suite, candidate, store, "r", judge=step,
+                            settings=RunSettings(progress=False))
+        loopback.script("[judged]", error(429, "slow down"), ok(content="verdict"))
+
+        async def ask() -> str | None:
+            try:
+                return await model.complete([{"role": "user", "content": "[judged] decide"}])
+            finally:
+                await model.aclose()
+
+        assert asyncio.run(ask()) == "verdict"
+    shared = runner.pacers.for_target(target_for(candidate))
+    assert shared.rate_limited == 1 and shared.in_flight == 0
