@@ -5,7 +5,9 @@ with TCP's slow start in front. It starts at 8 and adds one per clean answer (do
 round trip) until the first sign of the provider's limit, then one per round trip. It cuts the
 limit by half on a 429 and by a tenth on a 5xx, a timeout, rate-limit headers saying the
 requests left are fewer than the requests in flight (or under 5% of a token limit), or a
-latency rise (the recent mean over twice the long-run mean, the comparison Gradient2 makes);
+latency rise (the mean of about the last round trip over twice the mean of about the last 20,
+the comparison Gradient2 makes; weighed per round trip, not per answer, so that a limit of 200
+does not make the long-run mean catch up within one round trip);
 headers saying the headroom is under two limits' worth hold growth. At most one cut per round
 trip: an answer to a request sent before the last cut says nothing new. AIMD rather than a
 gradient controller alone because a provider's rate limit does not raise latency (a token
@@ -37,7 +39,7 @@ RATE_LIMIT_CUT = 0.5
 SOFT_CUT = 0.9
 LATENCY_RISE = 2.0  # recent mean latency over the long-run mean that counts as a rise
 LATENCY_WARMUP = 10  # clean answers before latency is compared
-SHORT_WEIGHT, LONG_WEIGHT = 0.3, 0.03  # of a new latency in the recent and long-run means
+LONG_ROUNDS = 20  # round trips the long-run mean latency spans (the recent one spans one)
 TOKENS_NEAR, TOKENS_LOW = 0.05, 0.2  # shares of a token limit left: cut, hold
 SOFT_FAILURES = frozenset({"server_error", "timeout", "connection"})
 MAX_HOLD = 60.0  # seconds at most that headers alone may hold every request off
@@ -97,8 +99,9 @@ class ConcurrencyLimit:
         if self._samples == 0:
             self._short = self._long = latency
         else:
-            self._short += SHORT_WEIGHT * (latency - self._short)
-            self._long += LONG_WEIGHT * (latency - self._long)
+            per_round = 1.0 / self.slots  # one answer's share of a round trip
+            self._short += min(0.5, 2 * per_round) * (latency - self._short)
+            self._long += per_round / LONG_ROUNDS * (latency - self._long)
         self._samples += 1
         return self._samples > LATENCY_WARMUP and self._short > LATENCY_RISE * self._long
 
