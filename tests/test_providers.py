@@ -20,7 +20,14 @@ from callgate.models.config import Candidate
 from callgate.models.lean import LeanClient
 from callgate.models.litellm_client import LitellmClient
 from callgate.models.pricing import Pricing
-from callgate.models.replies import ProviderFailure, classify_status, parse_retry_after
+from callgate.models.replies import (
+    ProviderFailure,
+    RateLimits,
+    classify_status,
+    parse_rate_limits,
+    parse_retry_after,
+)
+from callgate.models.replies import Reply as ModelReply
 from callgate.models.retry import RetryPolicy
 from callgate.models.routes import api_key, route_for
 from callgate.running.run import LiveRunner
@@ -111,6 +118,73 @@ def test_retry_after_forms() -> None:
     assert 25 < (parse_retry_after({"Retry-After": later}) or 0) <= 30
     assert parse_retry_after({"Retry-After": "soon"}) is None
     assert parse_retry_after({}) is None
+
+
+def test_rate_limit_headers_in_each_providers_spelling() -> None:
+    soon = datetime.now(UTC) + timedelta(seconds=30)
+    # OpenAI: per-minute counts, the reset as a duration; token limits as a share.
+    openai = parse_rate_limits({
+        "x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499",
+        "x-ratelimit-reset-requests": "6m0.5s", "x-ratelimit-limit-tokens": "200000",
+        "x-ratelimit-remaining-tokens": "150000", "x-ratelimit-reset-tokens": "20ms"})
+    assert openai == RateLimits(499, 500, 0.75, 360.5)
+    # OpenRouter: the reset as epoch milliseconds.
+    epoch_ms = str(int(soon.timestamp() * 1000))
+    openrouter = parse_rate_limits({"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "3",
+                                    "X-RateLimit-Reset": epoch_ms})
+    assert openrouter is not None and (openrouter.requests_left, openrouter.requests_limit) == (
+        3, 20)
+    assert 25 < (openrouter.reset or 0) <= 30
+    # Anthropic: the reset as an RFC 3339 time, and the smallest token share of three.
+    anthropic = parse_rate_limits({
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "0",
+        "anthropic-ratelimit-requests-reset": soon.isoformat().replace("+00:00", "Z"),
+        "anthropic-ratelimit-input-tokens-limit": "1000",
+        "anthropic-ratelimit-input-tokens-remaining": "900",
+        "anthropic-ratelimit-output-tokens-limit": "1000",
+        "anthropic-ratelimit-output-tokens-remaining": "40"})
+    assert anthropic is not None and anthropic.requests_left == 0
+    assert anthropic.tokens_share == pytest.approx(0.04)
+    assert 25 < (anthropic.reset or 0) <= 30
+    # The IETF draft a gateway in front of vLLM sends: seconds, with a policy suffix.
+    assert parse_rate_limits({"RateLimit-Limit": "100, 100;w=60", "RateLimit-Remaining": "7",
+                              "RateLimit-Reset": "12"}) == RateLimits(7, 100, None, 12)
+    # litellm's copies: the raw headers prefixed with llm_provider-.
+    assert parse_rate_limits({"llm_provider-x-ratelimit-remaining-requests": "9",
+                              "llm_provider-content-type": "application/json"}) == RateLimits(9)
+    assert parse_rate_limits({"content-type": "application/json"}) is None
+    assert parse_rate_limits({"x-ratelimit-remaining-requests": "lots"}) is None
+    assert parse_rate_limits(None) is None
+
+
+@pytest.mark.slow
+def test_both_clients_read_the_rate_limit_headers(
+    litellm_loaded: None, loopback: Loopback
+) -> None:
+    headers = {"x-ratelimit-limit-requests": "20", "x-ratelimit-remaining-requests": "4",
+               "x-ratelimit-reset-requests": "800ms"}
+    loopback.script("[ok]", Reply(body=completion(calls=[CALL]), headers=headers))
+    loopback.script("[429]", Reply(status=429, body={"error": {"message": "slow down"}},
+                                   headers={**headers, "x-ratelimit-remaining-requests": "0",
+                                            "Retry-After": "1"}))
+    candidate = Candidate(model="openai/m", api_base=loopback.base_url, api_key_env=KEY_ENV)
+    target = route_for(candidate)
+
+    async def both(mark: str) -> list[object]:
+        body = target.body([{"role": "user", "content": f"{mark} hi"}], [])
+        lean = LeanClient(target, KEY, 2)
+        try:
+            return [await lean.send(body, 5), await LitellmClient(target, KEY).send(body, 5)]
+        finally:
+            await lean.aclose()
+
+    for answer in asyncio.run(both("[ok]")):
+        assert isinstance(answer, ModelReply), answer
+        assert answer.limits == RateLimits(4, 20, None, 0.8)
+    for answer in asyncio.run(both("[429]")):
+        assert isinstance(answer, ProviderFailure) and answer.kind == "rate_limit", answer
+        assert answer.limits == RateLimits(0, 20, None, 0.8) and answer.retry_after == 1
 
 
 @pytest.mark.parametrize(

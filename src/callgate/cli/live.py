@@ -62,9 +62,10 @@ def run_command(
         help=f"Attempts per case, 1 to {MAX_REPEATS}: pass^k is reported up to k = 8, and "
              f"at {MAX_REPEATS} a case's pass rate is known within 10 points; more repeats "
              "only cost calls (add cases instead).")] = 3,
-    concurrency: Annotated[int, typer.Option(
-        "--concurrency", "-c", help=f"Requests in flight at once, 1 to {MAX_CONCURRENCY}.")
-    ] = 8,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "-c", help=f"Requests in flight at once, exactly, 1 to "
+        f"{MAX_CONCURRENCY} (default: adapt to the provider's rate limits).")
+    ] = None,
     release: Annotated[
         str, typer.Option("--release", callback=not_blank,
                           help="Release label; a run with the same label is replaced.")
@@ -210,7 +211,7 @@ def run_command(
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
-                                  concurrency=concurrency)
+                                  concurrency=concurrency or 8)
             live = run_live(
                 suite,
                 candidate,
@@ -265,7 +266,7 @@ def _blank_refused(value: str | None) -> str | None:
     return None if value is None else not_blank(value)
 
 
-def _check_counts(repeats: int, concurrency: int) -> None:
+def _check_counts(repeats: int, concurrency: int | None) -> None:
     """Refuse, before anything is read or called, a count that is surely a typo."""
     if repeats < 1:
         raise _fail(f"--repeats {repeats}: give at least 1 attempt per case")
@@ -273,6 +274,6 @@ def _check_counts(repeats: int, concurrency: int) -> None:
         raise _fail(f"--repeats {repeats}: at most {MAX_REPEATS} attempts per case; each repeat "
                     f"is one more paid call per case, and past {MAX_REPEATS} they add nothing "
                     "the figures use (add cases instead)")
-    if not 1 <= concurrency <= MAX_CONCURRENCY:
+    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
         raise _fail(f"--concurrency {concurrency}: give 1 to {MAX_CONCURRENCY} requests in "
                     "flight at once")

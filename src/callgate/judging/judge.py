@@ -32,10 +32,10 @@ from pydantic import (
 from callgate.checks.verdict import ArgsVerdict, Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
 from callgate.models.config import Candidate, refuse_max_tokens
-from callgate.models.providers import make_client
+from callgate.models.providers import Client, make_client
 from callgate.models.replies import Reply
 from callgate.models.retry import RetryPolicy
-from callgate.models.routes import api_key, route_for
+from callgate.models.routes import ModelRoute, api_key, route_for
 from callgate.reading import loads, read_text, reading_toml
 from callgate.stats import Z95
 
@@ -362,11 +362,15 @@ class JudgeModel:
         self.timeout = timeout
         self.policy = RetryPolicy(max_retries=4, base_delay=0.5, max_delay=10.0)
         self.calls = 0
+        # Set by a live run: the judge's requests pass the pacer of their endpoint, which the
+        # candidate's share when both reach the same one (running.pacing).
+        self.pacing: Callable[[ModelRoute, Client], Client] | None = None
 
     async def complete(self, messages: list[dict[str, Any]]) -> str | None:
         if self.client is None:
-            self.client = make_client(self.route, "auto", api_key(self.route, self._environ),
-                                      self._concurrency)
+            client = make_client(self.route, "auto", api_key(self.route, self._environ),
+                                 self._concurrency)
+            self.client = self.pacing(self.route, client) if self.pacing else client
         body = self.route.body(messages, [])
         rng = random.Random()
         for attempt in range(1, self.policy.max_retries + 2):

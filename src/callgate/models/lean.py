@@ -20,6 +20,7 @@ from callgate.models.replies import (
     classify_status,
     error_message,
     ms_since,
+    parse_rate_limits,
     parse_retry_after,
     redact,
     shorten,
@@ -133,8 +134,10 @@ class LeanClient:
                 status=code if isinstance(code, int) else status,
                 retry_after=parse_retry_after(headers),
                 latency_ms=latency,
+                limits=parse_rate_limits(headers),
             )
-        return Reply(payload, latency, _normalised_finish_reason(payload))
+        return Reply(payload, latency, _normalised_finish_reason(payload),
+                     parse_rate_limits(headers))
 
     @staticmethod
     def _status_failure(status: int, payload: Any, headers: Any, latency: float) -> ProviderFailure:
@@ -147,6 +150,7 @@ class LeanClient:
             status=status,
             retry_after=parse_retry_after(headers),
             latency_ms=latency,
+            limits=parse_rate_limits(headers),
         )
 
     async def aclose(self) -> None:

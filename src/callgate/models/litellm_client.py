@@ -20,6 +20,7 @@ from callgate.models.replies import (
     classify_status,
     error_message,
     ms_since,
+    parse_rate_limits,
     parse_retry_after,
     redact,
     shorten,
@@ -102,7 +103,10 @@ class LitellmClient:
             text = json.dumps(payload)
             if self._key in text:
                 payload = json.loads(redact(text, self._key))
-        return Reply(payload, latency)
+        # litellm keeps the provider's headers (rate limits included) beside the body.
+        hidden = getattr(response, "_hidden_params", None)
+        headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+        return Reply(payload, latency, limits=parse_rate_limits(headers))
 
     def _failure(self, exc: Exception, timeout: float, latency: float) -> ProviderFailure:
         lt = self._litellm
@@ -127,6 +131,7 @@ class LitellmClient:
             status=status if isinstance(status, int) else None,
             retry_after=parse_retry_after(headers),
             latency_ms=latency,
+            limits=parse_rate_limits(headers),
         )
 
     async def aclose(self) -> None:

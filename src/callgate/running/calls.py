@@ -1,6 +1,7 @@
 """One request to the model for one attempt, retried with exponential backoff and jitter on rate
-limits, 5xx, timeouts, connection faults and broken bodies, honouring Retry-After (a rate limit
-pauses every worker), within the policy's tries and wait and the run's retry budget. An answer
+limits, 5xx, timeouts, connection faults and broken bodies, within the policy's tries and wait
+and the run's retry budget. Every request passes the endpoint's pacer (running.pacing): it
+bounds the requests in flight and holds them all off on a Retry-After. An answer
 that cannot be used becomes a recorded failure line, never an exception. The request and its
 answer are kept for the cache and its spend counted; a failure every request would repeat (a
 bad key, no such model) stops the run."""
@@ -20,6 +21,7 @@ from callgate.models.retry import RetryPolicy
 from callgate.models.routes import ModelRoute
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
 from callgate.running.counters import RunCounters, StopSwitch
+from callgate.running.pacing import PacedClient, Pacer
 from callgate.running.plan import PlannedAttempt
 from callgate.suites.responses import parse_response
 
@@ -41,8 +43,10 @@ class Caller:
         counters: RunCounters,
         stop: StopSwitch,
         rng: random.Random,
+        pacer: Pacer,
     ) -> None:
-        self.client = client
+        self.client = PacedClient(client, pacer)
+        self.pacer = pacer
         self.route = route
         self.pricing = pricing
         self.policy = policy
@@ -52,7 +56,6 @@ class Caller:
         self.stop = stop
         self.rng = rng
         self._retries_left = retry_budget  # the run's, shared by every attempt
-        self._pause_until = 0.0  # a rate limit's Retry-After holds every attempt off
 
     async def call(self, attempt: PlannedAttempt) -> AttemptOutcome:
         outcome = await self._send(attempt)
@@ -64,9 +67,6 @@ class Caller:
         started = time.monotonic()
         tries = 0
         while True:
-            wait = self._pause_until - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
             tries += 1
             counters.requests += 1
             sent = await self.client.send(attempt.body, self.timeout)
@@ -92,11 +92,9 @@ class Caller:
                 line = failure_line(attempt.case_id, attempt.repeat, failure, note)
                 return AttemptOutcome(attempt, parse_response(line), line_text(line), tries)
             delay = policy.delay(tries, failure.retry_after, self.rng)
-            if failure.kind == "rate_limit" and failure.retry_after:
-                # Everyone holds off: the limit is the account's, not this request's.
-                self._pause_until = max(self._pause_until, time.monotonic() + failure.retry_after)
             self._retries_left -= 1
             counters.retries += 1
+            self.pacer.backing_off(delay)
             await asyncio.sleep(delay)
 
     def _give_up(self, failure: ProviderFailure, tries: int, started: float) -> str | None:

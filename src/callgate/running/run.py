@@ -31,6 +31,7 @@ from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
 from callgate.running.counters import RunCounters, StopSwitch, progress_bar
+from callgate.running.pacing import CEILING, START, Pacers
 from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conversations
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
@@ -66,6 +67,7 @@ class LiveRun:
     spend: float | None  # USD of this run's calls; None when none was known
     cost_unknown: int
     stopped: str | None = None  # why the run stopped early, if it did
+    pacing: dict[str, Any] | None = None  # what limited the calls (running.pacing.Pacer)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -81,6 +83,7 @@ class LiveRun:
             "spend_usd": self.spend,
             "cost_unknown": self.cost_unknown,
             "stopped": self.stopped,
+            "pacing": self.pacing,
         }
 
 
@@ -118,6 +121,14 @@ class LiveRunner:
     rng: random.Random = field(default_factory=random.Random)
     counters: RunCounters = field(default_factory=RunCounters, init=False)
     switch: StopSwitch = field(default_factory=StopSwitch, init=False)
+    pacers: Pacers = field(init=False)
+
+    def __post_init__(self) -> None:
+        # One pacer per endpoint, shared by the candidate's calls and the judge's.
+        self.pacers = Pacers(self.settings.concurrency)
+        model = self.judge.model if self.judge is not None else None
+        if model is not None:
+            model.pacing = self.pacers.paced
 
     def stop(self, reason: str = "interrupted") -> None:
         """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""
@@ -129,7 +140,8 @@ class LiveRunner:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
         target = None
         if self.candidate.target is not None:
-            target = TargetSession(self.candidate, settings.concurrency, self.environ)
+            # The pacer adapts to a model endpoint's limits; a target's own pool is fixed.
+            target = TargetSession(self.candidate, settings.concurrency or START, self.environ)
         try:
             return await self._run(target)
         finally:
@@ -215,6 +227,7 @@ class LiveRunner:
             spend=counters.spend if counters.spend_known else None,
             cost_unknown=counters.cost_unknown,
             stopped=self.switch.reason,
+            pacing=caller.pacer.figures() if isinstance(caller, Caller) else None,
         )
 
     async def _look_up(
@@ -244,7 +257,8 @@ class LiveRunner:
         key = api_key(route, self.environ)  # a missing key variable stops the run here
         client = self.client
         if client is None:
-            client = make_client(route, self.candidate.client, key, self.settings.concurrency)
+            client = make_client(route, self.candidate.client, key,
+                                 self.settings.concurrency or CEILING)
         pricing = Pricing(route)
         pricing.prepare()
         budget = self.settings.retry.budget
@@ -259,6 +273,7 @@ class LiveRunner:
             counters=self.counters,
             stop=self.switch,
             rng=self.rng,
+            pacer=self.pacers.for_route(route),
         )
 
     def _target_caller(self, target: TargetSession, cache: AnswerCache,
@@ -275,7 +290,8 @@ class LiveRunner:
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
         recorder, counters = record.recorder, self.counters
-        progress = progress_bar(self.console, enabled=self.settings.progress)
+        progress = progress_bar(self.console, enabled=self.settings.progress,
+                                pacer=caller.pacer if isinstance(caller, Caller) else None)
         task = progress.add_task(
             self.candidate.name, total=work.total, errors=0, spend=counters.spend_text()
         )
@@ -304,7 +320,7 @@ class LiveRunner:
                     await call_concurrently(
                         work.to_call,
                         answer,
-                        concurrency=self.settings.concurrency,
+                        concurrency=self.settings.concurrency or CEILING,
                         stop=self.switch,
                         commit_loop=cache.commit_loop,
                     )
@@ -314,6 +330,8 @@ class LiveRunner:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
                 cache.commit()
                 record.save_links(self.store)
+                if isinstance(caller, Caller):
+                    self.store.set_run_pacing(recorder.run_id, caller.pacer.figures())
                 recorder.keep_unjudged()
                 if self.switch.reason or not completed:
                     # Marked first: partial scores never serve as a baseline, nor replace the
