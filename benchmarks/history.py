@@ -115,7 +115,7 @@ def main() -> None:
         print(f"  of which `callgate --version` (process start alone): {startup:.3f} s")
 
         with Store(db_path) as store:
-            new, rows = timed(lambda: history_rows(store.runs("bench")))
+            new, rows = timed(lambda: history_rows(store.stored_runs("bench")))
             old, _ = timed(lambda: [stored_release(store, run) for run in store.runs("bench")])
         print(f"in process, from stored figures: {new * 1000:.1f} ms for {len(rows)} releases")
         print(f"reference, re-reading every verdict (the old history): {old:.2f} s "

@@ -5,6 +5,8 @@ The server runs in its own process, so the CPU measured here (getrusage of this 
 client's alone: scheduling, the HTTP client, parsing, checks, the store and the progress bar,
 i.e. the whole live-run stage as `callgate run` executes it. Both client paths are measured:
 the lean aiohttp path and litellm. Ideal wall time = attempts / concurrency × latency.
+`--concurrency 0` runs with callgate's adaptive default instead (the ideal stays the one at 64:
+an unlimited server should see adaptive runs as fast as a well-chosen fixed setting).
 
     .venv/bin/python benchmarks/run_throughput.py [--attempts 2000] [--concurrency 64]
         [--latency 0.05] [--paths lean,litellm]
@@ -102,7 +104,8 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(path: str, url: str, suite_root: Path, repeats: int, concurrency: int, work: Path):
+def measure(path: str, url: str, suite_root: Path, repeats: int, concurrency: int | None,
+            work: Path):
     suite = load_suite(suite_root)
     candidate = Candidate(
         name=f"bench-{path}",
@@ -143,7 +146,7 @@ def main() -> None:
     repeats = 20
     cases = max(1, args.attempts // repeats)
     attempts = cases * repeats
-    ideal = attempts / args.concurrency * args.latency
+    ideal = attempts / (args.concurrency or 64) * args.latency
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     if "litellm" in paths:
         import_litellm()  # seconds of import, not part of any run
@@ -157,20 +160,22 @@ def main() -> None:
             for path in paths:
                 # Warm up: first-call set-up (sessions, lazy imports) is not throughput.
                 measure(path, url, warm_root, 1, 4, work / "warm")
-                wall, cpu, live = measure(path, url, suite_root, repeats, args.concurrency, work)
-                rows.append((path, wall, cpu, live.requests))
+                wall, cpu, live = measure(path, url, suite_root, repeats,
+                                          args.concurrency or None, work)
+                rows.append((path, wall, cpu, live.requests, live.pacing))
     finally:
         server.kill()
         server.wait()
     print(
-        f"{attempts} attempts, concurrency {args.concurrency}, server latency "
+        f"{attempts} attempts, concurrency {args.concurrency or 'adaptive'}, server latency "
         f"{args.latency * 1000:.0f} ms; ideal wall time {ideal:.2f} s"
     )
-    print(f"{'path':<8} {'wall s':>8} {'ratio':>7} {'CPU ms/attempt':>15} {'requests':>9}")
-    for path, wall, cpu, requests in rows:
+    print(f"{'path':<8} {'wall s':>8} {'ratio':>7} {'CPU ms/attempt':>15} {'requests':>9} "
+          "pacing")
+    for path, wall, cpu, requests, pacing in rows:
         print(
             f"{path:<8} {wall:>8.2f} {wall / ideal:>7.2f} {cpu * 1000 / attempts:>15.2f} "
-            f"{requests:>9}"
+            f"{requests:>9} {pacing}"
         )
 
 

@@ -5,9 +5,15 @@ out its replies in order, the last one repeating. Requests no rule matches get t
 reply: an OpenRouter-shaped call of the first offered tool. Every request is recorded (path,
 headers, body, arrival time) so tests can assert what went over the wire.
 
+With a `TokenBucket` it is rate-limited as a provider is: a request that finds the bucket empty
+is answered 429 at once, with a Retry-After (whole seconds, rounded up) until the next token,
+and every answer carries OpenAI's x-ratelimit-*-requests headers (limit: the burst; remaining;
+reset: until the bucket is full). Without one (the default) every request is served.
+
 In tests: `Loopback().start()` serves from a background thread (see the `loopback` fixture).
 As a script, `python tests/loopback.py --latency 0.05` serves until killed, after printing
-`READY <base url>` (the benchmark runs it in its own process so its CPU is not the client's).
+`READY <base url>` (the benchmark runs it in its own process so its CPU is not the client's);
+`--rate 40 --burst 20` adds a bucket, and GET .../stats says what it admitted and refused.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -137,16 +144,57 @@ class Seen:
         return ""
 
 
+class TokenBucket:
+    """`rate` requests a second with bursts of `burst`; after `halve_after` admitted requests
+    the rate halves (a provider that throttles a key midway)."""
+
+    def __init__(self, rate: float, burst: int, halve_after: int | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.halve_after = halve_after
+        self.clock = clock
+        self.tokens = float(burst)
+        self.admitted = 0
+        self.refused = 0
+        self._at = clock()
+
+    def take(self) -> tuple[bool, dict[str, str]]:
+        """Admit a request or refuse it; the rate-limit headers of its answer either way."""
+        now = self.clock()
+        self.tokens = min(float(self.burst), self.tokens + (now - self._at) * self.rate)
+        self._at = now
+        admitted = self.tokens >= 1
+        if admitted:
+            self.tokens -= 1
+            self.admitted += 1
+            if self.halve_after is not None and self.admitted == self.halve_after:
+                self.rate /= 2
+        else:
+            self.refused += 1
+        full = (self.burst - self.tokens) / self.rate
+        headers = {
+            "x-ratelimit-limit-requests": str(self.burst),
+            "x-ratelimit-remaining-requests": str(int(self.tokens)),
+            "x-ratelimit-reset-requests": f"{full * 1000:.0f}ms",
+        }
+        if not admitted:
+            headers["Retry-After"] = str(max(1, math.ceil((1 - self.tokens) / self.rate)))
+        return admitted, headers
+
+
 class Loopback:
     def __init__(
         self,
         latency: float = 0.0,
         default: Callable[[dict[str, Any]], Reply] = default_reply,
         record: bool = True,
+        bucket: TokenBucket | None = None,
     ) -> None:
         self.latency = latency
         self.default = default
         self.record = record
+        self.bucket = bucket
         self._rules: list[tuple[str, list[Reply], list[int]]] = []
         self._turn_rules: list[tuple[str, list[Reply]]] = []
         self._seen: list[Seen] = []
@@ -211,19 +259,30 @@ class Loopback:
         if self.record:
             with self._lock:
                 self._seen.append(seen)
+        if request.path.endswith("/stats") and self.bucket is not None:
+            return web.json_response({"admitted": self.bucket.admitted,
+                                      "refused": self.bucket.refused})
         if not request.path.endswith("/chat/completions") or not isinstance(body, dict):
             return web.json_response({"error": {"message": "not found"}}, status=404)
+        limits: dict[str, str] = {}
+        if self.bucket is not None:
+            admitted, limits = self.bucket.take()
+            if not admitted:  # at once, as providers refuse
+                return web.json_response(
+                    {"error": {"message": "rate limit reached", "code": 429}}, status=429,
+                    headers=limits)
         reply = self._next(body, seen.marker)
         if reply.delay or self.latency:
             await asyncio.sleep(reply.delay + self.latency)
+        headers = {**limits, **reply.headers}
         if reply.raw is not None:
             return web.Response(
                 status=reply.status,
                 text=reply.raw,
                 content_type="application/json",
-                headers=reply.headers,
+                headers=headers,
             )
-        return web.json_response(reply.body, status=reply.status, headers=reply.headers)
+        return web.json_response(reply.body, status=reply.status, headers=headers)
 
     def _app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -272,8 +331,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--rate", type=float, help="a token bucket: requests a second")
+    parser.add_argument("--burst", type=int, default=20, help="the bucket's size")
+    parser.add_argument("--halve-after", type=int, help="halve the rate after N admitted")
     args = parser.parse_args()
-    server = Loopback(latency=args.latency, record=False)
+    bucket = TokenBucket(args.rate, args.burst, args.halve_after) if args.rate else None
+    server = Loopback(latency=args.latency, record=False, bucket=bucket)
 
     async def serve() -> None:
         await server._serve(args.port)

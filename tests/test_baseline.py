@@ -203,7 +203,8 @@ def test_which_kept_files_are_baselines(tmp_path: Path) -> None:
 
 
 def test_a_store_made_before_the_gate_column_gets_it(tmp_path: Path) -> None:
-    from callgate.store.db import SCHEMA, Store
+    from callgate.store.db import Store
+    from callgate.store.schema import SCHEMA
 
     db = tmp_path / "old.db"
     with sqlite3.connect(db) as conn:  # every table as callgate made them before runs.gate

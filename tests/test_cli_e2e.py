@@ -148,6 +148,8 @@ def test_score_file_marks_a_run_not_a_result_as_callgate_score_does(
     done = cli("score", str(suite_dir), "--responses", str(responses), "--model", "m",
                "--release", "r1", "--db", str(by_cli))
     assert done.returncode == 3, done.stderr
+    assert "never used as a baseline." in done.stderr  # score asks no one again
+    assert "asks the attempts" not in done.stderr
     by_library = tmp_path / "library.db"
     with Store(by_library) as store:
         result = score_file(load_suite(suite_dir), responses, store, model="m", release="r1")

@@ -16,7 +16,7 @@ from callgate.models.config import (
     parse_params,
     resolve_candidate,
 )
-from callgate.models.targets import target_for
+from callgate.models.routes import route_for
 
 GOOD = """
 [[candidates]]
@@ -63,8 +63,8 @@ def test_candidates_load_with_defaults(tmp_path: Path) -> None:
 def test_require_parameters_defaults_to_true_on_openrouter_only() -> None:
     router = Candidate(model="openrouter/x/y")
     assert router.provider_block() == {"require_parameters": True}
-    assert target_for(router).params["provider"] == {"require_parameters": True}
-    assert "provider" not in target_for(Candidate(model="openai/gpt-4o")).params
+    assert route_for(router).params["provider"] == {"require_parameters": True}
+    assert "provider" not in route_for(Candidate(model="openai/gpt-4o")).params
     off = Candidate(model="openrouter/x/y", provider={"require_parameters": False})
     assert off.provider_block() == {"require_parameters": False}
 

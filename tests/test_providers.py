@@ -20,9 +20,16 @@ from callgate.models.config import Candidate
 from callgate.models.lean import LeanClient
 from callgate.models.litellm_client import LitellmClient
 from callgate.models.pricing import Pricing
-from callgate.models.replies import ProviderFailure, classify_status, parse_retry_after
+from callgate.models.replies import (
+    ProviderFailure,
+    RateLimits,
+    classify_status,
+    parse_rate_limits,
+    parse_retry_after,
+)
+from callgate.models.replies import Reply as ModelReply
 from callgate.models.retry import RetryPolicy
-from callgate.models.targets import api_key, target_for
+from callgate.models.routes import api_key, route_for
 from callgate.running.run import LiveRunner
 from callgate.running.settings import RunSettings
 from callgate.store.db import Store
@@ -38,10 +45,10 @@ def test_openrouter_target_and_body() -> None:
         provider={"order": ["openai"], "allow_fallbacks": False},
         extra={"temperature": 0},
     )
-    target = target_for(candidate)
-    assert target.lean_url == "https://openrouter.ai/api/v1/chat/completions"
-    assert target.key_env == "OPENROUTER_API_KEY"
-    body = target.body([{"role": "user", "content": "hi"}], [{"type": "function"}])
+    route = route_for(candidate)
+    assert route.lean_url == "https://openrouter.ai/api/v1/chat/completions"
+    assert route.key_env == "OPENROUTER_API_KEY"
+    body = route.body([{"role": "user", "content": "hi"}], [{"type": "function"}])
     assert body == {
         "model": "openai/gpt-4o-mini",
         "messages": [{"role": "user", "content": "hi"}],
@@ -51,44 +58,44 @@ def test_openrouter_target_and_body() -> None:
         "usage": {"include": True},
         "temperature": 0,
     }
-    assert "tools" not in target.body([{"role": "user", "content": "hi"}], [])
-    record = target.request_record("lean", body)
+    assert "tools" not in route.body([{"role": "user", "content": "hi"}], [])
+    record = route.request_record("lean", body)
     assert record["api_key_env"] == "OPENROUTER_API_KEY" and record["body"] == body
 
 
 def test_own_server_gets_no_openai_key_by_default() -> None:
-    target = target_for(Candidate(model="openai/llama3", api_base="http://127.0.0.1:11434/v1/"))
-    assert target.lean_url == "http://127.0.0.1:11434/v1/chat/completions"
-    assert target.key_env is None
-    assert target.served_by() == "127.0.0.1:11434"
-    assert target_for(Candidate(model="openai/gpt-4o")).key_env == "OPENAI_API_KEY"
+    route = route_for(Candidate(model="openai/llama3", api_base="http://127.0.0.1:11434/v1/"))
+    assert route.lean_url == "http://127.0.0.1:11434/v1/chat/completions"
+    assert route.key_env is None
+    assert route.served_by() == "127.0.0.1:11434"
+    assert route_for(Candidate(model="openai/gpt-4o")).key_env == "OPENAI_API_KEY"
     assert (
         "reasoning_effort"
-        not in target_for(Candidate(model="openai/x", reasoning_effort="omit")).params
+        not in route_for(Candidate(model="openai/x", reasoning_effort="omit")).params
     )
 
 
 def test_routes_the_lean_client_cannot_serve_go_to_litellm() -> None:
     for model in ("anthropic/claude-sonnet-4-5", "hosted_vllm/x", "gpt-4o"):
-        assert target_for(Candidate(model=model)).lean_url is None
+        assert route_for(Candidate(model=model)).lean_url is None
     with pytest.raises(InputError, match="use client litellm"):
-        LeanClient(target_for(Candidate(model="anthropic/claude-sonnet-4-5")), None, 1)
+        LeanClient(route_for(Candidate(model="anthropic/claude-sonnet-4-5")), None, 1)
 
 
 def test_cache_key_covers_the_request_and_the_repeat() -> None:
     messages, tools = [{"role": "user", "content": "hi"}], [{"type": "function"}]
-    base = target_for(Candidate(model="openrouter/a/b"))
+    base = route_for(Candidate(model="openrouter/a/b"))
     key = base.cache_key(messages, tools, 0)
     assert key == base.cache_key(messages, tools, 0) and len(key) == 64
     others = [
         base.cache_key(messages, tools, 1),
         base.cache_key(messages, [], 0),
         base.cache_key([{"role": "user", "content": "hi!"}], tools, 0),
-        target_for(Candidate(model="openrouter/a/c")).cache_key(messages, tools, 0),
-        target_for(Candidate(model="openrouter/a/b", api_base="http://x")).cache_key(
+        route_for(Candidate(model="openrouter/a/c")).cache_key(messages, tools, 0),
+        route_for(Candidate(model="openrouter/a/b", api_base="http://x")).cache_key(
             messages, tools, 0
         ),
-        target_for(Candidate(model="openrouter/a/b", reasoning_effort="high")).cache_key(
+        route_for(Candidate(model="openrouter/a/b", reasoning_effort="high")).cache_key(
             messages, tools, 0
         ),
     ]
@@ -96,11 +103,11 @@ def test_cache_key_covers_the_request_and_the_repeat() -> None:
 
 
 def test_the_key_comes_from_the_named_variable() -> None:
-    target = target_for(Candidate(model="openrouter/a/b", api_key_env="MY_KEY"))
-    assert api_key(target, {"MY_KEY": "k"}) == "k"
+    route = route_for(Candidate(model="openrouter/a/b", api_key_env="MY_KEY"))
+    assert api_key(route, {"MY_KEY": "k"}) == "k"
     with pytest.raises(InputError, match="MY_KEY is not set"):
-        api_key(target, {})
-    assert api_key(target_for(Candidate(model="openai/x", api_base="http://h")), {}) is None
+        api_key(route, {})
+    assert api_key(route_for(Candidate(model="openai/x", api_base="http://h")), {}) is None
 
 
 def test_retry_after_forms() -> None:
@@ -111,6 +118,73 @@ def test_retry_after_forms() -> None:
     assert 25 < (parse_retry_after({"Retry-After": later}) or 0) <= 30
     assert parse_retry_after({"Retry-After": "soon"}) is None
     assert parse_retry_after({}) is None
+
+
+def test_rate_limit_headers_in_each_providers_spelling() -> None:
+    soon = datetime.now(UTC) + timedelta(seconds=30)
+    # OpenAI: per-minute counts, the reset as a duration; token limits as a share.
+    openai = parse_rate_limits({
+        "x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499",
+        "x-ratelimit-reset-requests": "6m0.5s", "x-ratelimit-limit-tokens": "200000",
+        "x-ratelimit-remaining-tokens": "150000", "x-ratelimit-reset-tokens": "20ms"})
+    assert openai == RateLimits(499, 500, 0.75, 360.5)
+    # OpenRouter: the reset as epoch milliseconds.
+    epoch_ms = str(int(soon.timestamp() * 1000))
+    openrouter = parse_rate_limits({"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "3",
+                                    "X-RateLimit-Reset": epoch_ms})
+    assert openrouter is not None and (openrouter.requests_left, openrouter.requests_limit) == (
+        3, 20)
+    assert 25 < (openrouter.reset or 0) <= 30
+    # Anthropic: the reset as an RFC 3339 time, and the smallest token share of three.
+    anthropic = parse_rate_limits({
+        "anthropic-ratelimit-requests-limit": "50",
+        "anthropic-ratelimit-requests-remaining": "0",
+        "anthropic-ratelimit-requests-reset": soon.isoformat().replace("+00:00", "Z"),
+        "anthropic-ratelimit-input-tokens-limit": "1000",
+        "anthropic-ratelimit-input-tokens-remaining": "900",
+        "anthropic-ratelimit-output-tokens-limit": "1000",
+        "anthropic-ratelimit-output-tokens-remaining": "40"})
+    assert anthropic is not None and anthropic.requests_left == 0
+    assert anthropic.tokens_share == pytest.approx(0.04)
+    assert 25 < (anthropic.reset or 0) <= 30
+    # The IETF draft a gateway in front of vLLM sends: seconds, with a policy suffix.
+    assert parse_rate_limits({"RateLimit-Limit": "100, 100;w=60", "RateLimit-Remaining": "7",
+                              "RateLimit-Reset": "12"}) == RateLimits(7, 100, None, 12)
+    # litellm's copies: the raw headers prefixed with llm_provider-.
+    assert parse_rate_limits({"llm_provider-x-ratelimit-remaining-requests": "9",
+                              "llm_provider-content-type": "application/json"}) == RateLimits(9)
+    assert parse_rate_limits({"content-type": "application/json"}) is None
+    assert parse_rate_limits({"x-ratelimit-remaining-requests": "lots"}) is None
+    assert parse_rate_limits(None) is None
+
+
+@pytest.mark.slow
+def test_both_clients_read_the_rate_limit_headers(
+    litellm_loaded: None, loopback: Loopback
+) -> None:
+    headers = {"x-ratelimit-limit-requests": "20", "x-ratelimit-remaining-requests": "4",
+               "x-ratelimit-reset-requests": "800ms"}
+    loopback.script("[ok]", Reply(body=completion(calls=[CALL]), headers=headers))
+    loopback.script("[429]", Reply(status=429, body={"error": {"message": "slow down"}},
+                                   headers={**headers, "x-ratelimit-remaining-requests": "0",
+                                            "Retry-After": "1"}))
+    candidate = Candidate(model="openai/m", api_base=loopback.base_url, api_key_env=KEY_ENV)
+    target = route_for(candidate)
+
+    async def both(mark: str) -> list[object]:
+        body = target.body([{"role": "user", "content": f"{mark} hi"}], [])
+        lean = LeanClient(target, KEY, 2)
+        try:
+            return [await lean.send(body, 5), await LitellmClient(target, KEY).send(body, 5)]
+        finally:
+            await lean.aclose()
+
+    for answer in asyncio.run(both("[ok]")):
+        assert isinstance(answer, ModelReply), answer
+        assert answer.limits == RateLimits(4, 20, None, 0.8)
+    for answer in asyncio.run(both("[429]")):
+        assert isinstance(answer, ProviderFailure) and answer.kind == "rate_limit", answer
+        assert answer.limits == RateLimits(0, 20, None, 0.8) and answer.retry_after == 1
 
 
 @pytest.mark.parametrize(
@@ -133,7 +207,7 @@ def test_status_classes(status: int, kind: str, retryable: bool) -> None:
 
 
 def test_cost_is_reported_or_unknown_never_zero() -> None:
-    router = Pricing(target_for(Candidate(model="openrouter/a/b")))
+    router = Pricing(route_for(Candidate(model="openrouter/a/b")))
     router.prepare()  # OpenRouter prices itself: no cost map, no litellm import
     assert router.cost(completion(cost=0.0021)) == 0.0021
     assert router.cost(completion(cost=None)) is None
@@ -143,11 +217,11 @@ def test_cost_is_reported_or_unknown_never_zero() -> None:
 
 @pytest.mark.slow
 def test_litellm_cost_map_prices_listed_models_only(litellm_loaded: None) -> None:
-    listed = Pricing(target_for(Candidate(model="openai/gpt-4o-mini")))
+    listed = Pricing(route_for(Candidate(model="openai/gpt-4o-mini")))
     listed.prepare()
     cost = listed.cost(completion(cost=None, model="gpt-4o-mini"))
     assert cost is not None and cost > 0
-    local = Pricing(target_for(Candidate(model="openai/my-model", api_base="http://h/v1")))
+    local = Pricing(route_for(Candidate(model="openai/my-model", api_base="http://h/v1")))
     local.prepare()
     assert local.cost(completion(cost=None, model="gpt-4o-mini")) is None
 
@@ -298,13 +372,13 @@ def test_both_clients_classify_failures_alike(
 ) -> None:
     loopback.script("[x]", reply)
     candidate = Candidate(model="openrouter/t/m", api_base=loopback.base_url, api_key_env=KEY_ENV)
-    target = target_for(candidate)
-    body = target.body([{"role": "user", "content": "[x] hi"}], [])
+    route = route_for(candidate)
+    body = route.body([{"role": "user", "content": "[x] hi"}], [])
 
     async def both() -> list[object]:
-        lean = LeanClient(target, KEY, 2)
+        lean = LeanClient(route, KEY, 2)
         try:
-            return [await lean.send(body, 0.4), await LitellmClient(target, KEY).send(body, 0.4)]
+            return [await lean.send(body, 0.4), await LitellmClient(route, KEY).send(body, 0.4)]
         finally:
             await lean.aclose()
 
@@ -326,13 +400,13 @@ def test_connection_refused_is_a_connection_failure(litellm_loaded: None) -> Non
     candidate = Candidate(
         model="openrouter/t/m", api_base=f"http://127.0.0.1:{_closed_port()}/v1", api_key_env="K"
     )
-    target = target_for(candidate)
-    body = target.body([{"role": "user", "content": "hi"}], [])
+    route = route_for(candidate)
+    body = route.body([{"role": "user", "content": "hi"}], [])
 
     async def both() -> list[object]:
-        lean = LeanClient(target, "k", 1)
+        lean = LeanClient(route, "k", 1)
         try:
-            return [await lean.send(body, 2), await LitellmClient(target, "k").send(body, 2)]
+            return [await lean.send(body, 2), await LitellmClient(route, "k").send(body, 2)]
         finally:
             await lean.aclose()
 

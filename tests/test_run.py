@@ -357,7 +357,7 @@ def test_a_store_made_with_one_row_per_release_is_upgraded(
 ) -> None:
     import sqlite3
 
-    from callgate.store.db import SCHEMA
+    from callgate.store.schema import SCHEMA
 
     db = tmp_path / "callgate.db"
     with sqlite3.connect(db) as conn:  # the runs table as callgate made it before

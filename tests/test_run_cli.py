@@ -108,7 +108,7 @@ def test_run_json_wire_and_secrets(
     scores = doc["scores"]
     assert scores["excluded"] == {
         "truncated": 2, "provider_error": 2, "environment_error": 0, "pending_judge": 0,
-        "judge_error": 0,
+        "judge_error": 0, "target_error": 0,
     }
     assert scores["providers"]["Fireworks"] == 2
     assert scores["cost_usd"] == pytest.approx(2 * 0.002 + 8 * 0.000125)

@@ -29,7 +29,7 @@ def test_three_figures_by_hand() -> None:
     assert s.figures.calls_per_task == pytest.approx(6 / 4)
     assert s.excluded == {
         "truncated": 1, "provider_error": 1, "environment_error": 0, "pending_judge": 0,
-        "judge_error": 0,
+        "judge_error": 0, "target_error": 0,
     }
     assert s.by_tag["clean"].right_arguments.pct == pytest.approx(50.0)
     assert s.by_tag["ambiguous"].right_tool.pct == pytest.approx(0.0)

@@ -51,6 +51,8 @@ def test_run_counts_server_errors_only_when_asked(
     excluded = callgate(callgate_exe, cli_env, tmp_path, *args, "--db", "exclude.db")
     # 3 of 5 excluded (two server errors and a rate limit): not a result.
     assert excluded.returncode == 3, excluded.stderr
+    assert "running the same command again asks the attempts that failed" in " ".join(
+        excluded.stderr.split())
     verdicts = by_case(json.loads(excluded.stdout))
     assert {case: v["status"] for case, v in verdicts.items()} == {
         "ok": "scored", "down": "provider_error", "limited": "provider_error",

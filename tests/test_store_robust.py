@@ -25,7 +25,8 @@ from conftest import write_suite as write_live_suite
 from factories import calls, case, line, message, tool_call, write_lines, write_suite
 from loopback import Loopback
 
-from callgate.store.db import APPLICATION_ID, SCHEMA_VERSION, Store
+from callgate.store.db import Store
+from callgate.store.schema import APPLICATION_ID, SCHEMA_VERSION
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -413,7 +414,7 @@ def test_the_migration_is_a_named_step_applied_once(tmp_path: Path) -> None:
     assert marks(db)[2] == ["m001_tables", "m002_runs_without_unique_release", "m003_run_owners",
                             "m004_runs_gate_column", "m005_audits",
                             "m006_runs_shard_columns", "m007_audit_item_skips",
-                            "m008_runs_agent_columns"]
+                            "m008_runs_agent_columns", "m009_run_pacing"]
 
 
 # ----------------------------------------------------------------- concurrent writers

@@ -47,6 +47,9 @@ def check_response(
     The calls of a multi-turn attempt are every call of every turn, in order."""
     base: dict[str, Any] = {"case_id": response.case_id, "repeat": response.repeat}
     if response.error is not None:
+        if response.error.kind == "target_error":  # the agent under test failed, not the model
+            return Verdict(**base, status="target_error",
+                           tool_reason=f"target error: {response.error.message}")
         if server_errors == "count" and response.error.kind == "server_error":
             return counted_server_error(base, case, response.error)
         return Verdict(

@@ -16,8 +16,10 @@ ToolVerdict = Literal[
 ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value", "not_applicable"]
 # judge_error: the judge's reply was not a verdict (after the spec's retries); excluded and
 # counted like a provider error.
+# target_error: the agent under test (`run --target`) crashed, hung or gave no readable reply;
+# excluded like a provider error, never the model's mistake.
 Status = Literal["scored", "truncated", "provider_error", "environment_error", "pending_judge",
-                 "judge_error"]
+                 "judge_error", "target_error"]
 # What a server error (a 5xx after retries) is: excluded like every provider error (the default),
 # or counted as a wrong answer, when the serving stack is what is released.
 ServerErrors = Literal["count", "exclude"]

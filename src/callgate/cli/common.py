@@ -172,10 +172,12 @@ def judge_step_for(judge: Path | None, store: Store, *, uncalibrated: bool,
 def _exit_if_not_a_result(record: GateRecord | None) -> None:
     if record is None:
         return
+    again = (" (running the same command again asks the attempts that failed at the provider "
+             "or the target again)" if record.decided_by == "run" else "")
     Console(stderr=True).print(
         f"[yellow]inconclusive:[/yellow] {escape(record.messages[0])}. This run is not a "
-        "result: it is stored, marked inconclusive, and never used as a baseline (a run "
-        "of the same command calls the provider errors again).", highlight=False, soft_wrap=True)
+        f"result: it is stored, marked inconclusive, and never used as a baseline{again}.",
+        highlight=False, soft_wrap=True)
     raise typer.Exit(EXIT_INCONCLUSIVE)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -134,7 +133,7 @@ def judge_calibrate(
     from callgate.judging.calibration import calibrate, read_journal, read_set
     from callgate.judging.judge import JudgeModel, load_judge
     from callgate.judging.step import at_endpoint
-    from callgate.models.targets import api_key
+    from callgate.models.routes import api_key
     from callgate.report.console import print_calibration
     from callgate.store.db import Store
 
@@ -143,7 +142,7 @@ def judge_calibrate(
         model = JudgeModel(judge, os.environ, concurrency=concurrency)
         progress, calls_due = _judge_progress(judge, set_path, store)
         if calls_due:
-            api_key(model.target, os.environ)  # a missing key fails here, before a bar is drawn
+            api_key(model.route, os.environ)  # a missing key fails here, before a bar is drawn
         task = progress.add_task(f"judge {judge.spec.name}", total=calls_due)
 
         async def complete(messages: list[dict[str, Any]]) -> str | None:
@@ -195,11 +194,12 @@ def _judge_progress(judge: Any, set_path: Path, store: Any) -> tuple[Any, int]:
     )
 
     from callgate.judging.calibration import item_payloads, read_set
-    from callgate.judging.judge import cache_key
+    from callgate.judging.step import JudgeCache
 
     items, _ = read_set(set_path)
-    keys = [cache_key(judge.fingerprint, *item_payloads(item)) for item in items]
-    due = len(keys) - len(store.judge_outputs(keys))
+    cache = JudgeCache(store, judge.fingerprint)
+    keys = [cache.key(item_payloads(item)) for item in items]
+    due = len(keys) - len(cache.get(keys))
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("judge calls"), TimeElapsedColumn(), TimeRemainingColumn(),
                         console=Console(stderr=True), disable=due == 0)
@@ -426,15 +426,16 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     from callgate.judging.calibration import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
     from callgate.store.db import Store
+    from callgate.store.rows import StoredRun
 
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
         with Store(db) as store:
-            run, _ = judged_run(store, run_id)
+            run = StoredRun(judged_run(store, run_id)[0])
             clusterings = judged_design_effects(store, run_id)
-            cert_json = (store.certificate(run["judge_fingerprint"])
-                         if run.get("judge_fingerprint") else None)
+            cert_json = (store.certificate(run.judge_fingerprint)
+                         if run.judge_fingerprint else None)
             report = None
             if store.audit(run_id) is not None:
                 from callgate.judging.audit import audit_report
@@ -442,7 +443,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     certificate = Certificate.model_validate_json(cert_json) if cert_json else None
-    stored = json.loads(run["scores"]).get("judged") or {} if run.get("scores") else {}
+    stored = (run.scores or {}).get("judged") or {}
     for dim in ("tool_choice", "arguments"):
         rates = dimension_rates(certificate, dim) if certificate else None
         if report is not None:

@@ -1,5 +1,5 @@
-"""`callgate run`: call a model on every case and repeat, then check, score and store as
-`callgate score` does (registered on the app in cli/main.py)."""
+"""`callgate run`: call a model (or the agent under test, `--target`) on every case and repeat,
+then check, score and store as `callgate score` does (registered on the app in cli/main.py)."""
 
 from __future__ import annotations
 
@@ -35,20 +35,37 @@ from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 def run_command(
     suite_path: Annotated[Path, typer.Argument(metavar="SUITE", help="Suite directory.")],
     model: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--model", "-m", callback=not_blank,
-            help="A candidate's name in the config, or a litellm model id."
+            "--model", "-m", callback=_blank_refused,
+            help="A candidate's name in the config, or a litellm model id (with --target: "
+                 "the model the agent runs on, recorded; default: the target)."
         ),
-    ],
+    ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target", callback=_blank_refused,
+            help="The agent under test instead of a model: python:pkg.module:function, "
+                 "http://host/path or cmd:\"command args\" (docs/targets.md)."
+        ),
+    ] = None,
+    target_version: Annotated[
+        str | None,
+        typer.Option(
+            "--target-version", callback=_blank_refused,
+            help="The target's version for the cache (default: the one it reports).",
+        ),
+    ] = None,
     repeats: Annotated[int, typer.Option(
         "--repeats", "-k",
         help=f"Attempts per case, 1 to {MAX_REPEATS}: pass^k is reported up to k = 8, and "
              f"at {MAX_REPEATS} a case's pass rate is known within 10 points; more repeats "
              "only cost calls (add cases instead).")] = 3,
-    concurrency: Annotated[int, typer.Option(
-        "--concurrency", "-c", help=f"Requests in flight at once, 1 to {MAX_CONCURRENCY}.")
-    ] = 8,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "-c", help=f"Requests in flight at once, exactly, 1 to "
+        f"{MAX_CONCURRENCY} (default: adapt to the provider's rate limits).")
+    ] = None,
     release: Annotated[
         str, typer.Option("--release", callback=not_blank,
                           help="Release label; a run with the same label is replaced.")
@@ -120,10 +137,11 @@ def run_command(
     shard: ShardOption = None,
     server_errors: ServerErrorsOption = "exclude",
 ) -> None:
-    """Call a model on every case (repeats × cases), then check, score and store as `score` does.
+    """Call a model, or the agent under test (--target), on every case (repeats × cases), then
+    check, score and store as `score` does.
 
     Exit 3 when more than --max-excluded of the attempts were excluded
-    (truncated, provider, environment or judge errors; server errors only without
+    (truncated, provider, environment, judge or target errors; server errors only without
     --server-errors count).
 
     Answers are stored as they arrive: run the same command again to resume, or to re-score
@@ -165,10 +183,15 @@ def run_command(
             "client": client,
             "provider": provider or None,
             "extra": parse_params(params or []) or None,
+            "target": target,
+            "target_version": target_version,
         }
+        if model is None and target is None:
+            raise CallgateError("name what to run: --model (a candidate or a model id) or "
+                                "--target (the agent under test)")
         candidate = resolve_candidate(
-            model,
-            candidates,
+            model or target or "",
+            candidates if model is not None else None,
             config_path,
             explicit_config=config is not None,
             overrides=overrides,
@@ -188,7 +211,7 @@ def run_command(
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
-                                  concurrency=concurrency)
+                                  concurrency=concurrency or 8)
             live = run_live(
                 suite,
                 candidate,
@@ -218,7 +241,8 @@ def run_command(
         print_run(result)
         Console().print(
             f"{live.called} attempt(s) called, {live.cached} from the store, "
-            f"{live.retries} retries, {live.provider_errors} provider error(s); "
+            f"{live.retries} retries, {live.provider_errors} "
+            f"{'target' if candidate.target else 'provider'} error(s); "
             f"stored as run {result.run_id} in {db}",
             highlight=False,
         )
@@ -238,7 +262,11 @@ def run_command(
     _exit_if_not_a_result(not_a_result)
 
 
-def _check_counts(repeats: int, concurrency: int) -> None:
+def _blank_refused(value: str | None) -> str | None:
+    return None if value is None else not_blank(value)
+
+
+def _check_counts(repeats: int, concurrency: int | None) -> None:
     """Refuse, before anything is read or called, a count that is surely a typo."""
     if repeats < 1:
         raise _fail(f"--repeats {repeats}: give at least 1 attempt per case")
@@ -246,6 +274,6 @@ def _check_counts(repeats: int, concurrency: int) -> None:
         raise _fail(f"--repeats {repeats}: at most {MAX_REPEATS} attempts per case; each repeat "
                     f"is one more paid call per case, and past {MAX_REPEATS} they add nothing "
                     "the figures use (add cases instead)")
-    if not 1 <= concurrency <= MAX_CONCURRENCY:
+    if concurrency is not None and not 1 <= concurrency <= MAX_CONCURRENCY:
         raise _fail(f"--concurrency {concurrency}: give 1 to {MAX_CONCURRENCY} requests in "
                     "flight at once")

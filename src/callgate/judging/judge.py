@@ -32,10 +32,10 @@ from pydantic import (
 from callgate.checks.verdict import ArgsVerdict, Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
 from callgate.models.config import Candidate, refuse_max_tokens
-from callgate.models.providers import make_client
+from callgate.models.providers import Client, make_client
 from callgate.models.replies import Reply
 from callgate.models.retry import RetryPolicy
-from callgate.models.targets import api_key, target_for
+from callgate.models.routes import ModelRoute, api_key, route_for
 from callgate.reading import loads, read_text, reading_toml
 from callgate.stats import Z95
 
@@ -355,19 +355,23 @@ class JudgeModel:
     def __init__(self, judge: Judge, environ: Mapping[str, str], *, concurrency: int = 8,
                  timeout: float = 120.0, client: Any = None) -> None:
         self.candidate = judge.candidate
-        self.target = target_for(self.candidate)
+        self.route = route_for(self.candidate)
         self._environ = environ
         self._concurrency = concurrency
         self.client = client  # made on the first call: cached verdicts need no key
         self.timeout = timeout
         self.policy = RetryPolicy(max_retries=4, base_delay=0.5, max_delay=10.0)
         self.calls = 0
+        # Set by a live run: the judge's requests pass the pacer of their endpoint, which the
+        # candidate's share when both reach the same one (running.pacing).
+        self.pacing: Callable[[ModelRoute, Client], Client] | None = None
 
     async def complete(self, messages: list[dict[str, Any]]) -> str | None:
         if self.client is None:
-            self.client = make_client(self.target, "auto", api_key(self.target, self._environ),
-                                      self._concurrency)
-        body = self.target.body(messages, [])
+            client = make_client(self.route, "auto", api_key(self.route, self._environ),
+                                 self._concurrency)
+            self.client = self.pacing(self.route, client) if self.pacing else client
+        body = self.route.body(messages, [])
         rng = random.Random()
         for attempt in range(1, self.policy.max_retries + 2):
             self.calls += 1
@@ -376,7 +380,7 @@ class JudgeModel:
                 choices = sent.body.get("choices") or [{}]
                 return (choices[0].get("message") or {}).get("content")
             if not sent.retryable or attempt > self.policy.max_retries:
-                raise JudgeCallError(f"judge model {self.target.model}: {sent.kind}: "
+                raise JudgeCallError(f"judge model {self.route.model}: {sent.kind}: "
                                      f"{sent.message}")
             await asyncio.sleep(self.policy.delay(attempt, sent.retry_after, rng))
         raise AssertionError("unreachable")

@@ -67,6 +67,7 @@ class JudgeStep:
     certificate: Certificate | None  # None only when scoring --uncalibrated
     concurrency: int = 8
     aclose: Callable[[], Awaitable[None]] | None = None  # closes the client after judging
+    model: JudgeModel | None = None  # a live run paces its requests (running.pacing)
     calls: int = 0
     cache_hits: int = 0
 
@@ -165,7 +166,7 @@ def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
             raise
         certificate = None
     model = JudgeModel(judge, environ, concurrency=concurrency)
-    return JudgeStep(judge, model.complete, certificate, concurrency, model.aclose)
+    return JudgeStep(judge, model.complete, certificate, concurrency, model.aclose, model)
 
 
 @dataclass

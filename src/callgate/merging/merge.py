@@ -8,12 +8,10 @@ of the same release run unsharded.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
@@ -26,6 +24,7 @@ from callgate.scoring.result import record_if_not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store
 from callgate.store.opening import check_store_file
+from callgate.store.rows import StoredRun
 
 
 @dataclass(frozen=True)
@@ -42,9 +41,9 @@ class MergedRelease:
 def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
     """A stored run's scores, computed again from its verdicts (and the cost, usage, latency
     and provider of its responses) as the Recorder computed them while scoring."""
-    run = store.run(run_id)
+    run = store.stored_run(run_id)
     assert run is not None
-    builder = ScoreBuilder(tags_of=store.case_tags_of(run["suite"]))
+    builder = ScoreBuilder(tags_of=store.case_tags_of(run.suite))
     tally = JudgedTally()
     for row in store.merged_attempts(run_id):
         verdict = Verdict.model_validate(row)
@@ -61,7 +60,7 @@ def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
         elif verdict.status == "judge_error":
             tally.judge_errors += 1
     scores = builder.build()
-    fingerprint = run["judge_fingerprint"]
+    fingerprint = run.judge_fingerprint
     if fingerprint is None:
         return scores
     certificate = None
@@ -119,7 +118,7 @@ def _merge_into(path: Path, out: Path, sources: list[Store]) -> list[MergedRelea
     with Store(path) as target:
         target.path = out  # only the name errors give: the temporary file becomes `out`
         with target.atomic():
-            touched: dict[int, list[dict[str, Any]]] = {}
+            touched: dict[int, list[StoredRun]] = {}
             for source in sources:
                 for run_id, runs in target.merge_from(source).items():
                     touched.setdefault(run_id, []).extend(runs)
@@ -128,15 +127,14 @@ def _merge_into(path: Path, out: Path, sources: list[Store]) -> list[MergedRelea
     return merged
 
 
-def _rescore_merged(store: Store, run_id: int, sources: list[dict[str, Any]]) -> MergedRelease:
-    run = store.run(run_id)
+def _rescore_merged(store: Store, run_id: int, sources: list[StoredRun]) -> MergedRelease:
+    run = store.stored_run(run_id)
     assert run is not None
-    was_uncalibrated = any(json.loads(r["scores"] or "{}").get("uncalibrated", False)
-                           for r in [run, *sources])
+    was_uncalibrated = any((r.scores or {}).get("uncalibrated", False) for r in [run, *sources])
     scores = rescore(store, run_id, was_uncalibrated)
     store.write_merged_scores(run_id, scores.model_dump(mode="json"))
-    record_if_not_a_result(store, run_id, "run" if run["source"] == "live" else "score", scores,
+    record_if_not_a_result(store, run_id, "run" if run.source == "live" else "score", scores,
                            DEFAULT_MAX_EXCLUDED)
-    return MergedRelease(run_id, run["suite_name"], run["agent"], run["release"],
-                         json.loads(run["shards"]) if run["shards"] else None,
-                         run["shard_count"], scores.attempts)
+    return MergedRelease(run_id, run.suite_name, run.agent, run.release,
+                         list(run.shards) if run.shards is not None else None,
+                         run.shard_count, scores.attempts)

@@ -8,6 +8,11 @@ api_key_env = "OPENROUTER_API_KEY"             # the NAME of the variable holdin
 reasoning_effort = "low"                       # the default for every candidate; "omit": unsent
 provider = { order = ["openai"], allow_fallbacks = false }   # OpenRouter only
 extra = { temperature = 0 }                    # further request parameters
+
+[[candidates]]
+name = "support-agent"                         # the agent under test itself (docs/targets.md)
+target = "python:my_agent.entry:answer"        # or http://host/path, or cmd:"command args"
+target_version = "2026.11.3"                   # optional: else the version the target reports
 ```
 
 A key is never written in the file; a configured max_tokens is refused (see MAX_TOKENS_WHY).
@@ -27,6 +32,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from callgate.errors import InputError
+from callgate.models.targets import parse_target
 from callgate.reading import JSONLimitError, loads, reading_toml, validate
 
 DEFAULT_CONFIG = Path("callgate.toml")
@@ -141,6 +147,10 @@ class Candidate(BaseModel):
     provider: ProviderRouting | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
     client: ClientChoice = "auto"
+    # The agent under test, called instead of the model (docs/targets.md); `model` then only
+    # names what the agent runs on (default: the target spec).
+    target: str | None = None
+    target_version: str | None = Field(None, min_length=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -154,6 +164,9 @@ class Candidate(BaseModel):
                         "a key is never written in the config: put it in an environment "
                         "variable and give that variable's name in api_key_env",
                     )
+            if isinstance(raw.get("target"), str):  # the agent is the target, not its model
+                raw = {**raw, "name": raw.get("name") or raw["target"],
+                       "model": raw.get("model") or raw["target"]}
             if not raw.get("name") and isinstance(raw.get("model"), str):
                 raw = {**raw, "name": raw["model"]}
         return raw
@@ -186,6 +199,21 @@ class Candidate(BaseModel):
                     )
         return value
 
+    @field_validator("target")
+    @classmethod
+    def _target_spec(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        spec = parse_target(value)
+        for word in spec.argv if spec.kind == "cmd" else ():
+            name = word.lstrip("-").partition("=")[0]
+            if word.startswith("-") and looks_secret(name):
+                # Never echo the value: it may be the secret.
+                raise ValueError(f"the option {name!r} reads as a credential, and the command "
+                                 "is stored with every run and request: let the agent read its "
+                                 "key from an environment variable")
+        return spec.text
+
     @field_validator("api_base")
     @classmethod
     def _plain_url(cls, value: str | None) -> str | None:
@@ -203,6 +231,16 @@ class Candidate(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Candidate:
+        if self.target is not None:
+            for name in ("api_base", "api_key_env", "provider"):
+                if getattr(self, name) is not None:
+                    raise _FieldError(name, "does not apply to a target, which calls its own "
+                                            "model: configure it in the agent")
+            if self.extra:
+                raise _FieldError("extra", "does not apply to a target, which calls its own "
+                                           "model: configure it in the agent")
+        elif self.target_version is not None:
+            raise _FieldError("target_version", "names the version of a target: set target")
         if self.provider is not None and not self.is_openrouter:
             raise _FieldError(
                 "provider", "provider routing applies to OpenRouter models (openrouter/...) only"

@@ -20,12 +20,13 @@ from callgate.models.replies import (
     classify_status,
     error_message,
     ms_since,
+    parse_rate_limits,
     parse_retry_after,
     redact,
     shorten,
     timeout_message,
 )
-from callgate.models.targets import LEAN_BASES, Target
+from callgate.models.routes import LEAN_BASES, ModelRoute
 from callgate.reading import loads
 
 if TYPE_CHECKING:  # imported where a request is sent: scoring recorded answers never needs it
@@ -55,14 +56,14 @@ class LeanClient:
 
     name = "lean"
 
-    def __init__(self, target: Target, key: str | None, concurrency: int) -> None:
-        if target.lean_url is None:
+    def __init__(self, route: ModelRoute, key: str | None, concurrency: int) -> None:
+        if route.lean_url is None:
             raise InputError(
                 FLAGS,
-                f"client lean: {target.model} is not an OpenAI-compatible route callgate calls "
+                f"client lean: {route.model} is not an OpenAI-compatible route callgate calls "
                 f"directly ({', '.join(f'{r}/...' for r in LEAN_BASES)}); use client litellm",
             )
-        self._url = target.lean_url
+        self._url = route.lean_url
         self._key = key
         self._limit = concurrency
         self._headers = {"Content-Type": "application/json"}
@@ -133,8 +134,10 @@ class LeanClient:
                 status=code if isinstance(code, int) else status,
                 retry_after=parse_retry_after(headers),
                 latency_ms=latency,
+                limits=parse_rate_limits(headers),
             )
-        return Reply(payload, latency, _normalised_finish_reason(payload))
+        return Reply(payload, latency, _normalised_finish_reason(payload),
+                     parse_rate_limits(headers))
 
     @staticmethod
     def _status_failure(status: int, payload: Any, headers: Any, latency: float) -> ProviderFailure:
@@ -147,6 +150,7 @@ class LeanClient:
             status=status,
             retry_after=parse_retry_after(headers),
             latency_ms=latency,
+            limits=parse_rate_limits(headers),
         )
 
     async def aclose(self) -> None:

@@ -20,12 +20,13 @@ from callgate.models.replies import (
     classify_status,
     error_message,
     ms_since,
+    parse_rate_limits,
     parse_retry_after,
     redact,
     shorten,
     timeout_message,
 )
-from callgate.models.targets import Target
+from callgate.models.routes import ModelRoute
 from callgate.suites.responses import TOKEN_FIELDS
 
 
@@ -44,18 +45,18 @@ class LitellmClient:
 
     name = "litellm"
 
-    def __init__(self, target: Target, key: str | None) -> None:
+    def __init__(self, route: ModelRoute, key: str | None) -> None:
         self._litellm = import_litellm()
-        self._target = target
+        self._route = route
         self._key = key
-        if key is None and target.route == "openai" and target.api_base:
+        if key is None and route.route == "openai" and route.api_base:
             # litellm's OpenAI route insists on a key; a keyless local server ignores this one.
             self._key_arg: str | None = "no-key"
         else:
             self._key_arg = key
 
     async def send(self, body: dict[str, Any], timeout: float) -> Reply | ProviderFailure:
-        target = self._target
+        route = self._route
         params = dict(body)
         params.pop("model", None)
         messages = params.pop("messages")
@@ -63,7 +64,7 @@ class LitellmClient:
         kwargs: dict[str, Any] = {}
         if "reasoning_effort" in params:
             kwargs["reasoning_effort"] = params.pop("reasoning_effort")
-        if target.lean_url is not None:
+        if route.lean_url is not None:
             # OpenAI-compatible routes: the rest goes in the body verbatim, as the lean client
             # sends it.
             if params:
@@ -72,15 +73,15 @@ class LitellmClient:
             kwargs.update(params)
         if tools:
             kwargs["tools"] = tools
-        if target.api_base:
-            kwargs["api_base"] = target.api_base
+        if route.api_base:
+            kwargs["api_base"] = route.api_base
         if self._key_arg is not None:
             kwargs["api_key"] = self._key_arg
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout + 5):  # backstop: litellm enforces `timeout` itself
                 response = await self._litellm.acompletion(
-                    model=target.model,
+                    model=route.model,
                     messages=messages,
                     timeout=timeout,
                     num_retries=0,
@@ -102,7 +103,10 @@ class LitellmClient:
             text = json.dumps(payload)
             if self._key in text:
                 payload = json.loads(redact(text, self._key))
-        return Reply(payload, latency)
+        # litellm keeps the provider's headers (rate limits included) beside the body.
+        hidden = getattr(response, "_hidden_params", None)
+        headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
+        return Reply(payload, latency, limits=parse_rate_limits(headers))
 
     def _failure(self, exc: Exception, timeout: float, latency: float) -> ProviderFailure:
         lt = self._litellm
@@ -127,6 +131,7 @@ class LitellmClient:
             status=status if isinstance(status, int) else None,
             retry_after=parse_retry_after(headers),
             latency_ms=latency,
+            limits=parse_rate_limits(headers),
         )
 
     async def aclose(self) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from callgate.models.targets import Target
+from callgate.models.routes import ModelRoute
 
 
 def cost_map_names() -> set[str] | None:
@@ -35,11 +35,11 @@ def cost_map_names() -> set[str] | None:
 class Pricing:
     """USD per reply: OpenRouter's usage.cost, else litellm's cost map; unknown is None."""
 
-    def __init__(self, target: Target) -> None:
-        self._model = target.model
+    def __init__(self, route: ModelRoute) -> None:
+        self._model = route.model
         # OpenRouter prices every call itself, and its model ids are not in litellm's map.
-        self._use_map = not target.is_openrouter
-        self._names = {target.model, target.wire_model, target.wire_model.rpartition("/")[2]}
+        self._use_map = not route.is_openrouter
+        self._names = {route.model, route.wire_model, route.wire_model.rpartition("/")[2]}
         self._litellm: Any = None
 
     def prepare(self) -> None:

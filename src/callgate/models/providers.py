@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from callgate.models.lean import LeanClient
 from callgate.models.replies import ProviderFailure, Reply
-from callgate.models.targets import Target
+from callgate.models.routes import ModelRoute
 
 
 class Client(Protocol):
@@ -24,11 +24,11 @@ class Client(Protocol):
     async def aclose(self) -> None: ...
 
 
-def make_client(target: Target, choice: str, key: str | None, concurrency: int) -> Client:
+def make_client(route: ModelRoute, choice: str, key: str | None, concurrency: int) -> Client:
     """The lean client where it can serve the route (unless litellm is asked for), else litellm."""
-    if choice == "lean" or (choice == "auto" and target.lean_url is not None):
-        return LeanClient(target, key, concurrency)
+    if choice == "lean" or (choice == "auto" and route.lean_url is not None):
+        return LeanClient(route, key, concurrency)
     # Imported here so a lean run loads nothing of the litellm path (tests/test_startup.py).
     from callgate.models.litellm_client import LitellmClient
 
-    return LitellmClient(target, key)
+    return LitellmClient(route, key)

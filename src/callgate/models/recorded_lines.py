@@ -12,12 +12,12 @@ from typing import Any
 
 from callgate.models.pricing import Pricing
 from callgate.models.replies import ProviderFailure, Reply
-from callgate.models.targets import Target
+from callgate.models.routes import ModelRoute
 from callgate.suites.responses import INT64_MAX, TOKEN_FIELDS
 
 
 def reply_line(
-    case_id: str, repeat: int, reply: Reply, *, target: Target, pricing: Pricing
+    case_id: str, repeat: int, reply: Reply, *, route: ModelRoute, pricing: Pricing
 ) -> dict[str, Any]:
     """A recorded-response line (docs/formats.md) for a completion: parse it with parse_response."""
     body, notes = _sane_usage(reply.body)
@@ -42,7 +42,7 @@ def reply_line(
         line["cost"] = cost
     provider = body.get("provider")
     if not (isinstance(provider, str) and provider):
-        provider = target.served_by()
+        provider = route.served_by()
         if provider:
             line["provider"] = provider
     return line

@@ -19,6 +19,19 @@ class RetryPolicy(BaseModel):
         None, ge=0, description="retries for the whole run; default: one per attempt called, ≥ 20"
     )
 
+    def give_up(self, tries: int, retries_left: int, elapsed: float,
+                retry_after: float | None) -> str | None:
+        """None to retry a retryable failure after `tries` tries and `elapsed` seconds, with
+        `retries_left` of the run's budget; else a note on why not."""
+        if tries > self.max_retries:
+            return f" (gave up after {tries} tries)"
+        if retries_left <= 0:
+            return " (the run's retry budget is spent)"
+        soonest = max(retry_after or 0.0, self.base_delay / 2)
+        if elapsed + soonest > self.max_wait:
+            return f" (a retry would pass the {self.max_wait:g} s wait limit)"
+        return None
+
     def delay(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
         """Seconds before retry number `retry` (1-based): jittered exponential backoff, and
         never less than the server's Retry-After."""

@@ -84,6 +84,7 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
         ),
         ("excluded: pending judge", [str(s.excluded["pending_judge"]) for _, s in columns]),
         ("excluded: judge error", [str(s.excluded.get("judge_error", 0)) for _, s in columns]),
+        ("excluded: target error", [str(s.excluded.get("target_error", 0)) for _, s in columns]),
     ]
     ks = sorted({k for _, s in columns for k in s.pass_hat_k})
     rows += [

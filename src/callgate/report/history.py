@@ -3,7 +3,6 @@ with each run (never its attempts), so listing 100 releases costs what reading 1
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
@@ -12,6 +11,8 @@ from pydantic import BaseModel, ConfigDict
 from rich import box
 from rich.markup import escape
 from rich.table import Table
+
+from callgate.store.rows import StoredRun
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 
@@ -65,30 +66,29 @@ def estimator_of(scores: Mapping[str, Any], audited: bool) -> str:
     return "checks+judge, audited" if audited else "checks+judge"
 
 
-def history_rows(runs: Iterable[Mapping[str, Any]], audited: Container[int] = ()
-                 ) -> list[HistoryRow]:
-    """Rows for finished runs given oldest first (Store.runs), each with its change since the
-    previous release on the same suite. `audited`: the ids of runs with a judge audit."""
+def history_rows(runs: Iterable[StoredRun], audited: Container[int] = ()) -> list[HistoryRow]:
+    """Rows for finished runs given oldest first (Store.stored_runs), each with its change since
+    the previous release on the same suite. `audited`: the ids of runs with a judge audit."""
     rows: list[HistoryRow] = []
     previous: dict[str, dict[str, Any]] = {}
     for run in runs:
-        scores = json.loads(run["scores"])
+        scores = run.scores or {}
         figures = scores["figures"]
-        before = previous.get(run["suite_name"])
+        before = previous.get(run.suite_name)
         rows.append(HistoryRow(
-            suite_name=run["suite_name"], suite_fingerprint=run["suite"],
-            agent=run.get("agent") or run["model"], model=run["model"],
-            release=run["release"], created_at=run["created_at"], run_id=run["id"],
+            suite_name=run.suite_name, suite_fingerprint=run.suite,
+            agent=run.agent, model=run.model,
+            release=run.release, created_at=run["created_at"], run_id=run.id,
             attempts=scores["attempts"], excluded=scores["excluded"], figures=figures,
             change_right_tool=_change(_pct(figures, "right_tool"), _pct(before, "right_tool")),
             change_right_arguments=_change(_pct(figures, "right_arguments"),
                                            _pct(before, "right_arguments")),
-            judge_fingerprint=run.get("judge_fingerprint"),
+            judge_fingerprint=run.judge_fingerprint,
             uncalibrated=bool(scores.get("uncalibrated", False)),
-            gate=json.loads(run["gate"])["outcome"] if run.get("gate") else None,
-            estimator=estimator_of(scores, run["id"] in audited),
+            gate=run.gate["outcome"] if run.gate else None,
+            estimator=estimator_of(scores, run.id in audited),
         ))
-        previous[run["suite_name"]] = figures
+        previous[run.suite_name] = figures
     return rows
 
 

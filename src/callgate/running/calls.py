@@ -1,6 +1,7 @@
 """One request to the model for one attempt, retried with exponential backoff and jitter on rate
-limits, 5xx, timeouts, connection faults and broken bodies, honouring Retry-After (a rate limit
-pauses every worker), within the policy's tries and wait and the run's retry budget. An answer
+limits, 5xx, timeouts, connection faults and broken bodies, within the policy's tries and wait
+and the run's retry budget. Every request passes the endpoint's pacer (running.pacing): it
+bounds the requests in flight and holds them all off on a Retry-After. An answer
 that cannot be used becomes a recorded failure line, never an exception. The request and its
 answer are kept for the cache and its spend counted; a failure every request would repeat (a
 bad key, no such model) stops the run."""
@@ -17,9 +18,10 @@ from callgate.models.providers import Client
 from callgate.models.recorded_lines import failure_line, reply_line
 from callgate.models.replies import FATAL, ProviderFailure, Reply
 from callgate.models.retry import RetryPolicy
-from callgate.models.targets import Target
+from callgate.models.routes import ModelRoute
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
 from callgate.running.counters import RunCounters, StopSwitch
+from callgate.running.pacing import PacedClient, Pacer
 from callgate.running.plan import PlannedAttempt
 from callgate.suites.responses import parse_response
 
@@ -31,7 +33,7 @@ class Caller:
     def __init__(
         self,
         client: Client,
-        target: Target,
+        route: ModelRoute,
         pricing: Pricing,
         *,
         policy: RetryPolicy,
@@ -41,9 +43,11 @@ class Caller:
         counters: RunCounters,
         stop: StopSwitch,
         rng: random.Random,
+        pacer: Pacer,
     ) -> None:
-        self.client = client
-        self.target = target
+        self.client = PacedClient(client, pacer)
+        self.pacer = pacer
+        self.route = route
         self.pricing = pricing
         self.policy = policy
         self.timeout = timeout
@@ -52,7 +56,6 @@ class Caller:
         self.stop = stop
         self.rng = rng
         self._retries_left = retry_budget  # the run's, shared by every attempt
-        self._pause_until = 0.0  # a rate limit's Retry-After holds every attempt off
 
     async def call(self, attempt: PlannedAttempt) -> AttemptOutcome:
         outcome = await self._send(attempt)
@@ -60,19 +63,16 @@ class Caller:
         return outcome
 
     async def _send(self, attempt: PlannedAttempt) -> AttemptOutcome:
-        policy, target, counters = self.policy, self.target, self.counters
+        policy, route, counters = self.policy, self.route, self.counters
         started = time.monotonic()
         tries = 0
         while True:
-            wait = self._pause_until - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
             tries += 1
             counters.requests += 1
             sent = await self.client.send(attempt.body, self.timeout)
             if isinstance(sent, Reply):
                 line = reply_line(
-                    attempt.case_id, attempt.repeat, sent, target=target, pricing=self.pricing
+                    attempt.case_id, attempt.repeat, sent, route=route, pricing=self.pricing
                 )
                 try:
                     response = parse_response(line)
@@ -92,35 +92,26 @@ class Caller:
                 line = failure_line(attempt.case_id, attempt.repeat, failure, note)
                 return AttemptOutcome(attempt, parse_response(line), line_text(line), tries)
             delay = policy.delay(tries, failure.retry_after, self.rng)
-            if failure.kind == "rate_limit" and failure.retry_after:
-                # Everyone holds off: the limit is the account's, not this request's.
-                self._pause_until = max(self._pause_until, time.monotonic() + failure.retry_after)
             self._retries_left -= 1
             counters.retries += 1
+            self.pacer.backing_off(delay)
             await asyncio.sleep(delay)
 
     def _give_up(self, failure: ProviderFailure, tries: int, started: float) -> str | None:
         """None to retry; else a note on why not (empty when the fault is not retryable)."""
-        policy = self.policy
         if not failure.retryable:
             return ""
-        if tries > policy.max_retries:
-            return f" (gave up after {tries} tries)"
-        if self._retries_left <= 0:
-            return " (the run's retry budget is spent)"
-        soonest = max(failure.retry_after or 0.0, policy.base_delay / 2)
-        if time.monotonic() - started + soonest > policy.max_wait:
-            return f" (a retry would pass the {policy.max_wait:g} s wait limit)"
-        return None
+        return self.policy.give_up(tries, self._retries_left, time.monotonic() - started,
+                                   failure.retry_after)
 
     def _keep(self, outcome: AttemptOutcome) -> None:
         """Keep the request and its answer for the cache; count its spend, and stop the run on
         a failure every request would repeat (FATAL: a bad key, no such model)."""
         request = json.dumps(
-            self.target.request_record(self.client.name, outcome.attempt.body),
+            self.route.request_record(self.client.name, outcome.attempt.body),
             ensure_ascii=False,
         )
-        self.cache.keep(outcome, self.target.model, request)
+        self.cache.keep(outcome, self.route.model, request)
         error = outcome.response.error
         if error is None:
             self.counters.count_cost(outcome.response.cost)

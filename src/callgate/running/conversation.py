@@ -12,7 +12,7 @@ from typing import Any
 
 from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
-from callgate.models.targets import Target
+from callgate.models.routes import ModelRoute
 from callgate.running.cache import AnswerCache, line_text
 from callgate.running.calls import Caller
 from callgate.running.plan import Conversation, PlannedAttempt
@@ -35,7 +35,7 @@ class Talk:
 async def converse(
     conversation: Conversation,
     suite: Suite,
-    target: Target,
+    route: ModelRoute,
     cache: AnswerCache,
     caller: Caller | None,
 ) -> Talk | None:
@@ -54,7 +54,7 @@ async def converse(
     ending: str | None = None  # a finish_reason the loop sets: turn_limit, environment_error
     error: dict[str, Any] | None = None
     for turn in range(case.max_turns):
-        key = target.cache_key(messages, conversation.tools, conversation.repeat)
+        key = route.cache_key(messages, conversation.tools, conversation.repeat)
         row = cache.stored_turn(key)
         if row is not None:
             line = json.loads(row["line"])
@@ -65,7 +65,7 @@ async def converse(
                 conversation.case_id,
                 conversation.repeat,
                 key,
-                target.body(messages, conversation.tools),
+                route.body(messages, conversation.tools),
             )
             outcome = await caller.call(attempt)
             line = json.loads(outcome.line)

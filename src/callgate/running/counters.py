@@ -1,6 +1,8 @@
 """What a live run counts while it runs (requests, retries, errors, spend), the progress bar that
 shows it, and the switch that stops the run cleanly. The run owns one of each and hands them to
-the collaborators that count or stop (`calls.Caller`, `record.RunRecord`, `workers`)."""
+the collaborators that count or stop (`calls.Caller`, `record.RunRecord`, `workers`). The bar
+also says what limits the calls: the pacer's in-flight limit, the 429s seen and the time spent
+backing off."""
 
 from __future__ import annotations
 
@@ -12,10 +14,15 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
+
+from callgate.running.pacing import Pacer
 
 
 @dataclass
@@ -63,14 +70,35 @@ class StopSwitch:
         await self._event.wait()
 
 
-def progress_bar(console: Console, *, enabled: bool) -> Progress:
+class PacingColumn(ProgressColumn):
+    """What limits the calls, read from the pacer at each refresh: "limit 6 · 429s 3 ·
+    backoff 1.2s" (adaptive limits) or "fixed 64 · ..."."""
+
+    def __init__(self, pacer: Pacer) -> None:
+        super().__init__()
+        self.pacer = pacer
+
+    def render(self, task: Task) -> Text:
+        return Text(pacing_text(self.pacer))
+
+
+def pacing_text(pacer: Pacer) -> str:
+    figures = pacer.figures()
+    word = "limit" if figures["mode"] == "adaptive" else "fixed"
+    return (f"{word} {figures['limit']} · 429s {figures['rate_limited']} · "
+            f"backoff {figures['backoff_s']:.1f}s")
+
+
+def progress_bar(console: Console, *, enabled: bool, pacer: Pacer | None = None) -> Progress:
     """The run's progress bar; its task carries the fields `errors` and `spend`."""
+    pacing = [PacingColumn(pacer)] if pacer is not None else []
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("errors {task.fields[errors]}"),
         TextColumn("{task.fields[spend]}"),
+        *pacing,
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,

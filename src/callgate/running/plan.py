@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from callgate.models.targets import Target
+from callgate.models.routes import ModelRoute
 from callgate.suites.suite import Suite
 
 
@@ -29,7 +29,7 @@ class Conversation:
     tools: list[dict[str, Any]]
 
 
-def plan(suite: Suite, target: Target, repeats: int) -> list[PlannedAttempt]:
+def plan(suite: Suite, route: ModelRoute, repeats: int) -> list[PlannedAttempt]:
     """Every single-turn (case, repeat) of the suite, in suite order, with its request body and
     cache key. Cases whose calls get results are planned by `plan_conversations`."""
     attempts: list[PlannedAttempt] = []
@@ -38,9 +38,9 @@ def plan(suite: Suite, target: Target, repeats: int) -> list[PlannedAttempt]:
             continue
         messages = suite.raw_cases[case_id]["messages"]
         tools = suite.offered_tools(case)
-        body = target.body(messages, tools)
+        body = route.body(messages, tools)
         for repeat in range(repeats):
-            key = target.cache_key(messages, tools, repeat)
+            key = route.cache_key(messages, tools, repeat)
             attempts.append(PlannedAttempt(case_id, repeat, key, body))
     return attempts
 

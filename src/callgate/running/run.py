@@ -4,10 +4,11 @@
 none a base class of another: it plans the attempts (`plan`), reads back what the store
 already answered (`AnswerCache`), calls for the rest with bounded concurrency
 (`call_concurrently`), each one request with retries (`Caller`) or a conversation over turns
-(`converse`), and has every answer checked, stored and scored by `pipeline.Recorder`, as
-`callgate score` does, and linked to its requests (`RunRecord`). A run
-killed at any point resumes with only the unanswered attempts; a run stopped early is marked
-interrupted, so its partial scores never serve as a baseline."""
+(`converse`), or the agent under test once per attempt (`running.targets`), and has every
+answer checked, stored and scored by `pipeline.Recorder`, as `callgate score` does, and linked
+to its requests (`RunRecord`). A run killed at any point resumes with only the unanswered
+attempts; a run stopped early is marked interrupted, so its partial scores never serve as a
+baseline."""
 
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ from callgate.errors import CallgateError
 from callgate.models.config import Candidate
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client, make_client
-from callgate.models.targets import Target, api_key, target_for
+from callgate.models.routes import ModelRoute, api_key, route_for
 from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
 from callgate.running.counters import RunCounters, StopSwitch, progress_bar
+from callgate.running.pacing import CEILING, START, Pacers
 from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conversations
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
+from callgate.running.targets.session import TargetCaller, TargetSession
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
 from callgate.scoring.scores import Scores
@@ -64,6 +67,7 @@ class LiveRun:
     spend: float | None  # USD of this run's calls; None when none was known
     cost_unknown: int
     stopped: str | None = None  # why the run stopped early, if it did
+    pacing: dict[str, Any] | None = None  # what limited the calls (running.pacing.Pacer)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -79,6 +83,7 @@ class LiveRun:
             "spend_usd": self.spend,
             "cost_unknown": self.cost_unknown,
             "stopped": self.stopped,
+            "pacing": self.pacing,
         }
 
 
@@ -116,18 +121,42 @@ class LiveRunner:
     rng: random.Random = field(default_factory=random.Random)
     counters: RunCounters = field(default_factory=RunCounters, init=False)
     switch: StopSwitch = field(default_factory=StopSwitch, init=False)
+    pacers: Pacers = field(init=False)
+
+    def __post_init__(self) -> None:
+        # One pacer per endpoint, shared by the candidate's calls and the judge's.
+        self.pacers = Pacers(self.settings.concurrency)
+        model = self.judge.model if self.judge is not None else None
+        if model is not None:
+            model.pacing = self.pacers.paced
 
     def stop(self, reason: str = "interrupted") -> None:
         """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""
         self.switch.stop(reason)
 
     async def run(self) -> LiveRun:
-        settings, shard = self.settings, self.settings.shard
+        settings = self.settings
         if settings.offline and not settings.cache:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
-        target = target_for(self.candidate)
-        attempts = plan(self.suite, target, settings.repeats)
-        conversations = plan_conversations(self.suite, settings.repeats)
+        target = None
+        if self.candidate.target is not None:
+            # The pacer adapts to a model endpoint's limits; a target's own pool is fixed.
+            target = TargetSession(self.candidate, settings.concurrency or START, self.environ)
+        try:
+            return await self._run(target)
+        finally:
+            if target is not None:
+                await target.aclose()
+
+    async def _run(self, target: TargetSession | None) -> LiveRun:
+        settings, shard = self.settings, self.settings.shard
+        route = route_for(self.candidate)
+        if target is None:
+            attempts = plan(self.suite, route, settings.repeats)
+            conversations = plan_conversations(self.suite, settings.repeats)
+        else:
+            await target.open(settings.timeout)
+            attempts, conversations = target.plan(self.suite, settings.repeats), []
         if shard is not None:
             attempts = [a for a in attempts if shard.holds(a.case_id)]
             conversations = [c for c in conversations if shard.holds(c.case_id)]
@@ -138,7 +167,7 @@ class LiveRunner:
             offline=settings.offline,
             commit_every=settings.commit_every,
         )
-        work = await self._look_up(attempts, conversations, target, cache)
+        work = await self._look_up(attempts, conversations, route, cache)
         if settings.offline and work.to_call:
             first = work.to_call[0]
             raise OfflineMiss(
@@ -146,7 +175,10 @@ class LiveRunner:
                 f"response (first: case {first.case_id!r} repeat {first.repeat}); "
                 "run without --offline to call the model for them"
             )
-        caller = self._caller(target, cache, len(work.to_call)) if work.to_call else None
+        caller: Caller | TargetCaller | None = None
+        if work.to_call:
+            caller = (self._caller(route, cache, len(work.to_call)) if target is None
+                      else self._target_caller(target, cache, len(work.to_call)))
 
         with self.store.atomic():
             run_id = self.store.replace_run(
@@ -161,7 +193,7 @@ class LiveRunner:
         try:
             scores = await self._fill(work, caller, cache, record)
         finally:
-            if caller is not None and self.client is None:
+            if isinstance(caller, Caller) and self.client is None:
                 await caller.client.aclose()
         order = {case_id: i for i, case_id in enumerate(self.suite.cases)}
 
@@ -195,13 +227,14 @@ class LiveRunner:
             spend=counters.spend if counters.spend_known else None,
             cost_unknown=counters.cost_unknown,
             stopped=self.switch.reason,
+            pacing=caller.pacer.figures() if isinstance(caller, Caller) else None,
         )
 
     async def _look_up(
         self,
         attempts: list[PlannedAttempt],
         conversations: list[Conversation],
-        target: Target,
+        route: ModelRoute,
         cache: AnswerCache,
     ) -> _Work:
         stored = cache.usable([a.key for a in attempts])
@@ -211,26 +244,27 @@ class LiveRunner:
         talks: list[Talk] = []
         unfinished: list[Conversation] = []
         for conversation in conversations:
-            talk = await converse(conversation, self.suite, target, cache, None)
+            talk = await converse(conversation, self.suite, route, cache, None)
             if talk is None:
                 unfinished.append(conversation)
             else:
                 talks.append(talk)
         return _Work(hits, talks, [*misses, *unfinished])
 
-    def _caller(self, target: Target, cache: AnswerCache, to_call: int) -> Caller:
+    def _caller(self, route: ModelRoute, cache: AnswerCache, to_call: int) -> Caller:
         """The caller for the attempts the store does not answer (`to_call` of them): the
         candidate's client (or the one injected), its pricing, the retry policy and budget."""
-        key = api_key(target, self.environ)  # a missing key variable stops the run here
+        key = api_key(route, self.environ)  # a missing key variable stops the run here
         client = self.client
         if client is None:
-            client = make_client(target, self.candidate.client, key, self.settings.concurrency)
-        pricing = Pricing(target)
+            client = make_client(route, self.candidate.client, key,
+                                 self.settings.concurrency or CEILING)
+        pricing = Pricing(route)
         pricing.prepare()
         budget = self.settings.retry.budget
         return Caller(
             client,
-            target,
+            route,
             pricing,
             policy=self.settings.retry,
             timeout=self.settings.timeout,
@@ -239,14 +273,25 @@ class LiveRunner:
             counters=self.counters,
             stop=self.switch,
             rng=self.rng,
+            pacer=self.pacers.for_route(route),
         )
 
+    def _target_caller(self, target: TargetSession, cache: AnswerCache,
+                       to_call: int) -> TargetCaller:
+        budget = self.settings.retry.budget
+        return TargetCaller(
+            target, policy=self.settings.retry, timeout=self.settings.timeout,
+            retry_budget=budget if budget is not None else max(20, to_call), cache=cache,
+            counters=self.counters, rng=self.rng, console=self.console)
+
     async def _fill(
-        self, work: _Work, caller: Caller | None, cache: AnswerCache, record: RunRecord
+        self, work: _Work, caller: Caller | TargetCaller | None, cache: AnswerCache,
+        record: RunRecord
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
         recorder, counters = record.recorder, self.counters
-        progress = progress_bar(self.console, enabled=self.settings.progress)
+        progress = progress_bar(self.console, enabled=self.settings.progress,
+                                pacer=caller.pacer if isinstance(caller, Caller) else None)
         task = progress.add_task(
             self.candidate.name, total=work.total, errors=0, spend=counters.spend_text()
         )
@@ -254,7 +299,8 @@ class LiveRunner:
         async def answer(item: PlannedAttempt | Conversation) -> None:
             assert caller is not None
             if isinstance(item, Conversation):
-                talk = await converse(item, self.suite, caller.target, cache, caller)
+                assert isinstance(caller, Caller)  # a target runs its own conversations
+                talk = await converse(item, self.suite, caller.route, cache, caller)
                 assert talk is not None  # with a caller, every turn gets an answer
                 record.talk(talk)
             else:
@@ -274,7 +320,7 @@ class LiveRunner:
                     await call_concurrently(
                         work.to_call,
                         answer,
-                        concurrency=self.settings.concurrency,
+                        concurrency=self.settings.concurrency or CEILING,
                         stop=self.switch,
                         commit_loop=cache.commit_loop,
                     )
@@ -284,6 +330,8 @@ class LiveRunner:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
                 cache.commit()
                 record.save_links(self.store)
+                if isinstance(caller, Caller):
+                    self.store.set_run_pacing(recorder.run_id, caller.pacer.figures())
                 recorder.keep_unjudged()
                 if self.switch.reason or not completed:
                     # Marked first: partial scores never serve as a baseline, nor replace the

@@ -1,6 +1,6 @@
-"""The settings of a live run: repeats, concurrency, per-request timeout, cache and offline
-switches, the retry policy, how often answers are committed, the progress bar, the shard and
-whether server errors count as wrong answers.
+"""The settings of a live run: repeats, concurrency (None: adaptive), per-request timeout,
+cache and offline switches, the retry policy, how often answers are committed, the progress
+bar, the shard and whether server errors count as wrong answers.
 Checked at the boundary (pydantic), so a bad value is refused before any call is made."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from callgate.suites.shard import Shard
 class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     repeats: int = Field(3, ge=1, le=MAX_REPEATS)
-    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
+    concurrency: int | None = Field(
+        None, ge=1, le=MAX_CONCURRENCY,
+        description="requests in flight, exactly; None adapts to the provider (running.pacing)")
     timeout: float = Field(120.0, gt=0, description="seconds per request")
     cache: bool = Field(True, description="reuse stored answers; False calls every attempt")
     offline: bool = Field(False, description="never call: a missing answer is an error")

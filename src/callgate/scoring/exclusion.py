@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 # Attempts that say nothing about the model: a cut response, a provider fault, an environment
-# that broke, a judge reply that was not a verdict. Excluded from the shares; above this share
-# of them a run is not a result and a gate is inconclusive.
+# that broke, a judge reply that was not a verdict, an agent target that failed. Excluded from
+# the shares; above this share of them a run is not a result and a gate is inconclusive.
 DEFAULT_MAX_EXCLUDED = 0.05
-EXCLUDED_KINDS = ("truncated", "provider_error", "environment_error", "judge_error")
+EXCLUDED_KINDS = ("truncated", "provider_error", "environment_error", "judge_error",
+                  "target_error")
 
 
 def excluded_share(attempts: int, excluded: Mapping[str, int]) -> float:

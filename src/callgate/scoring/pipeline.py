@@ -18,6 +18,7 @@ from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.result import GateRecord, record_if_not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
+from callgate.store.rows import response_row
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, read_response_lines
 from callgate.suites.shard import Shard
@@ -93,21 +94,19 @@ class Recorder:
             provider=response.provider,
             failed_request=response.error is not None,
         )
-        self._responses.append(
-            (
-                self.run_id,
-                response.case_id,
-                response.repeat,
-                response.finish_reason,
-                response.provider,
-                response.cost,
-                response.latency_ms,
-                prompt_tokens,
-                completion_tokens,
-                response.error.kind if response.error else None,
-                body if body is not None else response.model_dump_json(exclude_none=True),
-            )
-        )
+        self._responses.append(response_row(
+            run=self.run_id,
+            case_id=response.case_id,
+            repeat=response.repeat,
+            finish_reason=response.finish_reason,
+            provider=response.provider,
+            cost=response.cost,
+            latency_ms=response.latency_ms,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            error_kind=response.error.kind if response.error else None,
+            body=body if body is not None else response.model_dump_json(exclude_none=True),
+        ))
         self._verdicts.append(verdict_row(self.run_id, verdict))
         if self.keep_verdicts:
             self.verdicts.append(verdict)

@@ -163,7 +163,7 @@ class ScoreBuilder:
         """`failed_request`: the provider answered with an error (a server error counted as a
         wrong answer is scored, yet, like every provider error, has no cost to know)."""
         self.attempts += 1
-        if verdict.status != "provider_error" and not failed_request:
+        if verdict.status not in ("provider_error", "target_error") and not failed_request:
             if cost is None:
                 self.cost_unknown += 1
             else:
@@ -201,7 +201,7 @@ class ScoreBuilder:
             excluded={
                 k: self.excluded.get(k, 0)
                 for k in ("truncated", "provider_error", "environment_error", "pending_judge",
-                          "judge_error")
+                          "judge_error", "target_error")
             },
             by_tag={tag: tally.figures() for tag, tally in sorted(tags.items())},
             pass_hat_k=mean_pass_hat_k(tally[:2] for tally in self.per_case.values()),

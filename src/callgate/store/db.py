@@ -20,32 +20,23 @@ from typing import Any, Protocol
 from sqlite_utils import Database
 
 from callgate.reading import canonical_json
+from callgate.store.connection import migrate, open_read_only, refuse_foreign, store_error
 from callgate.store.judging import JudgeRecords
 from callgate.store.merging import MergeRecords
 from callgate.store.opening import (
     StoreError,
-    StoreLocked,
     _is_busy,
     _print_notice,
     _writer_alive,
     busy_timeout,
-    check_input_store,
     check_store_file,
     inspect_store,
-    lock_holders,
 )
+from callgate.store.rows import StoredRun
 from callgate.store.schema import (
     _NEWEST_DONE,
-    APPLICATION_ID,
-    BUSY_TIMEOUT_ENV,
-    MIGRATIONS,
-    MIGRATIONS_TABLE,
-    MIGRATIONS_TABLE_NAME,
     RESPONSE_COLUMNS,
-    SCHEMA,
-    SCHEMA_VERSION,
     VERDICT_COLUMNS,
-    _statements,
     now,
 )
 from callgate.store.serving import ServeRecords
@@ -105,11 +96,11 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
         self.busy_timeout = busy_timeout()
         self._notify = notify or _print_notice
         if read_only:
-            self._open_read_only()
+            self.db = Database(open_read_only(self.path, self.busy_timeout))
             return
         check_store_file(self.path)
         if self.path.stat().st_size if self.path.exists() else 0:
-            self._refuse_foreign()
+            refuse_foreign(self.path, self.busy_timeout)
         conn = self._connect()
         self.db = Database(conn)
         try:
@@ -130,55 +121,6 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
                              ) from None
         return conn
 
-    def _open_read_only(self) -> None:
-        """Open an existing callgate store through a read-only connection (`merge` reads its
-        inputs so): an empty file, another program's database, a store this callgate would
-        have to upgrade first, is refused, and none is ever written to."""
-        check_input_store(self.path)
-        uri = self.path.absolute().as_uri() + "?mode=ro"
-        if not self.path.with_name(self.path.name + "-wal").exists():
-            # Nothing waits to be checkpointed: read the file as it is, without the -wal and
-            # -shm files a read-only connection would otherwise create and leave beside it.
-            uri += "&immutable=1"
-        try:
-            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout,
-                                   isolation_level=None)
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
-        try:
-            found = inspect_store(conn)
-            refusal = found.refusal(self.path)
-            if refusal is None and found.new:
-                refusal = f"{self.path}: a SQLite file without tables, not a callgate store"
-            elif refusal is None and found.pending:
-                refusal = (f"{self.path}: made by an older callgate, and read-only here; open "
-                           "it once with this callgate (e.g. `callgate history --db "
-                           f"{self.path} -m MODEL`) to upgrade it, then merge it")
-        except sqlite3.Error as exc:
-            conn.close()
-            raise self._error(exc) from None
-        if refusal:
-            conn.close()
-            raise StoreError(refusal)
-        self.db = Database(conn)
-
-    def _refuse_foreign(self) -> None:
-        """Look at an existing file through a read-only connection (which never writes, nor
-        checkpoints on closing) and refuse it unless it is a callgate store."""
-        uri = self.path.absolute().as_uri() + "?mode=ro"
-        try:
-            conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout)
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
-        try:
-            refusal = inspect_store(conn).refusal(self.path)
-        except sqlite3.Error as exc:
-            raise self._error(exc) from None
-        finally:
-            conn.close()
-        if refusal:
-            raise StoreError(refusal)
-
     def _open(self) -> None:
         try:
             found = inspect_store(self.db.conn)
@@ -186,74 +128,14 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
             if refusal:
                 raise StoreError(refusal)
             if found.pending:
-                self._migrate()
+                migrate(self.db.conn, self.path, self.busy_timeout, self.atomic, self._notify)
             self.db.execute("PRAGMA foreign_keys = ON")
             self.db.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
             raise self._error(exc) from None
 
-    def _migrate(self) -> None:
-        """Apply the migrations this store lacks, in one write transaction (another process
-        may be doing the same: the one that gets the lock second finds nothing left to do)."""
-        conn = self.db.conn
-        deadline = time.monotonic() + self.busy_timeout
-        while conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            try:
-                conn.execute("PRAGMA journal_mode = WAL")
-            except sqlite3.OperationalError as exc:  # another process is switching it too
-                if not _is_busy(exc) or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.02)
-        # A table rebuild must not cascade deletes into the tables that refer to it.
-        conn.execute("PRAGMA foreign_keys = OFF")
-        with self.atomic():
-            found = inspect_store(conn)
-            refusal = found.refusal(self.path)
-            if refusal:
-                raise StoreError(refusal)
-            conn.execute(MIGRATIONS_TABLE)
-            applied = []
-            for migration in MIGRATIONS:
-                if migration.__name__ not in found.applied:
-                    migration(conn)
-                    conn.execute(
-                        f"INSERT INTO {MIGRATIONS_TABLE_NAME} (name, applied_at) VALUES (?, ?)",
-                        [migration.__name__, now()],
-                    )
-                    applied.append(migration.__name__)
-            for statement in _statements(SCHEMA):  # tables added to SCHEMA since
-                conn.execute(statement)
-            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        if applied and not found.new:
-            marked = "marked as a callgate store and " if not found.marked else ""
-            self._notify(
-                f"callgate: {self.path}: {marked}upgraded to store schema {SCHEMA_VERSION} "
-                f"(migrations: {', '.join(applied)})"
-            )
-
     def _error(self, exc: sqlite3.Error) -> StoreError:
-        """A StoreError naming the store for an error SQLite reported on it."""
-        text = str(exc)
-        if _is_busy(exc):
-            return StoreLocked(
-                f"{self.path}: locked by another writer ({lock_holders(self.path)}) for "
-                f"{self.busy_timeout:g} s; wait for it to finish and run again "
-                f"({BUSY_TIMEOUT_ENV} sets how many seconds to wait)"
-            )
-        if "readonly" in text or "read-only" in text:
-            return StoreError(f"{self.path}: the store cannot be written ({text}); make it and "
-                              "its folder writable, or pass --db another file")
-        if "disk is full" in text:
-            return StoreError(f"{self.path}: the disk is full ({text}); free some space, or "
-                              "pass --db a file on another disk")
-        if isinstance(exc, sqlite3.DatabaseError) and (
-            "malformed" in text or "not a database" in text
-        ):
-            return StoreError(f"{self.path}: damaged SQLite file ({text}); restore it from a "
-                              "copy or pass --db a new file")
-        return StoreError(f"{self.path}: {text}; pass --db another file")
+        return store_error(self.path, self.busy_timeout, exc)
 
     def __enter__(self) -> Store:
         return self
@@ -495,8 +377,13 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
     # ----------------------------------------------------------------- reads
 
     def run(self, run_id: int) -> dict[str, Any] | None:
+        """The row of a run, as stored (`stored_run` parses its JSON columns)."""
         rows = list(self.db.query("SELECT * FROM runs WHERE id = ?", [run_id]))
         return rows[0] if rows else None
+
+    def stored_run(self, run_id: int) -> StoredRun | None:
+        row = self.run(run_id)
+        return StoredRun(row) if row is not None else None
 
     def find_run(self, suite_name: str, agent: str, release: str) -> dict[str, Any] | None:
         """The newest finished run of an agent's release; None when it has none."""
@@ -521,6 +408,12 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
             sql += " AND suite_name = ?"
             params.append(suite_name)
         return list(self.db.query(sql + " ORDER BY created_at, id", params))
+
+    # Typed: gating and web read the dict rows above until they are converted (issue 25 item 3).
+    def stored_runs(self, agent: str | None = None, suite_name: str | None = None
+                    ) -> list[StoredRun]:
+        """`runs`, each with its JSON columns parsed once."""
+        return [StoredRun(row) for row in self.runs(agent, suite_name)]
 
     def verdicts(self, run_id: int) -> Iterator[dict[str, Any]]:
         return self.db.query(
@@ -586,6 +479,12 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
         """Record the gate decision on a run (JSON); the newest decision replaces the last."""
         with self.atomic():
             self.db.execute("UPDATE runs SET gate = ? WHERE id = ?", [decision, run_id])
+
+    def set_run_pacing(self, run_id: int, pacing: Mapping[str, Any]) -> None:
+        """Record what limited a live run's calls (running.pacing.Pacer.figures)."""
+        with self.atomic():
+            self.db.execute("UPDATE runs SET pacing = ? WHERE id = ?",
+                            [json.dumps(dict(pacing), sort_keys=True), run_id])
 
     def set_run_status(self, run_id: int, status: str) -> None:
         with self.atomic():

@@ -9,6 +9,7 @@ from typing import Any
 
 from callgate.store.base import StoreBase
 from callgate.store.opening import MergeRefused
+from callgate.store.rows import StoredRun
 from callgate.store.schema import RESPONSE_COLUMNS, VERDICT_COLUMNS
 
 # What `merge` copies: tables keyed by their content, and the rows under a run.
@@ -45,19 +46,19 @@ class MergeRecords(StoreBase):
     # calibration items, certificates) row for row, ignoring rows already here; the finished
     # runs into the run of their release here (made if missing), attempt by attempt.
 
-    def merge_from(self, source: MergeRecords) -> dict[int, list[dict[str, Any]]]:
+    def merge_from(self, source: MergeRecords) -> dict[int, list[StoredRun]]:
         """Copy `source` into this store; the runs here that got new attempts, each with the
         source runs merged into it. Raises MergeRefused, naming the case, on a conflict."""
         self._refuse_other_labels(source)
         for table in _MERGED_TABLES:
             self._merge_table(source, table)
         self._merge_person_labels(source)
-        touched: dict[int, list[dict[str, Any]]] = {}
+        touched: dict[int, list[StoredRun]] = {}
         for run in source.db.query(
                 "SELECT * FROM runs WHERE status = 'done' ORDER BY created_at, id"):
             target, added = self._merge_run(source, run)
             if added:
-                touched.setdefault(target, []).append(run)
+                touched.setdefault(target, []).append(StoredRun(run))
         return touched
 
     def _columns(self, table: str) -> list[str]:

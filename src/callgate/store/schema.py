@@ -289,6 +289,16 @@ def m008_runs_agent_columns(conn: sqlite3.Connection) -> None:
                  "ON runs (suite_name, agent, release)")
 
 
+@migration
+def m009_run_pacing(conn: sqlite3.Connection) -> None:
+    """runs.pacing: what limited a live run's calls (JSON, running.pacing.Pacer.figures: the
+    mode, the in-flight limit at the end and its range, 429s seen, seconds backing off); NULL
+    for runs that called nothing."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "pacing" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN pacing TEXT")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from pydantic import ValidationError
 from starlette.requests import Request
@@ -19,6 +19,12 @@ from callgate.web import calibration_views as cv
 from callgate.web.context import Context, read_form
 
 LABELS = {"tool_choice": ("pass", "fail"), "arguments": ("pass", "fail", "n/a")}
+
+
+def set_url(name: str, rest: str = "") -> str:
+    """A set's page: its name is one path segment, whatever it holds (a file name may hold
+    '#', '?', '%' or spaces)."""
+    return f"/calibration/{quote(name, safe='')}{rest}"
 
 
 def set_of(ctx: Context, request: Request) -> tuple[str, Path | None]:
@@ -122,14 +128,14 @@ async def label_post(ctx: Context, request: Request) -> Response:
     name, path = set_of(ctx, request)
     row, error = write_label(ctx, name, path, form)
     if error:
-        back = f"/calibration/{name}?" + urlencode(
+        back = set_url(name, "?") + urlencode(
             {"labeller": form.get("labeller", ""), "item": form.get("item_id", "")})
         return ctx.bad_form(request, f"the label was not saved: {error}", back)
     assert row is not None and path is not None  # no error: the label was written
     if form.get("back") == "review":
         query = urlencode({"labeller": row["labeller"]})
-        return RedirectResponse(f"/calibration/{name}/review?{query}#{row['item_id']}",
-                                status_code=303)
+        return RedirectResponse(
+            set_url(name, f"/review?{query}#{quote(row['item_id'], safe='')}"), status_code=303)
     # on to this person's next item
     items = cv.load_items(path)
     order, todo = queue_for([i.id for i in items],
@@ -138,7 +144,7 @@ async def label_post(ctx: Context, request: Request) -> Response:
     target = {"labeller": row["labeller"]}
     if todo:
         target["item"] = order[0]
-    return RedirectResponse(f"/calibration/{name}?{urlencode(target)}", status_code=303)
+    return RedirectResponse(set_url(name, f"?{urlencode(target)}"), status_code=303)
 
 
 async def labels_api(ctx: Context, request: Request) -> Response:
@@ -165,7 +171,7 @@ async def adjudicate_post(ctx: Context, request: Request) -> Response:
     if not ctx.authorised(request, form):
         return ctx.refused(request)
     name, path = set_of(ctx, request)
-    back = f"/calibration/{name}/progress"
+    back = set_url(name, "/progress")
     if path is None:
         return ctx.bad_form(request, f"set {name} was not given to callgate serve with --set",
                             back)
@@ -197,4 +203,4 @@ async def undo_post(ctx: Context, request: Request) -> Response:
     if back.startswith("/") and not back.startswith("//"):  # a page of this app only
         target["set"] = name
         return RedirectResponse(f"{back}?{urlencode(target)}", status_code=303)
-    return RedirectResponse(f"/calibration/{name}?{urlencode(target)}", status_code=303)
+    return RedirectResponse(set_url(name, f"?{urlencode(target)}"), status_code=303)

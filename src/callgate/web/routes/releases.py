@@ -19,7 +19,7 @@ PAGE_SIZE = 100
 FLIPPED_PAGE = 100
 VERDICT_FILTERS = ("fail", "right", "wrong_tool", "unexpected_call", "missing_call",
                    "extra_call", "invalid_json", "schema_violation", "wrong_value", "truncated",
-                   "provider_error", "environment_error", "pending_judge")
+                   "provider_error", "environment_error", "pending_judge", "target_error")
 
 
 def flipped_page(cases: list[dict[str, Any]], offset: str | None) -> dict[str, Any]:
@@ -47,8 +47,14 @@ async def index(ctx: Context, request: Request) -> Response:
         certs.append({"fingerprint": row["fingerprint"], "judge": row["judge"],
                       "created_at": row["created_at"], "certified": bool(row["certified"]),
                       "set": Path(body.get("set_path", "")).name})
+    sets = ctx.store.calibration_sets()  # the sets with items that count
+    # a set given with --set is listed before any of its items counts (a new file, or one
+    # whose every item people disagree on)
+    sets += [{"set_name": name, "items": 0} for name in sorted(
+        set(ctx.set_paths) - {s["set_name"] for s in sets})]
     return ctx.page("index.html", request, models=ctx.views.models(),
-                    sets=ctx.store.calibration_sets(), labelable=sorted(ctx.set_paths),
+                    sets=sorted(sets, key=lambda s: s["set_name"]),
+                    labelable=sorted(ctx.set_paths),
                     certificates=certs)
 
 

@@ -1,0 +1,177 @@
+"""`callgate gate`, `history` and `report`: a release's decision, an agent's releases over time,
+and a release as one HTML file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from callgate.cli.common import (
+    DbOption,
+    NamedAgentOption,
+    NamedModelOption,
+    _agent_named,
+    _fail,
+    check_output,
+)
+from callgate.errors import CallgateError
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+
+
+def gate(
+    release: Annotated[str, typer.Option("--release", help="The release to gate.")],
+    model: NamedModelOption = None,
+    agent: NamedAgentOption = None,
+    suite: Annotated[str | None, typer.Option("--suite", help="Suite name, if the release "
+                                              "was run on several.")] = None,
+    max_drop: Annotated[float, typer.Option("--max-drop", min=0.0,
+                                            help="Allowed drop in points.")] = 2.0,
+    baseline: Annotated[str, typer.Option(
+        "--baseline", help="'auto' (last stored release of the agent and suite), a scores "
+                           "file, or a folder of them (e.g. releases/).")] = "auto",
+    baseline_agent: Annotated[str | None, typer.Option(
+        "--baseline-agent", help="Compare with this other agent's last released release "
+                                 "(e.g. the old model id, after a switch).")] = None,
+    new_agent: Annotated[bool, typer.Option(
+        "--new-agent", help="This release starts a new agent's line on purpose, beside "
+                            "another agent's releases on the suite (recorded).")] = False,
+    scores_out: Annotated[Path | None, typer.Option(
+        "--scores-out", help="Write this release's scores file here (keep it with the "
+                             "release, e.g. releases/2026.11.json).")] = None,
+    max_excluded: Annotated[float, typer.Option(
+        "--max-excluded", min=0.0, max=1.0,
+        help="Inconclusive above this share of excluded attempts (truncated, provider, "
+             "environment or judge errors).")
+    ] = DEFAULT_MAX_EXCLUDED,
+    junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
+    markdown: Annotated[Path | None, typer.Option("--markdown",
+                                                  help="Write a Markdown summary here.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+    db: DbOption = Path("callgate.db"),
+) -> None:
+    """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive.
+
+    The baseline is the agent's last released release on the suite. A first release of an
+    agent where another agent has released is inconclusive until --baseline-agent or
+    --new-agent says which."""
+    from callgate.gating.gate import find_current
+    from callgate.gating.release import gate_release
+    from callgate.report.console import gate_junit, gate_markdown, print_gate
+    from callgate.store.db import Store
+    from callgate.suites.shard import incomplete
+
+    name = _agent_named(agent, model)
+    baseline_file = Path(baseline) if baseline != "auto" else None
+    written: list[Path] = []
+    for option, out in (("--scores-out", scores_out), ("--junit", junit),
+                        ("--markdown", markdown)):
+        if out is not None:  # each output is also an input of the next: no two share a file
+            check_output(option, out, store=db, inputs=(baseline_file, *written),
+                         makes_folder=option == "--scores-out")
+            written.append(out)
+    try:
+        if not db.exists():
+            raise CallgateError(f"{db}: no such database; score the release first")
+        with Store(db) as store:
+            run = find_current(store, name, release, suite)
+            if model is not None and agent is not None and run["model"] != model:
+                raise CallgateError(f"release {release!r} of agent {agent!r} ran with model "
+                                    f"{run['model']!r}, not {model!r}")
+            decision, current = gate_release(store, run["agent"], release, suite=suite,
+                                             baseline=baseline, max_drop=max_drop,
+                                             max_excluded=max_excluded,
+                                             baseline_agent=baseline_agent, new_agent=new_agent)
+            missing_shards = incomplete(run)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    if scores_out is not None:
+        scores_out.parent.mkdir(parents=True, exist_ok=True)
+        scores_out.write_text(current.to_json(), encoding="utf-8")
+    if junit is not None:
+        junit.write_text(gate_junit(decision, current), encoding="utf-8")
+    if markdown is not None:
+        markdown.write_text(gate_markdown(decision), encoding="utf-8")
+    if as_json:
+        json.dump(decision.model_dump(mode="json"), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print_gate(decision)
+    if missing_shards is not None:  # the decision says it too; stderr keeps the reason in CI logs
+        Console(stderr=True).print(f"[yellow]inconclusive:[/yellow] {escape(missing_shards)}",
+                                   highlight=False, soft_wrap=True)
+    raise typer.Exit(decision.exit_code)
+
+
+def history(
+    model: NamedModelOption = None,
+    agent: NamedAgentOption = None,
+    suite: Annotated[str | None, typer.Option("--suite", help="Only this suite.")] = None,
+    db: DbOption = Path("callgate.db"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
+) -> None:
+    """The figures of every stored release of an agent, oldest first, with the change and
+    the model each ran with.
+
+    A 40-character commit SHA used as a release label is shown as its first 12 characters;
+    --json gives the full label."""
+    from callgate.report.history import history_document, history_rows, history_tables
+    from callgate.store.db import Store
+
+    name = _agent_named(agent, model)
+    if not db.exists():
+        raise _fail(f"{db}: no such database")
+    with Store(db) as store:
+        runs = store.stored_runs(name, suite)
+        if not runs and agent is None:  # a model id: the history of the agent it ran under
+            agents = {r.agent for r in store.stored_runs(suite_name=suite) if r.model == name}
+            if len(agents) > 1:
+                raise _fail(f"model {name!r} ran under several agents ({', '.join(sorted(agents))})"
+                            "; choose one with --agent")
+            if agents:
+                name = agents.pop()
+                runs = store.stored_runs(name, suite)
+        rows = history_rows(runs, {run.id for run in runs if store.audit(run.id)})
+    if not rows:
+        raise _fail(f"no stored release of agent {name!r}" + (f" on {suite}" if suite else ""))
+    if as_json:
+        json.dump(history_document(name, rows), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return
+    console = Console()
+    for index, table in enumerate(history_tables(name, rows)):
+        if index:
+            console.print()
+        console.print(table)
+
+
+def report(
+    html: Annotated[Path, typer.Option("--html", help="Write one self-contained HTML file.")],
+    model: NamedModelOption = None,
+    agent: NamedAgentOption = None,
+    release: Annotated[str | None, typer.Option(
+        "--release", help="Release (default: the agent's latest).")] = None,
+    suite: Annotated[str | None, typer.Option("--suite", help="Suite name, if several.")] = None,
+    baseline: Annotated[str, typer.Option(
+        "--baseline", help="As for `gate`: auto (the store), a scores file or a folder of them."
+    )] = "auto",
+    db: DbOption = Path("callgate.db"),
+) -> None:
+    """A static HTML report of a release (chart, figures, flipped cases) for CI artifacts."""
+    name = _agent_named(agent, model)
+    check_output("--html", html, store=db,
+                 inputs=(Path(baseline) if baseline != "auto" else None,), makes_folder=True)
+    if not db.exists():
+        raise _fail(f"{db}: no such database")
+    from callgate.web.report_html import write_report
+
+    try:
+        write_report(db, html, name, release, suite, baseline)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(f"wrote {html}")

@@ -1,0 +1,126 @@
+"""`callgate suite check` and `callgate import`: reading suites, and making them from public
+benchmarks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from callgate.cli.common import _fail
+from callgate.errors import CallgateError
+
+suite_app = typer.Typer(help="Work with suites (tool catalogue + cases).", no_args_is_help=True)
+
+
+@suite_app.command("check")
+def suite_check(
+    path: Annotated[Path, typer.Argument(help="Suite directory (tools.json + cases.jsonl).")],
+) -> None:
+    """Load a suite, check every tool schema and case, and print what it covers."""
+    from callgate.suites.suite import lint, load_suite
+
+    try:
+        suite = load_suite(path)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    kinds: dict[str, int] = {}
+    tags: dict[str, int] = {}
+    for case in suite.cases.values():
+        kinds[case.expect.type] = kinds.get(case.expect.type, 0) + 1
+        for tag in case.tags:
+            tags[tag] = tags.get(tag, 0) + 1
+    typer.echo(
+        f"suite {suite.name}: {len(suite.tools)} tools, {len(suite.cases)} cases, "
+        f"fingerprint {suite.fingerprint[:12]}"
+    )
+    typer.echo("expectations: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
+    typer.echo("tags: " + (", ".join(f"{k} {v}" for k, v in sorted(tags.items())) or "none"))
+    for warning in lint(suite):
+        typer.echo(f"warning: {warning}")
+
+
+import_app = typer.Typer(help="Import suites from public benchmarks.", no_args_is_help=True)
+
+
+@import_app.command("bfcl")
+def import_bfcl(
+    source: Annotated[
+        Path, typer.Argument(help="A BFCL data folder, or the bfcl-eval wheel (read as a zip).")
+    ],
+    category: Annotated[
+        list[str],
+        typer.Option(
+            "--category",
+            help="A category, repeatable, or all: simple_python, multiple, parallel, "
+            "parallel_multiple, irrelevance, live_simple, live_multiple, live_parallel, "
+            "live_parallel_multiple, live_irrelevance, live_relevance, simple_java, "
+            "simple_javascript. All go into one suite.",
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Suite directory to write.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite a suite in --out not imported from BFCL.")
+    ] = False,
+) -> None:
+    """Import Berkeley Function Calling Leaderboard categories as one suite (docs/bfcl.md)."""
+    from callgate.importers.bfcl import TESTED_VERSION, import_category
+
+    if out.exists() and not out.is_dir():  # the suite is a folder: never write into a file
+        raise _fail(f"--out {out}: is a file, not a folder; name the suite's folder")
+    try:
+        result = import_category(source, category, out, force=force)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    if result.version is not None and result.version != TESTED_VERSION:
+        typer.echo(f"warning: bfcl-eval {result.version}; the importer is tested with "
+                   f"{TESTED_VERSION} (docs/bfcl.md)")
+    typer.echo(
+        f"imported BFCL {', '.join(result.categories)}: {result.cases} cases, "
+        f"{result.tools} tools into {result.out}"
+    )
+    if result.renamed:
+        typer.echo(
+            f"{result.renamed} docs share a name with another: kept in the catalogue under a "
+            "_vN key, sent to the model under BFCL's name"
+        )
+    if result.reordered:
+        typer.echo(f"{result.reordered} cases offer their tools in another order than BFCL's")
+    if result.never_right:
+        typer.echo(
+            f"{len(result.never_right)} cases BFCL's own checker can never pass, imported and "
+            "marked never_right (they count as wrong, as in BFCL):"
+        )
+        for never in result.never_right:
+            typer.echo(f"  {never.id}: {never.reason}")
+
+
+@import_app.command("bfcl-results")
+def import_bfcl_results(
+    folder: Annotated[
+        Path, typer.Argument(help="BFCL's result folder for one model (v3 or v4 layout).")
+    ],
+    suite_path: Annotated[
+        Path, typer.Option("--suite", help="The suite imported with `callgate import bfcl`.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Responses file to write (JSON Lines).")],
+) -> None:
+    """Convert a BFCL result folder into recorded responses for an imported suite; score them
+    with `callgate score SUITE -r OUT -m MODEL --release RELEASE` (docs/bfcl.md)."""
+    from callgate.importers.bfcl.results import convert_results
+    from callgate.suites.suite import load_suite
+
+    try:
+        result = convert_results(folder, load_suite(suite_path), out)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(
+        f"converted {result.responses} BFCL results ({', '.join(result.categories)}) into "
+        f"{result.out}"
+    )
+    if result.missing:
+        typer.echo(f"no result file for: {', '.join(result.missing)} (not scored)")
+    if result.ignored:
+        typer.echo(f"result files of categories callgate does not import: "
+                   f"{', '.join(result.ignored)}")

@@ -1,0 +1,171 @@
+"""`callgate score`, `merge`, `init` and `demo`: recorded answers scored into the store, stores
+merged, and the projects and examples to start from."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from callgate.cli.common import (
+    AgentOption,
+    DbOption,
+    JudgeApiBaseOption,
+    JudgeKeyEnvOption,
+    JudgeOption,
+    MaxExcludedOption,
+    ServerErrorsOption,
+    ShardOption,
+    UncalibratedOption,
+    _agent_named,
+    _exit_if_not_a_result,
+    _fail,
+    command_name,
+    judge_step_for,
+    not_blank,
+)
+from callgate.errors import CallgateError
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+
+
+def score(
+    suite_path: Annotated[Path, typer.Argument(metavar="SUITE", help="Suite directory.")],
+    responses: Annotated[
+        Path, typer.Option("--responses", "-r", help="Recorded responses, JSON Lines.")
+    ],
+    model: Annotated[str, typer.Option("--model", "-m", callback=not_blank,
+                                       help="The model id the answers came "
+                                       "from (without --agent, also the agent).")],
+    release: Annotated[str, typer.Option("--release", callback=not_blank,
+                                         help="Release label, e.g. 2026.11.")],
+    agent: AgentOption = None,
+    db: DbOption = Path("callgate.db"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
+    judge: JudgeOption = None,
+    uncalibrated: UncalibratedOption = False,
+    judge_api_base: JudgeApiBaseOption = None,
+    judge_api_key_env: JudgeKeyEnvOption = None,
+    max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
+    shard: ShardOption = None,
+    server_errors: ServerErrorsOption = "exclude",
+) -> None:
+    """Score recorded responses against a suite, store everything and print the figures.
+
+    Exit 3 when more than --max-excluded of the attempts were excluded
+    (truncated, provider, environment or judge errors; server errors only without
+    --server-errors count)."""
+    from callgate.report.console import print_run, run_document
+    from callgate.scoring.pipeline import score_file
+    from callgate.store.db import Store
+    from callgate.suites.shard import parse_shard
+    from callgate.suites.suite import load_suite
+
+    try:
+        only = parse_shard(shard) if shard is not None else None
+        suite = load_suite(suite_path)
+        if not responses.is_file():
+            raise _fail(f"{responses}: "
+                        + ("is a folder, not a file" if responses.is_dir() else "file not found"))
+        with Store(db) as store:
+            step = judge_step_for(judge, store, uncalibrated=uncalibrated,
+                                  api_base=judge_api_base, api_key_env=judge_api_key_env)
+            result = score_file(suite, responses, store, model=model, release=release,
+                                keep_verdicts=as_json, judge=step, shard=only,
+                                server_errors=server_errors, agent=_agent_named(agent, model),
+                                max_excluded=max_excluded)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        json.dump(run_document(result), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print_run(result)
+        Console().print(f"stored as run {result.run_id} in {db}")
+    _exit_if_not_a_result(result.not_a_result)
+
+
+def init(
+    directory: Annotated[Path, typer.Argument(
+        metavar="[DIR]", help="Where to create the project (default: here).")] = Path("."),
+) -> None:
+    """Create a tiny working project: a suite, recorded responses, callgate.toml, releases/
+    and a GitHub Actions workflow. Never overwrites a file (exit 2, naming it)."""
+    from callgate.cli.scaffold import RESPONSES, SUITE, write_scaffold
+
+    try:
+        written = write_scaffold(directory)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    for path in written:
+        typer.echo(f"created {path}")
+    where = "" if directory == Path(".") else f"cd {directory} && "
+    command = command_name(directory)
+    typer.echo(f"\nnext:\n  {where}{command} suite check {SUITE}\n"
+               f"  {command} score {SUITE} --responses {RESPONSES} --agent my-agent "
+               "--model example/travel-agent --release first\n"
+               "  then edit suite/tools.json and suite/cases.jsonl for your agent, and "
+               "commit releases/.gitkeep")
+
+
+def demo(
+    db: DbOption = Path("callgate.db"),
+) -> None:
+    """Score the bundled example (two releases of an example agent) with no key and no network."""
+    from callgate.cli.demo import run_demo
+
+    try:
+        run_demo(db, Console())
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+
+
+def merge(
+    stores: Annotated[list[Path], typer.Argument(
+        metavar="[OUT.db] IN.db...", help="The new store to make, then the stores to merge "
+                                          "into it (with --into: only the stores to merge).")],
+    into: Annotated[Path | None, typer.Option(
+        "--into", help="Merge into this existing store instead of making a new one.")] = None,
+) -> None:
+    """Merge stores, e.g. the stores of the shards of a run (`--shard K/N`), into one.
+
+    Copies suites, runs, responses, verdicts, judge verdicts and outputs, calibration items and
+    certificates; the shards of a release become one release, scored again from its verdicts.
+    Merging a store twice changes nothing. Refused (exit 2, nothing written) when two stores
+    scored one attempt differently, or ran one release on different suites, judges, callgate
+    versions or numbers of shards."""
+    from callgate.merging.merge import merge_stores
+
+    if into is None:
+        if len(stores) < 2:
+            raise _fail("merge: name the new store and at least one store to merge "
+                        "(or --into STORE and the stores to merge)")
+        out, inputs = stores[0], stores[1:]
+        if out.exists() and out.stat().st_size:
+            raise _fail(f"{out}: exists; to merge into an existing store use --into {out}")
+    else:
+        out, inputs = into, stores
+        if not into.is_file():
+            raise _fail(f"{into}: no such store; to make a new one, name it first: "
+                        f"callgate merge {into} IN.db...")
+    try:
+        merged = merge_stores(out, inputs)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    console = Console()
+    if not merged:
+        console.print(f"nothing new: {out} already holds every attempt of "
+                      f"{', '.join(str(p) for p in inputs)}", highlight=False)
+    for release in merged:
+        held = ""
+        if release.shard_count:
+            missing = sorted(set(range(1, release.shard_count + 1)) - set(release.shards or ()))
+            held = (f", shards {', '.join(map(str, release.shards or ()))} of "
+                    f"{release.shard_count}"
+                    + (f" (missing {', '.join(map(str, missing))})" if missing else ""))
+        console.print(f"{release.agent} {release.release} on {release.suite_name}: "
+                      f"{release.attempts} attempts{held}; run {release.run_id} in {out}",
+                      highlight=False)

@@ -1,0 +1,176 @@
+"""A live run's target: opened before the plan (the version it reports goes into every cache
+key, so changed agent code is asked again), the plan of its attempts (every case is one attempt:
+the agent runs its own loop), and `TargetCaller`, which asks it for one attempt through the
+run's retry policy, timeout and cache, as `Caller` asks a model.
+
+A crash, a timeout or a reply that breaks the contract is recorded as an error of kind
+`target_error` (excluded like a provider error, never the model's mistake) whose message names
+the case; the run goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from callgate.errors import CallgateError
+from callgate.models.config import Candidate, looks_secret
+from callgate.models.recorded_lines import failure_line
+from callgate.models.replies import REDACTED, ProviderFailure
+from callgate.models.retry import RetryPolicy
+from callgate.models.targets import parse_target
+from callgate.reading import canonical_json
+from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
+from callgate.running.counters import RunCounters
+from callgate.running.plan import PlannedAttempt
+from callgate.running.targets.contract import MalformedReply, attempt_request, reply_line
+from callgate.running.targets.kinds import Target, TargetFailure, elapsed_ms, open_target
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import Suite
+
+TARGET_ERROR = "target_error"
+SHOWN_ERRORS = 5  # target errors printed as they happen; the rest are in the verdicts
+MIN_SECRET = 8  # shorter values of secret-named variables are not looked for
+
+
+def secrets_of(environ: Mapping[str, str]) -> list[str]:
+    """The values of the environment variables whose names read as credentials: an agent's
+    error (an exception, its last stderr line, an HTTP body) may quote its key."""
+    found = {value for name, value in environ.items()
+             if looks_secret(name) and len(value) >= MIN_SECRET}
+    return sorted(found, key=len, reverse=True)
+
+
+def redacted(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+class TargetSession:
+    """The target of one run, and what its identity and version make of each attempt."""
+
+    def __init__(self, candidate: Candidate, concurrency: int,
+                 environ: Mapping[str, str] | None = None) -> None:
+        assert candidate.target is not None
+        self.spec = parse_target(candidate.target)
+        self.secrets = secrets_of(os.environ if environ is None else environ)
+        self.model = candidate.model
+        self.given_version = candidate.target_version
+        self.target: Target = open_target(self.spec, concurrency)
+        self.version = ""
+
+    async def open(self, timeout: float) -> None:
+        """Learn the target's version (the hello), unless the candidate gives one: then nothing
+        is asked before the first attempt (and nothing at all when the store answers all)."""
+        if self.given_version is not None:
+            self.version = self.given_version
+            return
+        try:
+            version = await self.target.version(timeout)
+        except (TargetFailure, MalformedReply) as exc:
+            raise CallgateError(f"--target {self.spec.text}: the hello failed: "
+                                f"{redacted(str(exc), self.secrets)}") from None
+        if version is None:
+            raise CallgateError(
+                f"--target {self.spec.text} reported no version: answer the hello with "
+                '{"version": "..."} or give --target-version, so that changed agent code is '
+                "asked again rather than answered from the store")
+        self.version = version
+
+    def plan(self, suite: Suite, repeats: int) -> list[PlannedAttempt]:
+        """Every (case, repeat) in suite order, its request and its cache key."""
+        attempts = []
+        for case_id, case in suite.cases.items():
+            messages = suite.raw_cases[case_id]["messages"]
+            tools = suite.offered_tools(case)
+            for repeat in range(repeats):
+                body = attempt_request(case, repeat, messages, tools)
+                attempts.append(PlannedAttempt(case_id, repeat, self._key(body), body))
+        return attempts
+
+    def _key(self, body: dict[str, Any]) -> str:
+        """SHA-256 of (target, version, messages, tools, metadata with the repeat index)."""
+        material = {"target": self.spec.text, "version": self.version, **body}
+        return hashlib.sha256(canonical_json(material).encode()).hexdigest()
+
+    def request_record(self, body: dict[str, Any]) -> str:
+        return json.dumps({"client": self.spec.kind, "target": self.spec.text,
+                           "version": self.version, "body": body}, ensure_ascii=False)
+
+    async def aclose(self) -> None:
+        await self.target.aclose()
+
+
+class TargetCaller:
+    """The one way a live run reaches its target: one request per attempt, retried as the
+    policy allows, its request and answer kept in the cache."""
+
+    def __init__(self, session: TargetSession, *, policy: RetryPolicy, timeout: float,
+                 retry_budget: int, cache: AnswerCache, counters: RunCounters,
+                 rng: random.Random, console: Console) -> None:
+        self.session = session
+        self.client = session.target
+        self.policy = policy
+        self.timeout = timeout
+        self.cache = cache
+        self.counters = counters
+        self.rng = rng
+        self.console = console
+        self._retries_left = retry_budget
+        self._shown = 0
+
+    async def call(self, attempt: PlannedAttempt) -> AttemptOutcome:
+        outcome = await self._ask(attempt)
+        self.cache.keep(outcome, self.session.model, self.session.request_record(attempt.body))
+        error = outcome.response.error
+        if error is None:
+            self.counters.count_cost(outcome.response.cost)
+        else:
+            self._show(error.message)
+        return outcome
+
+    async def _ask(self, attempt: PlannedAttempt) -> AttemptOutcome:
+        started, tries = time.monotonic(), 0
+        while True:
+            tries += 1
+            self.counters.requests += 1
+            sent = time.perf_counter()
+            try:
+                reply = await self.client.ask(attempt.body, self.timeout)
+                line = reply_line(attempt.case_id, attempt.repeat, reply,
+                                  attempt.body["messages"], elapsed_ms(sent))
+                return AttemptOutcome(attempt, parse_response(line), line_text(line), tries)
+            except TargetFailure as exc:
+                failure: TargetFailure = exc
+            except (ValueError, TypeError) as exc:  # MalformedReply, pydantic's errors too
+                failure = TargetFailure(f"malformed reply: {exc}", retryable=False)
+            note = "" if not failure.retryable else self.policy.give_up(
+                tries, self._retries_left, time.monotonic() - started, None)
+            if note is not None:
+                message = redacted(f"case {attempt.case_id!r} repeat {attempt.repeat}: "
+                                   f"{failure}{note}", self.session.secrets)
+                line = failure_line(attempt.case_id, attempt.repeat, ProviderFailure(
+                    TARGET_ERROR, message, latency_ms=elapsed_ms(sent)))
+                return AttemptOutcome(attempt, parse_response(line), line_text(line), tries)
+            self._retries_left -= 1
+            self.counters.retries += 1
+            await asyncio.sleep(self.policy.delay(tries, None, self.rng))
+
+    def _show(self, message: str) -> None:
+        """One stderr line for each of the first target errors, naming the case."""
+        self._shown += 1
+        if self._shown <= SHOWN_ERRORS:
+            self.console.print(f"[yellow]target error:[/yellow] {escape(message)}",
+                               highlight=False, soft_wrap=True)
+        elif self._shown == SHOWN_ERRORS + 1:
+            self.console.print("[yellow]target error:[/yellow] more target errors: the run's "
+                               "verdicts list them all (status target_error)", highlight=False)

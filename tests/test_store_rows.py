@@ -1,0 +1,79 @@
+"""Typed store rows: a stored run comes back with its JSON columns parsed once, and the rows the
+store writes are given by column name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from factories import calls, case, line, message, tool_call, write_lines, write_suite
+
+from callgate.report.history import history_rows
+from callgate.scoring.pipeline import score_file
+from callgate.store.db import Store
+from callgate.store.rows import StoredRun, response_row
+from callgate.store.schema import RESPONSE_COLUMNS
+from callgate.suites.shard import Shard
+from callgate.suites.suite import load_suite
+
+
+def scored(tmp_path: Path, store: Store, *, truncated: bool = False, shard: Shard | None = None
+           ) -> int:
+    suite = load_suite(write_suite(tmp_path / "suite", [
+        case("ord", calls(("lookup_order", {"order_id": "ord_7281"}))),
+        case("shipped", {"type": "no_call"}, "What does status shipped mean?"),
+    ], name="orders"))
+    answers = [line("ord", message(tool_call("lookup_order", {"order_id": "ord_7281"}))),
+               line("shipped", {"role": "assistant", "content": "It left"},
+                    finish_reason="length" if truncated else "stop")]
+    responses = write_lines(tmp_path / "r.jsonl", answers)
+    return score_file(suite, responses, store, model="m", release="r1", agent="bot",
+                      shard=shard).run_id
+
+
+def test_a_stored_run_has_its_json_columns_parsed(tmp_path: Path) -> None:
+    with Store(tmp_path / "c.db") as store:
+        run_id = scored(tmp_path, store, truncated=True, shard=Shard(index=1, count=1))
+        row, run = store.run(run_id), store.stored_run(run_id)
+        assert row is not None and run is not None
+        assert run.scores == json.loads(row["scores"]) and run.scores["attempts"] == 2
+        assert run.gate is not None and run.gate == json.loads(row["gate"])
+        assert run.gate["outcome"] == "inconclusive" and run.gate["decided_by"] == "score"
+        assert run.shards == (1,) and run.shard_count == 1
+        assert (run.id, run.agent, run.model, run.release, run.suite_name) == (
+            run_id, "bot", "m", "r1", "orders")
+        # The columns as stored, for the code that reads them so (gating, web).
+        assert run == row and run["scores"] == row["scores"] and dict(run.row) == row
+        assert [r.id for r in store.stored_runs("bot")] == [run_id]
+        assert store.stored_run(run_id + 1) is None
+
+
+def test_an_unsharded_run_without_a_gate_decision_has_none(tmp_path: Path) -> None:
+    with Store(tmp_path / "c.db") as store:
+        run = store.stored_run(scored(tmp_path, store))
+    assert run is not None and run.gate is None and run.shards is None
+    assert run.model_params is None and run.scores is not None
+
+
+def test_history_reads_the_parsed_gate_and_scores(tmp_path: Path) -> None:
+    with Store(tmp_path / "c.db") as store:
+        scored(tmp_path, store, truncated=True)
+        (row,) = history_rows(store.stored_runs("bot"))
+    assert row.gate == "inconclusive" and row.attempts == 2 and row.agent == "bot"
+
+
+def test_a_run_from_before_agents_is_filed_under_its_model() -> None:
+    run = StoredRun({"id": 1, "model": "m", "agent": None, "scores": None, "gate": None,
+                     "shards": None, "model_params": None})
+    assert run.agent == "m" and run.scores is None
+
+
+def test_a_response_row_is_written_by_column_name() -> None:
+    columns = {name: f"<{name}>" for name in RESPONSE_COLUMNS}
+    assert response_row(**columns) == tuple(f"<{name}>" for name in RESPONSE_COLUMNS)
+    assert response_row(**dict(reversed(columns.items()))) == response_row(**columns)
+    with pytest.raises(TypeError, match=r"missing \['body'\]"):
+        response_row(**{k: v for k, v in columns.items() if k != "body"})
+    with pytest.raises(TypeError, match=r"unknown \['bodie'\]"):
+        response_row(**columns, bodie="x")
