@@ -21,6 +21,7 @@ from callgate.cli.judge import judge_app
 from callgate.cli.live import run_command
 from callgate.cli.scoring import demo, init, merge, score
 from callgate.cli.serving import serve
+from callgate.cli.suite_tools import tools_command
 from callgate.errors import CallgateError
 from callgate.version import __version__
 
@@ -32,6 +33,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(suite_app, name="suite")
+suite_app.command("tools")(tools_command)
 app.add_typer(judge_app, name="judge")
 
 

@@ -279,6 +279,14 @@ def _check_final_state(
             line=line,
             field="expect",
         )
+    if getattr(environment, "reads_state", True) is False:
+        raise InputError(
+            path,
+            "a final_state expectation needs the MCP server's state: name the tool that reads "
+            "it in suite.json (\"environment\": {\"mcp\": ..., \"state\": TOOL})",
+            line=line,
+            field="expect",
+        )
     if case.state is None:
         raise InputError(
             path, "a final_state expectation needs the case's initial state", line=line,

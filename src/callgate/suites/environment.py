@@ -1,9 +1,12 @@
-"""Tool results for multi-turn cases: scripted per case, or a Python environment with state.
+"""Tool results for multi-turn cases: scripted per case, a Python environment with state, or
+an MCP server.
 
 An environment is a class named in `suite.json` as `module:Class` with a constructor taking the
 case's initial state, a `state()` method, and one method per tool. A method raises `ToolError`
 for a domain error, which the model receives as the tool's answer; any other exception is an
-environment error, never counted against the model.
+environment error, never counted against the model. `{"mcp": "command args"}` names an MCP
+server instead (McpEnvironment below): one server process per environment made, its tool
+errors the model's answers, the server failing the environment's error.
 """
 
 from __future__ import annotations
@@ -15,13 +18,18 @@ import importlib.util
 import inspect
 import json
 import sys
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from callgate.errors import InputError
+from callgate.reading import validate
+from callgate.suites.mcp_tools import DEFAULT_TIMEOUT, McpFailure, McpServer, parse_command
 
 
 class ToolError(Exception):
@@ -39,12 +47,19 @@ class Environment(Protocol):
 EnvironmentFactory = Callable[[dict[str, Any]], Environment]
 
 
-def load_environment(spec: str, suite_dir: Path, source: Path) -> EnvironmentFactory:
-    """Import `module:Class`, with the suite directory on the import path.
+def load_environment(spec: object, suite_dir: Path, source: Path) -> EnvironmentFactory:
+    """Import `module:Class`, with the suite directory on the import path, or describe the
+    MCP server `{"mcp": "command args", ...}` names (started only when an environment is made).
 
     A module that is a file of the suite directory is loaded from that file under a name of its
     own, so two suites that both have an `env.py` never share (or reuse) each other's module.
     """
+    if isinstance(spec, dict):
+        return McpEnvironments(validate(McpSpec, spec, source, prefix="environment."), suite_dir,
+                               source)
+    if not isinstance(spec, str) or not spec:
+        raise InputError(source, 'must be a string naming module:Class, or {"mcp": "command '
+                         'args"}', field="environment")
     module_name, _, class_name = spec.partition(":")
     if not module_name or not class_name:
         raise InputError(source, f"{spec!r} is not of the form module:Class",
@@ -130,6 +145,8 @@ def _import(module_name: str, suite_dir: Path) -> ModuleType:
 def environment_fingerprint(factory: Callable[..., Any]) -> str | None:
     """SHA-256 of the file the environment (or a predicate) is defined in: its behaviour
     decides verdicts."""
+    if isinstance(factory, McpEnvironments):
+        return factory.source_fingerprint()
     try:
         file = inspect.getsourcefile(factory)
     except TypeError:
@@ -150,6 +167,8 @@ def state_hash(state: Any) -> str:
 def fresh(factory: EnvironmentFactory, state: Mapping[str, Any]) -> Environment:
     try:
         return factory(copy.deepcopy(dict(state)))
+    except EnvironmentError_:
+        raise
     except Exception as exc:
         raise EnvironmentError_(f"the environment could not start: {exc!r}") from exc
 
@@ -174,6 +193,8 @@ def call_tool(env: Environment, name: str, arguments: Mapping[str, Any]) -> Any:
         answer = method(**arguments)
     except ToolError as exc:
         return {"error": str(exc)}
+    except EnvironmentError_:
+        raise
     except Exception as exc:
         raise EnvironmentError_(f"{name} failed: {exc!r}") from exc
     try:
@@ -243,3 +264,102 @@ def scripted_answer(results: Sequence[ScriptedResult], name: str,
         if entry.tool == name and entry.matches(arguments):
             return entry.result
     return {"error": "no result scripted for this call"}
+
+
+class McpSpec(BaseModel):
+    """suite.json's `"environment": {"mcp": "command args", "state": TOOL, "timeout": S}`."""
+
+    model_config = ConfigDict(extra="forbid")
+    mcp: str = Field(min_length=1)
+    state: str | None = Field(None, min_length=1)  # the tool that returns the server's state
+    timeout: float = Field(DEFAULT_TIMEOUT, gt=0)
+
+
+class McpEnvironments:
+    """The factory of a suite's MCP environments: each one a server process of its own, so
+    every attempt (and every replay of its calls) starts from the case's state."""
+
+    def __init__(self, spec: McpSpec, suite_dir: Path, source: Path) -> None:
+        try:
+            self.command = parse_command(spec.mcp)
+        except ValueError as exc:
+            raise InputError(source, f"cannot read the command: {exc}",
+                             field="environment.mcp") from None
+        self.spec = spec
+        self.suite_dir = suite_dir
+
+    @property
+    def reads_state(self) -> bool:
+        return self.spec.state is not None
+
+    def __call__(self, state: dict[str, Any]) -> McpEnvironment:
+        return McpEnvironment(self, state)
+
+    def source_fingerprint(self) -> str | None:
+        """SHA-256 of the command's files inside the suite directory (`server.py` in
+        `python server.py`): like a Python environment's file, they decide results."""
+        digest = hashlib.sha256()
+        found = False
+        for word in self.command:
+            file = self.suite_dir / word
+            if file.is_file() and file.resolve().is_relative_to(self.suite_dir.resolve()):
+                digest.update(word.encode() + b"\0" + file.read_bytes())
+                found = True
+        return digest.hexdigest() if found else None
+
+
+class McpEnvironment:
+    """One MCP server over stdio as an environment: its tools are this object's methods.
+
+    The case's initial state reaches the server as JSON in the CALLGATE_STATE variable; its
+    state is what the tool suite.json names as `state` returns (JSON text). A result with
+    isError is the tool's answer (`{"error": text}`), the server failing or not answering in
+    time is an environment error. The process ends when the object is dropped or at exit."""
+
+    def __init__(self, factory: McpEnvironments, state: dict[str, Any]) -> None:
+        self._factory = factory
+        server = McpServer(factory.command, cwd=factory.suite_dir,
+                           env={"CALLGATE_STATE": json.dumps(state)},
+                           timeout=factory.spec.timeout)
+        try:
+            server.start()
+        except McpFailure as exc:
+            raise EnvironmentError_(f"MCP server {factory.spec.mcp!r}: {exc}") from None
+        self._server = server
+        weakref.finalize(self, server.close)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def call(**arguments: Any) -> Any:
+            return self._call(name, arguments)
+
+        return call
+
+    def _call(self, name: str, arguments: Mapping[str, Any]) -> Any:
+        try:
+            reply = self._server.call_tool(name, arguments)
+        except McpFailure as exc:
+            raise EnvironmentError_(f"MCP server {self._factory.spec.mcp!r}: {exc}") from None
+        if reply.is_error:
+            raise ToolError(reply.text)
+        try:  # a tool answering JSON text is read back, so the model sees what it sent
+            return json.loads(reply.text)
+        except ValueError:
+            return reply.text
+
+    def state(self) -> dict[str, Any]:
+        reader = self._factory.spec.state
+        if reader is None:
+            return {}  # final_state cases are refused without a reader (case_checks)
+        try:
+            found = self._call(reader, {})
+        except ToolError as exc:
+            raise EnvironmentError_(f"the state tool {reader} answered an error: {exc}") from None
+        if not isinstance(found, dict):
+            raise EnvironmentError_(f"the state tool {reader} did not answer a JSON object")
+        return found
+
+    def close(self) -> None:
+        self._server.close()

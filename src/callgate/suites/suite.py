@@ -87,7 +87,7 @@ class Suite:
     raw_cases: Mapping[str, dict[str, Any]] = field(repr=False)
     match: MatchRules = DEFAULT_MATCH
     environment: EnvironmentFactory | None = field(default=None, repr=False)
-    environment_spec: str | None = None
+    environment_spec: str | dict[str, Any] | None = None  # module:Class or {"mcp": ...}
     defaults: SuiteDefaults | None = None  # suite.json's shared system message and tools
 
     @cached_property
@@ -228,9 +228,6 @@ def _suite_json(meta_path: Path) -> dict[str, Any]:
             )
     if "name" in meta and (not isinstance(meta["name"], str) or not meta["name"]):
         raise InputError(meta_path, "must be a non-empty string", field="name")
-    if "environment" in meta and (
-            not isinstance(meta["environment"], str) or not meta["environment"]):
-        raise InputError(meta_path, "must be a string naming module:Class", field="environment")
     return meta
 
 
@@ -272,7 +269,7 @@ def load_suite(path: Path | str) -> Suite:
     match = DEFAULT_MATCH
     if "match" in meta:
         match = validate(MatchRules, meta["match"], meta_path, prefix="match.")
-    environment_spec: str | None = meta.get("environment")
+    environment_spec: str | dict[str, Any] | None = meta.get("environment")
     environment: EnvironmentFactory | None = None
     if environment_spec is not None:
         environment = load_environment(environment_spec, root, meta_path)

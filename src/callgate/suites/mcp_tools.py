@@ -1,0 +1,203 @@
+"""An MCP server over stdio, driven from synchronous code: its tool list and its tool calls.
+
+The client lives in the suites stage because a suite's MCP environment is loaded with the
+suite (suites is the lowest stage that reads suite.json, and every stage above asks a suite's
+environment for tool results through it), and it is I/O at the edge in the way importing a
+Python environment is: the `mcp` SDK is imported only when a server is started, so loading a
+suite without one costs nothing.
+
+The SDK is async and the environment interface is not: each server's session runs as one task
+on a private event loop in a daemon thread (shared by every server of the process), and the
+synchronous methods wait for their request there, bounded by the timeout. A server that fails
+to start, dies or does not answer in time raises McpFailure; `close()` ends the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import shlex
+import tempfile
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+DEFAULT_TIMEOUT = 30.0  # seconds for the server to start and for each request it answers
+
+_T = TypeVar("_T")
+
+
+class McpFailure(Exception):
+    """The MCP server did not start, died or did not answer: never the model's fault."""
+
+
+@dataclass(frozen=True)
+class McpTool:
+    name: str
+    description: str | None
+    input_schema: dict[str, Any]
+
+    def as_catalogue_entry(self) -> dict[str, Any]:
+        """The tool as tools.json holds it (an OpenAI function tool)."""
+        function: dict[str, Any] = {"name": self.name}
+        if self.description:
+            function["description"] = self.description
+        function["parameters"] = self.input_schema
+        return {"type": "function", "function": function}
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    is_error: bool
+    text: str  # the text blocks of the result's content, joined by newlines
+
+
+def parse_command(command: str) -> list[str]:
+    """`"python server.py --flag"` as its words (shell quoting rules); ValueError if empty."""
+    words = shlex.split(command)
+    if not words:
+        raise ValueError("the command is empty")
+    return words
+
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _private_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="callgate-mcp", daemon=True).start()
+            _loop = loop
+        return _loop
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost cause of an SDK failure (anyio wraps them in exception groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class McpServer:
+    """One server process and its session. Use as a context manager, or call close()."""
+
+    def __init__(self, command: Sequence[str], *, cwd: Path | None = None,
+                 env: Mapping[str, str] | None = None,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.command = list(command)
+        self.timeout = timeout
+        self._cwd = cwd
+        self._env = dict(env or {})
+        self._loop = _private_loop()
+        # The server's stderr, kept from the terminal and read back when it fails to start.
+        self._errlog = tempfile.TemporaryFile(  # noqa: SIM115 - closed by close()
+            mode="w+", encoding="utf-8", errors="replace")
+        self._ready: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._closing: asyncio.Event | None = None
+        self._session: Any = None
+        self._task: concurrent.futures.Future[None] | None = None
+        self._closed = False
+
+    def start(self) -> McpServer:
+        self._task = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
+        try:
+            self._ready.result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            why = f"the server did not start within {self.timeout:g} s"
+        except Exception as exc:
+            why = f"the server did not start: {_reason(exc)}"
+        else:
+            return self
+        why += self._stderr_tail()
+        self.close()
+        raise McpFailure(why)
+
+    async def _serve(self) -> None:
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        self._closing = asyncio.Event()
+        params = StdioServerParameters(command=self.command[0], args=self.command[1:],
+                                       env=self._env, cwd=self._cwd)
+        try:
+            async with stdio_client(params, errlog=self._errlog) as (read, write), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                self._session = session
+                self._ready.set_result(None)
+                await self._closing.wait()
+        except Exception as exc:
+            if not self._ready.done():
+                self._ready.set_exception(exc)
+
+    def _request(self, request: Coroutine[Any, Any, _T], what: str) -> _T:
+        if self._session is None or self._closed:
+            request.close()
+            raise McpFailure(f"{what}: the server is not running")
+        pending = asyncio.run_coroutine_threadsafe(request, self._loop)
+        try:
+            return pending.result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            pending.cancel()
+            raise McpFailure(f"{what}: no answer within {self.timeout:g} s") from None
+        except Exception as exc:
+            raise McpFailure(f"{what}: {_reason(exc)}") from None
+
+    def list_tools(self) -> list[McpTool]:
+        """Every tool the server lists, page after page, in its order."""
+        from mcp_types import PaginatedRequestParams
+
+        tools: list[McpTool] = []
+        cursor: str | None = None
+        while True:
+            params = PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = self._request(self._session.list_tools(params=params), "tools/list")
+            tools.extend(McpTool(t.name, t.description, dict(t.input_schema)) for t in page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any]) -> ToolReply:
+        result = self._request(self._session.call_tool(name, dict(arguments)),
+                               f"tools/call {name}")
+        text = "\n".join(block.text for block in result.content
+                         if getattr(block, "type", None) == "text")
+        return ToolReply(bool(result.is_error), text)
+
+    def close(self) -> None:
+        """End the session and the process (the SDK closes stdin, then terminates, then
+        kills); waits for it unless called on the loop's own thread."""
+        if self._closed:
+            return
+        self._closed = True
+        closing = self._closing
+        if closing is not None:
+            self._loop.call_soon_threadsafe(closing.set)
+        task = self._task
+        if task is not None and threading.current_thread().name != "callgate-mcp":
+            # The SDK bounds its shutdown (stdin closed, then terminate, then kill).
+            with contextlib.suppress(Exception):
+                task.result(self.timeout + 10)
+        self._errlog.close()
+
+    def _stderr_tail(self) -> str:
+        """The server's last stderr line, for the error message."""
+        try:
+            self._errlog.seek(0)
+            lines = [line.strip() for line in self._errlog.read().splitlines() if line.strip()]
+        except (OSError, ValueError):
+            return ""
+        return f" (its stderr: {lines[-1][:200]})" if lines else ""
+
+    def __enter__(self) -> McpServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
