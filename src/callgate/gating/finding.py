@@ -32,7 +32,9 @@ def stored_release(store: Store, run: Mapping[str, Any], known: ReleaseScores | 
     suite_cases = (known.suite_cases if known is not None
                    and known.suite_fingerprint == run["suite"] and known.suite_cases
                    else store.suite_case_ids(run["suite"]))
-    return release_from_run(run, (), suite_cases).model_copy(update={"cases": cases})
+    # both as read (the store's case ids come sorted), not validated again one by one
+    return release_from_run(run, ()).model_copy(update={"cases": cases,
+                                                        "suite_cases": list(suite_cases)})
 
 
 def find_current(store: Store, agent: str, release: str, suite_name: str | None
