@@ -374,3 +374,91 @@ def test_attempts_left_to_a_judge_are_never_dropped_silently() -> None:
     d = decide(current, release("r1", uniform(100, 90, 85)))
     assert d.outcome == "pass"
     assert any("4 of 104 attempts expect a judge" in w for w in d.warnings), d.warnings
+
+
+# --------------------------------------------------------------------------- stored cases
+
+
+def scored_store(tmp_path: Path) -> tuple[Path, list[int]]:
+    """Two releases of a three-case suite, three repeats each: right, wrong value and no call
+    at different repeats, and a cut response (excluded)."""
+    from conftest import lookup_case, no_call_case, write_suite
+    from factories import line, message, tool_call, write_lines
+
+    from callgate.scoring.pipeline import score_file
+    from callgate.store.db import Store
+    from callgate.suites.suite import load_suite
+
+    suite = load_suite(write_suite(tmp_path / "suite", [
+        lookup_case("a"), lookup_case("b", "ord_2"), no_call_case("c")]))
+    right = message(tool_call("lookup_order", {"order_id": "ord_1"}))
+    wrong = message(tool_call("lookup_order", {"order_id": "ord_9"}))
+    answers = {
+        "r1": [line("a", right), line("a", wrong, 1), line("a", right, 2),
+               line("b", wrong), line("b", message(content="hi"), 1),
+               line("b", wrong, 2, finish_reason="length"), line("c", message(content="9-5")),
+               line("c", right, 1), line("c", message(content="9-5"), 2)],
+        "r2": [line("a", wrong), line("a", right, 1), line("a", wrong, 2),
+               line("b", right, 0, finish_reason="length"), line("c", right)],
+    }
+    runs = []
+    with Store(tmp_path / "callgate.db") as store:
+        for release, lines in answers.items():
+            path = write_lines(tmp_path / f"{release}.jsonl", lines)
+            runs.append(score_file(suite, path, store, model="m", release=release).run_id)
+    return tmp_path / "callgate.db", runs
+
+
+def test_a_stored_release_tallies_its_cases_as_case_records_does(tmp_path: Path) -> None:
+    from callgate.checks.verdict import Verdict
+    from callgate.gating.gate import case_records, stored_release
+    from callgate.store.db import Store
+
+    db, runs = scored_store(tmp_path)
+    with Store(db) as store:
+        for run_id in runs:
+            verdicts = [Verdict.model_validate(row) for row in store.verdicts(run_id)]
+            stored = stored_release(store, store.run(run_id)).cases
+            assert stored == case_records(verdicts)
+    first = case_records(Verdict.model_validate(r) for r in Store(db).verdicts(runs[0]))
+    assert first["a"][:4] == (3, 3, 2, 0) and "ord_9" in first["a"].reason
+    assert first["b"][:4] == (2, 1, 0, 1) and first["c"][:4] == (3, 2, 2, 0)
+
+
+def test_a_stored_release_reads_its_own_rows_when_two_runs_interleave(tmp_path: Path) -> None:
+    from callgate.gating.gate import stored_release
+    from callgate.store.db import Store
+
+    db, runs = scored_store(tmp_path)
+    with Store(db) as store:
+        before = [stored_release(store, store.run(run_id)).cases for run_id in runs]
+        # rewrite the verdicts in turn, one row of each run after the other (two runs written
+        # at once), so each run's rowid range holds the other's rows
+        rows = store.db.execute("SELECT * FROM verdicts ORDER BY case_id, run").fetchall()
+        with store.atomic():
+            store.db.execute("DELETE FROM verdicts")
+            marks = ", ".join("?" * len(rows[0]))
+            store.db.conn.executemany(f"INSERT INTO verdicts VALUES ({marks})", rows)
+        spans = [store.db.execute("SELECT MIN(rowid), MAX(rowid) FROM verdicts WHERE run = ?",
+                                  [run_id]).fetchone() for run_id in runs]
+        assert spans[0][0] < spans[1][0] < spans[0][1]  # they overlap
+        after = [stored_release(store, store.run(run_id)).cases for run_id in runs]
+    assert after == before
+
+
+def test_a_scores_file_keeps_case_records_as_objects(tmp_path: Path) -> None:
+    from callgate.errors import InputError
+
+    scores = release("r1", {"a": (2, 2, 1), "b": (1, 0, 0)})
+    text = scores.to_json()
+    assert json.loads(text)["cases"]["a"] == {"trials": 2, "right_tool": 2,
+                                              "right_arguments": 1, "excluded": 0,
+                                              "reason": "a failed"}
+    path = tmp_path / "r1.json"
+    path.write_text(text)
+    assert read_release_file(path) == scores
+    document = json.loads(text)
+    document["cases"]["a"] = [2, 2, 1, 0, ""]
+    path.write_text(json.dumps(document))
+    with pytest.raises(InputError, match=r"cases\.a"):
+        read_release_file(path)

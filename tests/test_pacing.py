@@ -14,13 +14,13 @@ from conftest import KEY, KEY_ENV, lookup_case, write_suite
 from loopback import Loopback, error, ok
 
 from callgate.judging.judge import JudgeModel, load_judge
+from callgate.judging.step import JudgeStep
 from callgate.models.config import Candidate
 from callgate.models.replies import ProviderFailure, RateLimits, Reply
 from callgate.models.routes import route_for
 from callgate.running.pacing import ConcurrencyLimit, Pacer, Pacers, hold_from_headers
 from callgate.running.run import LiveRunner
 from callgate.running.settings import RunSettings
-from callgate.scoring.pipeline import JudgeStep
 from callgate.store.db import Store
 from callgate.suites.suite import load_suite
 

@@ -3,19 +3,29 @@ repeats (`CaseRecord`), the cases that flipped, and the figures over a set of ca
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property, partial
+from itertools import compress
+from operator import attrgetter, gt, lt
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BeforeValidator, PlainSerializer
 
 from callgate.checks.verdict import Verdict
 from callgate.scoring.scores import Figures, Share
 
 
-class CaseRecord(BaseModel):
-    """One case over its repeats; the unit that is paired between releases."""
+def most_right(trials: int, right: int) -> bool:
+    """The rule that makes a case pass on a figure: most of its scored repeats right."""
+    return trials > 0 and 2 * right > trials
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+class CaseRecord(NamedTuple):
+    """One case over its repeats; the unit that is paired between releases. A tuple, not a
+    model: a release of 100,000 cases is read and paired without building an object a case
+    (its field in a scores file is CaseField, an object there)."""
+
     trials: int  # scored attempts
     right_tool: int
     right_arguments: int
@@ -25,47 +35,113 @@ class CaseRecord(BaseModel):
     @property
     def passed(self) -> bool:
         """Most scored repeats fully right (right tool and right arguments)."""
-        return self.trials > 0 and 2 * self.right_arguments > self.trials
+        return most_right(self.trials, self.right_arguments)
 
     @property
     def passed_tool(self) -> bool:
-        return self.trials > 0 and 2 * self.right_tool > self.trials
+        return most_right(self.trials, self.right_tool)
+
+
+def _an_object(value: Any) -> Any:
+    if isinstance(value, CaseRecord | Mapping):
+        return value
+    raise ValueError("a case record is an object (trials, right_tool, right_arguments, "
+                     "excluded, reason)")
+
+
+# A case record in a scores file: an object with the record's field names, extra ones refused
+# (pydantic would otherwise take a list too, and write one).
+CaseField = Annotated[CaseRecord, BeforeValidator(_an_object),
+                      PlainSerializer(CaseRecord._asdict)]
 
 
 def case_records(verdicts: Iterable[Verdict]) -> dict[str, CaseRecord]:
+    return tally((v.case_id, v.repeat, int(v.status == "scored"), v.right_tool,
+                  v.right_arguments, v.tool_reason, v.arguments_reason) for v in verdicts)
+
+
+VerdictRow = tuple[str, int, int, int, int, str | None, str | None]
+
+
+def tally(rows: Iterable[VerdictRow]) -> dict[str, CaseRecord]:
+    """Each case's record from its attempts' rows (Store.gate_rows: case id, repeat, scored
+    (1) or excluded (0), right tool, right arguments, tool reason, arguments reason), in any
+    order. A case's reason is its lowest-numbered scored repeat's without right arguments."""
     tallies: dict[str, list[Any]] = {}
-    for v in verdicts:
-        tally = tallies.setdefault(v.case_id, [0, 0, 0, 0, ""])
-        if v.status != "scored":
-            tally[3] += 1
+    for case_id, repeat, is_scored, tool, arguments, tool_reason, arguments_reason in rows:
+        counts = tallies.get(case_id)
+        if counts is None:  # trials, right tool, right arguments, excluded, first failure
+            counts = tallies[case_id] = [0, 0, 0, 0, None]
+        if not is_scored:
+            counts[3] += 1
             continue
-        tally[0] += 1
-        tally[1] += v.right_tool
-        tally[2] += v.right_arguments
-        if not v.right_arguments and not tally[4]:
-            tally[4] = v.reason
-    return {
-        case_id: CaseRecord(trials=n, right_tool=t, right_arguments=a, excluded=x, reason=r)
-        for case_id, (n, t, a, x, r) in sorted(tallies.items())
-    }
+        counts[0] += 1
+        counts[1] += tool
+        counts[2] += arguments
+        if not arguments and (counts[4] is None or repeat < counts[4][0]):
+            counts[4] = (repeat, tool_reason, arguments_reason)
+    record = partial(tuple.__new__, CaseRecord)  # CaseRecord(...) without a Python call a case
+    return {case_id: record((n, t, a, x, "" if first is None else
+                             "; ".join(p for p in first[1:] if p)))
+            for case_id, (n, t, a, x, first) in tallies.items()}
 
 
 def changed_cases(
     before: Mapping[str, CaseRecord], after: Mapping[str, CaseRecord]
 ) -> tuple[list[str], list[str]]:
-    """(passed before and fail now, failed before and pass now) over cases scored in both."""
-    shared = [c for c in before if c in after and before[c].trials and after[c].trials]
-    worse = [c for c in shared if before[c].passed and not after[c].passed]
-    better = [c for c in shared if not before[c].passed and after[c].passed]
-    return worse, better
+    """(passed before and fail now, failed before and pass now) over cases scored in both,
+    each sorted."""
+    return Paired.of(before, after).flips("right_arguments")
+
+
+def scored(cases: Mapping[str, CaseRecord]) -> set[str]:
+    """The cases with at least one scored attempt."""
+    return set(compress(cases.keys(), map(attrgetter("trials"), cases.values())))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The cases two releases both scored, by case id, and each release's records of them in
+    that order: the pairs are lists, compared element by element."""
+
+    ids: list[str]
+    before: list[CaseRecord]
+    after: list[CaseRecord]
+
+    @classmethod
+    def of(cls, before: Mapping[str, CaseRecord], after: Mapping[str, CaseRecord]) -> Paired:
+        ids = sorted(scored(before) & scored(after))
+        return cls(ids=ids, before=list(map(before.__getitem__, ids)),
+                   after=list(map(after.__getitem__, ids)))
+
+    def flips(self, figure: Literal["right_tool", "right_arguments"]
+              ) -> tuple[list[str], list[str]]:
+        """The cases that passed `figure` before and fail it now, and those that failed it
+        before and pass now, each by case id."""
+        return self._tool_flips if figure == "right_tool" else self._arguments_flips
+
+    @cached_property
+    def _tool_flips(self) -> tuple[list[str], list[str]]:
+        return self._flips(attrgetter("right_tool"))
+
+    @cached_property
+    def _arguments_flips(self) -> tuple[list[str], list[str]]:
+        return self._flips(attrgetter("right_arguments"))
+
+    def _flips(self, right: Callable[[CaseRecord], int]) -> tuple[list[str], list[str]]:
+        trials = attrgetter("trials")
+        then = list(map(most_right, map(trials, self.before), map(right, self.before)))
+        now = list(map(most_right, map(trials, self.after), map(right, self.after)))
+        return (list(compress(self.ids, map(gt, then, now))),
+                list(compress(self.ids, map(lt, then, now))))
 
 
 def figures_of(records: Iterable[CaseRecord]) -> Figures:
     records = list(records)
-    n = sum(r.trials for r in records)
+    n = sum(map(attrgetter("trials"), records))
     return Figures(
         scored=n,
-        right_tool=Share.of(sum(r.right_tool for r in records), n),
-        right_arguments=Share.of(sum(r.right_arguments for r in records), n),
+        right_tool=Share.of(sum(map(attrgetter("right_tool"), records)), n),
+        right_arguments=Share.of(sum(map(attrgetter("right_arguments"), records)), n),
         calls_per_task=None,
     )

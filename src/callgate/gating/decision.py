@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from callgate.gating.cases import changed_cases, figures_of
+from callgate.gating.cases import Paired, figures_of, scored
 from callgate.gating.scores_file import RELEASED, ReleaseScores
 from callgate.gating.statistics import (
     detectable_drop_paired,
@@ -123,26 +123,26 @@ def decide(
                               new_agent, common)
 
     lineage = _lineage(current, baseline, notes)
-    pairing = _pairing(current, baseline, max_excluded, notes)
-    checks = judge_as_given(_figure_checks(current, baseline, pairing.shared, max_drop, notes),
-                            audited_figures)
-    worse_ids, better_ids = changed_cases({c: baseline.cases[c] for c in pairing.shared},
-                                          {c: current.cases[c] for c in pairing.shared})
+    pairs = Paired.of(baseline.cases, current.cases)
+    pairing = _pairing(current, baseline, pairs, max_excluded, notes)
+    checks = judge_as_given(_figure_checks(pairs, max_drop, notes), audited_figures)
+    worse_ids, better_ids = pairs.flips("right_arguments")
     messages = _check_messages(checks, max_drop, audited_figures)
     judged_regression = _judged_readings(judged_checks, messages, notes)
     outcome = _outcome(not_whole, any(c.failed for c in checks) or judged_regression,
                        notes.inconclusive)
-    return GateDecision(
+    # validated in one call: tens of thousands of flipped cases, not one model call each
+    return GateDecision.model_validate(dict(
         outcome=outcome, exit_code=EXIT_CODES[outcome], baseline_release=baseline.release,
         baseline_source=baseline_source, baseline_agent=baseline.agent,
         baseline_model=baseline.model, shared_cases=len(pairing.shared),
         added_cases=pairing.added, removed_cases=pairing.removed,
         suite_changed=pairing.suite_changed, checks=checks,
-        worse=[CaseChange(case_id=c, reason=current.cases[c].reason) for c in worse_ids],
-        better=[CaseChange(case_id=c, reason=baseline.cases[c].reason) for c in better_ids],
+        worse=[{"case_id": c, "reason": current.cases[c].reason} for c in worse_ids],
+        better=[{"case_id": c, "reason": baseline.cases[c].reason} for c in better_ids],
         messages=first + lineage + messages + notes.inconclusive, warnings=notes.warnings,
         **common,
-    )
+    ))
 
 
 @dataclass
@@ -249,22 +249,20 @@ def _lineage(current: ReleaseScores, baseline: ReleaseScores, notes: _Notes) -> 
     return lineage
 
 
-def _pairing(current: ReleaseScores, baseline: ReleaseScores, max_excluded: float,
-             notes: _Notes) -> _Pairing:
+def _pairing(current: ReleaseScores, baseline: ReleaseScores, pairs: Paired,
+             max_excluded: float, notes: _Notes) -> _Pairing:
     """The cases both releases scored, what the suite gained and lost, and what that says
     about the comparison."""
     now_suite = set(current.suite_cases or current.cases)
     then_suite = set(baseline.suite_cases or baseline.cases)
     added = sorted(now_suite - then_suite)
     removed = sorted(then_suite - now_suite)
-    shared = sorted(c for c in set(current.cases) & set(baseline.cases)
-                    if current.cases[c].trials and baseline.cases[c].trials)
+    shared = pairs.ids
+    scored_now, scored_then = scored(current.cases), scored(baseline.cases)
     # Cases still in the suite that the baseline scored and this release did not: a partial
     # responses file or a run stopped early must not pass on the cases it happened to answer.
-    scored_before = [c for c in then_suite & now_suite
-                     if c in baseline.cases and baseline.cases[c].trials]
-    unscored = sorted(c for c in scored_before
-                      if c not in current.cases or not current.cases[c].trials)
+    scored_before = scored_then & then_suite & now_suite
+    unscored = sorted(scored_before - scored_now)
     if scored_before and len(unscored) / len(scored_before) > max_excluded:
         notes.inconclusive.append(
             f"{len(unscored)} of {len(scored_before)} cases the baseline scored have no scored "
@@ -287,20 +285,19 @@ def _pairing(current: ReleaseScores, baseline: ReleaseScores, max_excluded: floa
     return _Pairing(shared=shared, added=added, removed=removed, suite_changed=suite_changed)
 
 
-def _figure_checks(current: ReleaseScores, baseline: ReleaseScores, shared: list[str],
-                   max_drop: float, notes: _Notes) -> list[FigureCheck]:
+def _figure_checks(pairs: Paired, max_drop: float, notes: _Notes) -> list[FigureCheck]:
     """Each figure over the shared cases, then against now: the rule, the flips, McNemar's
     test and the smallest drop the pairs can detect (a warning when above max_drop)."""
-    now_fig = figures_of(current.cases[c] for c in shared)
-    then_fig = figures_of(baseline.cases[c] for c in shared)
+    shared = pairs.ids
+    now_fig, then_fig = figures_of(pairs.after), figures_of(pairs.before)
     checks = []
-    for name in ("right_tool", "right_arguments"):
+    names: tuple[Literal["right_tool"], Literal["right_arguments"]] = ("right_tool",
+                                                                       "right_arguments")
+    for name in names:
         then_share, now_share = getattr(then_fig, name), getattr(now_fig, name)
         change = (None if then_share.pct is None or now_share.pct is None
                   else now_share.pct - then_share.pct)
-        passed = (lambda r: r.passed_tool) if name == "right_tool" else (lambda r: r.passed)
-        worse = sum(passed(baseline.cases[c]) and not passed(current.cases[c]) for c in shared)
-        better = sum(not passed(baseline.cases[c]) and passed(current.cases[c]) for c in shared)
+        worse, better = (len(ids) for ids in pairs.flips(name))
         # With no flips observed, assume one: the detectable drop is then an optimistic bound.
         discordant = max(worse + better, 1) / len(shared) if shared else 0.0
         paired = detectable_drop_paired(len(shared), discordant)

@@ -8,10 +8,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter
-
 from callgate.errors import CallgateError, InputError
-from callgate.gating.cases import CaseRecord
+from callgate.gating.cases import tally
 from callgate.gating.decision import OtherAgent
 from callgate.gating.scores_file import (
     ReleaseScores,
@@ -24,17 +22,19 @@ from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete
 
-_CASE_RECORDS = TypeAdapter(dict[str, CaseRecord])
 
-
-def stored_release(store: Store, run: Mapping[str, Any]) -> ReleaseScores:
-    """A stored run's release scores, its cases tallied in SQL (as case_records would)."""
-    # validated in one call (pydantic-core's loop, not one Python call a case)
-    cases = _CASE_RECORDS.validate_python({
-        case_id: {"trials": n, "right_tool": t, "right_arguments": a, "excluded": x,
-                  "reason": r} for case_id, n, t, a, x, r in store.case_tallies(run["id"])})
-    return release_from_run(run, (), store.suite_case_ids(run["suite"])).model_copy(
-        update={"cases": cases})
+def stored_release(store: Store, run: Mapping[str, Any], known: ReleaseScores | None = None
+                   ) -> ReleaseScores:
+    """A stored run's release scores, its cases tallied from only the columns they need.
+    `known`: a release read before, whose suite's case ids are taken when it ran on the same
+    suite (they are the suite's, never changed under its fingerprint)."""
+    cases = tally(store.gate_rows(run["id"]))
+    suite_cases = (known.suite_cases if known is not None
+                   and known.suite_fingerprint == run["suite"] and known.suite_cases
+                   else store.suite_case_ids(run["suite"]))
+    # both as read (the store's case ids come sorted), not validated again one by one
+    return release_from_run(run, ()).model_copy(update={"cases": cases,
+                                                        "suite_cases": list(suite_cases)})
 
 
 def find_current(store: Store, agent: str, release: str, suite_name: str | None
@@ -78,15 +78,16 @@ def _earlier_stored(store: Store, current: Mapping[str, Any], agent: str | None,
 
 
 def baseline_from_store(store: Store, current: Mapping[str, Any],
-                        max_excluded: float = DEFAULT_MAX_EXCLUDED, agent: str | None = None
+                        max_excluded: float = DEFAULT_MAX_EXCLUDED, agent: str | None = None,
+                        known: ReleaseScores | None = None
                         ) -> tuple[ReleaseScores | None, list[str]]:
     """The most recent other *released* run of the same agent (or of `agent`, named with
     --baseline-agent) and suite before `current`, and a note for every newer one passed over
-    because it was not released."""
+    because it was not released. `known`: as for stored_release (`current`'s scores)."""
     skipped: list[str] = []
     for run, why in _earlier_stored(store, current, agent or current["agent"], max_excluded):
         if why is None:
-            return stored_release(store, run), skipped
+            return stored_release(store, run, known), skipped
         skipped.append(f"release {run['release']} is not a baseline: {why}")
     return None, skipped
 

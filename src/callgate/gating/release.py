@@ -116,7 +116,7 @@ def decide_release(
     def find(agent: str | None) -> tuple[ReleaseScores | None, list[str], OtherAgent | None]:
         if baseline != "auto":
             return baseline_from_path(Path(baseline), current, max_excluded, agent)
-        base, skipped = baseline_from_store(store, run, max_excluded, agent)
+        base, skipped = baseline_from_store(store, run, max_excluded, agent, current)
         other = None if base is not None or agent else other_agent_in_store(store, run,
                                                                             max_excluded)
         return base, skipped, other

@@ -11,7 +11,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from callgate.checks.verdict import ServerErrors, Verdict
-from callgate.gating.cases import CaseRecord, case_records
+from callgate.gating.cases import CaseField, case_records
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.result import GateRecord, Outcome
@@ -65,7 +65,7 @@ class ReleaseScores(BaseModel):
     excluded: dict[str, int]
     figures: Figures
     by_tag: dict[str, Figures] = Field(default_factory=dict)
-    cases: dict[str, CaseRecord]
+    cases: dict[str, CaseField]
     # Every case id of the suite, answered or not: tells "removed from the suite" apart from
     # "not scored this time" (a partial responses file, a run stopped early).
     suite_cases: list[str] = Field(default_factory=list)

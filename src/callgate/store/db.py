@@ -21,6 +21,7 @@ from sqlite_utils import Database
 
 from callgate.reading import canonical_json
 from callgate.store.connection import migrate, open_read_only, refuse_foreign, store_error
+from callgate.store.gate_rows import GateRows
 from callgate.store.judging import JudgeRecords
 from callgate.store.merging import MergeRecords
 from callgate.store.opening import (
@@ -79,7 +80,7 @@ def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
     return (run_id, *_VERDICT_FIELDS(vars(verdict)))
 
 
-class Store(JudgeRecords, ServeRecords, MergeRecords):
+class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
     """A callgate database. Use as a context manager, or call `close()`.
 
     Opening checks the file first: a path that is neither a callgate store nor an empty or new

@@ -81,25 +81,6 @@ class ServeRecords(StoreBase):
             [suite, *params, limit, offset]))
         return total, rows
 
-    def case_tallies(self, run_id: int) -> list[tuple[str, int, int, int, int, str]]:
-        """Per case of a run, by case id: (case id, scored attempts, right tool, right
-        arguments, excluded attempts, the reason of its first scored attempt not fully right),
-        counted in SQL in one pass: what the gate pairs, without a row a verdict."""
-        return [(case_id, trials, tool, arguments, excluded,
-                 "; ".join(p for p in (tool_reason, arguments_reason) if p))
-                for case_id, trials, tool, arguments, excluded, tool_reason, arguments_reason
-                in self.db.execute(
-                    "WITH t AS (SELECT case_id, SUM(status = 'scored') AS trials, "
-                    "SUM(CASE WHEN status = 'scored' THEN right_tool ELSE 0 END) AS tool, "
-                    "SUM(CASE WHEN status = 'scored' THEN right_arguments ELSE 0 END) AS args, "
-                    "SUM(status != 'scored') AS excluded, MIN(CASE WHEN status = 'scored' "
-                    "AND NOT right_arguments THEN repeat END) AS first_failed "
-                    "FROM verdicts WHERE run = ? GROUP BY case_id) "
-                    "SELECT t.case_id, t.trials, t.tool, t.args, t.excluded, v.tool_reason, "
-                    "v.arguments_reason FROM t LEFT JOIN verdicts AS v ON v.run = ? "
-                    "AND v.case_id = t.case_id AND v.repeat = t.first_failed "
-                    "ORDER BY t.case_id", [run_id, run_id])]
-
     def first_responses(self, run_id: int, case_ids: list[str]) -> dict[str, str]:
         """The response line of each case's first attempt in a run, by case id."""
         if not case_ids:
