@@ -107,12 +107,18 @@ def _run_calls(
 def agent_run(
     factory: EnvironmentFactory, case: Case, calls: Sequence[ParsedCall],
     schemas: Mapping[str, Mapping[str, Any]], validators: Mapping[str, Draft7Validator],
-    track: bool,
+    track: bool, call_turns: Sequence[int] = (),
 ) -> Replay:
+    """The calls run again; `call_turns` gives each call's user turn (none: turn 0 for all),
+    which says the tools offered to it."""
     # Tool results do not change the state, so the calls can be run without the turns between.
-    offered = case.offered_names(schemas)
+    offered = [case.offered_names(schemas, turn)
+               for turn in range(1 + len(case.user_turns or ()))]
+    turn_of = list(call_turns) or [0] * len(calls)
+    names_of = [offered[min(turn, len(offered) - 1)] for turn in turn_of]
     steps = [
-        (call.name, lambda env, call=call: answer_call(env, call, offered, schemas, validators))
+        (call.name, lambda env, call=call, names=names_of[call.index]:
+         answer_call(env, call, names, schemas, validators))
         for call in calls
     ]
     return _run_calls(factory, case.state or {}, steps, track)

@@ -196,6 +196,8 @@ def check_case(
             raise InputError(path, f"two tools offered as {name!r}", line=line,
                              field=f"tools[{index}]")
         sent.add(name)
+    if case.user_turns is not None:
+        _check_added_tools(path, line, case, tools, sent)
     for alt_index, calls in enumerate(case.expected_call_lists()):
         prefix = (
             "expect.calls" if case.expect.type == "calls" else f"expect.alternatives[{alt_index}]"
@@ -228,6 +230,24 @@ def check_case(
         )
     if isinstance(expect, FinalState):
         _check_final_state(path, line, case, expect, tools, validators, offered, environment)
+
+
+def _check_added_tools(path: Path, line: int, case: Case, tools: dict[str, Tool],
+                       sent: set[str]) -> None:
+    """A later user turn adds catalogue tools the case does not offer yet, under their names."""
+    for turn_index, turn in enumerate(case.user_turns or ()):
+        for index, name in enumerate(turn.add_tools):
+            where = f"user_turns[{turn_index}].add_tools[{index}]"
+            if name not in tools:
+                raise InputError(path, f"unknown tool {name!r}", line=line, field=where)
+            if case.tools is None:
+                raise InputError(path, "the case offers every catalogue tool (it has no "
+                                 "`tools`), so a user turn has none to add", line=line,
+                                 field=where)
+            if name in sent or name in (case.tool_keys() or ()):
+                raise InputError(path, f"tool {name!r} is offered already", line=line,
+                                 field=where)
+            sent.add(name)
 
 
 def _check_trajectory(
