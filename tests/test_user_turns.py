@@ -307,3 +307,59 @@ def test_suite_check_refuses_a_bad_user_turn_in_one_line(tmp_path: Path) -> None
     assert done.stderr.strip().splitlines() == [
         f"error: {root / 'cases.jsonl'}:2: user_turns[0].add_tools[0]: unknown tool "
         "'refund_order'"]
+
+
+def cancel(order: str) -> dict[str, Any]:
+    return {"tool": "cancel_order", "args": {"order_id": order, "reason": "duplicate"}}
+
+
+def two_cancels(expect: dict[str, Any]) -> dict[str, Any]:
+    return {"id": "two", "messages": user("[two] cancel ord_1"), "state": STATE,
+            "tools": ["lookup_order", "cancel_order"], "expect": expect,
+            "user_turns": [{"messages": user("[two-2] and ord_2")}]}
+
+
+def test_final_state_per_turn_compares_the_state_at_the_end_of_every_user_turn(
+    tmp_path: Path
+) -> None:
+    per_turn = {"type": "final_state", "per_turn": [[cancel("ord_1")], [cancel("ord_2")]]}
+    whole = {"type": "final_state", "calls": [cancel("ord_1"), cancel("ord_2")]}
+    suites = {name: load_suite(env_suite(tmp_path / name, [two_cancels(expect)]))
+              for name, expect in (("per_turn", per_turn), ("whole", whole))}
+    cancel_1 = assistant(c("cancel_order", order_id="ord_1", reason="duplicate"))
+    cancel_2 = assistant(c("cancel_order", order_id="ord_2", reason="duplicate"))
+    late = recorded(TEXT, cancel_1, cancel_2, TEXT, user_turn_ends=[1, 4])  # both in turn 2
+    on_time = recorded(cancel_1, TEXT, cancel_2, TEXT, user_turn_ends=[2, 4])
+
+    assert score(tmp_path, suites["whole"], [late], "w1").verdicts[0].right_arguments
+    verdict = score(tmp_path, suites["per_turn"], [late], "p1").verdicts[0]
+    assert verdict.right_tool and verdict.arguments == "wrong_value"
+    assert verdict.arguments_reason.startswith("after user turn 1, state ")
+    assert "orders.ord_1." in verdict.arguments_reason
+    right = score(tmp_path, suites["per_turn"], [on_time], "p2").verdicts[0]
+    assert right.right_arguments and "at the end of every user turn" in right.reason
+
+
+@pytest.mark.parametrize(("expect", "field", "message"), [
+    ({"type": "final_state", "per_turn": [[cancel("ord_1")]]}, "expect.per_turn",
+     "per_turn lists 1 user turns, but the case has 2"),
+    ({"type": "final_state", "calls": [cancel("ord_2")],
+      "per_turn": [[cancel("ord_1")], []]}, "expect.calls", "give the reference calls once"),
+    ({"type": "final_state", "per_turn": [[], [{"tool": "track_shipment",
+                                                "args": {"order_id": "ord_1"}}]]},
+     "expect.per_turn[1][0].tool", "not offered in this case by user turn 2"),
+])
+def test_a_bad_per_turn_reference_is_refused_at_load(
+    tmp_path: Path, expect: dict[str, Any], field: str, message: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        load_suite(env_suite(tmp_path / "shop", [two_cancels(expect)]))
+    assert caught.value.field == field and message in str(caught.value)
+
+
+def test_a_per_turn_reference_call_before_its_tool_is_added_is_refused(tmp_path: Path) -> None:
+    case = two_turn_case("two", {"type": "final_state",
+                                 "per_turn": [[cancel("ord_1")], []]})
+    with pytest.raises(InputError, match="not offered in this case by user turn 1") as caught:
+        load_suite(env_suite(tmp_path / "shop", [case]))
+    assert caught.value.field == "expect.per_turn[0][0].tool"

@@ -83,6 +83,7 @@ class Replay:
 
     state: dict[str, Any]
     changed: tuple[str, ...]  # names of the calls after which the state was different
+    turn_states: tuple[dict[str, Any], ...] = ()  # tracked with user turns: at each one's end
 
 
 def _run_calls(
@@ -90,18 +91,28 @@ def _run_calls(
     initial: Mapping[str, Any],
     calls: Sequence[tuple[str, Any]],
     track: bool,
+    turn_of: Sequence[int] = (),
+    user_turns: int = 1,
 ) -> Replay:
+    """`turn_of`: each call's user turn, for the state at the end of each of `user_turns`
+    (when tracked)."""
     env = fresh(factory, initial)
     changed: list[str] = []
     before = snapshot(env) if track else None
-    for name, run in calls:
+    states: list[dict[str, Any]] = []
+    for index, (name, run) in enumerate(calls):
+        while track and turn_of and len(states) < turn_of[index]:
+            states.append(snapshot(env))  # the user turns before this call's have ended
         run(env)
         if track:
             after = snapshot(env)
             if state_difference(before, after) is not None:
                 changed.append(name)
             before = after
-    return Replay(snapshot(env), tuple(changed))
+    final = snapshot(env)
+    if track and user_turns > 1:
+        states += [final] * (user_turns - len(states))
+    return Replay(final, tuple(changed), tuple(states))
 
 
 def agent_run(
@@ -121,7 +132,7 @@ def agent_run(
          answer_call(env, call, names, schemas, validators))
         for call in calls
     ]
-    return _run_calls(factory, case.state or {}, steps, track)
+    return _run_calls(factory, case.state or {}, steps, track, turn_of, len(offered))
 
 
 def reference_run(factory: EnvironmentFactory, case: Case, expect: FinalState) -> Replay:
@@ -129,4 +140,6 @@ def reference_run(factory: EnvironmentFactory, case: Case, expect: FinalState) -
         (call.tool, lambda env, call=call: call_tool(env, call.tool, call.args))
         for call in expect.calls
     ]
-    return _run_calls(factory, case.state or {}, steps, track=True)
+    turn_of = [turn for turn, calls in enumerate(expect.per_turn or ()) for _ in calls]
+    return _run_calls(factory, case.state or {}, steps, True, turn_of,
+                      1 + len(case.user_turns or ()))

@@ -18,6 +18,7 @@ from callgate.suites.cases import (
     FinalState,
     MatchRules,
     OfferedAs,
+    ReferenceCall,
     Tool,
     Trajectory,
 )
@@ -281,6 +282,20 @@ def _check_trajectory(
             )
 
 
+def _reference_calls(path: Path, line: int, case: Case, expect: FinalState
+                     ) -> list[tuple[str, ReferenceCall, int | None]]:
+    """Each reference call with where it is written and its user turn (None: not by turn)."""
+    if expect.per_turn is None:
+        return [(f"expect.calls[{index}]", call, None) for index, call in enumerate(expect.calls)]
+    user_turns = 1 + len(case.user_turns or ())
+    if len(expect.per_turn) != user_turns:
+        raise InputError(path, f"per_turn lists {len(expect.per_turn)} user turns, but the case "
+                         f"has {user_turns} (messages and its user_turns)", line=line,
+                         field="expect.per_turn")
+    return [(f"expect.per_turn[{turn}][{index}]", call, turn)
+            for turn, calls in enumerate(expect.per_turn) for index, call in enumerate(calls)]
+
+
 def _check_final_state(
     path: Path,
     line: int,
@@ -304,14 +319,14 @@ def _check_final_state(
             path, "a final_state expectation needs the case's initial state", line=line,
             field="state",
         )
-    for index, call in enumerate(expect.calls):
-        where = f"expect.calls[{index}]"
+    for where, call, turn in _reference_calls(path, line, case, expect):
         if call.tool not in tools:
             raise InputError(path, f"unknown tool {call.tool!r}", line=line, field=f"{where}.tool")
-        if call.tool not in offered:
+        if call.tool not in (offered if turn is None else case.offered_names(tools, turn)):
             raise InputError(
                 path,
-                f"tool {call.tool!r} is called by the reference but not offered in this case",
+                f"tool {call.tool!r} is called by the reference but not offered in this case"
+                + ("" if turn is None else f" by user turn {turn + 1}"),
                 line=line,
                 field=f"{where}.tool",
             )

@@ -168,10 +168,26 @@ class Trajectory(_Strict):
 
 
 class FinalState(_Strict):
-    """Right when the agent's calls leave the environment as the reference calls do."""
+    """Right when the agent's calls leave the environment as the reference calls do; with
+    `per_turn` (the reference calls of each user turn), at the end of every user turn."""
 
     type: Literal["final_state"]
     calls: list[ReferenceCall]
+    per_turn: list[list[ReferenceCall]] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _calls_of_every_turn(cls, raw: Any) -> Any:
+        # `calls` is the whole conversation's reference: per_turn's calls in order.
+        if not isinstance(raw, dict) or not isinstance(raw.get("per_turn"), list):
+            return raw
+        if not all(isinstance(turn, list) for turn in raw["per_turn"]):
+            return raw
+        every = [call for turn in raw["per_turn"] for call in turn]
+        if "calls" in raw and raw["calls"] != every:
+            raise ValueError("calls: give the reference calls once: in calls, or by user turn "
+                             "in per_turn")
+        return {**raw, "calls": every}
 
 
 class AnyCall(_Strict):
