@@ -21,8 +21,10 @@ from multiturn import STATE, assistant, c, env_suite, plain_suite, score
 from test_agent_loop import candidate, rows, run, settings
 
 from callgate.errors import InputError
+from callgate.judging.payloads import judge_payloads
 from callgate.running.run import LiveRun, LiveRunner
 from callgate.store.db import Store
+from callgate.suites.responses import parse_response
 from callgate.suites.suite import load_suite
 
 CANCEL_1 = {"type": "final_state", "calls": [
@@ -363,3 +365,18 @@ def test_a_per_turn_reference_call_before_its_tool_is_added_is_refused(tmp_path:
     with pytest.raises(InputError, match="not offered in this case by user turn 1") as caught:
         load_suite(env_suite(tmp_path / "shop", [case]))
     assert caught.value.field == "expect.per_turn[0][0].tool"
+
+
+def test_the_judge_sees_the_later_user_turns_and_what_each_call_got(tmp_path: Path) -> None:
+    case = two_turn_case("two", {"type": "judge", "rubric": "Did it cancel ord_1?"})
+    suite = load_suite(env_suite(tmp_path / "shop", [case]))
+    early = assistant(c("cancel_order", order_id="ord_1", reason="duplicate"))
+    line = recorded(early, TEXT, CANCEL, TEXT, user_turn_ends=[2, 4])
+    case_doc, answer = judge_payloads(suite, suite.cases["two"], parse_response(line))
+    assert case_doc["user_turns"] == case["user_turns"]
+    roles = [(m["role"], m.get("content")) for m in answer["turns"]]
+    assert roles == [
+        ("assistant", None), ("tool", json.dumps({"error": "unknown tool cancel_order"})),
+        ("assistant", "Done."), ("user", "[two-2] cancel it"), ("assistant", None),
+        ("tool", json.dumps({"order_id": "ord_1", "status": "cancelled"})),
+        ("assistant", "Done.")]
