@@ -296,20 +296,37 @@ def test_a_recorded_conversation_cut_short_in_a_user_turn_is_truncated(tmp_path:
     assert score(tmp_path, suite, [whole], release="r2").verdicts[0].right_arguments
 
 
-@pytest.mark.slow
-def test_suite_check_refuses_a_bad_user_turn_in_one_line(tmp_path: Path) -> None:
-    case = two_turn_case("bad", add_tools=["refund_order"])
-    root = env_suite(tmp_path / "shop", [{"id": "ok", "messages": user("hi"),
-                                          "expect": {"type": "no_call"}}, case])
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}
     env.pop("CALLGATE_DB", None)
-    done = subprocess.run([CALLGATE, "suite", "check", str(root)], capture_output=True,
-                          text=True, env=env, timeout=60, cwd=tmp_path)
+    return subprocess.run([CALLGATE, *args], capture_output=True, text=True, env=env, timeout=60,
+                          cwd=cwd)
+
+
+@pytest.mark.slow
+def test_suite_check_and_score_refuse_bad_user_turns_in_one_line(tmp_path: Path) -> None:
+    case = two_turn_case("bad", add_tools=["refund_order"])
+    root = env_suite(tmp_path / "bad", [{"id": "ok", "messages": user("hi"),
+                                         "expect": {"type": "no_call"}}, case])
+    done = cli(tmp_path, "suite", "check", str(root))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"error: {root / 'cases.jsonl'}:2: user_turns[0].add_tools[0]: unknown tool "
         "'refund_order'"]
 
+    good = env_suite(tmp_path / "shop", [two_turn_case("two")])
+    responses = tmp_path / "r.jsonl"
+    responses.write_text(json.dumps(recorded(LOOKUP, TEXT, CANCEL, TEXT)) + "\n")
+    done = cli(tmp_path, "score", str(good), "-r", str(responses), "-m", "m", "--release", "r1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: {responses}:1: user_turn_ends: case 'two' has 2 user turns: give "
+        "user_turn_ends, where each one's answers end in turns"]
+    assert not (tmp_path / "callgate.db").exists() or not rows(tmp_path, "SELECT * FROM runs")
+    responses.write_text(json.dumps(recorded(LOOKUP, TEXT, CANCEL, TEXT,
+                                             user_turn_ends=[2, 4])) + "\n")
+    done = cli(tmp_path, "score", str(good), "-r", str(responses), "-m", "m", "--release", "r1")
+    assert done.returncode == 0, done.stderr
 
 def cancel(order: str) -> dict[str, Any]:
     return {"tool": "cancel_order", "args": {"order_id": order, "reason": "duplicate"}}
