@@ -1,11 +1,10 @@
 """Recorded model responses: one attempt per JSON line, keyed by case id and repeat index.
 
-A `turns` line of a case with later user turns says where each one ends (`read_turns`).
-
 Accepts every shape `callgate.suites.answer_formats` reads (an OpenAI chat completion or
 Responses API response, an Anthropic or Gemini response, a bare assistant message) and refuses
 the rest. Tool-call arguments are kept as the raw string the model produced, so broken JSON
-stays visible as broken JSON.
+stays visible as broken JSON. A `turns` line of a case with later user turns says where each
+one's answers end (`user_turn_ends`, read by `read_turns`).
 """
 
 from __future__ import annotations
