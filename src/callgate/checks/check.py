@@ -25,7 +25,7 @@ from callgate.checks.replay import Replay, agent_run
 from callgate.checks.schema import argument_problems
 from callgate.checks.verdict import ServerErrors, ToolVerdict, Verdict
 from callgate.suites.environment import EnvironmentError_, EnvironmentFactory
-from callgate.suites.responses import ProviderError, Response
+from callgate.suites.responses import ProviderError, Response, read_turns
 from callgate.suites.suite import DEFAULT_MATCH, Case, FinalState, MatchRules, NoCall, Suite
 
 
@@ -60,18 +60,20 @@ def check_response(
             ),
         )
     hit_limit = response.finish_reason == "turn_limit"
+    call_turns: list[int] = []  # the user turn of each call
     if response.turns is None:
         message = response.message
         calls = (parse_calls(message.tool_calls, case.called_as())
                  if message is not None else [])
         steps = [0] * len(calls)
     else:
-        # The loop stops after max_turns turns: a model still calling tools then hit the limit,
-        # and turns recorded beyond it were never sent.
-        turns = response.turns[: case.max_turns]
-        hit_limit = hit_limit or (len(turns) == case.max_turns and bool(turns[-1].tool_calls))
-        steps = [step for step, turn in enumerate(turns) for _ in turn.tool_calls]
-        calls = parse_calls([call for turn in turns for call in turn.tool_calls],
+        # The loop stops after max_turns turns of a user turn: a model still calling tools then
+        # hit the limit, and turns recorded beyond it were never sent.
+        read = read_turns(case, response)
+        hit_limit = hit_limit or read.hit_limit
+        steps = [step for step, turn in enumerate(read.turns) for _ in turn.tool_calls]
+        call_turns = read.call_turns()
+        calls = parse_calls([call for turn in read.turns for call in turn.tool_calls],
                             case.called_as())
     if response.finish_reason == "length":
         return Verdict(
@@ -91,7 +93,7 @@ def check_response(
         try:
             replayed = agent_run(
                 environment, case, calls, schemas, validators,
-                track=isinstance(expect, FinalState),
+                track=isinstance(expect, FinalState), call_turns=call_turns,
             )
         except EnvironmentError_ as exc:
             failure = str(exc)
@@ -115,7 +117,8 @@ def check_response(
             calls=len(calls),
             tool="turn_limit",
             tool_reason=f"still calling tools at turn {case.max_turns} of max_turns "
-            f"{case.max_turns}",
+            f"{case.max_turns}" + (f" (user turn {call_turns[-1] + 1})" if case.user_turns
+                                   and call_turns else ""),
             arguments=args_verdict,
             schema_kind=kind,
             arguments_reason=reason,

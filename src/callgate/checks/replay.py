@@ -83,6 +83,7 @@ class Replay:
 
     state: dict[str, Any]
     changed: tuple[str, ...]  # names of the calls after which the state was different
+    turn_states: tuple[dict[str, Any], ...] = ()  # tracked with user turns: at each one's end
 
 
 def _run_calls(
@@ -90,32 +91,48 @@ def _run_calls(
     initial: Mapping[str, Any],
     calls: Sequence[tuple[str, Any]],
     track: bool,
+    turn_of: Sequence[int] = (),
+    user_turns: int = 1,
 ) -> Replay:
+    """`turn_of`: each call's user turn, for the state at the end of each of `user_turns`
+    (when tracked)."""
     env = fresh(factory, initial)
     changed: list[str] = []
     before = snapshot(env) if track else None
-    for name, run in calls:
+    states: list[dict[str, Any]] = []
+    for index, (name, run) in enumerate(calls):
+        while track and turn_of and len(states) < turn_of[index]:
+            states.append(snapshot(env))  # the user turns before this call's have ended
         run(env)
         if track:
             after = snapshot(env)
             if state_difference(before, after) is not None:
                 changed.append(name)
             before = after
-    return Replay(snapshot(env), tuple(changed))
+    final = snapshot(env)
+    if track and user_turns > 1:
+        states += [final] * (user_turns - len(states))
+    return Replay(final, tuple(changed), tuple(states))
 
 
 def agent_run(
     factory: EnvironmentFactory, case: Case, calls: Sequence[ParsedCall],
     schemas: Mapping[str, Mapping[str, Any]], validators: Mapping[str, Draft7Validator],
-    track: bool,
+    track: bool, call_turns: Sequence[int] = (),
 ) -> Replay:
+    """The calls run again; `call_turns` gives each call's user turn (none: turn 0 for all),
+    which says the tools offered to it."""
     # Tool results do not change the state, so the calls can be run without the turns between.
-    offered = case.offered_names(schemas)
+    offered = [case.offered_names(schemas, turn)
+               for turn in range(1 + len(case.user_turns or ()))]
+    turn_of = list(call_turns) or [0] * len(calls)
+    names_of = [offered[min(turn, len(offered) - 1)] for turn in turn_of]
     steps = [
-        (call.name, lambda env, call=call: answer_call(env, call, offered, schemas, validators))
+        (call.name, lambda env, call=call, names=names_of[call.index]:
+         answer_call(env, call, names, schemas, validators))
         for call in calls
     ]
-    return _run_calls(factory, case.state or {}, steps, track)
+    return _run_calls(factory, case.state or {}, steps, track, turn_of, len(offered))
 
 
 def reference_run(factory: EnvironmentFactory, case: Case, expect: FinalState) -> Replay:
@@ -123,4 +140,6 @@ def reference_run(factory: EnvironmentFactory, case: Case, expect: FinalState) -
         (call.tool, lambda env, call=call: call_tool(env, call.tool, call.args))
         for call in expect.calls
     ]
-    return _run_calls(factory, case.state or {}, steps, track=True)
+    turn_of = [turn for turn, calls in enumerate(expect.per_turn or ()) for _ in calls]
+    return _run_calls(factory, case.state or {}, steps, True, turn_of,
+                      1 + len(case.user_turns or ()))

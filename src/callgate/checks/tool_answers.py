@@ -16,21 +16,31 @@ from callgate.suites.suite import Case, Suite
 class ToolAnswers:
     """What the calls of one conversation get back: the suite's environment (one fresh copy per
     conversation, made at the first call) or the case's scripted results. A call that fails its
-    tool's schema gets the schema error back, as from a real API, and is never run."""
+    tool's schema gets the schema error back, as from a real API, and is never run; so does a
+    call to a tool that a later user turn adds (`offer_turn`)."""
 
     def __init__(self, suite: Suite, case: Case) -> None:
         self._suite = suite
         self._case = case
         self._schemas = suite.parameter_schemas
         self._offered = case.offered_names(self._schemas)
+        self._not_yet: set[str] = set()  # tools a later user turn adds
         self._scripted = scripted_results(case, suite.match, self._schemas)
         self._env: Environment | None = None
+
+    def offer_turn(self, user_turn: int) -> None:
+        """From now on, the tools offered are those of this user turn (0: the case's
+        `messages`); until called, those of every turn. One environment serves every turn."""
+        self._offered = self._case.offered_names(self._schemas, user_turn)
+        self._not_yet = self._case.offered_names(self._schemas) - self._offered
 
     def __call__(self, call: ParsedCall) -> Any:
         """The call's result; raises EnvironmentError_ when the environment fails."""
         factory = self._suite.environment
         validators = self._suite.validators
         if factory is None:
+            if call.name in self._not_yet:  # as answer_call answers a tool not offered
+                return {"error": f"unknown tool {call.name}"}
             problem = schema_problem(call, self._schemas, validators)
             if problem is not None:
                 return {"error": problem}

@@ -8,7 +8,7 @@ from typing import Any
 from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
 from callgate.suites.environment import EnvironmentError_
-from callgate.suites.responses import AssistantMessage, Response
+from callgate.suites.responses import AssistantMessage, Response, read_turns
 from callgate.suites.suite import Case, JudgeRubric, Suite
 
 
@@ -26,14 +26,20 @@ def trajectory_messages(suite: Suite, case: Case, response: Response) -> list[di
     back, computed again by the live loop's own code on a fresh environment (so the same JSON
     text the model was sent; a recorded attempt gets the results a live one would have). A turn
     whose calls the environment failed on gets no results, as in the loop; so do the turns of
-    a case whose calls get no results at all."""
-    turns = (response.turns or ())[: case.max_turns]
+    a case whose calls get no results at all. A later user turn's messages come before its
+    first answer, and its calls get the results of the tools offered by then."""
+    read = read_turns(case, response)
+    turns, later = read.turns, suite.raw_cases[case.id].get("user_turns") or []
     answer = ToolAnswers(suite, case) if suite.loops(case) else None
     out: list[dict[str, Any]] = []
     for index, turn in enumerate(turns):
+        user_turn = read.user_turn[index]
+        if index and user_turn != read.user_turn[index - 1]:  # a later user turn's messages
+            out.extend(later[user_turn - 1]["messages"])
         out.append({"role": "assistant", **_message_doc(turn)})
         if answer is None or index == len(turns) - 1:
             continue
+        answer.offer_turn(user_turn)
         calls = parse_calls(turn.tool_calls, case.called_as())
         try:
             results = [answer(call) for call in calls]
@@ -55,6 +61,8 @@ def judge_payloads(suite: Suite, case: Case, response: Response
     rubric = case.expect.rubric if isinstance(case.expect, JudgeRubric) else ""
     case_doc = {"messages": suite.raw_cases[case.id]["messages"],
                 "tools": suite.offered_tools(case), "rubric": rubric}
+    if case.user_turns is not None:
+        case_doc["user_turns"] = suite.raw_cases[case.id]["user_turns"]
     turns = response.turns[: case.max_turns] if response.turns is not None else None
     if turns is not None and len(turns) > 1:
         return case_doc, {"turns": trajectory_messages(suite, case, response)}

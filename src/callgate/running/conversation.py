@@ -7,7 +7,7 @@ attempt is recorded as one `turns` line, and table run_turns links its requests.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.checks.parsing import parse_calls
@@ -18,7 +18,7 @@ from callgate.running.calls import Caller
 from callgate.running.plan import Conversation, PlannedAttempt
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, parse_response
-from callgate.suites.suite import Suite
+from callgate.suites.suite import Case, Suite
 
 
 @dataclass
@@ -32,6 +32,20 @@ class Talk:
     cached: list[bool]
 
 
+@dataclass
+class _Talking:
+    """A conversation under way: what is sent next, and what has come back so far."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    lines: list[dict[str, Any]] = field(default_factory=list)  # as reply_line made them
+    keys: list[str] = field(default_factory=list)
+    cached: list[bool] = field(default_factory=list)
+    user_turn_ends: list[int] = field(default_factory=list)
+    ending: str | None = None  # a finish_reason the loop sets: turn_limit, environment_error
+    error: dict[str, Any] | None = None
+
+
 async def converse(
     conversation: Conversation,
     suite: Suite,
@@ -39,52 +53,80 @@ async def converse(
     cache: AnswerCache,
     caller: Caller | None,
 ) -> Talk | None:
-    """Turn after turn: send, read the calls, append their results, until the model answers
-    without a call, a turn is cut or fails, or max_turns is reached.
+    """User turn after user turn (the case's messages, then each of its `user_turns`), turn
+    after turn: send, read the calls, append their results, until the model answers without a
+    call; then the next user turn's messages (and tools) are appended. A turn cut or failed,
+    or max_turns turns in one user turn, ends the conversation. One environment serves it all.
 
     Each turn is one request through the retry path, cached under the whole conversation so
     far, so a killed run resumes at the first unanswered turn. Without a caller, only stored
     turns are read: None when a turn is not stored."""
     case = suite.cases[conversation.case_id]
     answers = ToolAnswers(suite, case)
-    messages = list(conversation.messages)
-    lines: list[dict[str, Any]] = []  # the turn lines, as reply_line made them
-    keys: list[str] = []
-    cached: list[bool] = []
-    ending: str | None = None  # a finish_reason the loop sets: turn_limit, environment_error
-    error: dict[str, Any] | None = None
-    for turn in range(case.max_turns):
-        key = route.cache_key(messages, conversation.tools, conversation.repeat)
+    talking = _Talking(list(conversation.messages), list(conversation.tools))
+    for user_turn in range(1 + len(conversation.user_turns)):
+        if user_turn:
+            later = conversation.user_turns[user_turn - 1]
+            talking.messages += later.messages
+            talking.tools += later.tools
+        answers.offer_turn(user_turn)
+        answered = await _answer_user_turn(talking, conversation, case, answers, route, cache,
+                                           caller)
+        if answered is None:
+            return None
+        if talking.error is None:
+            talking.user_turn_ends.append(len(talking.lines))
+        if not answered:
+            break
+    line = _turns_line(conversation, talking)
+    return Talk(conversation, parse_response(line), line_text(line), talking.keys,
+                talking.cached)
+
+
+async def _answer_user_turn(
+    talking: _Talking,
+    conversation: Conversation,
+    case: Case,
+    answers: ToolAnswers,
+    route: ModelRoute,
+    cache: AnswerCache,
+    caller: Caller | None,
+) -> bool | None:
+    """The turns of one user turn: True when the model answered it without a call (the
+    conversation goes on), False when the conversation ends here, None when a turn is not
+    stored and there is no caller."""
+    max_turns = case.max_turns
+    for turn in range(max_turns):
+        key = route.cache_key(talking.messages, talking.tools, conversation.repeat)
         row = cache.stored_turn(key)
         if row is not None:
             line = json.loads(row["line"])
         elif caller is None:
             return None
         else:
-            attempt = PlannedAttempt(
-                conversation.case_id,
-                conversation.repeat,
-                key,
-                route.body(messages, conversation.tools),
-            )
-            outcome = await caller.call(attempt)
-            line = json.loads(outcome.line)
-        keys.append(key)
-        cached.append(row is not None)
+            attempt = PlannedAttempt(conversation.case_id, conversation.repeat, key,
+                                     route.body(talking.messages, talking.tools))
+            line = json.loads((await caller.call(attempt)).line)
+        talking.keys.append(key)
+        talking.cached.append(row is not None)
         if line.get("error"):
-            error = line["error"]
-            break
-        lines.append(line)
+            talking.error = line["error"]
+            return False
+        talking.lines.append(line)
         reply = parse_response(line)
         message = reply.message
-        if reply.finish_reason == "length" or message is None or not message.tool_calls:
-            break
-        if turn == case.max_turns - 1:
-            ending = "turn_limit"
-            break
+        if reply.finish_reason == "length" or message is None:
+            return False
+        if not message.tool_calls:
+            talking.messages.append({"role": "assistant", "content": message.content or ""})
+            return True
+        if turn == max_turns - 1:
+            talking.ending = "turn_limit"
+            return False
+        number = len(talking.lines) - 1
         tool_calls = [
             {
-                "id": call.id or f"call_{turn}_{index}",
+                "id": call.id or f"call_{number}_{index}",
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments},
             }
@@ -93,10 +135,9 @@ async def converse(
         try:
             results = [answers(call) for call in parse_calls(message.tool_calls, case.called_as())]
         except EnvironmentError_:
-            ending = "environment_error"  # the checks run the calls again and say why
-            break
-        messages = [
-            *messages,
+            talking.ending = "environment_error"  # the checks run the calls again and say why
+            return False
+        talking.messages += [
             {"role": "assistant", "content": message.content, "tool_calls": tool_calls},
             *(
                 {
@@ -107,23 +148,20 @@ async def converse(
                 for tool_call, result in zip(tool_calls, results, strict=True)
             ),
         ]
-    line = _turns_line(conversation, lines, ending, error)
-    return Talk(conversation, parse_response(line), line_text(line), keys, cached)
+    return False  # not reached: the last turn either answers or hits the limit
 
 
-def _turns_line(
-    conversation: Conversation,
-    lines: list[dict[str, Any]],
-    ending: str | None,
-    error: dict[str, Any] | None,
-) -> dict[str, Any]:
+def _turns_line(conversation: Conversation, talking: _Talking) -> dict[str, Any]:
     """One recorded-response line (docs/formats.md, `turns`) for a whole conversation."""
+    lines, ending, error = talking.lines, talking.ending, talking.error
     line: dict[str, Any] = {"case_id": conversation.case_id, "repeat": conversation.repeat}
     if lines:
         line["turns"] = [turn["response"] for turn in lines]
     if error is not None:
         line["error"] = error
         return line
+    if conversation.user_turns:
+        line["user_turn_ends"] = talking.user_turn_ends
     replies = [parse_response(turn) for turn in lines]
     # The turn's own reading (a client may have normalised the finish reason) and its price.
     finish = ending or replies[-1].finish_reason

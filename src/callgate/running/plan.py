@@ -20,13 +20,23 @@ class PlannedAttempt:
 
 
 @dataclass(frozen=True)
+class LaterTurn:
+    """A later user turn as it is sent: its messages, and the tool objects it adds."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class Conversation:
-    """A (case, repeat) whose calls get results: turns of requests until the model answers."""
+    """A (case, repeat) whose calls get results: turns of requests until the model answers,
+    for the case's messages and then for each later user turn."""
 
     case_id: str
     repeat: int
     messages: list[dict[str, Any]]  # the case's own messages
     tools: list[dict[str, Any]]
+    user_turns: tuple[LaterTurn, ...] = ()
 
 
 def plan(suite: Suite, route: ModelRoute, repeats: int) -> list[PlannedAttempt]:
@@ -49,8 +59,18 @@ def plan_conversations(suite: Suite, repeats: int) -> list[Conversation]:
     """Every (case, repeat) of the cases whose calls get results, in suite order."""
     return [
         Conversation(case_id, repeat, suite.raw_cases[case_id]["messages"],
-                     suite.offered_tools(case))
+                     suite.offered_tools(case), later_turns(suite, case_id))
         for case_id, case in suite.cases.items()
         if suite.loops(case)
         for repeat in range(repeats)
     ]
+
+
+def later_turns(suite: Suite, case_id: str) -> tuple[LaterTurn, ...]:
+    """A case's later user turns as written (messages) and offered (the catalogue's tool
+    objects they add, in the order the turn names them)."""
+    by_name = {tool["function"]["name"]: tool for tool in suite.raw_tools}
+    return tuple(
+        LaterTurn(turn["messages"], [by_name[name] for name in turn.get("add_tools", ())])
+        for turn in suite.raw_cases[case_id].get("user_turns") or ()
+    )

@@ -341,7 +341,8 @@ def score_file(
     Returns the RunResult (run id, scores, failures, case ids with no response, and the
     "not a result" record when most attempts were excluded)."""
     multi_turn = {case_id for case_id, case in suite.cases.items() if suite.loops(case)}
-    stream = read_response_lines(responses_path, set(suite.cases), multi_turn)
+    user_turns = {case_id: case for case_id, case in suite.cases.items() if case.user_turns}
+    stream = read_response_lines(responses_path, set(suite.cases), multi_turn, user_turns)
     return score_responses(suite, stream, store, model=model, release=release,
                            keep_verdicts=keep_verdicts, judge=judge, shard=shard,
                            server_errors=server_errors, agent=agent,

@@ -18,6 +18,7 @@ from callgate.suites.cases import (
     FinalState,
     MatchRules,
     OfferedAs,
+    ReferenceCall,
     Tool,
     Trajectory,
 )
@@ -196,6 +197,8 @@ def check_case(
             raise InputError(path, f"two tools offered as {name!r}", line=line,
                              field=f"tools[{index}]")
         sent.add(name)
+    if case.user_turns is not None:
+        _check_added_tools(path, line, case, tools, sent)
     for alt_index, calls in enumerate(case.expected_call_lists()):
         prefix = (
             "expect.calls" if case.expect.type == "calls" else f"expect.alternatives[{alt_index}]"
@@ -230,6 +233,24 @@ def check_case(
         _check_final_state(path, line, case, expect, tools, validators, offered, environment)
 
 
+def _check_added_tools(path: Path, line: int, case: Case, tools: dict[str, Tool],
+                       sent: set[str]) -> None:
+    """A later user turn adds catalogue tools the case does not offer yet, under their names."""
+    for turn_index, turn in enumerate(case.user_turns or ()):
+        for index, name in enumerate(turn.add_tools):
+            where = f"user_turns[{turn_index}].add_tools[{index}]"
+            if name not in tools:
+                raise InputError(path, f"unknown tool {name!r}", line=line, field=where)
+            if case.tools is None:
+                raise InputError(path, "the case offers every catalogue tool (it has no "
+                                 "`tools`), so a user turn has none to add", line=line,
+                                 field=where)
+            if name in sent or name in (case.tool_keys() or ()):
+                raise InputError(path, f"tool {name!r} is offered already", line=line,
+                                 field=where)
+            sent.add(name)
+
+
 def _check_trajectory(
     path: Path,
     line: int,
@@ -259,6 +280,20 @@ def _check_trajectory(
                 line=line,
                 field=f"{where}.args",
             )
+
+
+def _reference_calls(path: Path, line: int, case: Case, expect: FinalState
+                     ) -> list[tuple[str, ReferenceCall, int | None]]:
+    """Each reference call with where it is written and its user turn (None: not by turn)."""
+    if expect.per_turn is None:
+        return [(f"expect.calls[{index}]", call, None) for index, call in enumerate(expect.calls)]
+    user_turns = 1 + len(case.user_turns or ())
+    if len(expect.per_turn) != user_turns:
+        raise InputError(path, f"per_turn lists {len(expect.per_turn)} user turns, but the case "
+                         f"has {user_turns} (messages and its user_turns)", line=line,
+                         field="expect.per_turn")
+    return [(f"expect.per_turn[{turn}][{index}]", call, turn)
+            for turn, calls in enumerate(expect.per_turn) for index, call in enumerate(calls)]
 
 
 def _check_final_state(
@@ -292,14 +327,14 @@ def _check_final_state(
             path, "a final_state expectation needs the case's initial state", line=line,
             field="state",
         )
-    for index, call in enumerate(expect.calls):
-        where = f"expect.calls[{index}]"
+    for where, call, turn in _reference_calls(path, line, case, expect):
         if call.tool not in tools:
             raise InputError(path, f"unknown tool {call.tool!r}", line=line, field=f"{where}.tool")
-        if call.tool not in offered:
+        if call.tool not in (offered if turn is None else case.offered_names(tools, turn)):
             raise InputError(
                 path,
-                f"tool {call.tool!r} is called by the reference but not offered in this case",
+                f"tool {call.tool!r} is called by the reference but not offered in this case"
+                + ("" if turn is None else f" by user turn {turn + 1}"),
                 line=line,
                 field=f"{where}.tool",
             )

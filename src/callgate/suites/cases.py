@@ -168,10 +168,26 @@ class Trajectory(_Strict):
 
 
 class FinalState(_Strict):
-    """Right when the agent's calls leave the environment as the reference calls do."""
+    """Right when the agent's calls leave the environment as the reference calls do; with
+    `per_turn` (the reference calls of each user turn), at the end of every user turn."""
 
     type: Literal["final_state"]
     calls: list[ReferenceCall]
+    per_turn: list[list[ReferenceCall]] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _calls_of_every_turn(cls, raw: Any) -> Any:
+        # `calls` is the whole conversation's reference: per_turn's calls in order.
+        if not isinstance(raw, dict) or not isinstance(raw.get("per_turn"), list):
+            return raw
+        if not all(isinstance(turn, list) for turn in raw["per_turn"]):
+            return raw
+        every = [call for turn in raw["per_turn"] for call in turn]
+        if "calls" in raw and raw["calls"] != every:
+            raise ValueError("calls: give the reference calls once: in calls, or by user turn "
+                             "in per_turn")
+        return {**raw, "calls": every}
 
 
 class AnyCall(_Strict):
@@ -270,6 +286,21 @@ class SuiteDefaults(_Strict):
         return message
 
 
+class UserTurn(_Strict):
+    """A later user turn of a conversation: its messages, sent after the model has answered
+    the turn before without a call, and the catalogue tools offered from this turn on."""
+
+    messages: list[Message] = Field(min_length=1)
+    add_tools: list[str] = Field(default_factory=list)
+
+    @field_validator("messages")
+    @classmethod
+    def _user_messages(cls, messages: list[Message]) -> list[Message]:
+        for index, message in enumerate(messages):
+            if message.role != "user":
+                raise ValueError(f"[{index}].role: a later user turn holds user messages only, "
+                                 f"not {message.role!r}")
+        return messages
 
 
 class Case(_Strict):
@@ -284,7 +315,8 @@ class Case(_Strict):
     never_right: str | None = Field(None, min_length=1)
     state: dict[str, Any] | None = None  # the environment's initial state
     tool_results: list[ScriptedToolResult] | None = None
-    max_turns: int = Field(10, ge=1)
+    max_turns: int = Field(10, ge=1)  # per user turn
+    user_turns: list[UserTurn] | None = Field(None, min_length=1)  # after `messages`
 
     @model_validator(mode="after")
     def _last_message_is_not_assistant(self) -> Case:
@@ -299,10 +331,16 @@ class Case(_Strict):
             return None
         return [t.tool if isinstance(t, OfferedAs) else t for t in self.tools]
 
-    def offered_names(self, catalogue: Iterable[str]) -> set[str]:
-        """The catalogue names of the tools offered in this case: its `tools`, else all."""
+    def offered_names(self, catalogue: Iterable[str], user_turn: int | None = None) -> set[str]:
+        """The catalogue names of the tools offered in this case: its `tools` (and those its
+        user turns add, up to `user_turn`, 0 being `messages`; None: every turn), else all."""
         keys = self.tool_keys()
-        return set(keys) if keys is not None else set(catalogue)
+        if keys is None:
+            return set(catalogue)
+        later = self.user_turns or []
+        if user_turn is not None:
+            later = later[:user_turn]
+        return set(keys).union(*(turn.add_tools for turn in later))
 
     def sent_names(self) -> dict[str, str]:
         """Catalogue name -> the name the model is sent, for the tools offered under another."""

@@ -3,12 +3,14 @@
 Accepts every shape `callgate.suites.answer_formats` reads (an OpenAI chat completion or
 Responses API response, an Anthropic or Gemini response, a bare assistant message) and refuses
 the rest. Tool-call arguments are kept as the raw string the model produced, so broken JSON
-stays visible as broken JSON.
+stays visible as broken JSON. A `turns` line of a case with later user turns says where each
+one's answers end (`user_turn_ends`, read by `read_turns`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +20,7 @@ from callgate.errors import InputError, from_validation_error
 from callgate.reading import json_lines
 from callgate.suites.answer_formats import one_response
 from callgate.suites.attempt_keys import AttemptKeys
+from callgate.suites.cases import Case
 
 
 class ToolCall(BaseModel):
@@ -67,6 +70,9 @@ class Response(BaseModel):
     repeat: int = Field(default=0, ge=0, le=INT64_MAX)
     message: AssistantMessage | None = None
     turns: tuple[AssistantMessage, ...] | None = None
+    # Where each user turn's answers end in `turns` (a case with `user_turns`): the count of
+    # assistant messages recorded by the end of user turn 0, 1, ...
+    user_turn_ends: tuple[int, ...] | None = None
     finish_reason: str | None = None
     error: ProviderError | None = None
     usage: Usage | None = None
@@ -87,6 +93,7 @@ _LINE_FIELDS = frozenset({
     "repeat",
     "response",
     "turns",
+    "user_turn_ends",
     "error",
     "finish_reason",
     "usage",
@@ -113,7 +120,11 @@ def normalise(raw: dict[str, Any]) -> dict[str, Any]:
         if raw.get("response") is not None:
             raise ValueError("turns: a line has either a response or turns, not both")
         _turns_into(out, raw["turns"])
+        if raw.get("user_turn_ends") is not None:
+            out["user_turn_ends"] = _user_turn_ends(raw["user_turn_ends"], len(out["turns"]))
         return out
+    if raw.get("user_turn_ends") is not None:
+        raise ValueError("user_turn_ends: only a line with turns has user turns")
     response = raw.get("response")
     if response is None:
         if "error" not in raw:
@@ -141,6 +152,20 @@ def _usage_into(out: dict[str, Any]) -> bool:
         out["cost"] = usage["cost"]
     out["usage"] = {key: usage.get(key) for key in TOKEN_FIELDS}
     return True
+
+
+def _user_turn_ends(ends: Any, turns: int) -> list[int]:
+    """The user-turn boundaries of a `turns` line: rising counts, the last one every turn."""
+    if not isinstance(ends, list) or not ends or not all(
+            isinstance(end, int) and not isinstance(end, bool) for end in ends):
+        raise ValueError("user_turn_ends: must be a non-empty list of integers")
+    if any(end <= before for before, end in zip([0, *ends], ends, strict=False)):
+        raise ValueError("user_turn_ends: each user turn ends after at least one more "
+                         "assistant message (the counts must rise from 1)")
+    if ends[-1] != turns:
+        raise ValueError(f"user_turn_ends: the last user turn ends at {ends[-1]}, but the line "
+                         f"holds {turns} turns")
+    return ends
 
 
 def _turns_into(out: dict[str, Any], turns: Any) -> None:
@@ -171,6 +196,60 @@ def _turns_into(out: dict[str, Any], turns: Any) -> None:
             out["cost"] = sum(costs)
 
 
+# Endings after which a conversation may stop before its last user turn (set by the live loop).
+CUT_SHORT = frozenset({"length", "turn_limit", "environment_error"})
+
+
+@dataclass(frozen=True)
+class ReadTurns:
+    turns: tuple[AssistantMessage, ...]  # every answer the checks read, in order
+    user_turn: tuple[int, ...]  # the user turn each answers: 0 is the case's `messages`
+    hit_limit: bool  # a user turn still calling tools after max_turns answers
+    reached: int  # how many user turns the conversation reached
+
+    def call_turns(self) -> list[int]:
+        """The user turn of each call, in the order of the calls of `turns`."""
+        return [user for turn, user in zip(self.turns, self.user_turn, strict=True)
+                for _ in turn.tool_calls]
+
+
+def read_turns(case: Case, response: Response) -> ReadTurns:
+    """A `turns` response as the checks read it; a line without `user_turn_ends` is one user
+    turn. Answers recorded past a user turn's max_turns were never sent, so are left out."""
+    recorded = response.turns or ()
+    ends = response.user_turn_ends or (len(recorded),)
+    turns: list[AssistantMessage] = []
+    owners: list[int] = []
+    start = 0
+    for user_turn, end in enumerate(ends):
+        answers = recorded[start:end][: case.max_turns]
+        start = end
+        turns.extend(answers)
+        owners.extend([user_turn] * len(answers))
+        if len(answers) == case.max_turns and answers[-1].tool_calls:
+            return ReadTurns(tuple(turns), tuple(owners), True, user_turn + 1)
+    return ReadTurns(tuple(turns), tuple(owners), False, len(ends))
+
+
+def user_turns_problem(case: Case, response: Response) -> str | None:
+    """What is wrong with a recorded line of a case with `user_turns`, if anything: its
+    boundaries are missing, name more user turns than the case has, or end before the last
+    user turn without a reason that stops the loop."""
+    if response.turns is None:
+        return None
+    total = 1 + len(case.user_turns or ())
+    if response.user_turn_ends is None:
+        return (f"case {case.id!r} has {total} user turns: give user_turn_ends, where each "
+                "one's answers end in turns")
+    if len(response.user_turn_ends) > total:
+        return f"{len(response.user_turn_ends)} user turns, but case {case.id!r} has {total}"
+    read = read_turns(case, response)
+    if read.reached < total and not read.hit_limit and response.finish_reason not in CUT_SHORT:
+        return (f"the conversation ends after user turn {read.reached} of {total}, without a "
+                f"finish_reason that stops it ({', '.join(sorted(CUT_SHORT))})")
+    return None
+
+
 def parse_response(raw: dict[str, Any]) -> Response:
     """Parse one recorded line. Raises ValueError or pydantic ValidationError."""
     return Response.model_validate(normalise(raw))
@@ -190,13 +269,15 @@ def read_responses(path: Path | str, case_ids: set[str] | None = None) -> Iterat
 
 
 def read_response_lines(
-    path: Path | str, case_ids: set[str] | None = None, multi_turn: set[str] | None = None
+    path: Path | str, case_ids: set[str] | None = None, multi_turn: set[str] | None = None,
+    user_turns: Mapping[str, Case] | None = None,
 ) -> Iterator[tuple[Response, str]]:
     """Stream (response, raw line) pairs from a JSON Lines file, checking each line.
 
     `multi_turn`: the case ids whose calls get results (the model gets further turns); their
-    attempts must be recorded as `turns`. Raises InputError naming file, line and field on the
-    first bad line, and on a file with no response at all.
+    attempts must be recorded as `turns`. `user_turns`: the cases with later user turns, by
+    id; their lines must say where each user turn ends (`user_turn_ends`). Raises InputError
+    naming file, line and field on the first bad line, and on a file with no response at all.
     """
     source = Path(path)
     seen = AttemptKeys()
@@ -232,6 +313,10 @@ def read_response_lines(
                 line=line_no,
                 field="response",
             )
+        conversation = (user_turns or {}).get(response.case_id)
+        problem = conversation and user_turns_problem(conversation, response)
+        if problem:
+            raise InputError(source, problem, line=line_no, field="user_turn_ends")
         key = (response.case_id, response.repeat)
         if not seen.add(*key):
             raise InputError(

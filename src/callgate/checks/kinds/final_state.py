@@ -98,17 +98,16 @@ def _final_state_verdict(
     agent: Replay,
     reference: Replay,
 ) -> Verdict:
-    got_hash, want_hash = state_hash(agent.state), state_hash(reference.state)
-    difference = state_difference(reference.state, agent.state)
+    got_hash = state_hash(agent.state)
+    difference = _state_reason(expect, agent, reference)
     if difference is None:
         tool_verdict: ToolVerdict = "right"
         tool_reason = ""
-        state_reason = f"final state {got_hash[:12]}, as the reference's"
+        state_reason = f"final state {got_hash[:12]}, as the reference's" + (
+            " (and at the end of every user turn)" if expect.per_turn is not None else "")
     else:
         tool_verdict, tool_reason = _state_tool_verdict(calls, expect, agent, reference)
-        state_reason = (
-            f"final state {got_hash[:12]} is not the reference's {want_hash[:12]}: {difference}"
-        )
+        state_reason = difference
     if tool_verdict != "right":
         tool_reason = f"{tool_reason}; {state_reason}"
     return scored_verdict(
@@ -116,3 +115,19 @@ def _final_state_verdict(
         lambda: None if difference is None else state_reason, right_reason=state_reason,
         state_hash=got_hash,
     )
+
+
+def _state_reason(expect: FinalState, agent: Replay, reference: Replay) -> str | None:
+    """How the agent's state differs from the reference's: at the end (or, with `per_turn`,
+    at the end of the first user turn where they differ); None when it does not."""
+    pairs = [(agent.state, reference.state, "final state")]
+    if expect.per_turn is not None:
+        pairs = [(got, want, f"after user turn {turn + 1}, state")
+                 for turn, (got, want) in enumerate(zip(agent.turn_states, reference.turn_states,
+                                                        strict=True))]
+    for got, want, which in pairs:
+        difference = state_difference(want, got)
+        if difference is not None:
+            return (f"{which} {state_hash(got)[:12]} is not the reference's "
+                    f"{state_hash(want)[:12]}: {difference}")
+    return None
