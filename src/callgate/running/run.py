@@ -284,6 +284,14 @@ class LiveRunner:
             retry_budget=budget if budget is not None else max(20, to_call), cache=cache,
             counters=self.counters, rng=self.rng, console=self.console)
 
+    def _in_flight(self, caller: Caller | TargetCaller | None) -> int:
+        """Attempts in flight: --concurrency, else as many as the model's pacer may let through
+        (it bounds them), or a target's own pool (which nothing else bounds: more in flight
+        would wait there, and time out waiting)."""
+        if self.settings.concurrency:
+            return self.settings.concurrency
+        return CEILING if isinstance(caller, Caller) else START
+
     async def _fill(
         self, work: _Work, caller: Caller | TargetCaller | None, cache: AnswerCache,
         record: RunRecord
@@ -320,7 +328,7 @@ class LiveRunner:
                     await call_concurrently(
                         work.to_call,
                         answer,
-                        concurrency=self.settings.concurrency or CEILING,
+                        concurrency=self._in_flight(caller),
                         stop=self.switch,
                         commit_loop=cache.commit_loop,
                     )

@@ -279,6 +279,7 @@ class CommandTarget:
         self._idle: list[_Process] = []
         self._running: set[_Process] = set()
         self._version: str | None = None
+        self._slots = asyncio.Semaphore(concurrency)  # the pool's size: processes at most
 
     async def _start(self) -> _Process:
         try:
@@ -299,10 +300,11 @@ class CommandTarget:
         return self._version
 
     async def ask(self, request: dict[str, Any], timeout: float) -> Any:
-        process = self._idle.pop() if self._idle else await self._start()
-        reply = await self._exchange(process, request, timeout)
-        self._idle.append(process)
-        return reply
+        async with self._slots:  # waiting for a process is not the agent's time
+            process = self._idle.pop() if self._idle else await self._start()
+            reply = await self._exchange(process, request, timeout)
+            self._idle.append(process)
+            return reply
 
     async def _exchange(self, process: _Process, request: dict[str, Any], timeout: float) -> Any:
         try:
