@@ -29,19 +29,23 @@ def intraclass_correlation(groups: Sequence[tuple[int, int]]) -> float | None:
     """ANOVA estimate of the intraclass correlation of a 0/1 outcome from (successes, trials)
     per group (Fleiss 1981, unequal group sizes), clipped to [0, 1] (a negative estimate is
     read as none, which never narrows an interval); None when it cannot be estimated: fewer
-    than two groups, no group with two trials, or an outcome that never varies."""
-    sizes = [trials for _, trials in groups if trials > 0]
+    than two groups, no group with two trials, or an outcome that never varies.
+
+    The same groups in any order give the same bits (a merged release must score as the
+    unsharded one), and an estimate within rounding dust of 0 or 1 is exactly that."""
+    groups = sorted((s, t) for s, t in groups if t > 0)
+    sizes = [trials for _, trials in groups]
     total, count = sum(sizes), len(sizes)
     if count < 2 or total <= count:
         return None
-    share = sum(s for s, trials in groups if trials > 0) / total
-    between = sum(t * (s / t - share) ** 2 for s, t in groups if t > 0) / (count - 1)
-    within = sum(s * (1 - s / t) for s, t in groups if t > 0) / (total - count)
+    share = sum(s for s, _ in groups) / total
+    between = sum(t * (s / t - share) ** 2 for s, t in groups) / (count - 1)
+    within = sum(s * (1 - s / t) for s, t in groups) / (total - count)
     mean_size = (total - sum(t * t for t in sizes) / total) / (count - 1)
     denominator = between + (mean_size - 1) * within
     if denominator <= 0:
         return None
-    return min(1.0, max(0.0, (between - within) / denominator))
+    return min(1.0, max(0.0, round((between - within) / denominator, 12)))
 
 
 def design_effect(groups: Sequence[tuple[int, int]]) -> tuple[float, float, float | None]:
