@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from factories import LOOKUP_ORDER, calls, case, line, message, tool_call, write
 
 from callgate.checks.verdict import Verdict
 from callgate.scoring.scores import Share, score
-from callgate.stats import wilson
+from callgate.stats import design_effect, wilson
 
 
 def _verdicts(outcomes: dict[str, list[tuple[bool, bool]]]) -> list[Verdict]:
@@ -84,16 +85,19 @@ def test_a_negative_icc_never_narrows_the_interval() -> None:
 def test_cases_in_any_order_give_the_same_bits() -> None:
     # a merged release reads its cases in another order than the unsharded run scored them
     rng = random.Random(3)
-    groups = [(rng.randint(0, t), t) for t in (rng.randint(1, 5) for _ in range(200))]
-    shuffled = groups[:]
+    outcomes = {f"c{n:03d}": [(rng.random() < 0.7, rng.random() < 0.5)
+                              for _ in range(rng.randint(1, 5))] for n in range(200)}
+    shuffled = list(outcomes.items())
     rng.shuffle(shuffled)
-    assert Share.by_case(shuffled) == Share.by_case(groups)
+    assert score(_verdicts(dict(shuffled))).figures == score(_verdicts(outcomes)).figures
+    groups = [(sum(t for t, _ in r), len(r)) for r in outcomes.values()]
+    assert design_effect(groups[::-1]) == design_effect(groups)
 
 
 def test_an_icc_of_zero_is_exactly_zero() -> None:
     # between- and within-case variance equal: summed in floats the estimate came out 1e-16,
     # a design effect of 1.0000000000000002 and an interval off the attempt-level one
-    share = Share.by_case([(0, 1), (2, 2), (3, 4), (1, 2)])
+    share = Share.by_case(Counter([(0, 1), (2, 2), (3, 4), (1, 2)]))
     assert share.icc == 0.0 and share.design_effect == 1.0
     assert (share.low, share.high) == tuple(100 * b for b in wilson(6, 9))
 

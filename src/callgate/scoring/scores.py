@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,10 +88,12 @@ class Share(BaseModel):
         )
 
     @classmethod
-    def by_case(cls, groups: Sequence[tuple[int, int]]) -> Share:
-        """The share over (successes, attempts) per case, its interval clustered by case."""
-        effect, _, icc = case_design_effect(groups)
-        return cls.of(sum(s for s, _ in groups), sum(n for _, n in groups), effect, icc)
+    def by_case(cls, cases: Mapping[tuple[int, int], int]) -> Share:
+        """The share over cases counted by their (successes, attempts), its interval
+        clustered by case."""
+        effect, _, icc = case_design_effect(cases)
+        return cls.of(sum(s * w for (s, _), w in cases.items()),
+                      sum(n * w for (_, n), w in cases.items()), effect, icc)
 
 
 class Figures(BaseModel):
@@ -132,15 +134,15 @@ class Scores(BaseModel):
 class _Tally:
     scored: int = 0
     calls: int = 0
-    # (successes, scored) per case, for the intervals clustered by case
-    right_tool: list[tuple[int, int]] = field(default_factory=list)
-    right_arguments: list[tuple[int, int]] = field(default_factory=list)
+    # how many cases have each (successes, scored), for the intervals clustered by case
+    right_tool: Counter[tuple[int, int]] = field(default_factory=Counter)
+    right_arguments: Counter[tuple[int, int]] = field(default_factory=Counter)
 
     def add_case(self, case: Sequence[int]) -> None:
         """Add one case's tally: [right arguments, scored, right tool, calls]."""
-        self.right_arguments.append((case[0], case[1]))
+        self.right_arguments[case[0], case[1]] += 1
         self.scored += case[1]
-        self.right_tool.append((case[2], case[1]))
+        self.right_tool[case[2], case[1]] += 1
         self.calls += case[3]
 
     def figures(self) -> Figures:
