@@ -115,7 +115,25 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
     ]
     for name, cells in rows:
         table.add_row(name, *cells)
+    table.caption = clustering_note(columns)
+    table.caption_justify = "left"
     return table
+
+
+def clustering_note(columns: Sequence[tuple[str, Scores]]) -> str | None:
+    """Under the figures, when repeats of a case widened their intervals: by how much."""
+    notes = []
+    for label, s in columns:
+        parts = [f"{name} {share.design_effect:.2f} (ICC {share.icc:.2f})"
+                 for name, share in (("right tool", s.figures.right_tool),
+                                     ("right arguments", s.figures.right_arguments))
+                 if share.design_effect > 1 and share.icc is not None]
+        if parts:
+            notes.append((f"{escape(label)}: " if len(columns) > 1 else "") + ", ".join(parts))
+    if not notes:
+        return None
+    return ("intervals clustered by case (repeats of a case are not independent), design "
+            "effect: " + "; ".join(notes))
 
 
 def tags_table(columns: Sequence[tuple[str, Scores]]) -> Table:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from callgate.checks.verdict import ServerErrors, Verdict
+from callgate.stats import design_effect as case_design_effect
 from callgate.stats import wilson
 
 MAX_K = 8  # pass^k is reported for k = 1..8; beyond that it says little a user acts on
@@ -49,7 +50,14 @@ def agent_label(agent: str, model: str) -> str:
     return model if agent == model else f"{agent} ({model})"
 
 class Share(BaseModel):
-    """A percentage with its Wilson 95% interval (all in points, 0–100)."""
+    """A percentage with its Wilson 95% interval (all in points, 0–100).
+
+    Repeats of one case are not independent attempts: the interval is Wilson's at the
+    effective sample size n / design_effect, with design_effect = 1 + (m − 1)·ICC (m the
+    size-weighted attempts per case, ICC the outcome's intraclass correlation by case, floored
+    at 0). One attempt per case, or repeats that vary as independent ones would, has a design
+    effect of 1: the attempt-level interval. `icc` is None when it could not be estimated
+    (no repeats, or an outcome that never varies), read as 0."""
 
     model_config = ConfigDict(frozen=True)
     successes: int
@@ -57,10 +65,16 @@ class Share(BaseModel):
     pct: float | None
     low: float | None
     high: float | None
+    design_effect: float = 1.0
+    icc: float | None = None
 
     @classmethod
-    def of(cls, successes: int, n: int) -> Share:
-        interval = wilson(successes, n)
+    def of(cls, successes: int, n: int, design_effect: float = 1.0,
+           icc: float | None = None) -> Share:
+        if design_effect == 1.0:
+            interval = wilson(successes, n)
+        else:
+            interval = wilson(successes / design_effect, n / design_effect)
         if interval is None:
             return cls(successes=successes, n=n, pct=None, low=None, high=None)
         return cls(
@@ -69,7 +83,17 @@ class Share(BaseModel):
             pct=100 * successes / n,
             low=100 * interval[0],
             high=100 * interval[1],
+            design_effect=design_effect,
+            icc=icc,
         )
+
+    @classmethod
+    def by_case(cls, cases: Mapping[tuple[int, int], int]) -> Share:
+        """The share over cases counted by their (successes, attempts), its interval
+        clustered by case."""
+        effect, _, icc = case_design_effect(cases)
+        return cls.of(sum(s * w for (s, _), w in cases.items()),
+                      sum(n * w for (_, n), w in cases.items()), effect, icc)
 
 
 class Figures(BaseModel):
@@ -109,22 +133,23 @@ class Scores(BaseModel):
 @dataclass
 class _Tally:
     scored: int = 0
-    right_tool: int = 0
-    right_arguments: int = 0
     calls: int = 0
+    # how many cases have each (successes, scored), for the intervals clustered by case
+    right_tool: Counter[tuple[int, int]] = field(default_factory=Counter)
+    right_arguments: Counter[tuple[int, int]] = field(default_factory=Counter)
 
     def add_case(self, case: Sequence[int]) -> None:
         """Add one case's tally: [right arguments, scored, right tool, calls]."""
-        self.right_arguments += case[0]
+        self.right_arguments[case[0], case[1]] += 1
         self.scored += case[1]
-        self.right_tool += case[2]
+        self.right_tool[case[2], case[1]] += 1
         self.calls += case[3]
 
     def figures(self) -> Figures:
         return Figures(
             scored=self.scored,
-            right_tool=Share.of(self.right_tool, self.scored),
-            right_arguments=Share.of(self.right_arguments, self.scored),
+            right_tool=Share.by_case(self.right_tool),
+            right_arguments=Share.by_case(self.right_arguments),
             calls_per_task=self.calls / self.scored if self.scored else None,
         )
 
