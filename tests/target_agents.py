@@ -167,3 +167,13 @@ if __name__ == "__main__":
         http = serve_http()
         print(f"READY http://127.0.0.1:{http.server_port}/agent", flush=True)
         http.serve_forever()
+
+
+def slow_sync(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+              metadata: dict[str, Any]) -> dict[str, Any]:
+    """A sync agent that takes 0.2 s and answers with the expected call, asking no model."""
+    time.sleep(0.2)
+    order = last_user(messages).split()[-1].rstrip("?")
+    return {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "c1", "type": "function",
+        "function": {"name": "lookup_order", "arguments": json.dumps({"order_id": order})}}]}

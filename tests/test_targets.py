@@ -268,3 +268,17 @@ def test_no_secret_of_the_environment_reaches_the_store_through_a_target(
     with pytest.raises(InputError, match="'api-key' reads as a credential") as refused:
         resolve_candidate("x", overrides={"target": f"cmd:agent --api-key={secret}"})
     assert secret not in str(refused.value)
+
+
+def test_without_concurrency_a_target_gets_no_more_attempts_than_its_pool(
+    tmp_path: Path,
+) -> None:
+    """Without --concurrency the model's pacer may let 256 attempts fly, but a target's pool
+    is 8: attempts queued for a thread must not spend their timeout waiting (they came back
+    as target errors, never the agent's doing)."""
+    suite = load_suite(write_suite(tmp_path / "suite", [
+        lookup_case(f"c{i}", order=f"ord_{i}") for i in range(40)]))
+    live = run(tmp_path, suite, "python:target_agents:slow_sync",
+               settings(concurrency=None, timeout=0.6, retry=RetryPolicy(max_retries=0)))
+    assert set(statuses(live).values()) == {"scored"}
+    assert live.result.scores.figures.right_arguments.pct == 100.0
