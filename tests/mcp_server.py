@@ -72,6 +72,12 @@ def read_state() -> str:
     return json.dumps(STATE)
 
 
+if "--close-tool" in args:
+    @app.tool(description="Close an order's support ticket.")
+    def close(order_id: str) -> str:
+        return json.dumps({"order_id": order_id, "ticket": "closed"})
+
+
 if "--bad-schema" in args:
     @app.tool(description="A tool whose schema no validator takes.")
     def broken(x: int) -> str:

@@ -269,3 +269,41 @@ def test_callgate_run_on_the_mcp_server(loopback: Loopback, tmp_path: Path, call
     assert all(KEY not in json.dumps(environ) and KEY_ENV not in environ for environ in started)
     assert json.loads(started[0]["CALLGATE_STATE"]) == STATE
     assert running(marker) == []
+
+
+@pytest.mark.slow
+def test_a_server_tool_named_like_the_adapters_methods_is_the_servers(tmp_path: Path) -> None:
+    """A model's call to a server tool named `close` runs that tool (it shut the adapter's
+    server down before, and every later call was an environment error); the state reader
+    named in suite.json is not the model's to call."""
+    marker = f"--test-{tmp_path.name}"
+    root = mcp_suite(tmp_path / "shop", [mt_case("a", trajectory("lookup_order"), state=STATE)],
+                     mcp=server_command(marker, "--close-tool"), timeout=15)
+    factory = load_suite(root).environment
+    assert factory is not None
+    env = fresh(factory, STATE)
+    assert call_tool(env, "close", {"order_id": "ord_1"}) == {"order_id": "ord_1",
+                                                              "ticket": "closed"}
+    assert call_tool(env, "lookup_order", {"order_id": "ord_1"})["order_id"] == "ord_1"
+    assert call_tool(env, "read_state", {}) == {"error": "unknown tool read_state"}
+
+
+@pytest.mark.slow
+def test_a_server_that_never_answers_initialize_is_ended_at_once(tmp_path: Path) -> None:
+    """A server stuck before its session starts has no session to end: closing it cancels
+    the start, and its process goes (it lingered, and closing waited timeout + 10 s)."""
+    import time
+
+    from callgate.suites.mcp_tools import McpFailure
+
+    marker = f"--test-{tmp_path.name}"
+    server = McpServer([sys.executable, "-c", "import time; time.sleep(60)", marker],
+                       cwd=tmp_path, timeout=1)
+    started = time.monotonic()
+    with pytest.raises(McpFailure, match="did not start within 1 s"):
+        server.start()
+    assert time.monotonic() - started < 6
+    deadline = time.monotonic() + 5
+    while running(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running(marker) == []

@@ -21,6 +21,7 @@ import sys
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol
@@ -173,14 +174,26 @@ def fresh(factory: EnvironmentFactory, state: Mapping[str, Any]) -> Environment:
         raise EnvironmentError_(f"the environment could not start: {exc!r}") from exc
 
 
+def _tool_of(env: Environment, name: str) -> Callable[..., Any] | None:
+    """The callable a call to `name` runs, or None for a tool the environment lacks. An MCP
+    server's tools are its own (so a tool named `close` is the server's, never the adapter's
+    method); a Python environment's are its public methods but `state`."""
+    if isinstance(env, McpEnvironment):
+        return None if name == env.state_tool else partial(env.call, name)
+    method = getattr(env, name, None)
+    if method is None or name.startswith("_") or name == "state" or not callable(method):
+        return None
+    return method
+
+
 def call_tool(env: Environment, name: str, arguments: Mapping[str, Any]) -> Any:
     """Run one call; a ToolError becomes the tool's answer, anything else is the env's fault.
 
     Arguments the method does not take are the call's fault, as with a real API: the model gets
     an error back. The answer must be JSON, since it goes back to the model as JSON.
     """
-    method = getattr(env, name, None)
-    if method is None or name.startswith("_") or name == "state" or not callable(method):
+    method = _tool_of(env, name)
+    if method is None:
         return {"error": f"unknown tool {name}"}
     arguments = copy.deepcopy(dict(arguments))  # the environment may keep what it is given
     try:
@@ -328,14 +341,13 @@ class McpEnvironment:
         self._server = server
         weakref.finalize(self, server.close)
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_"):
-            raise AttributeError(name)
+    @property
+    def state_tool(self) -> str | None:
+        return self._factory.spec.state
 
-        def call(**arguments: Any) -> Any:
-            return self._call(name, arguments)
-
-        return call
+    def call(self, name: str, /, **arguments: Any) -> Any:
+        """The server's tool `name` on these arguments (the server checks them)."""
+        return self._call(name, arguments)
 
     def _call(self, name: str, arguments: Mapping[str, Any]) -> Any:
         try:

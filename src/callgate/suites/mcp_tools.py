@@ -181,6 +181,10 @@ class McpServer:
         if closing is not None:
             self._loop.call_soon_threadsafe(closing.set)
         task = self._task
+        if task is not None and self._session is None:
+            # Not past initialize (a server that never answers it): no event ends the session,
+            # so cancel it; leaving the SDK's context closes stdin and ends the process.
+            task.cancel()  # asyncio cancels the task it stands for
         if task is not None and threading.current_thread().name != "callgate-mcp":
             # The SDK bounds its shutdown (stdin closed, then terminate, then kill).
             with contextlib.suppress(Exception):
