@@ -24,6 +24,7 @@ from callgate.models.targets import parse_target
 from callgate.running.run import LiveRun, LiveRunner, run_live
 from callgate.running.settings import RunSettings
 from callgate.running.targets.contract import MalformedReply, reply_line
+from callgate.running.targets.session import MIN_CUT
 from callgate.store.db import Store
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Suite, load_suite
@@ -282,3 +283,22 @@ def test_without_concurrency_a_target_gets_no_more_attempts_than_its_pool(
                settings(concurrency=None, timeout=0.6, retry=RetryPolicy(max_retries=0)))
     assert set(statuses(live).values()) == {"scored"}
     assert live.result.scores.figures.right_arguments.pct == 100.0
+
+
+def test_a_secret_cut_where_a_long_error_is_shortened_is_hidden_too(
+    agent_env: Loopback, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error is shortened to 300 characters before it is redacted: a key straddling the cut
+    left its head in the reason and the store."""
+    secret = "sk-agent-5ecret-0123456789"
+    monkeypatch.setattr(target_agents, "behave", lambda *_: (_ for _ in ()).throw(
+        RuntimeError("x" * 280 + secret + " and more")))
+    suite = load_suite(write_suite(tmp_path / "suite", [lookup_case("a")]))
+    with Store(tmp_path / "callgate.db") as store:
+        live = run_live(suite, Candidate(target="python:target_agents:answer"), store,
+                        release="r1", settings=settings(), environ={"AGENT_API_KEY": secret})
+    reason = live.result.verdicts[0].tool_reason
+    assert "x" * 200 in reason and "[redacted]…" in reason
+    assert secret[:MIN_CUT] not in reason
+    for path in tmp_path.rglob("callgate.db*"):
+        assert secret[:8].encode() not in path.read_bytes()

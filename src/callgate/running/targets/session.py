@@ -51,7 +51,24 @@ def secrets_of(environ: Mapping[str, str]) -> list[str]:
 
 def redacted(text: str, secrets: list[str]) -> str:
     for secret in secrets:
-        text = text.replace(secret, REDACTED)
+        text = _cut_secret(text.replace(secret, REDACTED), secret)
+    return text
+
+
+CUT = "…"  # where the target kinds shortened a long message
+MIN_CUT = 4  # a shorter head of a secret says nothing worth hiding
+
+
+def _cut_secret(text: str, secret: str) -> str:
+    """Hide the head of a secret that a shortened message cut off just before its `…`."""
+    at = text.find(CUT)
+    while at != -1:
+        for length in range(min(len(secret) - 1, at), MIN_CUT - 1, -1):
+            if text.endswith(secret[:length], 0, at):
+                text = text[:at - length] + REDACTED + text[at:]
+                at += len(REDACTED) - length
+                break
+        at = text.find(CUT, at + 1)
     return text
 
 
