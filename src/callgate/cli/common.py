@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from callgate.scoring.exclusion import EXCLUDED_IN_WORDS
+
 try:  # typer 0.29 vendors click; older releases use click itself
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover
@@ -144,8 +146,8 @@ def _lower_first(text: str) -> str:
 
 MaxExcludedOption = Annotated[float, typer.Option(
     "--max-excluded", min=0.0, max=1.0,
-    help="Exit 3 (not a result, never a baseline) above this share of truncated or "
-         "provider-error attempts.")]
+    help="Exit 3 (not a result, never a baseline) above this share of excluded attempts "
+         f"({EXCLUDED_IN_WORDS}).")]
 EXIT_INCONCLUSIVE = 3
 ServerErrorsOption = Annotated[Literal["count", "exclude"], typer.Option(
     "--server-errors",

@@ -21,7 +21,7 @@ from callgate.cli.common import (
     check_output,
 )
 from callgate.errors import CallgateError
-from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 
 
 def gate(
@@ -46,8 +46,7 @@ def gate(
                              "release, e.g. releases/2026.11.json).")] = None,
     max_excluded: Annotated[float, typer.Option(
         "--max-excluded", min=0.0, max=1.0,
-        help="Inconclusive above this share of excluded attempts (truncated, provider, "
-             "environment or judge errors).")
+        help=f"Inconclusive above this share of excluded attempts ({EXCLUDED_IN_WORDS}).")
     ] = DEFAULT_MAX_EXCLUDED,
     junit: Annotated[Path | None, typer.Option("--junit", help="Write JUnit XML here.")] = None,
     markdown: Annotated[Path | None, typer.Option("--markdown",

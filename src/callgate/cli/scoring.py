@@ -56,8 +56,8 @@ def score(
     """Score recorded responses against a suite, store everything and print the figures.
 
     Exit 3 when more than --max-excluded of the attempts were excluded
-    (truncated, provider, environment or judge errors; server errors only without
-    --server-errors count)."""
+    (truncated, provider, environment, judge or target errors; server errors only
+    without --server-errors count)."""
     from callgate.report.console import print_run, run_document
     from callgate.scoring.pipeline import score_file
     from callgate.store.db import Store

@@ -18,6 +18,7 @@ from callgate.gating.statistics import (
     mcnemar_exact,
 )
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.exclusion import EXCLUDED_IN_WORDS
 from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Share, agent_label
 
@@ -175,8 +176,8 @@ def _standing(current: ReleaseScores, max_excluded: float) -> list[str]:
     out = []
     if current.excluded_share > max_excluded:
         out.append(
-            f"{current.excluded_share:.1%} of attempts were excluded (truncated, provider, "
-            f"environment or judge errors), above the {max_excluded:.0%} allowed")
+            f"{current.excluded_share:.1%} of attempts were excluded ({EXCLUDED_IN_WORDS}), "
+            f"above the {max_excluded:.0%} allowed")
     if current.uncalibrated:
         out.append("the judge that scored this release is not calibrated")
     return out

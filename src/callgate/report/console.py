@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from callgate.scoring.exclusion import COUNTED_APART
 from callgate.scoring.scores import Scores, Share, agent_label
 
 if TYPE_CHECKING:  # types only: `callgate score` need not load the gate or the judge
@@ -76,15 +77,8 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
         ("right arguments % [95% CI]", [pct(s.figures.right_arguments) for _, s in columns]),
         ("calls per task", [_num(s.figures.calls_per_task) for _, s in columns]),
         ("scored attempts", [str(s.figures.scored) for _, s in columns]),
-        ("excluded: truncated", [str(s.excluded["truncated"]) for _, s in columns]),
-        ("excluded: provider error", [str(s.excluded["provider_error"]) for _, s in columns]),
-        (
-            "excluded: environment error",
-            [str(s.excluded.get("environment_error", 0)) for _, s in columns],
-        ),
-        ("excluded: pending judge", [str(s.excluded["pending_judge"]) for _, s in columns]),
-        ("excluded: judge error", [str(s.excluded.get("judge_error", 0)) for _, s in columns]),
-        ("excluded: target error", [str(s.excluded.get("target_error", 0)) for _, s in columns]),
+        *((f"excluded: {kind.replace('_', ' ')}",
+           [str(s.excluded.get(kind, 0)) for _, s in columns]) for kind in COUNTED_APART),
     ]
     ks = sorted({k for _, s in columns for k in s.pass_hat_k})
     rows += [

@@ -11,6 +11,13 @@ from collections.abc import Mapping
 DEFAULT_MAX_EXCLUDED = 0.05
 EXCLUDED_KINDS = ("truncated", "provider_error", "environment_error", "judge_error",
                   "target_error")
+# Every kind a score counts apart from the shares, in the order reports show them: the
+# excluded kinds, and the attempts still waiting for the judge.
+COUNTED_APART = ("truncated", "provider_error", "environment_error", "pending_judge",
+                 "judge_error", "target_error")
+# The excluded kinds in words, for messages and help texts.
+EXCLUDED_IN_WORDS = (", ".join(k.removesuffix("_error") for k in EXCLUDED_KINDS[:-1])
+                     + f" or {EXCLUDED_KINDS[-1].removesuffix('_error')} errors")
 
 
 def excluded_share(attempts: int, excluded: Mapping[str, int]) -> float:

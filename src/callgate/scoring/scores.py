@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from callgate.checks.verdict import ServerErrors, Verdict
+from callgate.scoring.exclusion import COUNTED_APART
 from callgate.stats import design_effect as case_design_effect
 from callgate.stats import wilson
 
@@ -224,9 +225,7 @@ class ScoreBuilder:
             attempts=self.attempts,
             figures=total.figures(),
             excluded={
-                k: self.excluded.get(k, 0)
-                for k in ("truncated", "provider_error", "environment_error", "pending_judge",
-                          "judge_error", "target_error")
+                k: self.excluded.get(k, 0) for k in COUNTED_APART
             },
             by_tag={tag: tally.figures() for tag, tally in sorted(tags.items())},
             pass_hat_k=mean_pass_hat_k(tally[:2] for tally in self.per_case.values()),
