@@ -59,21 +59,19 @@ class Recorder:
     _repeat_slots: list[int] = field(default_factory=list)  # failures[i] repeats a kept case
     _responses: list[tuple] = field(default_factory=list)
     _verdicts: list[tuple] = field(default_factory=list)
-    _schemas: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
         self.builder = ScoreBuilder(tags_of=case_tags(self.suite.cases))
-        self._schemas = {name: t.function.parameters for name, t in self.suite.tools.items()}
         if self.judge is not None and self.judged_tally is None:
             from callgate.judging.step import JudgedTally
 
             self.judged_tally = JudgedTally()
 
     def add(self, response: Response, body: str | None = None) -> Verdict:
-        case = self.suite.cases[response.case_id]
+        case, suite = self.suite.cases[response.case_id], self.suite
         verdict = check_response(
-            case, response, self._schemas, self.suite.validators, rules=self.suite.match,
-            environment=self.suite.environment, server_errors=self.server_errors,
+            case, response, suite.parameter_schemas, suite.validators, rules=suite.match,
+            environment=suite.environment, server_errors=self.server_errors,
         )
         if verdict.status == "pending_judge" and self.judge is not None:
             # Judged in one concurrent batch at the end (judge_pending); the rows wait too.
