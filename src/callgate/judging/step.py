@@ -9,11 +9,11 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
-from callgate.judging.calibration import Certificate, dimension_rates, require_certificate
+from callgate.judging.certificates import Certificate, dimension_rates, require_certificate
 from callgate.judging.judge import (
     Complete,
     Judge,
@@ -75,12 +75,15 @@ class JudgeStep:
         return self.judge.fingerprint
 
     async def judge_all(self, store: Store, attempts: Mapping[K, Payloads | str],
-                        done: dict[K, Outcome]) -> None:
+                        done: dict[K, Outcome],
+                        call_errors: Literal["pending", "raise"] = "pending") -> None:
         """Judge every attempt, at most `concurrency` at a time, reading and filling the
         store's cache; `done` gets each outcome as it arrives, so that if judging is cut short
         (an exception, Ctrl-C) the caller still has what was decided. A judge that cannot be
-        reached leaves an attempt pending (its outcome is why); a reply that is not a verdict
-        after the spec's retries is a JudgeOutputError. The client is closed at the end."""
+        reached leaves an attempt pending (its outcome is why), or with `call_errors="raise"`
+        stops judging with its JudgeCallError (calibration: no certificate from part of a
+        set); a reply that is not a verdict after the spec's retries is a JudgeOutputError.
+        The client is closed at the end."""
         cache = JudgeCache(store, self.fingerprint)
         keys = {index: cache.key(payloads) for index, payloads in attempts.items()
                 if not isinstance(payloads, str)}
@@ -99,6 +102,8 @@ class JudgeStep:
                     done[index] = exc
                     return
                 except JudgeCallError as exc:
+                    if call_errors == "raise":
+                        raise
                     done[index] = str(exc)
                     return
             cache.put(keys[index], output)
