@@ -30,6 +30,7 @@ from callgate.judging.calibration_set import (
     SetJournal,
     Withdrawal,
     item_payloads,
+    item_row,
     label_text,
     person_confirmed,
     read_journal,
@@ -254,10 +255,7 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
     # The items and the certificate they gave, together: a calibration that fails before this
     # (the judge's outputs so far stay cached, so a new run resumes) leaves neither behind.
     with store.atomic():
-        store.save_calibration_items(Path(set_path).name, [
-            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
-            for i in items
-        ])
+        store.save_calibration_items(Path(set_path).name, [item_row(i) for i in items])
         store.save_certificate(judge.fingerprint, judge.spec.name, certificate.certified,
                                certificate.to_json())
     # The newest calibration decides: a failure replaces a certificate file beside the spec,

@@ -28,6 +28,7 @@ from callgate.judging.calibration import (
     Withdrawal,
     read_journal,
 )
+from callgate.judging.calibration_set import item_row
 from callgate.judging.payloads import judge_payloads
 from callgate.store.db import Store
 from callgate.suites.responses import parse_response
@@ -196,10 +197,7 @@ def reload_set(store: Store, set_path: Path) -> SetJournal:
     adjudication."""
     journal = read_journal(set_path)
     with store.atomic():
-        store.save_calibration_items(set_path.name, [
-            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
-            for i in journal.counted()
-        ])
+        store.save_calibration_items(set_path.name, [item_row(i) for i in journal.counted()])
         store.replace_set_labels(
             set_path.name,
             [(i.id, i.labeller, i.label.tool_choice, i.label.arguments, i.note, i.labelled_at,

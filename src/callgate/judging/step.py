@@ -30,6 +30,7 @@ from callgate.judging.judge import (
 )
 from callgate.models.config import Candidate
 from callgate.store.db import Store
+from callgate.store.rows import judge_output_row
 
 # What the judge reads of one attempt: its case document (tools, messages, rubric) and its
 # response document.
@@ -55,7 +56,8 @@ class JudgeCache:
 
     def put(self, key: str, output: JudgeOutput) -> None:
         """Keep a verdict, committed at once (call outside any transaction)."""
-        self.store.save_judge_outputs([(key, self.fingerprint, output.model_dump_json())])
+        self.store.save_judge_outputs([judge_output_row(
+            key=key, fingerprint=self.fingerprint, output=output.model_dump_json())])
 
 
 @dataclass

@@ -18,7 +18,7 @@ from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.result import GateRecord, record_if_not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
-from callgate.store.rows import response_row
+from callgate.store.rows import judgement_row, response_row
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, read_response_lines
 from callgate.suites.shard import Shard
@@ -185,8 +185,10 @@ class Recorder:
                 continue
             self._record(response, body, apply_judgement(verdict, output))
             self.judged_tally.add(verdict, output)
-            judgements.append((self.run_id, verdict.case_id, verdict.repeat, fingerprint,
-                               output.tool_choice, output.arguments, output.reason))
+            judgements.append(judgement_row(
+                run=self.run_id, case_id=verdict.case_id, repeat=verdict.repeat,
+                fingerprint=fingerprint, tool_choice=output.tool_choice,
+                arguments=output.arguments, reason=output.reason))
         if judgements:
             self.store.save_judgements(judgements)
 
