@@ -413,7 +413,7 @@ class Store(JudgeRecords, ServeRecords, MergeRecords):
             params.append(suite_name)
         return list(self.db.query(sql + " ORDER BY created_at, id", params))
 
-    # Typed: gating and web read the dict rows above until they are converted (issue 25 item 3).
+    # Typed: only gating (and the store's own merge) reads the dict rows above (issue 25 item 3).
     def stored_runs(self, agent: str | None = None, suite_name: str | None = None
                     ) -> list[StoredRun]:
         """`runs`, each with its JSON columns parsed once."""

@@ -76,7 +76,7 @@ class StoredRun(Mapping[str, Any]):
     document; None until it finished), `gate` (the newest GateRecord as a document, None when
     none was taken), `shards` (the shard numbers it holds, None when unsharded) and
     `model_params`. The columns as stored stay readable as a mapping (`run["release"]`,
-    `run.row`) for the code not converted yet (gating, web)."""
+    `run.row`) for the code not converted yet (gating, which the web and shard hand it to)."""
 
     row: Mapping[str, Any]
     scores: dict[str, Any] | None = field(init=False)
@@ -124,6 +124,10 @@ class StoredRun(Mapping[str, Any]):
     @property
     def status(self) -> str:
         return str(self.row["status"])
+
+    @property
+    def created_at(self) -> str:
+        return str(self.row["created_at"])
 
     @property
     def judge_fingerprint(self) -> str | None:
