@@ -101,7 +101,7 @@ def bfcl_rates(tmp: Path, only_right: bool, rounds: int = 3) -> BfclRates:
         suite = load_suite(import_category(BFCL / "data", category, target).out)
         data = read_category(BFCL / "data", category)
         entries = {entry.id: entry for entry in data.entries}
-        schemas = {name: tool.function.parameters for name, tool in suite.tools.items()}
+        schemas = suite.parameter_schemas
         for case in suite.cases.values():
             entry, answer = entries[case.id], data.answers.get(case.id)
             names = harness.bfcl_names(case, entry)

@@ -36,7 +36,7 @@ def callgate_verdict(suite_dir: Path, case_id: str, calls: list[tuple[str, Any]]
     suite = load_suite(suite_dir)
     case = suite.cases[case_id]
     response = parse_response({"case_id": case_id, "response": bfcl.message(calls)})
-    schemas = {name: t.function.parameters for name, t in suite.tools.items()}
+    schemas = suite.parameter_schemas
     return check_response(case, response, schemas, suite.validators, rules=suite.match)
 
 

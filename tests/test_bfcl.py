@@ -494,7 +494,7 @@ def test_default_rules_are_unchanged(suites: dict[str, Path]) -> None:
     """Without a `match` object, values compare as JSON: case-sensitive, True != 1."""
     suite = load_suite(suites["simple_python"])
     case = suite.cases["simple_python_0"]
-    schemas = {name: t.function.parameters for name, t in suite.tools.items()}
+    schemas = suite.parameter_schemas
     tool = case.expected_call_lists()[0][0].tool
 
     def right(args: dict[str, Any], rules: MatchRules | None = None) -> bool:
@@ -523,7 +523,7 @@ def test_unlisted_parameters_are_rejected(suites: dict[str, Path]) -> None:
     verdict = _verdict(suites["parallel_multiple"], "parallel_multiple_12", calls)
     assert verdict.arguments == "wrong_value" and "permeability" in verdict.arguments_reason
     assert not _bfcl("parallel_multiple", "parallel_multiple_12", calls)
-    schemas = {name: t.function.parameters for name, t in suite.tools.items()}
+    schemas = suite.parameter_schemas
     response = parse_response({"case_id": case.id, "response": bfcl.message(calls)})
     ignoring = suite.match.model_copy(update={"unlisted_args": "ignore"})
     assert check_response(case, response, schemas, suite.validators, rules=ignoring).right_arguments

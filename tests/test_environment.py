@@ -142,7 +142,7 @@ def test_tool_errors_are_answers_and_other_failures_are_the_environment(tmp_path
     with pytest.raises(EnvironmentError_, match="carrier database"):
         call_tool(env, "track_shipment", {"order_id": "ord_666"})
     offered = {"lookup_order"}
-    schemas = {name: tool.function.parameters for name, tool in suite.tools.items()}
+    schemas = suite.parameter_schemas
     broken = ParsedCall(0, "lookup_order", None, "Expecting value")
     assert answer_call(env, broken, offered, schemas, suite.validators) == {
         "error": "arguments are not valid JSON: Expecting value"}
@@ -290,7 +290,7 @@ def test_a_schema_invalid_call_is_answered_with_an_error_and_never_run(tmp_path:
                                                            state=STATE)]))
     assert shop.environment is not None
     env = fresh(shop.environment, STATE)
-    schemas = {name: tool.function.parameters for name, tool in shop.tools.items()}
+    schemas = shop.parameter_schemas
     bad = ParsedCall(0, "cancel_order", {"order_id": "ord_1", "reason": "nope"}, None)
     answer = answer_call(env, bad, set(schemas), schemas, shop.validators)
     assert answer == {"error": "arguments do not match the schema: cancel_order.reason: 'nope' "

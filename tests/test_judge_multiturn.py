@@ -251,7 +251,8 @@ def test_calibration_items_hold_trajectories_and_one_turn_items_keep_their_key(
     assert items == [multi, single]
 
     stub = StubJudge()
-    asyncio.run(run_judge_on_items(judge, items, stub))
+    with Store(tmp_path / "c.db") as store:
+        asyncio.run(run_judge_on_items(JudgeStep(judge, stub, None), store, items))
     assert stub.seen == [doc, item_payloads(single)[1]]
 
     with pytest.raises(ValidationError, match="not both"):

@@ -12,7 +12,16 @@ from factories import calls, case, line, message, tool_call, write_lines, write_
 from callgate.report.history import history_rows
 from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store
-from callgate.store.rows import StoredRun, response_row
+from callgate.store.rows import (
+    StoredRun,
+    calibration_item_row,
+    judge_output_row,
+    judgement_row,
+    live_response_row,
+    response_row,
+    run_request_row,
+    run_turn_row,
+)
 from callgate.store.schema import RESPONSE_COLUMNS
 from callgate.suites.shard import Shard
 from callgate.suites.suite import load_suite
@@ -77,3 +86,35 @@ def test_a_response_row_is_written_by_column_name() -> None:
         response_row(**{k: v for k, v in columns.items() if k != "body"})
     with pytest.raises(TypeError, match=r"unknown \['bodie'\]"):
         response_row(**columns, bodie="x")
+
+
+def test_every_writer_puts_each_named_value_in_its_column(tmp_path: Path) -> None:
+    """The rows built by name land in the columns they name, whatever order they were given
+    in: the builders and the store's INSERTs read the same column lists."""
+    with Store(tmp_path / "c.db") as store:
+        run = scored(tmp_path, store)
+        live = dict(key="k1", model="m", case_id="ord", repeat=0, request="{}", line="{}",
+                    error_kind=None, tries=1, created_at="2026-01-01T00:00:00")
+        store.save_live_responses([live_response_row(**dict(reversed(live.items())))])
+        request = dict(run=run, case_id="ord", repeat=0, cache_key="k1", cached=1)
+        store.save_run_requests([run_request_row(**dict(reversed(request.items())))])
+        turn = dict(run=run, case_id="ord", repeat=0, turn=1, cache_key="k1", cached=0)
+        store.save_run_turns([run_turn_row(**dict(reversed(turn.items())))])
+        judged = dict(run=run, case_id="ord", repeat=0, fingerprint="f", tool_choice="pass",
+                      arguments="fail", reason="why")
+        store.save_judgements([judgement_row(**dict(reversed(judged.items())))])
+        output = dict(key="jk", fingerprint="f", output='{"x": 1}')
+        store.save_judge_outputs([judge_output_row(**dict(reversed(output.items())))])
+        item = dict(item_id="i1", split="test", label_tool_choice="pass",
+                    label_arguments="n/a", body="{}")
+        store.save_calibration_items("set.jsonl",
+                                     [calibration_item_row(**dict(reversed(item.items())))])
+        for table, written in (("live_responses", live), ("run_requests", request),
+                               ("run_turns", turn), ("judgements", judged),
+                               ("judge_cache", output), ("calibration_items", item)):
+            (row,) = store.db.execute(
+                f"SELECT {', '.join(written)} FROM {table} WHERE {next(iter(written))} = ?",
+                [next(iter(written.values()))]).fetchall()
+            assert dict(zip(written, row, strict=True)) == written, table
+    with pytest.raises(TypeError, match=r"judgements row: missing \['reason'\]"):
+        judgement_row(**{k: v for k, v in judged.items() if k != "reason"})

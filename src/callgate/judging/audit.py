@@ -9,7 +9,6 @@ judged attempts for any length.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Container, Mapping, Sequence
 from statistics import NormalDist
@@ -208,8 +207,8 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
     audit = store.audit(run_id)
     if audit is None:
         raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
-    run = store.run(run_id) or {}
-    stored_judged = (json.loads(run["scores"]).get("judged") or {}) if run.get("scores") else {}
+    run = store.stored_run(run_id)
+    stored_judged = ((run.scores or {}).get("judged") or {}) if run is not None else {}
     judgements = {(r["case_id"], r["repeat"]): r for r in store.judgements(run_id)}
     verdicts = {(v["case_id"], v["repeat"]): v for v in store.verdicts(run_id)
                 if v["status"] == "scored"}
@@ -263,7 +262,7 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
     release, parts = figures(verdicts)
     # Per tag, where the audit has counted labels on the tag's judged attempts: within a tag
     # they are a uniform sample of its judged attempts too.
-    tags = store.case_tags_of(run["suite"]) if run.get("suite") else {}
+    tags = store.case_tags_of(run.suite) if run is not None and run.suite else {}
     by_tag: dict[str, dict[str, Estimate | None]] = {}
     for tag in sorted({t for k in by_key for t in tags.get(k[0], [])}):
         tagged = {k for k in verdicts if tag in tags.get(k[0], [])}

@@ -12,11 +12,12 @@ from callgate.judging.calibration_set import item_payloads, read_set
 from callgate.judging.estimates import (
     Estimate,
 )
-from callgate.judging.judge import JudgeOutput, cache_key
+from callgate.judging.judge import JudgeOutput
 from callgate.judging.planning import (
     AuditPlan,
     certificate_plan,
 )
+from callgate.judging.step import JudgeCache
 from callgate.store.db import Store
 
 
@@ -27,10 +28,12 @@ def set_confusions(judge: Any, set_path: Any, store: Store | None
     and how many test items there are. Without a store, the judge has judged nothing."""
     items, _ = read_set(set_path)
     test = [i for i in items if i.split == "test"]
-    keys = {i.id: cache_key(judge.fingerprint, *item_payloads(i)) for i in test}
-    stored = store.judge_outputs(list(keys.values())) if store is not None else {}
-    outputs = {i: JudgeOutput.model_validate_json(stored[k]) for i, k in keys.items()
-               if k in stored}
+    outputs: dict[str, JudgeOutput] = {}
+    if store is not None:
+        cache = JudgeCache(store, judge.fingerprint)
+        keys = {i.id: cache.key(item_payloads(i)) for i in test}
+        stored = cache.get(list(keys.values()))
+        outputs = {i: stored[k] for i, k in keys.items() if k in stored}
     out = {dim: dimension_confusion(dim, test, outputs) for dim in judge.spec.dimensions}
     return out, len(test) - len(outputs), len(test)
 

@@ -9,8 +9,7 @@ importable from here too, as before the split).
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,6 +30,7 @@ from callgate.judging.calibration_set import (
     SetJournal,
     Withdrawal,
     item_payloads,
+    item_row,
     label_text,
     person_confirmed,
     read_journal,
@@ -55,9 +55,8 @@ from callgate.judging.judge import (
     Judge,
     JudgeOutput,
     JudgeOutputError,
-    cache_key,
-    judge_once,
 )
+from callgate.judging.step import JudgeStep
 from callgate.stats import wilson
 from callgate.store.db import Store
 
@@ -219,32 +218,20 @@ def evaluate(judge: Judge, items: Sequence[CalibrationItem],
     return certificate, disagreements
 
 
-async def run_judge_on_items(
-    judge: Judge, items: Sequence[CalibrationItem], complete: Complete, concurrency: int = 8,
-    cached: Mapping[str, JudgeOutput] | None = None,
-    on_output: Callable[[CalibrationItem, JudgeOutput], None] | None = None,
-) -> dict[str, Outcome]:
-    """Judge every item not in `cached`, at most `concurrency` at a time; `on_output` sees each
-    new verdict as it arrives (to store it at once). A reply that is not a verdict, after the
-    spec's retries, is a NoVerdict: not cached (the next calibration asks again), never read
-    as a verdict."""
-    outputs: dict[str, Outcome] = dict(cached or {})
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(item: CalibrationItem) -> None:
-        async with gate:
-            try:
-                output = await judge_once(
-                    judge, complete, tools=item.case.tools, conversation=item.case.messages,
-                    rubric=item.case.rubric, response=item.response.judged())
-            except JudgeOutputError as exc:
-                outputs[item.id] = NoVerdict(reason=f"no verdict: {exc}")
-                return
-        outputs[item.id] = output
-        if on_output is not None:
-            on_output(item, output)
-
-    await asyncio.gather(*(one(item) for item in items if item.id not in outputs))
+async def run_judge_on_items(step: JudgeStep, store: Store, items: Sequence[CalibrationItem]
+                             ) -> dict[str, Outcome]:
+    """The judge's outcome on every item, through its cache in the store (`judge_all`: a new
+    verdict is kept as it arrives). A reply that is not a verdict, after the spec's retries,
+    is a NoVerdict: not cached (the next calibration asks again), never read as a verdict. A
+    judge that cannot be reached stops calibration (JudgeCallError)."""
+    done: dict[str, JudgeOutput | JudgeOutputError | str] = {}
+    await step.judge_all(store, {item.id: item_payloads(item) for item in items}, done,
+                         call_errors="raise")
+    outputs: dict[str, Outcome] = {}
+    for item_id, outcome in done.items():
+        assert not isinstance(outcome, str)  # call errors raise
+        outputs[item_id] = (NoVerdict(reason=f"no verdict: {outcome}")
+                            if isinstance(outcome, JudgeOutputError) else outcome)
     return outputs
 
 
@@ -262,27 +249,17 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
 
     Returns the certificate, the disagreements and how many items were judged afresh."""
     items, digest = read_set(set_path)
-    keys = {i.id: cache_key(judge.fingerprint, *item_payloads(i)) for i in items}
-    stored = store.judge_outputs(list(keys.values()))
-    cached = {item_id: JudgeOutput.model_validate_json(stored[key])
-              for item_id, key in keys.items() if key in stored}
-
-    def save(item: CalibrationItem, output: JudgeOutput) -> None:
-        store.save_judge_outputs([(keys[item.id], judge.fingerprint, output.model_dump_json())])
-
-    outputs = await run_judge_on_items(judge, items, complete, concurrency, cached, save)
+    step = JudgeStep(judge, complete, certificate=None, concurrency=concurrency)
+    outputs = await run_judge_on_items(step, store, items)
     certificate, disagreements = evaluate(judge, items, outputs, str(set_path), digest)
     # The items and the certificate they gave, together: a calibration that fails before this
     # (the judge's outputs so far stay cached, so a new run resumes) leaves neither behind.
     with store.atomic():
-        store.save_calibration_items(Path(set_path).name, [
-            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
-            for i in items
-        ])
+        store.save_calibration_items(Path(set_path).name, [item_row(i) for i in items])
         store.save_certificate(judge.fingerprint, judge.spec.name, certificate.certified,
                                certificate.to_json())
     # The newest calibration decides: a failure replaces a certificate file beside the spec,
     # so a committed certificate cannot outlive the calibration that revoked it.
     if certificate.certified or judge.certificate_path.exists():
         judge.certificate_path.write_text(certificate.to_json(), encoding="utf-8")
-    return certificate, disagreements, len(items) - len(cached)
+    return certificate, disagreements, len(items) - step.cache_hits

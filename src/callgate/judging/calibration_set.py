@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from callgate.errors import InputError
 from callgate.reading import json_lines_in, read_bytes, validate
+from callgate.store.rows import calibration_item_row
 
 
 class CalibrationCase(BaseModel):
@@ -279,3 +280,10 @@ def person_confirmed(item: CalibrationItem) -> bool:
 def item_payloads(item: CalibrationItem) -> tuple[dict[str, Any], dict[str, Any]]:
     """The (case, response) documents a judge verdict is cached under."""
     return item.case.model_dump(), item.response.judged()
+
+
+def item_row(item: CalibrationItem) -> tuple[Any, ...]:
+    """The row the store keeps of an item (Store.save_calibration_items)."""
+    return calibration_item_row(item_id=item.id, split=item.split,
+                                label_tool_choice=item.label.tool_choice,
+                                label_arguments=item.label.arguments, body=item.line())

@@ -28,32 +28,34 @@ from callgate.judging.calibration import (
     Withdrawal,
     read_journal,
 )
+from callgate.judging.calibration_set import item_row
 from callgate.judging.payloads import judge_payloads
 from callgate.store.db import Store
+from callgate.store.rows import StoredRun
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite, load_suite
 
 
-def _run_suite(store: Store, run: Mapping[str, Any]) -> Suite:
+def _run_suite(store: Store, run: StoredRun) -> Suite:
     """The suite a run was scored on, loaded from its directory, when it is unchanged."""
-    path = store.suite_path(run["suite"])
+    path = store.suite_path(run.suite)
     try:
         suite: Suite | None = load_suite(path)
         why = "it has changed since"
     except CallgateError as exc:
         suite, why = None, f"it cannot be loaded ({exc})"
-    if suite is None or suite.fingerprint != run["suite"]:
+    if suite is None or suite.fingerprint != run.suite:
         raise CallgateError(
-            f"run {run['id']} has multi-turn judged attempts; the tool results between their "
+            f"run {run.id} has multi-turn judged attempts; the tool results between their "
             f"turns come from the suite at {path}, but {why}. Restore the suite to label them.")
     return suite
 
 
 def judged_run(store: Store, run_id: int, *, then: str = ""
-               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+               ) -> tuple[StoredRun, list[dict[str, Any]]]:
     """A run and the rows of its attempts a judge decided; a CallgateError naming the run when
     there is no such run, or no attempt of it a judge decided (`then` ends that message)."""
-    run = store.run(run_id)
+    run = store.stored_run(run_id)
     if run is None:
         raise CallgateError(f"no run {run_id} in {store.path}")
     rows = store.judgements(run_id)
@@ -66,11 +68,11 @@ def judged_items(store: Store, run_id: int) -> list[tuple[dict[str, Any], Calibr
     """The judged attempts of a run, each as (judgement row, an unlabelled item holding what
     the judge saw: for a multi-turn attempt, the whole trajectory with its tool results)."""
     run, rows = judged_run(store, run_id)
-    tools = store.suite_tools(run["suite"])
+    tools = store.suite_tools(run.suite)
     suite: Suite | None = None  # loaded only for multi-turn attempts: their tool results
     out = []
     for row in rows:
-        case = json.loads(store.case_body(run["suite"], row["case_id"]))
+        case = json.loads(store.case_body(run.suite, row["case_id"]))
         body = store.response_body(run_id, row["case_id"], row["repeat"])
         response = parse_response(json.loads(body))
         if len(response.assistant_turns) > 1:
@@ -196,10 +198,7 @@ def reload_set(store: Store, set_path: Path) -> SetJournal:
     adjudication."""
     journal = read_journal(set_path)
     with store.atomic():
-        store.save_calibration_items(set_path.name, [
-            (i.id, i.split, i.label.tool_choice, i.label.arguments, i.line())
-            for i in journal.counted()
-        ])
+        store.save_calibration_items(set_path.name, [item_row(i) for i in journal.counted()])
         store.replace_set_labels(
             set_path.name,
             [(i.id, i.labeller, i.label.tool_choice, i.label.arguments, i.note, i.labelled_at,

@@ -9,11 +9,11 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
-from callgate.judging.calibration import Certificate, dimension_rates, require_certificate
+from callgate.judging.certificates import Certificate, dimension_rates, require_certificate
 from callgate.judging.judge import (
     Complete,
     Judge,
@@ -30,6 +30,7 @@ from callgate.judging.judge import (
 )
 from callgate.models.config import Candidate
 from callgate.store.db import Store
+from callgate.store.rows import judge_output_row
 
 # What the judge reads of one attempt: its case document (tools, messages, rubric) and its
 # response document.
@@ -55,7 +56,8 @@ class JudgeCache:
 
     def put(self, key: str, output: JudgeOutput) -> None:
         """Keep a verdict, committed at once (call outside any transaction)."""
-        self.store.save_judge_outputs([(key, self.fingerprint, output.model_dump_json())])
+        self.store.save_judge_outputs([judge_output_row(
+            key=key, fingerprint=self.fingerprint, output=output.model_dump_json())])
 
 
 @dataclass
@@ -76,12 +78,15 @@ class JudgeStep:
         return self.judge.fingerprint
 
     async def judge_all(self, store: Store, attempts: Mapping[K, Payloads | str],
-                        done: dict[K, Outcome]) -> None:
+                        done: dict[K, Outcome],
+                        call_errors: Literal["pending", "raise"] = "pending") -> None:
         """Judge every attempt, at most `concurrency` at a time, reading and filling the
         store's cache; `done` gets each outcome as it arrives, so that if judging is cut short
         (an exception, Ctrl-C) the caller still has what was decided. A judge that cannot be
-        reached leaves an attempt pending (its outcome is why); a reply that is not a verdict
-        after the spec's retries is a JudgeOutputError. The client is closed at the end."""
+        reached leaves an attempt pending (its outcome is why), or with `call_errors="raise"`
+        stops judging with its JudgeCallError (calibration: no certificate from part of a
+        set); a reply that is not a verdict after the spec's retries is a JudgeOutputError.
+        The client is closed at the end."""
         cache = JudgeCache(store, self.fingerprint)
         keys = {index: cache.key(payloads) for index, payloads in attempts.items()
                 if not isinstance(payloads, str)}
@@ -100,6 +105,8 @@ class JudgeStep:
                     done[index] = exc
                     return
                 except JudgeCallError as exc:
+                    if call_errors == "raise":
+                        raise
                     done[index] = str(exc)
                     return
             cache.put(keys[index], output)

@@ -18,7 +18,7 @@ from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.result import GateRecord, record_if_not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
-from callgate.store.rows import response_row
+from callgate.store.rows import judgement_row, response_row
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, read_response_lines
 from callgate.suites.shard import Shard
@@ -59,21 +59,19 @@ class Recorder:
     _repeat_slots: list[int] = field(default_factory=list)  # failures[i] repeats a kept case
     _responses: list[tuple] = field(default_factory=list)
     _verdicts: list[tuple] = field(default_factory=list)
-    _schemas: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
         self.builder = ScoreBuilder(tags_of=case_tags(self.suite.cases))
-        self._schemas = {name: t.function.parameters for name, t in self.suite.tools.items()}
         if self.judge is not None and self.judged_tally is None:
             from callgate.judging.step import JudgedTally
 
             self.judged_tally = JudgedTally()
 
     def add(self, response: Response, body: str | None = None) -> Verdict:
-        case = self.suite.cases[response.case_id]
+        case, suite = self.suite.cases[response.case_id], self.suite
         verdict = check_response(
-            case, response, self._schemas, self.suite.validators, rules=self.suite.match,
-            environment=self.suite.environment, server_errors=self.server_errors,
+            case, response, suite.parameter_schemas, suite.validators, rules=suite.match,
+            environment=suite.environment, server_errors=self.server_errors,
         )
         if verdict.status == "pending_judge" and self.judge is not None:
             # Judged in one concurrent batch at the end (judge_pending); the rows wait too.
@@ -187,8 +185,10 @@ class Recorder:
                 continue
             self._record(response, body, apply_judgement(verdict, output))
             self.judged_tally.add(verdict, output)
-            judgements.append((self.run_id, verdict.case_id, verdict.repeat, fingerprint,
-                               output.tool_choice, output.arguments, output.reason))
+            judgements.append(judgement_row(
+                run=self.run_id, case_id=verdict.case_id, repeat=verdict.repeat,
+                fingerprint=fingerprint, tool_choice=output.tool_choice,
+                arguments=output.arguments, reason=output.reason))
         if judgements:
             self.store.save_judgements(judgements)
 

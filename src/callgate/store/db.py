@@ -36,8 +36,12 @@ from callgate.store.opening import (
 from callgate.store.rows import StoredRun
 from callgate.store.schema import (
     _NEWEST_DONE,
+    LIVE_RESPONSE_COLUMNS,
     RESPONSE_COLUMNS,
+    RUN_REQUEST_COLUMNS,
+    RUN_TURN_COLUMNS,
     VERDICT_COLUMNS,
+    columns_sql,
     now,
 )
 from callgate.store.serving import ServeRecords
@@ -410,7 +414,7 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
             params.append(suite_name)
         return list(self.db.query(sql + " ORDER BY created_at, id", params))
 
-    # Typed: gating and web read the dict rows above until they are converted (issue 25 item 3).
+    # Typed: only gating (and the store's own merge) reads the dict rows above (issue 25 item 3).
     def stored_runs(self, agent: str | None = None, suite_name: str | None = None
                     ) -> list[StoredRun]:
         """`runs`, each with its JSON columns parsed once."""
@@ -439,42 +443,32 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
             found.update((row["key"], row) for row in rows)
         return found
 
-    def save_live_responses(self, rows: list[tuple]) -> None:
-        """Upsert (key, model, case_id, repeat, request, line, error_kind, tries, created_at)
-        rows in one transaction. A failure never replaces a stored answer."""
+    def save_live_responses(self, rows: list[tuple[Any, ...]]) -> None:
+        """Upsert provider answers and failures (`live_response_row`) in one transaction. A
+        failure never replaces a stored answer."""
+        updates = ", ".join(f"{name} = excluded.{name}" for name in LIVE_RESPONSE_COLUMNS[1:])
         with self.atomic():
             self.db.conn.executemany(
-                "INSERT INTO live_responses (key, model, case_id, repeat, request, line, "
-                "error_kind, tries, created_at) VALUES (?,?,?,?,?,?,?,?,?) "
-                "ON CONFLICT(key) DO UPDATE SET model = excluded.model, "
-                "case_id = excluded.case_id, repeat = excluded.repeat, "
-                "request = excluded.request, line = excluded.line, "
-                "error_kind = excluded.error_kind, tries = excluded.tries, "
-                "created_at = excluded.created_at "
+                f"INSERT INTO live_responses {columns_sql(LIVE_RESPONSE_COLUMNS)} "
+                f"ON CONFLICT(key) DO UPDATE SET {updates} "
                 "WHERE excluded.error_kind IS NULL OR live_responses.error_kind IS NOT NULL",
                 rows,
             )
 
-    def save_run_requests(self, rows: list[tuple]) -> None:
-        """Link a run's attempts to their cache keys: (run, case_id, repeat, cache_key, cached)."""
+    def save_run_requests(self, rows: list[tuple[Any, ...]]) -> None:
+        """Link a run's attempts to their cache keys (`run_request_row`)."""
         with self.atomic():
             self.db.conn.executemany(
-                "INSERT OR REPLACE INTO run_requests (run, case_id, repeat, cache_key, cached) "
-                "VALUES (?,?,?,?,?)",
-                rows,
-            )
+                f"INSERT OR REPLACE INTO run_requests {columns_sql(RUN_REQUEST_COLUMNS)}", rows)
 
-    def save_run_turns(self, rows: list[tuple]) -> None:
+    def save_run_turns(self, rows: list[tuple[Any, ...]]) -> None:
         """Link the turns of a run's multi-turn attempts to the cache keys of their requests
-        (live_responses): (run, case_id, repeat, turn, cache_key, cached)."""
+        in live_responses (`run_turn_row`)."""
         if not rows:
             return
         with self.atomic():
             self.db.conn.executemany(
-                "INSERT OR REPLACE INTO run_turns (run, case_id, repeat, turn, cache_key, cached) "
-                "VALUES (?,?,?,?,?,?)",
-                rows,
-            )
+                f"INSERT OR REPLACE INTO run_turns {columns_sql(RUN_TURN_COLUMNS)}", rows)
 
     def set_run_gate(self, run_id: int, decision: str) -> None:
         """Record the gate decision on a run (JSON); the newest decision replaces the last."""

@@ -6,7 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from callgate.store.base import StoreBase
-from callgate.store.schema import now
+from callgate.store.schema import (
+    CALIBRATION_ITEM_COLUMNS,
+    JUDGE_OUTPUT_COLUMNS,
+    JUDGEMENT_COLUMNS,
+    columns_sql,
+    now,
+)
 
 
 class JudgeRecords(StoreBase):
@@ -26,29 +32,27 @@ class JudgeRecords(StoreBase):
             found.update(dict(rows))
         return found
 
-    def save_judge_outputs(self, rows: list[tuple[str, str, str]]) -> None:
-        """(key, fingerprint, output JSON) rows."""
+    def save_judge_outputs(self, rows: list[tuple[Any, ...]]) -> None:
+        """Cached verdicts (`judge_output_row`: key, fingerprint, output JSON)."""
+        columns = columns_sql((*JUDGE_OUTPUT_COLUMNS, "created_at"))
+        with self.atomic():
+            self.db.conn.executemany(f"INSERT OR REPLACE INTO judge_cache {columns}",
+                                     [(*row, now()) for row in rows])
+
+    def save_judgements(self, rows: list[tuple[Any, ...]]) -> None:
+        """The judge's verdicts on a run's attempts (`judgement_row`)."""
         with self.atomic():
             self.db.conn.executemany(
-                "INSERT OR REPLACE INTO judge_cache (key, fingerprint, output, created_at) "
-                "VALUES (?, ?, ?, ?)", [(*row, now()) for row in rows])
+                f"INSERT OR REPLACE INTO judgements {columns_sql(JUDGEMENT_COLUMNS)}", rows)
 
-    def save_judgements(self, rows: list[tuple]) -> None:
-        """(run, case_id, repeat, fingerprint, tool_choice, arguments, reason) rows."""
-        with self.atomic():
-            self.db.conn.executemany(
-                "INSERT OR REPLACE INTO judgements (run, case_id, repeat, fingerprint, "
-                "tool_choice, arguments, reason) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-
-    def save_calibration_items(self, set_name: str, rows: list[tuple]) -> None:
-        """Load a calibration set idempotently: (item_id, split, tool, arguments, body) rows
-        replace what the set held, so a removed item leaves the store too."""
+    def save_calibration_items(self, set_name: str, rows: list[tuple[Any, ...]]) -> None:
+        """Load a calibration set idempotently: its items (`calibration_item_row`) replace
+        what the set held, so a removed item leaves the store too."""
+        columns = columns_sql(("set_name", *CALIBRATION_ITEM_COLUMNS))
         with self.atomic():
             self.db.execute("DELETE FROM calibration_items WHERE set_name = ?", [set_name])
-            self.db.conn.executemany(
-                "INSERT INTO calibration_items (set_name, item_id, split, label_tool_choice, "
-                "label_arguments, body) VALUES (?, ?, ?, ?, ?, ?)",
-                [(set_name, *row) for row in rows])
+            self.db.conn.executemany(f"INSERT INTO calibration_items {columns}",
+                                     [(set_name, *row) for row in rows])
 
     def save_certificate(self, fingerprint: str, judge: str, certified: bool, body: str) -> None:
         with self.atomic():

@@ -1,6 +1,7 @@
 """Typed rows: a stored run as the store returns it (`StoredRun`: its JSON columns parsed once,
 where the store reads it), and the rows the store writes given by column name
-(`response_row`), put in the table's column order here and nowhere else."""
+(`response_row`, `judgement_row`, ...), put in the table's column order here and nowhere
+else."""
 
 from __future__ import annotations
 
@@ -9,17 +10,60 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.store.schema import RESPONSE_COLUMNS
+from callgate.store.schema import (
+    CALIBRATION_ITEM_COLUMNS,
+    JUDGE_OUTPUT_COLUMNS,
+    JUDGEMENT_COLUMNS,
+    LIVE_RESPONSE_COLUMNS,
+    RESPONSE_COLUMNS,
+    RUN_REQUEST_COLUMNS,
+    RUN_TURN_COLUMNS,
+)
 
-_RESPONSE_NAMES = frozenset(RESPONSE_COLUMNS)
+
+def _row(table: str, order: tuple[str, ...], columns: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A row of `table` with every column of `order` named once, in that order."""
+    names = frozenset(order)
+    if columns.keys() != names:
+        missing, unknown = names - columns.keys(), columns.keys() - names
+        raise TypeError(f"{table} row: missing {sorted(missing)}, unknown {sorted(unknown)}")
+    return tuple(columns[name] for name in order)
 
 
 def response_row(**columns: Any) -> tuple[Any, ...]:
-    """A row of table `responses`, every column named once, in RESPONSE_COLUMNS order."""
-    if columns.keys() != _RESPONSE_NAMES:
-        missing, unknown = _RESPONSE_NAMES - columns.keys(), columns.keys() - _RESPONSE_NAMES
-        raise TypeError(f"responses row: missing {sorted(missing)}, unknown {sorted(unknown)}")
-    return tuple(columns[name] for name in RESPONSE_COLUMNS)
+    """A row of table `responses` (RESPONSE_COLUMNS)."""
+    return _row("responses", RESPONSE_COLUMNS, columns)
+
+
+def judgement_row(**columns: Any) -> tuple[Any, ...]:
+    """A row of table `judgements` (JUDGEMENT_COLUMNS), for Store.save_judgements."""
+    return _row("judgements", JUDGEMENT_COLUMNS, columns)
+
+
+def judge_output_row(**columns: Any) -> tuple[Any, ...]:
+    """A cached judge verdict (JUDGE_OUTPUT_COLUMNS), for Store.save_judge_outputs."""
+    return _row("judge_cache", JUDGE_OUTPUT_COLUMNS, columns)
+
+
+def calibration_item_row(**columns: Any) -> tuple[Any, ...]:
+    """An item of a calibration set (CALIBRATION_ITEM_COLUMNS), for
+    Store.save_calibration_items."""
+    return _row("calibration_items", CALIBRATION_ITEM_COLUMNS, columns)
+
+
+def run_request_row(**columns: Any) -> tuple[Any, ...]:
+    """An attempt's link to its request's cache key (RUN_REQUEST_COLUMNS)."""
+    return _row("run_requests", RUN_REQUEST_COLUMNS, columns)
+
+
+def run_turn_row(**columns: Any) -> tuple[Any, ...]:
+    """A turn's link to its request's cache key (RUN_TURN_COLUMNS)."""
+    return _row("run_turns", RUN_TURN_COLUMNS, columns)
+
+
+def live_response_row(**columns: Any) -> tuple[Any, ...]:
+    """A provider's answer or failure kept by its request's key (LIVE_RESPONSE_COLUMNS)."""
+    return _row("live_responses", LIVE_RESPONSE_COLUMNS, columns)
 
 
 def _json(text: str | None) -> Any:
@@ -32,7 +76,7 @@ class StoredRun(Mapping[str, Any]):
     document; None until it finished), `gate` (the newest GateRecord as a document, None when
     none was taken), `shards` (the shard numbers it holds, None when unsharded) and
     `model_params`. The columns as stored stay readable as a mapping (`run["release"]`,
-    `run.row`) for the code not converted yet (gating, web)."""
+    `run.row`) for the code not converted yet (gating, which the web and shard hand it to)."""
 
     row: Mapping[str, Any]
     scores: dict[str, Any] | None = field(init=False)
@@ -80,6 +124,10 @@ class StoredRun(Mapping[str, Any]):
     @property
     def status(self) -> str:
         return str(self.row["status"])
+
+    @property
+    def created_at(self) -> str:
+        return str(self.row["created_at"])
 
     @property
     def judge_fingerprint(self) -> str | None:

@@ -333,6 +333,23 @@ VERDICT_COLUMNS = (
     "right_arguments",
 )
 
+# The rows the other writers take, in their order: each is built by name in store/rows.py
+# and inserted with these names. A calibration item's set_name and a cached judge output's
+# created_at are added by the store.
+JUDGEMENT_COLUMNS = ("run", "case_id", "repeat", "fingerprint", "tool_choice", "arguments",
+                     "reason")
+JUDGE_OUTPUT_COLUMNS = ("key", "fingerprint", "output")
+CALIBRATION_ITEM_COLUMNS = ("item_id", "split", "label_tool_choice", "label_arguments", "body")
+RUN_REQUEST_COLUMNS = ("run", "case_id", "repeat", "cache_key", "cached")
+RUN_TURN_COLUMNS = ("run", "case_id", "repeat", "turn", "cache_key", "cached")
+LIVE_RESPONSE_COLUMNS = ("key", "model", "case_id", "repeat", "request", "line", "error_kind",
+                         "tries", "created_at")
+
+
+def columns_sql(columns: tuple[str, ...]) -> str:
+    """`(a, b, c) VALUES (?,?,?)` for an INSERT of these columns."""
+    return f"({', '.join(columns)}) VALUES ({','.join('?' * len(columns))})"
+
 
 def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")

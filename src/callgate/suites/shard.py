@@ -9,7 +9,6 @@ case goes to the case's shard, so pass^k is computed on whole cases.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from callgate.errors import CallgateError
+from callgate.store.rows import StoredRun
 
 _SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 MAX_SHARDS = 10_000
@@ -70,15 +70,19 @@ def missing_shards(present: Iterable[int], count: int) -> list[int]:
 
 
 def incomplete(run: Mapping[str, Any]) -> str | None:
-    """Why a stored run is not a whole release (some of its shards are missing), or None."""
-    count = run.get("shard_count")
+    """Why a stored run is not a whole release (some of its shards are missing), or None.
+    `run` is a StoredRun; the stored columns (gating's rows, until it reads StoredRun) are
+    typed here first."""
+    if not isinstance(run, StoredRun):
+        run = StoredRun(run)
+    count = run.shard_count
     if not count:
         return None
-    held = json.loads(run.get("shards") or "[]")
+    held = run.shards or ()
     missing = missing_shards(held, count)
     if not missing:
         return None
     names = ", ".join(f"{index}/{count}" for index in missing)
-    return (f"release {run['release']!r} of {run['model']!r} is missing shard(s) {names} "
+    return (f"release {run.release!r} of {run.model!r} is missing shard(s) {names} "
             f"(it holds {', '.join(str(i) for i in held) or 'none'} of {count}); merge every "
             "shard's store with `callgate merge` before gating")

@@ -17,7 +17,7 @@ from callgate.judging.calibration import (
     item_payloads,
     read_journal,
 )
-from callgate.judging.judge import JudgeOutput, cache_key
+from callgate.judging.step import JudgeCache
 from callgate.store.db import Store
 
 DIMENSIONS = ("tool_choice", "arguments")
@@ -111,14 +111,14 @@ def disagreements(store: Store, items: Sequence[CalibrationItem], certificate: C
     """Items where the judge of the certificate and the item's current label differ, with the
     judge's reason beside the person's note. Outputs come from the judge cache (the verdicts
     `judge calibrate` stored), keyed as calibration keys them."""
-    keys = {i.id: cache_key(certificate.fingerprint, *item_payloads(i)) for i in items}
-    outputs = store.judge_outputs(list(keys.values()))
+    cache = JudgeCache(store, certificate.fingerprint)
+    keys = {i.id: cache.key(item_payloads(i)) for i in items}
+    outputs = cache.get(list(keys.values()))
     out = []
     for item in items:
-        text = outputs.get(keys[item.id])
-        if text is None:
+        judged = outputs.get(keys[item.id])
+        if judged is None:
             continue
-        judged = JudgeOutput.model_validate_json(text)
         differ = [dim for dim in DIMENSIONS
                   if getattr(item.label, dim) != "n/a"
                   and (getattr(item.label, dim) == "pass") != (getattr(judged, dim) == "pass")]

@@ -23,6 +23,7 @@ from callgate.gating.gate import (
 from callgate.gating.release import decide_release, decision_key, recorded_decision
 from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
 from callgate.store.db import Store
+from callgate.store.rows import StoredRun
 from callgate.store.schema import VERDICT_COLUMNS
 from callgate.suites.responses import parse_response
 
@@ -51,36 +52,35 @@ class Views:
     def models(self) -> list[dict[str, Any]]:
         return self.store.release_runs()
 
-    def decision(self, run: Mapping[str, Any],
-                 suite_runs: Sequence[Mapping[str, Any]] | None = None
+    def decision(self, run: StoredRun, suite_runs: Sequence[StoredRun] | None = None
                  ) -> tuple[ReleaseScores, GateDecision]:
         """The release's scores (figures, not cases) and the gate's decision, by `callgate
         gate`'s own rules (gating.release: baseline, audits, missing shards). Against the
         store's baseline the decision is the one kept in the store (by `callgate gate` or an
         earlier view), under a key of everything it depends on; it is decided and kept when
         there is none. `suite_runs`: every run of the suite, when the caller has read them."""
-        baseline = self.baselines.get(run["id"], "auto")
+        baseline = self.baselines.get(run.id, "auto")
         if baseline != "auto":
             decision, current = decide_release(self.store, run, baseline=baseline,
                                                max_drop=self.max_drop,
                                                max_excluded=self.max_excluded)
             return current, decision
         key = decision_key(self.store, run, self.max_drop, self.max_excluded, suite_runs)
-        cached = self._decisions.get((run["id"], key))
+        cached = self._decisions.get((run.id, key))
         if cached is None:
             decision, current = recorded_decision(self.store, run, max_drop=self.max_drop,
                                                   max_excluded=self.max_excluded, key=key)
             if len(self._decisions) >= 8:  # a decision lists every flipped case: keep few
                 self._decisions.clear()
-            cached = self._decisions[(run["id"], key)] = (current, decision)
+            cached = self._decisions[(run.id, key)] = (current, decision)
         return cached
 
     def history(self, model: str, suite_name: str) -> list[dict[str, Any]]:
         """Every finished release of a model on a suite, oldest first, with its figures and
         the gate's decision."""
         out = []
-        runs = self.store.runs(suite_name=suite_name)
-        for run in (r for r in runs if r["agent"] == model):  # `model`: the agent's name
+        runs = self.store.stored_runs(suite_name=suite_name)
+        for run in (r for r in runs if r.agent == model):  # `model`: the agent's name
             release, decision = self.decision(run, runs)
             out.append(release_summary(run, release, decision))
         ids = {item["release"]: item["run_id"] for item in out}
@@ -89,11 +89,11 @@ class Views:
         return out
 
     def release(self, run_id: int) -> dict[str, Any] | None:
-        run = self.store.run(run_id)
-        if run is None or run["status"] != "done" or not run["scores"]:
+        run = self.store.stored_run(run_id)
+        if run is None or run.status != "done" or not run.scores:
             return None
         release, decision = self.decision(run)
-        scores = json.loads(run["scores"])
+        scores = run.scores
         summary = release_summary(run, release, decision)
         summary.update({
             "by_tag": {tag: fig.model_dump(mode="json") for tag, fig in release.by_tag.items()},
@@ -107,19 +107,19 @@ class Views:
             "providers": scores.get("providers") or {},
             "pass_hat_k": scores.get("pass_hat_k") or {},
             "gate": decision.model_dump(mode="json"),
-            "tools": self.store.suite_tool_names(run["suite"]),
+            "tools": self.store.suite_tool_names(run.suite),
             "tags": sorted(release.by_tag),
-            "judged_attempts": len(self.store.judgements(run["id"])),
+            "judged_attempts": len(self.store.judgements(run.id)),
         })
         return summary
 
-    def compared(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> GateDecision:
+    def compared(self, before: StoredRun, after: StoredRun) -> GateDecision:
         """The gate's comparison of two finished runs (`after` against `before`, on the cases
         both scored): the decision kept for `after` when `before` is its baseline, else
         decided now (which reads both runs' verdicts)."""
         _, kept = self.decision(after)
-        if (kept.baseline_release == before["release"] and before["model"] == after["model"]
-                and before["suite_name"] == after["suite_name"]):
+        if (kept.baseline_release == before.release and before.model == after.model
+                and before.suite_name == after.suite_name):
             return kept
         return decide(stored_release(self.store, after), stored_release(self.store, before),
                       max_drop=self.max_drop, max_excluded=self.max_excluded)
@@ -131,10 +131,10 @@ class Views:
 
     def suite_models(self, suite_name: str) -> list[dict[str, Any]]:
         """The newest release of every model on a suite, with its figures and decision."""
-        newest: dict[str, Mapping[str, Any]] = {}
-        runs = self.store.runs(suite_name=suite_name)
+        newest: dict[str, StoredRun] = {}
+        runs = self.store.stored_runs(suite_name=suite_name)
         for run in runs:
-            newest[run["model"]] = run  # oldest first: the last one is the newest
+            newest[run.model] = run  # oldest first: the last one is the newest
         return [release_summary(run, *self.decision(run, runs))
                 for _, run in sorted(newest.items())]
 
@@ -152,16 +152,15 @@ class Views:
         found = self.store.attempt(run_id, case_id, repeat)
         if found is None:
             return None
-        return attempt_detail(found, self.store.run(run_id) or {})
+        return attempt_detail(found, self.store.stored_run(run_id))
 
 
-def release_summary(run: Mapping[str, Any], release: ReleaseScores,
+def release_summary(run: StoredRun, release: ReleaseScores,
                     decision: GateDecision) -> dict[str, Any]:
     checks = {c.name: c.model_dump(mode="json") for c in decision.checks}
     return {
-        "run_id": run["id"], "agent": run["agent"], "model": run["model"],
-        "suite": run["suite_name"],
-        "release": run["release"], "created_at": run["created_at"],
+        "run_id": run.id, "agent": run.agent, "model": run.model, "suite": run.suite_name,
+        "release": run.release, "created_at": run.created_at,
         "figures": release.figures.model_dump(mode="json"),
         "outcome": decision.outcome, "mark": MARKS[decision.outcome],
         "exit_code": decision.exit_code,
@@ -251,7 +250,7 @@ def render_json(value: Any, marked: set[tuple[str, ...]], path: tuple[str, ...] 
     return html.escape(json.dumps(value, ensure_ascii=False))
 
 
-def attempt_detail(found: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
+def attempt_detail(found: Mapping[str, Any], run: StoredRun | None) -> dict[str, Any]:
     verdict = found["verdict"]
     reason = verdict_reason(verdict)
     case = json.loads(found["case"]["body"]) if found["case"] else {}
@@ -274,9 +273,8 @@ def attempt_detail(found: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str
                 call["pretty"] = html.escape(call["arguments"])
     judgement = found["judgement"]
     return {
-        "run_id": run.get("id"), "agent": run.get("agent"), "model": run.get("model"),
-        "release": run.get("release"),
-        "suite": run.get("suite_name"),
+        "run_id": run and run.id, "agent": run and run.agent, "model": run and run.model,
+        "release": run and run.release, "suite": run and run.suite_name,
         "verdict": attempt_summary({**verdict, "tags": found["case"]["tags"] if found["case"]
                                     else None, "expect_type": case.get("expect", {}).get("type")}),
         "messages": case.get("messages", []),

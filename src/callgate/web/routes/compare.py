@@ -35,8 +35,9 @@ def two_releases(ctx: Context, request: Request, ids: list[int]) -> Response:
     pair = [ctx.views.release(run_id) for run_id in ids]
     if pair[0] is None or pair[1] is None:
         return ctx.not_found(request, f"no finished run {ids[pair.index(None)]}")
-    runs = [ctx.store.run(run_id) or {} for run_id in ids]
-    decision = ctx.views.compared(runs[0], runs[1])
+    before, after = (ctx.store.stored_run(run_id) for run_id in ids)
+    assert before is not None and after is not None  # both are finished releases (above)
+    decision = ctx.views.compared(before, after)
     if is_api(request):
         return JSONResponse({"before": pair[0], "after": pair[1],
                              "comparison": decision.model_dump(mode="json")})

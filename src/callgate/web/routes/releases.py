@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from callgate.errors import CallgateError
 from callgate.gating.gate import find_current
+from callgate.store.rows import StoredRun
 from callgate.web.chart import release_chart
 from callgate.web.context import Context, whole
 
@@ -101,7 +102,7 @@ async def release_api(ctx: Context, request: Request) -> Response:
 
 async def attempts_api(ctx: Context, request: Request) -> Response:
     run_id = request.path_params["run_id"]
-    if ctx.store.run(run_id) is None:
+    if ctx.store.stored_run(run_id) is None:
         return ctx.not_found(request, "no such run")
     return JSONResponse(ctx.views.attempts(run_id, **attempt_filters(request)))
 
@@ -127,7 +128,8 @@ async def gate_api(ctx: Context, request: Request) -> Response:
     if not q.get("model") or not q.get("release"):
         return JSONResponse({"error": "model and release are required"}, status_code=400)
     try:
-        run = find_current(ctx.store, q["model"], q["release"], q.get("suite"))
+        # gating still hands back the stored columns: typed here until it returns a StoredRun
+        run = StoredRun(find_current(ctx.store, q["model"], q["release"], q.get("suite")))
     except CallgateError as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
     _, decision = ctx.views.decision(run)

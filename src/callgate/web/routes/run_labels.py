@@ -58,7 +58,7 @@ async def run_label_page(ctx: Context, request: Request) -> Response:
         others=[r for (i, _), r in sorted(latest.items()) if i == current] if mine else [],
         progress={"labelled": sum(item.id in in_file for _, item in judged),
                   "total": len(judged)},
-        run=ctx.store.run(run_id) or {}, judgement=found[current][0] if mine else None,
+        run=ctx.store.stored_run(run_id), judgement=found[current][0] if mine else None,
         sets=sorted(ctx.set_paths), audit_size=len(ctx.store.audit_items(run_id)),
         form_action=f"/runs/{run_id}/label", back=f"/runs/{run_id}/label")
 
@@ -124,7 +124,7 @@ async def audit_page(ctx: Context, request: Request) -> Response:
         position=current["position"], total=len(sample), todo=len(waiting),
         prev_id=None, next_id=None, labeller=labeller, mine=None, others=[],
         progress={"labelled": len(sample) - len(waiting), "total": len(sample)},
-        run=ctx.store.run(run_id) or {}, judgement=None, audit_item=current,
+        run=ctx.store.stored_run(run_id), judgement=None, audit_item=current,
         form_action=f"/runs/{run_id}/audit")
 
 
