@@ -13,6 +13,7 @@ from typing import Any
 
 from callgate.running.plan import PlannedAttempt
 from callgate.store.db import Store
+from callgate.store.rows import live_response_row
 from callgate.store.schema import now
 from callgate.suites.responses import Response, parse_response
 
@@ -68,19 +69,11 @@ class AnswerCache:
     def keep(self, outcome: AttemptOutcome, model: str, request: str) -> None:
         """Keep one request (an attempt, or a turn of a conversation) and its answer."""
         attempt, response = outcome.attempt, outcome.response
-        self._pending.append(
-            (
-                attempt.key,
-                model,
-                attempt.case_id,
-                attempt.repeat,
-                request,
-                outcome.line,
-                response.error.kind if response.error else None,
-                outcome.tries,
-                now(),
-            )
-        )
+        self._pending.append(live_response_row(
+            key=attempt.key, model=model, case_id=attempt.case_id, repeat=attempt.repeat,
+            request=request, line=outcome.line,
+            error_kind=response.error.kind if response.error else None, tries=outcome.tries,
+            created_at=now()))
         if len(self._pending) >= 64:
             self.commit()
 

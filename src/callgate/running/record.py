@@ -12,6 +12,7 @@ from callgate.running.counters import RunCounters
 from callgate.running.plan import PlannedAttempt
 from callgate.scoring.pipeline import Recorder
 from callgate.store.db import Store
+from callgate.store.rows import run_request_row, run_turn_row
 
 
 class RunRecord:
@@ -27,9 +28,9 @@ class RunRecord:
         """A single-turn attempt answered from the store."""
         response, line = stored_response(attempt, row["line"])
         self.recorder.add(response, line)
-        self._links.append(
-            (self.recorder.run_id, attempt.case_id, attempt.repeat, attempt.key, 1)
-        )
+        self._links.append(run_request_row(run=self.recorder.run_id, case_id=attempt.case_id,
+                                           repeat=attempt.repeat, cache_key=attempt.key,
+                                           cached=1))
         if response.error is not None:
             self.counters.errors += 1
 
@@ -39,9 +40,9 @@ class RunRecord:
         self.counters.called += 1
         if response.error is not None:
             self.counters.errors += 1
-        self._links.append(
-            (self.recorder.run_id, attempt.case_id, attempt.repeat, attempt.key, 0)
-        )
+        self._links.append(run_request_row(run=self.recorder.run_id, case_id=attempt.case_id,
+                                           repeat=attempt.repeat, cache_key=attempt.key,
+                                           cached=0))
         self.recorder.add(response, outcome.line)
 
     def talk(self, talk: Talk) -> None:
@@ -53,9 +54,12 @@ class RunRecord:
         if response.error is not None:
             self.counters.errors += 1
         key, cached = talk.keys[-1], int(all(talk.cached))
-        self._links.append((run_id, conversation.case_id, conversation.repeat, key, cached))
+        self._links.append(run_request_row(run=run_id, case_id=conversation.case_id,
+                                           repeat=conversation.repeat, cache_key=key,
+                                           cached=cached))
         self._turn_links.extend(
-            (run_id, conversation.case_id, conversation.repeat, turn, key, int(cached))
+            run_turn_row(run=run_id, case_id=conversation.case_id, repeat=conversation.repeat,
+                         turn=turn, cache_key=key, cached=int(cached))
             for turn, (key, cached) in enumerate(zip(talk.keys, talk.cached, strict=True))
         )
         self.recorder.add(response, talk.line)

@@ -20,7 +20,8 @@ PAGE_SIZE = 100
 FLIPPED_PAGE = 100
 VERDICT_FILTERS = ("fail", "right", "wrong_tool", "unexpected_call", "missing_call",
                    "extra_call", "invalid_json", "schema_violation", "wrong_value", "truncated",
-                   "provider_error", "environment_error", "pending_judge", "target_error")
+                   "provider_error", "environment_error", "pending_judge", "judge_error",
+                   "target_error")
 
 
 def flipped_page(cases: list[dict[str, Any]], offset: str | None) -> dict[str, Any]:
