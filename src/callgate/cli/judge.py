@@ -426,13 +426,12 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     from callgate.judging.calibration import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
     from callgate.store.db import Store
-    from callgate.store.rows import StoredRun
 
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
         with Store(db) as store:
-            run = StoredRun(judged_run(store, run_id)[0])
+            run, _ = judged_run(store, run_id)
             clusterings = judged_design_effects(store, run_id)
             cert_json = (store.certificate(run.judge_fingerprint)
                          if run.judge_fingerprint else None)
