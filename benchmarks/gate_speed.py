@@ -14,7 +14,9 @@ Timed, each best of three, CPU seconds (process time; wall times grow with the m
 - `callgate gate` on r2 through the installed CLI, end to end (process start included);
 - the reference, in the same run: plain sqlite3 reading both releases' verdict rows.
 
-`--profile` prints cProfile's top functions of one in-process decision. Goal (issue 23
+A store kept from before migration m010 has no per-case tallies: the gate tallies its verdicts
+(the output says which path ran). `--profile` prints cProfile's top functions of one in-process
+decision. Goal (issue 23
 item 7): `gate` under 1 s.
 """
 
@@ -89,6 +91,7 @@ def measure(db: Path, profile: bool) -> None:
 
     with Store(db) as store:
         run = find_current(store, "bench", "r2", None)
+        kept = all(store.case_tallies(i) for i in ids.values())
         decision, _ = decide_release(store, run)
         decided = cpu_seconds(lambda: decide_release(store, run))
         gated = cpu_seconds(lambda: gate_release(store, "bench", "r2"))
@@ -101,6 +104,8 @@ def measure(db: Path, profile: bool) -> None:
     worse = sum(c.flipped_worse + c.flipped_better for c in decision.checks[1:])
     print(f"r2 against r1: {decision.shared_cases:,} paired cases, {worse:,} flipped "
           f"(right arguments), outcome {decision.outcome} (CLI exit {code})")
+    print("  the cases read from the tallies kept when each run finished" if kept else
+          "  no kept tallies (a store from before migration m010): the verdicts tallied")
     print(f"  reference: sqlite3 reading both releases' verdict rows: {sqlite_reading:.3f} s")
     for label, seconds in (("decide_release (in process)", decided),
                            ("gate_release (in process, recorded)", gated),

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -30,6 +31,10 @@ from callgate.gating.statistics import (
 from callgate.report.console import gate_junit, gate_markdown
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
+
+if TYPE_CHECKING:
+    from callgate.store.db import Store
+
 
 
 def release(name: str, cases: dict[str, tuple[int, int, int]], *, fingerprint: str = "f1",
@@ -431,6 +436,8 @@ def test_a_stored_release_reads_its_own_rows_when_two_runs_interleave(tmp_path: 
 
     db, runs = scored_store(tmp_path)
     with Store(db) as store:
+        with store.atomic():  # the verdicts themselves are read, not the kept tallies
+            store.db.execute("DELETE FROM case_tallies")
         before = [stored_release(store, store.run(run_id)).cases for run_id in runs]
         # rewrite the verdicts in turn, one row of each run after the other (two runs written
         # at once), so each run's rowid range holds the other's rows
@@ -462,3 +469,88 @@ def test_a_scores_file_keeps_case_records_as_objects(tmp_path: Path) -> None:
     path.write_text(json.dumps(document))
     with pytest.raises(InputError, match=r"cases\.a"):
         read_release_file(path)
+
+
+def kept_and_tallied(store: Store, run_id: int) -> tuple[dict, dict]:
+    from callgate.gating.cases import kept_records, tally
+
+    return kept_records(store.case_tallies(run_id)), tally(store.gate_rows(run_id))
+
+
+def test_the_tallies_kept_when_a_run_finishes_equal_its_verdicts_tallied(
+        tmp_path: Path) -> None:
+    from callgate.store.db import Store
+    from callgate.store.schema import VERDICT_COLUMNS
+    from callgate.suites.suite import load_suite
+
+    db, runs = scored_store(tmp_path)
+    suite = load_suite(tmp_path / "suite")
+    with Store(db) as store:
+        for run_id in runs:  # repeats, wrong answers at different repeats, a cut response
+            kept, tallied = kept_and_tallied(store, run_id)
+            assert kept and kept == tallied
+        # attempts pending the judge or failed by it (excluded), reasons missing on one side
+        # or both, and a case whose first failure is written after a later one
+        run_id = store.replace_run(suite, "m", "r3", "score", "0", None)
+        rows = [("a", 0, "pending_judge", None, None, 0, 0), ("a", 1, "judge_error", "", "", 0, 0),
+                ("a", 2, "scored", "wrong tool", None, 0, 0),
+                ("b", 3, "scored", "", "bad id", 1, 0), ("b", 1, "scored", None, "", 1, 0),
+                ("b", 0, "scored", "", "", 1, 1), ("c", 0, "scored", "t", "u", 0, 0)]
+        verdicts = [tuple({"run": run_id, "case_id": c, "repeat": r, "status": s,
+                           "tool_reason": tr, "arguments_reason": ar, "calls": 1,
+                           "right_tool": t, "right_arguments": a}.get(column)
+                          for column in VERDICT_COLUMNS)
+                    for c, r, s, tr, ar, t, a in rows]
+        store.add_attempts([], verdicts)
+        assert store.case_tallies(run_id) == []  # kept once it finishes, not before
+        store.finish_run(run_id, {"figures": {"scored": 0, "right_tool": {"pct": None},
+                                              "right_arguments": {"pct": None},
+                                              "calls_per_task": None}, "by_tag": {}})
+        kept, tallied = kept_and_tallied(store, run_id)
+    assert kept == tallied
+    assert kept["a"] == (1, 0, 0, 2, "wrong tool")
+    assert kept["b"] == (3, 3, 1, 0, "") and kept["c"] == (1, 0, 0, 0, "t; u")
+
+
+def test_the_tallies_of_merged_shards_equal_their_verdicts_tallied(tmp_path: Path) -> None:
+    from factories import line, message, tool_call, write_lines
+
+    from callgate.merging.merge import merge_stores
+    from callgate.scoring.pipeline import score_file
+    from callgate.store.db import Store
+    from callgate.suites.shard import Shard
+    from callgate.suites.suite import load_suite
+
+    scored_store(tmp_path)  # writes the suite
+    suite = load_suite(tmp_path / "suite")
+    wrong = message(tool_call("lookup_order", {"order_id": "ord_9"}))
+    path = write_lines(tmp_path / "r.jsonl", [
+        line(c, wrong, r) for c in "abc" for r in range(2)] + [line("a", message(content="x"), 2)])
+    shards = []
+    for k in (1, 2):
+        with Store(tmp_path / f"shard{k}.db") as store:
+            score_file(suite, path, store, model="m", release="r", shard=Shard(index=k, count=2))
+        shards.append(tmp_path / f"shard{k}.db")
+    merge_stores(tmp_path / "merged.db", shards)
+    with Store(tmp_path / "merged.db") as store:
+        (run,) = store.runs()
+        kept, tallied = kept_and_tallied(store, run["id"])
+    assert set(kept) == {"a", "b", "c"} and kept == tallied
+
+
+def test_a_store_without_kept_tallies_gates_as_one_with_them(tmp_path: Path) -> None:
+    from callgate.gating.gate import stored_release
+    from callgate.gating.release import decide_release
+    from callgate.store.db import Store
+
+    db, runs = scored_store(tmp_path)
+    with Store(db) as store:
+        kept = [stored_release(store, store.run(run_id)) for run_id in runs]
+        decision, _ = decide_release(store, store.run(runs[1]))
+        with store.atomic():  # as a store whose runs finished before tallies were kept
+            store.db.execute("DELETE FROM case_tallies")
+        assert all(store.case_tallies(run_id) == [] for run_id in runs)
+        tallied = [stored_release(store, store.run(run_id)) for run_id in runs]
+        again, _ = decide_release(store, store.run(runs[1]))
+    assert tallied == kept
+    assert again.model_dump_json() == decision.model_dump_json()

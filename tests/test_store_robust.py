@@ -414,7 +414,8 @@ def test_the_migration_is_a_named_step_applied_once(tmp_path: Path) -> None:
     assert marks(db)[2] == ["m001_tables", "m002_runs_without_unique_release", "m003_run_owners",
                             "m004_runs_gate_column", "m005_audits",
                             "m006_runs_shard_columns", "m007_audit_item_skips",
-                            "m008_runs_agent_columns", "m009_run_pacing"]
+                            "m008_runs_agent_columns", "m009_run_pacing",
+                            "m010_case_tallies"]
 
 
 # ----------------------------------------------------------------- concurrent writers

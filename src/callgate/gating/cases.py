@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, partial
 from itertools import compress
-from operator import attrgetter, gt, lt
+from operator import attrgetter, gt, itemgetter, lt
 from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BeforeValidator, PlainSerializer
@@ -84,6 +84,15 @@ def tally(rows: Iterable[VerdictRow]) -> dict[str, CaseRecord]:
     return {case_id: record((n, t, a, x, "" if first is None else
                              "; ".join(p for p in first[1:] if p)))
             for case_id, (n, t, a, x, first) in tallies.items()}
+
+
+def kept_records(tallies: Iterable[tuple[str, int, int, int, int, str]]
+                 ) -> dict[str, CaseRecord]:
+    """Each case's record from its tallies as the store keeps them (Store.case_tallies: case
+    id, then the record's fields in order)."""
+    record = partial(tuple.__new__, CaseRecord)
+    rest = itemgetter(slice(1, None))
+    return {row[0]: record(rest(row)) for row in tallies}
 
 
 def changed_cases(

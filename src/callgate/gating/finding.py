@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from callgate.errors import CallgateError, InputError
-from callgate.gating.cases import tally
+from callgate.gating.cases import CaseRecord, kept_records, tally
 from callgate.gating.decision import OtherAgent
 from callgate.gating.scores_file import (
     ReleaseScores,
@@ -28,13 +28,20 @@ def stored_release(store: Store, run: Mapping[str, Any], known: ReleaseScores | 
     """A stored run's release scores, its cases tallied from only the columns they need.
     `known`: a release read before, whose suite's case ids are taken when it ran on the same
     suite (they are the suite's, never changed under its fingerprint)."""
-    cases = tally(store.gate_rows(run["id"]))
+    cases = stored_cases(store, run["id"])
     suite_cases = (known.suite_cases if known is not None
                    and known.suite_fingerprint == run["suite"] and known.suite_cases
                    else store.suite_case_ids(run["suite"]))
     # both as read (the store's case ids come sorted), not validated again one by one
     return release_from_run(run, ()).model_copy(update={"cases": cases,
                                                         "suite_cases": list(suite_cases)})
+
+
+def stored_cases(store: Store, run_id: int) -> dict[str, CaseRecord]:
+    """A stored run's case records: its tallies kept when it finished, or, for a run finished
+    before they were kept, its verdicts tallied (the same records)."""
+    kept = store.case_tallies(run_id)
+    return kept_records(kept) if kept else tally(store.gate_rows(run_id))
 
 
 def find_current(store: Store, agent: str, release: str, suite_name: str | None

@@ -378,6 +378,7 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
             }
             for scope, fig in figures
         )
+        self.save_case_tallies(run_id)  # with the scores: finishing and merging both write them
 
     # ----------------------------------------------------------------- reads
 

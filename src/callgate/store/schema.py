@@ -299,6 +299,20 @@ def m009_run_pacing(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN pacing TEXT")
 
 
+@migration
+def m010_case_tallies(conn: sqlite3.Connection) -> None:
+    """case_tallies: each finished run's cases tallied over their repeats (scored attempts,
+    right tool, right arguments, excluded attempts, the first failure's reason), written with
+    the run's scores, so the gate reads one row a case instead of every verdict. Runs finished
+    before it have none (the gate tallies their verdicts)."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS case_tallies ("
+        "run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, "
+        "case_id TEXT NOT NULL, trials INTEGER NOT NULL, right_tool INTEGER NOT NULL, "
+        "right_arguments INTEGER NOT NULL, excluded INTEGER NOT NULL, reason TEXT NOT NULL, "
+        "PRIMARY KEY (run, case_id)) WITHOUT ROWID")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
