@@ -554,3 +554,19 @@ def test_a_store_without_kept_tallies_gates_as_one_with_them(tmp_path: Path) -> 
         again, _ = decide_release(store, store.run(runs[1]))
     assert tallied == kept
     assert again.model_dump_json() == decision.model_dump_json()
+
+
+def test_the_gates_paired_figures_are_clustered_by_case() -> None:
+    """Three identical repeats of each case say no more than one attempt per case: the gate's
+    table shows the one-attempt interval for both (it showed one sqrt(3) narrower)."""
+    once = {f"c{i:03d}": (1, int(i < 70), int(i < 60)) for i in range(100)}
+    thrice = {case: (3, 3 * tool, 3 * args) for case, (_, tool, args) in once.items()}
+    base_once, base_thrice = release("r1", once), release("r1", thrice)
+    for name in ("right_tool", "right_arguments"):
+        one, three = getattr(base_once.figures, name), getattr(base_thrice.figures, name)
+        assert three.pct == one.pct
+        assert (three.low, three.high) == pytest.approx((one.low, one.high), abs=1e-9)
+    decision = decide(release("r2", thrice), base_thrice)
+    shown = {check.name: check.current for check in decision.checks}
+    assert shown["right_arguments"].high - shown["right_arguments"].low == pytest.approx(
+        base_once.figures.right_arguments.high - base_once.figures.right_arguments.low)

@@ -3,6 +3,7 @@ repeats (`CaseRecord`), the cases that flipped, and the figures over a set of ca
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, partial
@@ -146,11 +147,11 @@ class Paired:
 
 
 def figures_of(records: Iterable[CaseRecord]) -> Figures:
+    """The figures over these cases, their intervals clustered by case as a score's are."""
     records = list(records)
-    n = sum(map(attrgetter("trials"), records))
     return Figures(
-        scored=n,
-        right_tool=Share.of(sum(map(attrgetter("right_tool"), records)), n),
-        right_arguments=Share.of(sum(map(attrgetter("right_arguments"), records)), n),
+        scored=sum(map(attrgetter("trials"), records)),
+        right_tool=Share.by_case(Counter((r.right_tool, r.trials) for r in records)),
+        right_arguments=Share.by_case(Counter((r.right_arguments, r.trials) for r in records)),
         calls_per_task=None,
     )
