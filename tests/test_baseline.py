@@ -221,7 +221,7 @@ def test_a_store_made_before_the_gate_column_gets_it(tmp_path: Path) -> None:
 
 
 def test_judge_errors_count_toward_the_excluded_share() -> None:
-    from callgate.gating.thresholds import excluded_share, too_many_excluded
+    from callgate.scoring.exclusion import excluded_share, too_many_excluded
 
     excluded = {"judge_error": 3, "pending_judge": 40}
     assert excluded_share(50, excluded) == 3 / 50  # cases never judged are not a fault

@@ -17,7 +17,6 @@ from loopback import Loopback, ok, tool_call
 
 from callgate.checks.check import check_response
 from callgate.errors import CallgateError, InputError
-from callgate.gating.thresholds import excluded_share
 from callgate.models.config import Candidate, resolve_candidate
 from callgate.models.retry import RetryPolicy
 from callgate.models.targets import parse_target
@@ -25,6 +24,7 @@ from callgate.running.run import LiveRun, LiveRunner, run_live
 from callgate.running.settings import RunSettings
 from callgate.running.targets.contract import MalformedReply, reply_line
 from callgate.running.targets.session import MIN_CUT
+from callgate.scoring.exclusion import excluded_share
 from callgate.store.db import Store
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Suite, load_suite

@@ -17,8 +17,7 @@ from callgate.gating.statistics import (
     detectable_drop_unpaired,
     mcnemar_exact,
 )
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
-from callgate.scoring.exclusion import EXCLUDED_IN_WORDS
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Share, agent_label
 

@@ -18,7 +18,7 @@ from callgate.gating.scores_file import (
     release_from_run,
     why_not_a_baseline,
 )
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete
 

@@ -25,7 +25,7 @@ from callgate.gating.gate import (
     release_from_run,
     stored_release,
 )
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.stats import Z95
 from callgate.store.db import Store
 from callgate.suites.shard import incomplete

@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from callgate.checks.verdict import ServerErrors, Verdict
 from callgate.gating.cases import CaseField, case_records
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.reading import names_lines, read_json, validate
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Figures
 from callgate.version import __version__

@@ -180,17 +180,18 @@ class LiveRunner:
             caller = (self._caller(route, cache, len(work.to_call)) if target is None
                       else self._target_caller(target, cache, len(work.to_call)))
 
-        with self.store.atomic():
-            run_id = self.store.replace_run(
-                self.suite, self.candidate.name, self.release, "live", __version__,
-                self.judge.judge.fingerprint if self.judge else None,
-                shard=(shard.index, shard.count) if shard else None,
-                model=self.candidate.model, model_params=self.candidate.parameters(),
-            )
-        recorder = Recorder(self.suite, self.store, run_id, keep_verdicts=self.keep_verdicts,
-                            judge=self.judge, server_errors=settings.server_errors)
-        record = RunRecord(recorder, self.counters)
-        try:
+        try:  # the caller's client is open from here: closed however the run ends
+            with self.store.atomic():
+                run_id = self.store.replace_run(
+                    self.suite, self.candidate.name, self.release, "live", __version__,
+                    self.judge.judge.fingerprint if self.judge else None,
+                    shard=(shard.index, shard.count) if shard else None,
+                    model=self.candidate.model, model_params=self.candidate.parameters(),
+                )
+            recorder = Recorder(self.suite, self.store, run_id,
+                                keep_verdicts=self.keep_verdicts, judge=self.judge,
+                                server_errors=settings.server_errors)
+            record = RunRecord(recorder, self.counters)
             scores = await self._fill(work, caller, cache, record)
         finally:
             if isinstance(caller, Caller) and self.client is None:

@@ -21,7 +21,7 @@ from callgate.gating.gate import (
     stored_release,
 )
 from callgate.gating.release import decide_release, decision_key, recorded_decision
-from callgate.gating.thresholds import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
 from callgate.store.schema import VERDICT_COLUMNS
