@@ -5,6 +5,7 @@ End to end: the installed CLI, `run` against the loopback server and `score` on 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,25 @@ def test_score_counts_recorded_server_errors_only_when_asked(
     assert verdicts["down"]["tool_reason"].startswith(
         "server error 502 counted (--server-errors count)")
     assert verdicts["quiet"]["tool"] == "wrong_tool" and not verdicts["quiet"]["right_tool"]
+
+    # Scored as two shards and merged, the release's scores are the unsharded one's: a
+    # counted server error has no cost to know there too (merge counted it as unknown).
+    shards = []
+    for k in (1, 2):
+        shard = callgate(callgate_exe, cli_env, tmp_path, *args, "--db", f"shard{k}.db",
+                         "--server-errors", "count", "--shard", f"{k}/2")
+        assert shard.returncode in (0, 3), shard.stderr
+        shards.append(f"shard{k}.db")
+    merged = callgate(callgate_exe, cli_env, tmp_path, "merge", "merged.db", *shards)
+    assert merged.returncode == 0, merged.stderr
+
+    def scores_of(db: str) -> dict[str, Any]:
+        with sqlite3.connect(tmp_path / db) as conn:
+            (scores,) = conn.execute("SELECT scores FROM runs WHERE release = '1'").fetchone()
+        return json.loads(scores)
+
+    assert scores_of("merged.db")["cost_unknown"] == scores_of("count.db")["cost_unknown"]
+    assert scores_of("merged.db")["figures"] == scores_of("count.db")["figures"]
 
     table = callgate(callgate_exe, cli_env, tmp_path, *args[:-3], "--db", "table.db",
                      "--server-errors", "count", "--max-excluded", "0.5")

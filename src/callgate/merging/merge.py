@@ -51,7 +51,8 @@ def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
         builder.add(verdict, cost=row["cost"],
                     prompt_tokens=row["prompt_tokens"],
                     completion_tokens=row["completion_tokens"],
-                    latency_ms=row["latency_ms"], provider=row["provider"])
+                    latency_ms=row["latency_ms"], provider=row["provider"],
+                    failed_request=row["error_kind"] is not None)
         if judged:
             # The final verdict keeps the deterministic failures the tally looks at.
             tally.add(verdict, JudgeOutput.model_validate(

@@ -273,10 +273,12 @@ class MergeRecords(StoreBase):
 
     def merged_attempts(self, run_id: int) -> Iterator[dict[str, Any]]:
         """A run's verdicts with what scoring reads of their responses and judgements, in case
-        and repeat order: `judged_tool_choice` is set when the judge decided the attempt."""
+        and repeat order: `judged_tool_choice` is set when the judge decided the attempt,
+        `error_kind` when the provider answered with an error."""
         return self.db.query(
             "SELECT verdicts.*, responses.cost, responses.prompt_tokens, "
             "responses.completion_tokens, responses.latency_ms, responses.provider, "
+            "responses.error_kind, "
             "judgements.tool_choice AS judged_tool_choice, "
             "judgements.arguments AS judged_arguments FROM verdicts "
             "LEFT JOIN responses USING (run, case_id, repeat) "
