@@ -31,6 +31,21 @@ def latest_labels(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Ma
     return found
 
 
+def queue_place(order: Sequence[str], todo: int, current: str,
+                rows: Sequence[Mapping[str, Any]], labeller: str) -> dict[str, Any]:
+    """Where `current` stands in a labeller's queue, their own latest label (`mine`), and the
+    others' labels, shown only once this person has given theirs (labelling is blind)."""
+    position = order.index(current)
+    latest = latest_labels(rows)
+    mine = latest.get((current, labeller)) if labeller else None
+    return {"position": position, "total": len(order), "todo": todo,
+            "prev_id": order[position - 1] if position > 0 else None,
+            "next_id": order[position + 1] if position + 1 < len(order) else None,
+            "labeller": labeller, "mine": mine,
+            "others": [r for (i, _), r in sorted(latest.items()) if i == current]
+            if mine else []}
+
+
 def labelled_by(rows: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
     """item_id -> the people with a standing label on it."""
     found: dict[str, set[str]] = {}

@@ -86,20 +86,12 @@ async def label_page(ctx: Context, request: Request) -> Response:
     current = request.query_params.get("item") or order[0]
     if current not in by_id:
         return ctx.not_found(request, f"no item {current} in {name}")
-    position = order.index(current)
-    latest = cv.latest_labels(rows)
-    mine = latest.get((current, labeller)) if labeller else None
+    place = cv.queue_place(order, todo, current, rows, labeller)
     # Blind: what others said, the file's label and the category stay out of the page
     # until this person has given their own label.
     return ctx.page(
         "label.html", request, set_name=name, writable=path is not None,
-        item=cv.item_view(by_id[current], reveal=mine is not None), position=position,
-        total=len(order), todo=todo,
-        prev_id=order[position - 1] if position > 0 else None,
-        next_id=order[position + 1] if position + 1 < len(order) else None,
-        labeller=labeller, mine=mine,
-        others=[r for (i, who), r in sorted(latest.items()) if i == current]
-        if mine else [],
+        item=cv.item_view(by_id[current], reveal=place["mine"] is not None), **place,
         progress=cv.progress(items, rows))
 
 

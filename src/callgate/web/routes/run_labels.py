@@ -45,17 +45,11 @@ async def run_label_page(ctx: Context, request: Request) -> Response:
     current = q.get("item") or order[0]
     if current not in found:
         return ctx.not_found(request, f"no judged attempt {current} in run {run_id}")
-    position = order.index(current)
-    latest = cv.latest_labels(rows)
-    mine = latest.get((current, labeller)) if labeller else None
+    place = cv.queue_place(order, todo, current, rows, labeller)
+    mine = place["mine"]
     return ctx.page(
         "label.html", request, set_name=name, writable=path is not None,
-        item=cv.item_view(found[current][1], reveal=mine is not None), position=position,
-        total=len(order), todo=todo,
-        prev_id=order[position - 1] if position > 0 else None,
-        next_id=order[position + 1] if position + 1 < len(order) else None,
-        labeller=labeller, mine=mine,
-        others=[r for (i, _), r in sorted(latest.items()) if i == current] if mine else [],
+        item=cv.item_view(found[current][1], reveal=mine is not None), **place,
         progress={"labelled": sum(item.id in in_file for _, item in judged),
                   "total": len(judged)},
         run=ctx.store.stored_run(run_id), judgement=found[current][0] if mine else None,
