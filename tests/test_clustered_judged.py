@@ -1,6 +1,6 @@
-"""The judged shares' intervals (raw and Rogan–Gladen corrected) clustered by case, as the
-figures' intervals are: repeats of one case are not independent attempts, so k identical
-repeats say what one attempt per case says."""
+"""The judged shares' intervals (raw and Rogan–Gladen corrected) and the gate's unpaired
+detectable drop clustered by case, as the figures' intervals are: repeats of one case are not
+independent attempts, so k identical repeats say what one attempt per case says."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import pytest
 from loopback import Loopback
 from test_audit import certified  # noqa: F401  (a fixture)
 from test_audit_repeats import _audit_in_full, _release, _suite
+from test_gate import release
 from test_judge_live import run
 from test_judge_multiturn import ROOT, certificate, out
 
 from callgate.checks.verdict import Verdict
+from callgate.gating.gate import decide
 from callgate.judging.estimates import Clustering, raw_share, rogan_gladen_share
 from callgate.judging.judge import Judge, corrected_share, load_judge
 from callgate.judging.step import JudgedTally, judged_shares
@@ -100,6 +102,29 @@ def test_the_scores_table_says_the_judged_intervals_are_clustered(judge: Judge) 
     assert note is not None
     assert "judged right tool 3.00 (ICC 1.00)" in note
     assert "judged right arguments 3.00 (ICC 1.00)" in note
+
+
+def test_repeats_do_not_shrink_the_unpaired_detectable_drop() -> None:
+    """Three identical repeats of each case are one draw each: the unpaired detectable drop is
+    the one-attempt one (counted by attempts it was about sqrt(3) smaller)."""
+    once = {f"c{i:04d}": (1, int(i < 1800), int(i < 1500)) for i in range(2000)}
+    thrice = {case: (3, 3 * tool, 3 * args) for case, (_, tool, args) in once.items()}
+    single = decide(release("r2", once), release("r1", once))
+    repeated = decide(release("r2", thrice), release("r1", thrice))
+    for one, three in zip(single.checks, repeated.checks, strict=True):
+        assert one.detectable_drop_unpaired is not None
+        assert three.detectable_drop_unpaired == pytest.approx(one.detectable_drop_unpaired,
+                                                               rel=1e-9)
+
+
+def test_the_unpaired_detectable_drop_reads_each_sides_size() -> None:
+    from callgate.gating.statistics import detectable_drop_unpaired
+
+    equal = detectable_drop_unpaired(2000, 0.9)
+    # a release of half the baseline's effective size can detect less than two of the same
+    smaller = detectable_drop_unpaired(2000, 0.9, n_after=1000)
+    assert equal is not None and smaller is not None and smaller > equal
+    assert detectable_drop_unpaired(2000, 0.9, n_after=2000) == pytest.approx(equal, rel=1e-9)
 
 
 @pytest.mark.slow
