@@ -1,6 +1,8 @@
 """Bias, coverage and width of the judged-share estimators, by seeded simulation: the old
 closed-form PPI++ (λ tuned on the audit's own labels, independent attempts) beside the
-cross-fit PPI++ `judge audit` and the gate use, for both estimands, in the same run.
+cross-fit PPI++ `judge audit` and the gate use, for both estimands, in the same run; and the
+raw and Rogan–Gladen shares as `score` reports them, clustered by case, beside the same
+intervals counting attempts as independent.
 
 Usage: uv run python benchmarks/judged_estimates.py [REPS] [SEED]
 
@@ -32,13 +34,15 @@ from callgate.judging.estimates import (
     ppi_share,
     raw_share,
     rogan_gladen_share,
+    verdict_clustering,
 )
 
 CALIBRATION = (0.97, 0.95)
 CALIBRATION_ITEMS = 100
 CASES = 250
 SHARE, SPREAD = 0.6, 0.3
-NAMES = ("raw", "Rogan–Gladen", "old PPI++", "cross-fit agent", "cross-fit release")
+NAMES = ("raw", "Rogan–Gladen", "old PPI++", "cross-fit agent", "cross-fit release",
+         "raw clustered", "RG clustered")
 Key = tuple[str, int]
 
 
@@ -59,12 +63,14 @@ def one(rng: random.Random, judge: tuple[float, float], repeats: int, audit: int
     others = [verdicts[k] for k in keys if k not in sample]
     passes = sum(verdicts.values())
     cases = case_audits(verdicts, {k: truth[k] for k in sample}, rng.randrange(2**31))
-    estimates = [raw_share(passes, len(keys)),
-                 rogan_gladen_share(passes, len(keys), tp / CALIBRATION_ITEMS,
-                                    tn / CALIBRATION_ITEMS, CALIBRATION_ITEMS,
-                                    CALIBRATION_ITEMS),
+    rates = (tp / CALIBRATION_ITEMS, tn / CALIBRATION_ITEMS, CALIBRATION_ITEMS,
+             CALIBRATION_ITEMS)
+    clustering = verdict_clustering(cases)
+    estimates = [raw_share(passes, len(keys)), rogan_gladen_share(passes, len(keys), *rates),
                  ppi_share(table, sum(others), len(others)),
-                 crossfit_ppi(cases, "agent"), crossfit_ppi(cases, "release")]
+                 crossfit_ppi(cases, "agent"), crossfit_ppi(cases, "release"),
+                 raw_share(passes, len(keys), clustering),
+                 rogan_gladen_share(passes, len(keys), *rates, clustering)]
     assert all(e is not None for e in estimates)
     return [e for e in estimates if e is not None], sum(truth.values()) / len(keys)
 

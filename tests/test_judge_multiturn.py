@@ -341,7 +341,8 @@ def test_shares_are_corrected_on_what_calibration_measured(judge: Judge) -> None
     uncertified = judged_shares(tally, judge.fingerprint, None)
     assert uncertified["arguments"] == {"raw": 75.0, "corrected": None, "low": None,
                                         "high": None, "n": 8, "not_applicable": 1,
-                                        "deterministic_failures": 1}
+                                        "deterministic_failures": 1, "design_effect": 1.0,
+                                        "icc": None}
 
 
 def test_a_run_reports_those_shares(tmp_path: Path, judge: Judge) -> None:

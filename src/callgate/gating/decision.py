@@ -301,7 +301,10 @@ def _figure_checks(pairs: Paired, max_drop: float, notes: _Notes) -> list[Figure
         # With no flips observed, assume one: the detectable drop is then an optimistic bound.
         discordant = max(worse + better, 1) / len(shared) if shared else 0.0
         paired = detectable_drop_paired(len(shared), discordant)
-        unpaired = (detectable_drop_unpaired(then_share.n, then_share.pct / 100)
+        # each side's effective size: repeats of a case that agree are one draw
+        unpaired = (detectable_drop_unpaired(then_share.n / then_share.design_effect,
+                                             then_share.pct / 100,
+                                             n_after=now_share.n / now_share.design_effect)
                     if then_share.pct is not None else None)
         checks.append(FigureCheck(
             name=name, baseline=then_share, current=now_share, change=change,

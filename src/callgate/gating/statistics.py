@@ -90,24 +90,29 @@ def detectable_drop_paired(n: int, discordant: float, alpha: float = 0.05,
     return high
 
 
-def detectable_drop_unpaired(n: int, share: float, alpha: float = 0.05,
-                             power: float = 0.8) -> float | None:
-    """Smallest drop from `share` that two independent samples of n attempts detect."""
-    if n <= 0:
+def detectable_drop_unpaired(n: float, share: float, alpha: float = 0.05,
+                             power: float = 0.8, *, n_after: float | None = None
+                             ) -> float | None:
+    """Smallest drop from `share` that two independent samples detect with the given power
+    (two proportions, pooled under the null): the baseline's of `n` and the release's of
+    `n_after` (n when not given). The sizes may be effective ones, attempts / design effect,
+    so that repeats of a case that agree count as the one draw they are."""
+    n_after = n if n_after is None else n_after
+    if n <= 0 or n_after <= 0:
         return None
     za, zb = _Z(1 - alpha / 2), _Z(power)
 
-    def needed(drop: float) -> float:
+    def detects(drop: float) -> bool:
         p1, p2 = share, share - drop
-        mean = (p1 + p2) / 2
-        spread = za * math.sqrt(2 * mean * (1 - mean)) + zb * math.sqrt(
-            p1 * (1 - p1) + p2 * (1 - p2))
-        return spread * spread / (drop * drop)
+        pooled = (n * p1 + n_after * p2) / (n + n_after)
+        spread = za * math.sqrt(pooled * (1 - pooled) * (1 / n + 1 / n_after)) + zb * math.sqrt(
+            p1 * (1 - p1) / n + p2 * (1 - p2) / n_after)
+        return spread <= drop
 
     low, high = 0.0, share
-    if high <= 0 or needed(high) > n:
+    if high <= 0 or not detects(high):
         return None
     for _ in range(80):
         mid = (low + high) / 2
-        low, high = (mid, high) if needed(mid) > n else (low, mid)
+        low, high = (low, mid) if detects(mid) else (mid, high)
     return high

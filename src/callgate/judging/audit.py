@@ -31,6 +31,7 @@ from callgate.judging.estimates import (
     crossfit_ppi,
     judged_clustering,
     raw_share,
+    verdict_clustering,
 )
 from callgate.judging.planning import (
     AuditMoments,
@@ -167,7 +168,8 @@ def _dimension(population: dict[Key, bool], labels: dict[Key, bool],
     return DimensionEstimates(
         judged=len(population), judged_passes=sum(population.values()), labels=len(pairs),
         disagreements=sum(y != f for y, f in pairs), table=AuditTable.of(pairs),
-        raw=raw_share(sum(population.values()), len(population)),
+        raw=raw_share(sum(population.values()), len(population),
+                      verdict_clustering(cases) if cases else None),
         rogan_gladen=stored_rg if stored_rg and stored_rg.get("corrected") is not None else None,
         ppi=_ppi_of(population, labels, seed, estimand),
         clustering=judged_clustering(cases) if cases else None)

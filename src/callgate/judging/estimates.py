@@ -36,7 +36,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from callgate.judging.judge import corrected_share, rogan_gladen
-from callgate.stats import Z95, design_effect, intraclass_correlation, wilson
+from callgate.stats import Z95, Groups, design_effect, intraclass_correlation, wilson
 
 # What an audited interval is about: `release`, this release's judged attempts (a finite
 # population: the sampling is the only randomness, so a release audited in full has a judged
@@ -65,8 +65,7 @@ class Clustering(BaseModel):
     design_effect: float
 
     @classmethod
-    def of(cls, part: Literal["checked", "judged"], groups: Sequence[tuple[int, int]]
-           ) -> Clustering:
+    def of(cls, part: Literal["checked", "judged"], groups: Groups) -> Clustering:
         """From (right or passes, attempts) per case."""
         effect, repeats, icc = design_effect(groups)
         return cls(part=part, repeats=repeats, icc=icc, design_effect=effect)
@@ -134,27 +133,37 @@ def _cov(xs: Sequence[float], ys: Sequence[float]) -> float:
 # --------------------------------------------------------------------------- raw and RG
 
 
-def raw_share(passes: int, n: int) -> Estimate | None:
+# Both are about the agent's judged share, as the figures' intervals are, so `clustering`
+# (the judge's verdicts' repeats by case, `verdict_clustering`) widens them: the attempts are
+# counted at the effective size n / design effect. Without it, or at a design effect of 1,
+# they are the attempt-level intervals to the bit.
+
+
+def raw_share(passes: int, n: int, clustering: Clustering | None = None) -> Estimate | None:
     """The judge's own pass share, with a Wilson interval; None when nothing was judged."""
-    interval = wilson(passes, n)
+    effect = clustering.design_effect if clustering is not None else 1.0
+    interval = wilson(passes / effect, n / effect)
     if interval is None:
         return None
-    return Estimate(estimator="raw", value=passes / n, low=interval[0], high=interval[1], n=n)
+    return Estimate(estimator="raw", value=passes / n, low=interval[0], high=interval[1], n=n,
+                    clustering=(clustering,) if clustering is not None else ())
 
 
-def rogan_gladen_share(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: int
-                       ) -> Estimate | None:
+def rogan_gladen_share(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: int,
+                       clustering: Clustering | None = None) -> Estimate | None:
     """Rogan–Gladen corrected share (the figure `score` reports today); None when the judge is
     no better than chance or there is nothing to correct."""
-    share = corrected_share(passes, n, tpr, tnr, m1, m0)
+    effect = clustering.design_effect if clustering is not None else 1.0
+    share = corrected_share(passes, n, tpr, tnr, m1, m0, design_effect=effect)
     if share is None:
         return None
     # corrected_share's interval is centred on add-two adjusted rates; this is its z·se / z.
-    adjusted = rogan_gladen((passes + 1) / (n + 2), n + 2, (tpr * m1 + 1) / (m1 + 2),
-                            (tnr * m0 + 1) / (m0 + 2), m1 + 2, m0 + 2)
+    adjusted = rogan_gladen((passes / effect + 1) / (n / effect + 2), n / effect + 2,
+                            (tpr * m1 + 1) / (m1 + 2), (tnr * m0 + 1) / (m0 + 2), m1 + 2, m0 + 2)
     se = adjusted[1] if adjusted is not None else None
     return Estimate(estimator="rogan_gladen", value=share["corrected"] / 100,
-                    low=share["low"] / 100, high=share["high"] / 100, se=se, n=n)
+                    low=share["low"] / 100, high=share["high"] / 100, se=se, n=n,
+                    clustering=(clustering,) if clustering is not None else ())
 
 
 # --------------------------------------------------------------------------- PPI++
@@ -404,7 +413,7 @@ def judged_clustering(cases: Sequence[CaseAudit]) -> Clustering:
     judged attempts and the person's labels' over the cases with two or more labels (when two
     cases have them): a judge's errors on single attempts make its verdicts agree less across
     repeats than the truth does, and labels alone are usually too few to say."""
-    by_verdicts = Clustering.of("judged", [(c.passes, c.judged) for c in cases])
+    by_verdicts = verdict_clustering(cases)
     repeated = [(t.pass_pass + t.pass_fail, t.n) for c in cases if (t := c.table).n >= 2]
     if len(repeated) < 2:
         return by_verdicts
@@ -414,6 +423,12 @@ def judged_clustering(cases: Sequence[CaseAudit]) -> Clustering:
         return by_verdicts
     return Clustering(part="judged", repeats=by_verdicts.repeats, icc=by_labels,
                       design_effect=1 + (by_verdicts.repeats - 1) * by_labels)
+
+
+def verdict_clustering(cases: Sequence[CaseAudit]) -> Clustering:
+    """The design effect of the judge's verdicts by case: what the raw and Rogan–Gladen
+    shares, which read only the verdicts, are clustered by."""
+    return Clustering.of("judged", [(c.passes, c.judged) for c in cases])
 
 
 def _table_sum(tables: Sequence[AuditTable]) -> AuditTable:

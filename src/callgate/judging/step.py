@@ -6,8 +6,9 @@ steps out again."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -29,6 +30,7 @@ from callgate.judging.judge import (
     load_judge,
 )
 from callgate.models.config import Candidate
+from callgate.stats import design_effect
 from callgate.store.db import Store
 from callgate.store.rows import judge_output_row
 
@@ -193,13 +195,19 @@ class JudgedTally:
     not_applicable: int = 0
     deterministic_failures: int = 0
     judge_errors: int = 0  # replies that were not a verdict: in no share, counted here
+    # Per case: [tool choice passes, judged, arguments passes, arguments graded], for the
+    # intervals clustered by case.
+    by_case: dict[str, list[int]] = field(default_factory=dict)
 
     def add(self, verdict: Verdict, output: JudgeOutput) -> None:
         """`verdict` is the attempt's verdict before the judge (its JSON/schema findings)."""
         self.n += 1
+        case = self.by_case.setdefault(verdict.case_id, [0, 0, 0, 0])
+        case[1] += 1
         if output.tool_choice != "pass":
             return
         self.tool_choice += 1
+        case[0] += 1
         if verdict.arguments in ("invalid_json", "schema_violation"):
             self.deterministic_failures += 1
         elif output.arguments == "n/a":
@@ -207,21 +215,33 @@ class JudgedTally:
         else:
             self.arguments_n += 1
             self.arguments += output.arguments == "pass"
+            case[3] += 1
+            case[2] += output.arguments == "pass"
+
+    def groups(self, dim: str) -> Counter[tuple[int, int]]:
+        """A share's (passes, attempts) per case, counted by kind (`callgate.stats.Groups`)."""
+        first = 0 if dim == "tool_choice" else 2
+        return Counter((c[first], c[first + 1]) for c in self.by_case.values())
 
 
 def judged_shares(tally: JudgedTally, fingerprint: str, certificate: Certificate | None
                   ) -> dict[str, Any]:
     """Raw and Rogan–Gladen corrected shares of the judged attempts, per dimension, each over
     the attempts its calibration rates apply to (see `JudgedTally`); corrected only with the
-    judge's certificate."""
+    judge's certificate. The interval is clustered by case, as the figures' are: each share
+    carries the `design_effect` of its verdicts' repeats and their `icc` (None: no repeats, or
+    verdicts that never vary)."""
     out: dict[str, Any] = {"n": tally.n, "fingerprint": fingerprint,
                            "certified": certificate is not None}
     for dim, successes, n in (("tool_choice", tally.tool_choice, tally.n),
                               ("arguments", tally.arguments, tally.arguments_n)):
+        effect, _, icc = design_effect(tally.groups(dim))
         rates = dimension_rates(certificate, dim) if certificate else None
-        share = corrected_share(successes, n, *rates) if rates and n else None
-        out[dim] = share or {"raw": 100 * successes / n if n else None, "corrected": None,
-                             "low": None, "high": None, "n": n}
+        share = (corrected_share(successes, n, *rates, design_effect=effect)
+                 if rates and n else None)
+        out[dim] = {**(share or {"raw": 100 * successes / n if n else None, "corrected": None,
+                                 "low": None, "high": None, "n": n}),
+                    "design_effect": effect, "icc": icc}
     out["arguments"]["not_applicable"] = tally.not_applicable
     out["judge_errors"] = tally.judge_errors
     out["arguments"]["deterministic_failures"] = tally.deterministic_failures

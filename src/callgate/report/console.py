@@ -118,10 +118,15 @@ def clustering_note(columns: Sequence[tuple[str, Scores]]) -> str | None:
     """Under the figures, when repeats of a case widened their intervals: by how much."""
     notes = []
     for label, s in columns:
-        parts = [f"{name} {share.design_effect:.2f} (ICC {share.icc:.2f})"
-                 for name, share in (("right tool", s.figures.right_tool),
-                                     ("right arguments", s.figures.right_arguments))
-                 if share.design_effect > 1 and share.icc is not None]
+        effects = [(name, share.design_effect, share.icc)
+                   for name, share in (("right tool", s.figures.right_tool),
+                                       ("right arguments", s.figures.right_arguments))]
+        effects += [(f"judged {name}", judged.get("design_effect", 1.0), judged.get("icc"))
+                    for name, dim in (("right tool", "tool_choice"),
+                                      ("right arguments", "arguments"))
+                    if (judged := (s.judged or {}).get(dim)) is not None]
+        parts = [f"{name} {effect:.2f} (ICC {icc:.2f})" for name, effect, icc in effects
+                 if effect > 1 and icc is not None]
         if parts:
             notes.append((f"{escape(label)}: " if len(columns) > 1 else "") + ", ".join(parts))
     if not notes:
