@@ -167,11 +167,19 @@ def _turns_line(conversation: Conversation, talking: _Talking) -> dict[str, Any]
     finish = ending or replies[-1].finish_reason
     if finish is not None:
         line["finish_reason"] = finish
+    line.update(reply_totals(replies))
+    return line
+
+
+def reply_totals(replies: list[Response]) -> dict[str, Any]:
+    """What a conversation's line sums over the replies of its turns: the cost (only when every
+    reply was priced: unknown is not 0), the latency, and who served them."""
+    totals: dict[str, Any] = {}
     costs = [reply.cost for reply in replies]
     if all(cost is not None for cost in costs):
-        line["cost"] = sum(cost for cost in costs if cost is not None)
-    line["latency_ms"] = round(sum(reply.latency_ms or 0.0 for reply in replies), 3)
+        totals["cost"] = sum(cost for cost in costs if cost is not None)
+    totals["latency_ms"] = round(sum(reply.latency_ms or 0.0 for reply in replies), 3)
     providers = list(dict.fromkeys(r.provider for r in replies if r.provider))
     if providers:
-        line["provider"] = "+".join(providers)
-    return line
+        totals["provider"] = "+".join(providers)
+    return totals
