@@ -1,7 +1,8 @@
 """A live run's environment calls run off the event loop: two conversations in flight, each
-calling a tool that sleeps, are answered at the same time rather than one after the other,
-and each conversation's calls run in order on one thread of its own (the thread its
-environment was made on: an sqlite3 connection made in the constructor still works)."""
+calling a tool that sleeps, are answered at the same time rather than one after the other;
+each conversation's calls run in order on one thread of its own (the thread its environment
+was made on: an sqlite3 connection made in the constructor still works), and the checks' own
+runs of the calls happen off the loop too."""
 
 from __future__ import annotations
 
@@ -83,9 +84,11 @@ def test_two_conversations_wait_on_their_environments_at_once(
                         environ={KEY_ENV: KEY})
     assert [(v.status, v.right_arguments) for v in live.result.verdicts] == [
         ("scored", True), ("scored", True)]
-    # The conversations' own calls (the checks run them again on fresh copies: left out).
-    calls = {c["call"]: c for line in log.read_text().splitlines()
-             if (c := json.loads(line))["name"] == "callgate-environment"}
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    # The checks run the calls again on fresh copies, off the event loop too.
+    replayed = [c for c in logged if c["name"] != "callgate-environment"]
+    assert replayed and all(c["thread"] != threading.main_thread().ident for c in replayed)
+    calls = {c["call"]: c for c in logged if c["name"] == "callgate-environment"}
     assert sorted(calls) == ["a1", "a2", "b1", "b2"]
     for case_id in "ab":
         first, second = calls[f"{case_id}1"], calls[f"{case_id}2"]

@@ -41,6 +41,7 @@ from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
 from callgate.scoring.scores import Scores
 from callgate.store.db import Store
+from callgate.suites.responses import Response
 from callgate.suites.suite import Suite
 from callgate.version import __version__
 
@@ -309,6 +310,13 @@ class LiveRunner:
             self.candidate.name, total=work.total, errors=0, spend=counters.spend_text()
         )
 
+        async def checked(response: Response) -> Verdict | None:
+            """The checks of an answer, off the event loop where they run the suite's
+            environment again (a slow tool or server would stall every attempt in flight)."""
+            if self.suite.environment is None:
+                return None
+            return await asyncio.to_thread(recorder.check, response)
+
         async def answer(item: PlannedAttempt | Conversation) -> None:
             assert caller is not None
             if isinstance(item, Conversation):
@@ -317,9 +325,10 @@ class LiveRunner:
                         else await converse_target(item, caller.session, self.suite, cache,
                                                    caller))
                 assert talk is not None  # with a caller, every turn gets an answer
-                record.talk(talk)
+                record.talk(talk, await checked(talk.response))
             else:
-                record.called(await caller.call(item))
+                outcome = await caller.call(item)
+                record.called(outcome, await checked(outcome.response))
             progress.update(task, advance=1, errors=counters.errors, spend=counters.spend_text())
 
         with progress:
