@@ -46,6 +46,7 @@ class _Talking:
     user_turn_ends: list[int] = field(default_factory=list)
     ending: str | None = None  # a finish_reason the loop sets: turn_limit, environment_error
     error: dict[str, Any] | None = None
+    environment: bool = False  # the calls go to the suite's environment (else: scripted)
     # Where the environment's calls run: off the loop (a slow tool or MCP server would stall
     # every conversation in flight), all on one thread, in order (the environment is made on
     # it at the first call, and may hold objects bound to it, as sqlite3's are).
@@ -69,9 +70,8 @@ async def converse(
     turns are read: None when a turn is not stored."""
     case = suite.cases[conversation.case_id]
     answers = ToolAnswers(suite, case)
-    talking = _Talking(list(conversation.messages), list(conversation.tools))
-    if suite.environment is not None:
-        talking.thread = DaemonThreads(1, "callgate-environment")
+    talking = _Talking(list(conversation.messages), list(conversation.tools),
+                       environment=suite.environment is not None)
     try:
         for user_turn in range(1 + len(conversation.user_turns)):
             if user_turn:
@@ -146,7 +146,7 @@ async def _answer_user_turn(
         ]
         calls = parse_calls(message.tool_calls, case.called_as())
         try:
-            results = await _results(talking.thread, answers, calls)
+            results = await _results(talking, answers, calls)
         except EnvironmentError_:
             talking.ending = "environment_error"  # the checks run the calls again and say why
             return False
@@ -164,12 +164,14 @@ async def _answer_user_turn(
     return False  # not reached: the last turn either answers or hits the limit
 
 
-async def _results(thread: DaemonThreads | None, answers: ToolAnswers,
-                   calls: list[ParsedCall]) -> list[Any]:
+async def _results(talking: _Talking, answers: ToolAnswers, calls: list[ParsedCall]
+                   ) -> list[Any]:
     """What the calls of one turn get back, in order; raises EnvironmentError_."""
-    if thread is None:  # scripted results: nothing to wait for
+    if not talking.environment:  # scripted results: nothing to wait for
         return [answers(call) for call in calls]
-    return await thread.run(lambda: [answers(call) for call in calls])
+    if talking.thread is None:
+        talking.thread = DaemonThreads(1, "callgate-environment")
+    return await talking.thread.run(lambda: [answers(call) for call in calls])
 
 
 def _turns_line(conversation: Conversation, talking: _Talking) -> dict[str, Any]:
