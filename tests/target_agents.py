@@ -4,7 +4,8 @@ Each asks the loopback model (LOOPBACK_URL, its base URL) as a real agent would.
 last user message picks a misbehaviour: [crash] fails (raises, exits, answers HTTP 500), [hang]
 never answers, [slowmodel] raises a TimeoutError of its own, [garbage] answers what the contract
 does not allow, [loop] runs the agent's own tool loop and returns the whole transcript.
-AGENT_VERSION is the version each reports.
+AGENT_VERSION is the version each reports; with AGENT_LOG set, each appends every request it is
+asked (the hello aside) to that file, one JSON line each.
 
 As a script: `python target_agents.py jsonl` speaks JSON Lines on stdin/stdout;
 `python target_agents.py http` serves HTTP on 127.0.0.1 after printing `READY <url>`.
@@ -28,6 +29,13 @@ ORDERS = {"ord_1": {"status": "pending"}, "ord_2": {"status": "shipped"}}
 
 def version() -> str:
     return os.environ.get("AGENT_VERSION", "1")
+
+
+def log(request: dict[str, Any]) -> None:
+    path = os.environ.get("AGENT_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(request) + "\n")
 
 
 def last_user(messages: list[dict[str, Any]]) -> str:
@@ -85,6 +93,7 @@ def answer(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
            metadata: dict[str, Any]) -> Any:
     """The sync Python target."""
     assert metadata["case_id"] in last_user(messages)
+    log({"messages": messages, "tools": tools, "metadata": metadata})
     return behave(messages, tools)
 
 
@@ -94,6 +103,7 @@ answer.callgate_version = version()  # type: ignore[attr-defined]
 async def answer_async(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                        metadata: dict[str, Any]) -> Any:
     """The async Python target: the same, without a thread."""
+    log({"messages": messages, "tools": tools, "metadata": metadata})
     if "[hang]" in last_user(messages):
         await asyncio.sleep(HANG)
     return await asyncio.to_thread(behave, messages, tools)
@@ -122,7 +132,10 @@ def jsonl() -> None:
         request = json.loads(line)
         if "hello" in request:
             reply: Any = {"version": version()}
-        elif "[crash]" in last_user(request["messages"]):
+            print(json.dumps(reply), flush=True)
+            continue
+        log(request)
+        if "[crash]" in last_user(request["messages"]):
             print("fatal: the agent fell over", file=sys.stderr, flush=True)
             sys.exit(3)
         elif "[garbage]" in last_user(request["messages"]):
@@ -137,6 +150,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         status, raw = 200, b""
+        if "hello" not in request:
+            log(request)
         if "hello" in request:
             raw = json.dumps({"version": version()}).encode()
         elif "[crash]" in last_user(request["messages"]):

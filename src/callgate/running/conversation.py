@@ -2,7 +2,8 @@
 suite's environment), turn after turn the model is asked, its calls are answered and appended,
 until it answers without a call, a turn fails or is cut, or max_turns is reached. Each turn is
 one request through the same retry path, cached under the whole conversation so far; the
-attempt is recorded as one `turns` line, and table run_turns links its requests."""
+attempt is recorded as one `turns` line, and table run_turns links its requests. An
+environment's calls run off the event loop, on a thread of the conversation's own."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.checks.parsing import parse_calls
+from callgate.checks.parsing import ParsedCall, parse_calls
 from callgate.checks.tool_answers import ToolAnswers
 from callgate.models.routes import ModelRoute
 from callgate.running.cache import AnswerCache, line_text
 from callgate.running.calls import Caller
 from callgate.running.plan import Conversation, PlannedAttempt
+from callgate.running.threads import DaemonThreads
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Case, Suite
@@ -44,6 +46,11 @@ class _Talking:
     user_turn_ends: list[int] = field(default_factory=list)
     ending: str | None = None  # a finish_reason the loop sets: turn_limit, environment_error
     error: dict[str, Any] | None = None
+    environment: bool = False  # the calls go to the suite's environment (else: scripted)
+    # Where the environment's calls run: off the loop (a slow tool or MCP server would stall
+    # every conversation in flight), all on one thread, in order (the environment is made on
+    # it at the first call, and may hold objects bound to it, as sqlite3's are).
+    thread: DaemonThreads | None = None
 
 
 async def converse(
@@ -63,21 +70,26 @@ async def converse(
     turns are read: None when a turn is not stored."""
     case = suite.cases[conversation.case_id]
     answers = ToolAnswers(suite, case)
-    talking = _Talking(list(conversation.messages), list(conversation.tools))
-    for user_turn in range(1 + len(conversation.user_turns)):
-        if user_turn:
-            later = conversation.user_turns[user_turn - 1]
-            talking.messages += later.messages
-            talking.tools += later.tools
-        answers.offer_turn(user_turn)
-        answered = await _answer_user_turn(talking, conversation, case, answers, route, cache,
-                                           caller)
-        if answered is None:
-            return None
-        if talking.error is None:
-            talking.user_turn_ends.append(len(talking.lines))
-        if not answered:
-            break
+    talking = _Talking(list(conversation.messages), list(conversation.tools),
+                       environment=suite.environment is not None)
+    try:
+        for user_turn in range(1 + len(conversation.user_turns)):
+            if user_turn:
+                later = conversation.user_turns[user_turn - 1]
+                talking.messages += later.messages
+                talking.tools += later.tools
+            answers.offer_turn(user_turn)
+            answered = await _answer_user_turn(talking, conversation, case, answers, route,
+                                               cache, caller)
+            if answered is None:
+                return None
+            if talking.error is None:
+                talking.user_turn_ends.append(len(talking.lines))
+            if not answered:
+                break
+    finally:
+        if talking.thread is not None:
+            talking.thread.close()
     line = _turns_line(conversation, talking)
     return Talk(conversation, parse_response(line), line_text(line), talking.keys,
                 talking.cached)
@@ -132,8 +144,9 @@ async def _answer_user_turn(
             }
             for index, call in enumerate(message.tool_calls)
         ]
+        calls = parse_calls(message.tool_calls, case.called_as())
         try:
-            results = [answers(call) for call in parse_calls(message.tool_calls, case.called_as())]
+            results = await _results(talking, answers, calls)
         except EnvironmentError_:
             talking.ending = "environment_error"  # the checks run the calls again and say why
             return False
@@ -149,6 +162,16 @@ async def _answer_user_turn(
             ),
         ]
     return False  # not reached: the last turn either answers or hits the limit
+
+
+async def _results(talking: _Talking, answers: ToolAnswers, calls: list[ParsedCall]
+                   ) -> list[Any]:
+    """What the calls of one turn get back, in order; raises EnvironmentError_."""
+    if not talking.environment:  # scripted results: nothing to wait for
+        return [answers(call) for call in calls]
+    if talking.thread is None:
+        talking.thread = DaemonThreads(1, "callgate-environment")
+    return await talking.thread.run(lambda: [answers(call) for call in calls])
 
 
 def _turns_line(conversation: Conversation, talking: _Talking) -> dict[str, Any]:
@@ -167,11 +190,19 @@ def _turns_line(conversation: Conversation, talking: _Talking) -> dict[str, Any]
     finish = ending or replies[-1].finish_reason
     if finish is not None:
         line["finish_reason"] = finish
+    line.update(reply_totals(replies))
+    return line
+
+
+def reply_totals(replies: list[Response]) -> dict[str, Any]:
+    """What a conversation's line sums over the replies of its turns: the cost (only when every
+    reply was priced: unknown is not 0), the latency, and who served them."""
+    totals: dict[str, Any] = {}
     costs = [reply.cost for reply in replies]
     if all(cost is not None for cost in costs):
-        line["cost"] = sum(cost for cost in costs if cost is not None)
-    line["latency_ms"] = round(sum(reply.latency_ms or 0.0 for reply in replies), 3)
+        totals["cost"] = sum(cost for cost in costs if cost is not None)
+    totals["latency_ms"] = round(sum(reply.latency_ms or 0.0 for reply in replies), 3)
     providers = list(dict.fromkeys(r.provider for r in replies if r.provider))
     if providers:
-        line["provider"] = "+".join(providers)
-    return line
+        totals["provider"] = "+".join(providers)
+    return totals

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from callgate.checks.verdict import Verdict
 from callgate.running.cache import AttemptOutcome, stored_response
 from callgate.running.conversation import Talk
 from callgate.running.counters import RunCounters
@@ -34,8 +35,8 @@ class RunRecord:
         if response.error is not None:
             self.counters.errors += 1
 
-    def called(self, outcome: AttemptOutcome) -> None:
-        """A single-turn attempt the model was called for."""
+    def called(self, outcome: AttemptOutcome, checked: Verdict | None = None) -> None:
+        """A single-turn attempt the model was called for (`checked`: its checks, if run)."""
         attempt, response = outcome.attempt, outcome.response
         self.counters.called += 1
         if response.error is not None:
@@ -43,10 +44,11 @@ class RunRecord:
         self._links.append(run_request_row(run=self.recorder.run_id, case_id=attempt.case_id,
                                            repeat=attempt.repeat, cache_key=attempt.key,
                                            cached=0))
-        self.recorder.add(response, outcome.line)
+        self.recorder.add(response, outcome.line, checked)
 
-    def talk(self, talk: Talk) -> None:
-        """A conversation, its turns from the store or called."""
+    def talk(self, talk: Talk, checked: Verdict | None = None) -> None:
+        """A conversation, its turns from the store or called (`checked`: its checks, if
+        run)."""
         conversation, response = talk.conversation, talk.response
         run_id = self.recorder.run_id
         if not all(talk.cached):
@@ -62,7 +64,7 @@ class RunRecord:
                          turn=turn, cache_key=key, cached=int(cached))
             for turn, (key, cached) in enumerate(zip(talk.keys, talk.cached, strict=True))
         )
-        self.recorder.add(response, talk.line)
+        self.recorder.add(response, talk.line, checked)
 
     def answered(self) -> set[str]:
         """The cases with at least one answer in this run."""

@@ -4,11 +4,11 @@
 none a base class of another: it plans the attempts (`plan`), reads back what the store
 already answered (`AnswerCache`), calls for the rest with bounded concurrency
 (`call_concurrently`), each one request with retries (`Caller`) or a conversation over turns
-(`converse`), or the agent under test once per attempt (`running.targets`), and has every
-answer checked, stored and scored by `pipeline.Recorder`, as `callgate score` does, and linked
-to its requests (`RunRecord`). A run killed at any point resumes with only the unanswered
-attempts; a run stopped early is marked interrupted, so its partial scores never serve as a
-baseline."""
+(`converse`), or the agent under test once per attempt or user turn (`running.targets`),
+and has every answer checked, stored and scored by `pipeline.Recorder`, as `callgate score`
+does, and linked to its requests (`RunRecord`). A run killed at any point resumes with only
+the unanswered attempts; a run stopped early is marked interrupted, so its partial scores never
+serve as a baseline."""
 
 from __future__ import annotations
 
@@ -36,10 +36,12 @@ from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conve
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
 from callgate.running.targets.session import TargetCaller, TargetSession
+from callgate.running.targets.turns import converse_target
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
 from callgate.scoring.scores import Scores
 from callgate.store.db import Store
+from callgate.suites.responses import Response
 from callgate.suites.suite import Suite
 from callgate.version import __version__
 
@@ -156,7 +158,7 @@ class LiveRunner:
             conversations = plan_conversations(self.suite, settings.repeats)
         else:
             await target.open(settings.timeout)
-            attempts, conversations = target.plan(self.suite, settings.repeats), []
+            attempts, conversations = target.plan(self.suite, settings.repeats)
         if shard is not None:
             attempts = [a for a in attempts if shard.holds(a.case_id)]
             conversations = [c for c in conversations if shard.holds(c.case_id)]
@@ -167,7 +169,7 @@ class LiveRunner:
             offline=settings.offline,
             commit_every=settings.commit_every,
         )
-        work = await self._look_up(attempts, conversations, route, cache)
+        work = await self._look_up(attempts, conversations, route, cache, target)
         if settings.offline and work.to_call:
             first = work.to_call[0]
             raise OfflineMiss(
@@ -237,6 +239,7 @@ class LiveRunner:
         conversations: list[Conversation],
         route: ModelRoute,
         cache: AnswerCache,
+        target: TargetSession | None,
     ) -> _Work:
         stored = cache.usable([a.key for a in attempts])
         hits = [(a, stored[a.key]) for a in attempts if a.key in stored]
@@ -245,7 +248,9 @@ class LiveRunner:
         talks: list[Talk] = []
         unfinished: list[Conversation] = []
         for conversation in conversations:
-            talk = await converse(conversation, self.suite, route, cache, None)
+            talk = (await converse(conversation, self.suite, route, cache, None)
+                    if target is None
+                    else await converse_target(conversation, target, self.suite, cache, None))
             if talk is None:
                 unfinished.append(conversation)
             else:
@@ -305,15 +310,25 @@ class LiveRunner:
             self.candidate.name, total=work.total, errors=0, spend=counters.spend_text()
         )
 
+        async def checked(response: Response) -> Verdict | None:
+            """The checks of an answer, off the event loop where they run the suite's
+            environment again (a slow tool or server would stall every attempt in flight)."""
+            if self.suite.environment is None:
+                return None
+            return await asyncio.to_thread(recorder.check, response)
+
         async def answer(item: PlannedAttempt | Conversation) -> None:
             assert caller is not None
             if isinstance(item, Conversation):
-                assert isinstance(caller, Caller)  # a target runs its own conversations
-                talk = await converse(item, self.suite, caller.route, cache, caller)
+                talk = (await converse(item, self.suite, caller.route, cache, caller)
+                        if isinstance(caller, Caller)
+                        else await converse_target(item, caller.session, self.suite, cache,
+                                                   caller))
                 assert talk is not None  # with a caller, every turn gets an answer
-                record.talk(talk)
+                record.talk(talk, await checked(talk.response))
             else:
-                record.called(await caller.call(item))
+                outcome = await caller.call(item)
+                record.called(outcome, await checked(outcome.response))
             progress.update(task, advance=1, errors=counters.errors, spend=counters.spend_text())
 
         with progress:

@@ -67,12 +67,19 @@ class Recorder:
 
             self.judged_tally = JudgedTally()
 
-    def add(self, response: Response, body: str | None = None) -> Verdict:
+    def check(self, response: Response) -> Verdict:
+        """The deterministic checks of one answer (they may run the suite's environment)."""
         case, suite = self.suite.cases[response.case_id], self.suite
-        verdict = check_response(
+        return check_response(
             case, response, suite.parameter_schemas, suite.validators, rules=suite.match,
             environment=suite.environment, server_errors=self.server_errors,
         )
+
+    def add(self, response: Response, body: str | None = None,
+            checked: Verdict | None = None) -> Verdict:
+        """Record one answer; `checked` is its `check`, when the caller ran it already."""
+        case = self.suite.cases[response.case_id]
+        verdict = checked if checked is not None else self.check(response)
         if verdict.status == "pending_judge" and self.judge is not None:
             # Judged in one concurrent batch at the end (judge_pending); the rows wait too.
             self._awaiting_judge.append((case, response, body, verdict))

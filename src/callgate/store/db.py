@@ -444,6 +444,12 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
             found.update((row["key"], row) for row in rows)
         return found
 
+    def live_request(self, key: str) -> str | None:
+        """The request stored with one cached answer (a target's conversation keeps there the
+        transcript the next user turn's request is built from)."""
+        rows = self.db.query("SELECT request FROM live_responses WHERE key = ?", [key])
+        return next((row["request"] for row in rows), None)
+
     def save_live_responses(self, rows: list[tuple[Any, ...]]) -> None:
         """Upsert provider answers and failures (`live_response_row`) in one transaction. A
         failure never replaces a stored answer."""

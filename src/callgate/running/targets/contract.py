@@ -21,16 +21,27 @@ class MalformedReply(ValueError):
 
 
 def attempt_request(
-    case: Case, repeat: int, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    case: Case, repeat: int, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+    user_turn: int = 0,
 ) -> dict[str, Any]:
-    """What a target gets for one attempt: the messages and tools as a model would get them,
-    and the case's metadata (its id, the repeat, tags, max_turns and initial state)."""
+    """What a target gets for one attempt, or for one user turn of a case with `user_turns`:
+    the messages and tools as a model would get them, and the case's metadata (its id, the
+    repeat, tags, max_turns and initial state; for a conversation, its id and the user turn)."""
     metadata: dict[str, Any] = {
         "case_id": case.id, "repeat": repeat, "tags": case.tags, "max_turns": case.max_turns,
     }
     if case.state is not None:
         metadata["state"] = case.state
+    if case.user_turns is not None:
+        metadata.update(conversation_id=f"{case.id}#{repeat}", user_turn=user_turn,
+                        user_turns=1 + len(case.user_turns))
     return {"messages": messages, "tools": tools, "metadata": metadata}
+
+
+def user_turn_of(request: dict[str, Any]) -> int | None:
+    """The user turn a request asks (0 is the case's messages); None outside a conversation."""
+    turn = request["metadata"].get("user_turn")
+    return turn if isinstance(turn, int) else None
 
 
 def reported_version(reply: Any) -> str | None:
@@ -49,6 +60,15 @@ def reply_line(
     """The recorded line of a target's reply. `sent` are the messages the target was given: a
     transcript that starts with them (as frameworks return their whole history) is read from
     the first message after them."""
+    transcript, extra = reply_transcript(reply, sent)
+    return transcript_line(case_id, repeat, transcript, extra, latency_ms)
+
+
+def reply_transcript(
+    reply: Any, sent: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The messages a reply adds to the `sent` ones (a lone assistant message is a transcript
+    of one), and the usage, cost and provider it gives."""
     reply, extra = _unwrapped(reply)
     if isinstance(reply, dict) and reply.get("role") == "assistant":
         transcript = [reply]
@@ -56,6 +76,12 @@ def reply_line(
         transcript = reply[len(sent):] if reply[:len(sent)] == sent else reply
     else:
         raise MalformedReply(f"a reply is {SHAPES}, not {_described(reply)}")
+    return transcript, extra
+
+
+def transcript_line(case_id: str, repeat: int, transcript: list[Any], extra: dict[str, Any],
+                    latency_ms: float) -> dict[str, Any]:
+    """The recorded line of a transcript (`reply_transcript`)."""
     turns = _assistant_turns(transcript)
     line: dict[str, Any] = {"case_id": case_id, "repeat": repeat}
     if len(turns) == 1:

@@ -11,9 +11,7 @@ import importlib
 import inspect
 import json
 import os
-import queue
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -24,6 +22,7 @@ from callgate.errors import CallgateError
 from callgate.models.targets import TargetSpec
 from callgate.reading import JSONLimitError, loads
 from callgate.running.targets.contract import HELLO, MalformedReply, reported_version
+from callgate.running.threads import DaemonThreads
 
 if TYPE_CHECKING:
     import aiohttp
@@ -65,44 +64,6 @@ def _json(raw: bytes | str, what: str) -> Any:
         raise MalformedReply(f"{what} is not JSON ({_short(str(exc))})") from None
 
 
-class _Threads:
-    """Daemon threads for a sync Python target: a call that never returns cannot hold the
-    process at exit, and the worker it took is replaced when its attempt times out."""
-
-    def __init__(self, size: int) -> None:
-        self._jobs: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
-        self._size = 0
-        for _ in range(size):
-            self.add()
-
-    def add(self) -> None:
-        self._size += 1
-        threading.Thread(target=self._work, name="callgate-target", daemon=True).start()
-
-    def _work(self) -> None:
-        while (job := self._jobs.get()) is not None:
-            loop, future, function, kwargs = job
-            result, raised = None, None
-            try:
-                result = function(**kwargs)
-            except BaseException as exc:  # handed to the attempt, whatever it is
-                raised = _Raised(exc) if isinstance(exc, TimeoutError) else exc
-            try:
-                loop.call_soon_threadsafe(_settle, future, result, raised)
-            except RuntimeError:  # the run is over (its loop closed) while this call hung
-                return
-
-    def run(self, function: Callable[..., Any], kwargs: dict[str, Any]) -> asyncio.Future[Any]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        self._jobs.put((loop, future, function, kwargs))
-        return future
-
-    def close(self) -> None:
-        for _ in range(self._size):
-            self._jobs.put(None)
-
-
 class _Raised(Exception):
     """A TimeoutError the agent raised itself: not callgate's timeout."""
 
@@ -118,13 +79,12 @@ async def _own_timeouts(call: Any) -> Any:
         raise _Raised(exc) from None
 
 
-def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    if future.done():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
+def _called(function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    """A sync target's call, on its thread; its own TimeoutError is not callgate's."""
+    try:
+        return function(**kwargs)
+    except TimeoutError as exc:
+        raise _Raised(exc) from None
 
 
 class PythonTarget:
@@ -148,7 +108,7 @@ class PythonTarget:
         self._function: Callable[..., Any] = function
         self._async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
             type(function).__call__)
-        self._threads = None if self._async else _Threads(concurrency)
+        self._threads = None if self._async else DaemonThreads(concurrency, "callgate-target")
 
     async def version(self, timeout: float) -> str | None:
         """The function's `callgate_version`, else the module's `__version__`, else a hash of
@@ -166,7 +126,8 @@ class PythonTarget:
         try:
             if self._threads is None:
                 return await asyncio.wait_for(_own_timeouts(self._function(**request)), timeout)
-            return await asyncio.wait_for(self._threads.run(self._function, request), timeout)
+            return await asyncio.wait_for(self._threads.run(_called, self._function, request),
+                                          timeout)
         except TimeoutError:
             if self._threads is not None:
                 self._threads.add()  # the hung call keeps its thread

@@ -30,8 +30,14 @@ from callgate.models.targets import parse_target
 from callgate.reading import canonical_json
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
 from callgate.running.counters import RunCounters
-from callgate.running.plan import PlannedAttempt
-from callgate.running.targets.contract import MalformedReply, attempt_request, reply_line
+from callgate.running.plan import Conversation, PlannedAttempt, later_turns
+from callgate.running.targets.contract import (
+    MalformedReply,
+    attempt_request,
+    reply_transcript,
+    transcript_line,
+    user_turn_of,
+)
 from callgate.running.targets.kinds import Target, TargetFailure, elapsed_ms, open_target
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite
@@ -103,25 +109,37 @@ class TargetSession:
                 "asked again rather than answered from the store")
         self.version = version
 
-    def plan(self, suite: Suite, repeats: int) -> list[PlannedAttempt]:
-        """Every (case, repeat) in suite order, its request and its cache key."""
-        attempts = []
+    def plan(self, suite: Suite, repeats: int
+             ) -> tuple[list[PlannedAttempt], list[Conversation]]:
+        """Every (case, repeat) in suite order: one request and its cache key, or for a case
+        with later user turns a conversation (asked once per user turn, `converse_target`)."""
+        attempts, conversations = [], []
         for case_id, case in suite.cases.items():
             messages = suite.raw_cases[case_id]["messages"]
             tools = suite.offered_tools(case)
             for repeat in range(repeats):
+                if case.user_turns is not None:
+                    conversations.append(Conversation(case_id, repeat, messages, tools,
+                                                      later_turns(suite, case_id)))
+                    continue
                 body = attempt_request(case, repeat, messages, tools)
-                attempts.append(PlannedAttempt(case_id, repeat, self._key(body), body))
-        return attempts
+                attempts.append(PlannedAttempt(case_id, repeat, self.key(body), body))
+        return attempts, conversations
 
-    def _key(self, body: dict[str, Any]) -> str:
+    def key(self, body: dict[str, Any]) -> str:
         """SHA-256 of (target, version, messages, tools, metadata with the repeat index)."""
         material = {"target": self.spec.text, "version": self.version, **body}
         return hashlib.sha256(canonical_json(material).encode()).hexdigest()
 
-    def request_record(self, body: dict[str, Any]) -> str:
-        return json.dumps({"client": self.spec.kind, "target": self.spec.text,
-                           "version": self.version, "body": body}, ensure_ascii=False)
+    def request_record(self, body: dict[str, Any],
+                       transcript: list[dict[str, Any]] | None = None) -> str:
+        """The request as stored; a user turn of a conversation keeps the target's transcript
+        beside it, since the next user turn's request (and key) is built from it."""
+        record: dict[str, Any] = {"client": self.spec.kind, "target": self.spec.text,
+                                  "version": self.version, "body": body}
+        if transcript is not None:
+            record["transcript"] = transcript
+        return json.dumps(record, ensure_ascii=False)
 
     async def aclose(self) -> None:
         await self.target.aclose()
@@ -146,16 +164,25 @@ class TargetCaller:
         self._shown = 0
 
     async def call(self, attempt: PlannedAttempt) -> AttemptOutcome:
-        outcome = await self._ask(attempt)
-        self.cache.keep(outcome, self.session.model, self.session.request_record(attempt.body))
+        return (await self.call_turn(attempt))[0]
+
+    async def call_turn(self, attempt: PlannedAttempt
+                        ) -> tuple[AttemptOutcome, list[dict[str, Any]] | None]:
+        """Ask for one attempt, or one user turn of a conversation: its outcome, and the
+        messages the target answered with (None when it failed)."""
+        outcome, transcript = await self._ask(attempt)
+        kept = transcript if user_turn_of(attempt.body) is not None else None
+        self.cache.keep(outcome, self.session.model,
+                        self.session.request_record(attempt.body, kept))
         error = outcome.response.error
         if error is None:
             self.counters.count_cost(outcome.response.cost)
         else:
             self._show(error.message)
-        return outcome
+        return outcome, transcript
 
-    async def _ask(self, attempt: PlannedAttempt) -> AttemptOutcome:
+    async def _ask(self, attempt: PlannedAttempt
+                   ) -> tuple[AttemptOutcome, list[dict[str, Any]] | None]:
         started, tries = time.monotonic(), 0
         while True:
             tries += 1
@@ -163,9 +190,11 @@ class TargetCaller:
             sent = time.perf_counter()
             try:
                 reply = await self.client.ask(attempt.body, self.timeout)
-                line = reply_line(attempt.case_id, attempt.repeat, reply,
-                                  attempt.body["messages"], elapsed_ms(sent))
-                return AttemptOutcome(attempt, parse_response(line), line_text(line), tries)
+                transcript, extra = reply_transcript(reply, attempt.body["messages"])
+                line = transcript_line(attempt.case_id, attempt.repeat, transcript, extra,
+                                       elapsed_ms(sent))
+                return (AttemptOutcome(attempt, parse_response(line), line_text(line), tries),
+                        transcript)
             except TargetFailure as exc:
                 failure: TargetFailure = exc
             except (ValueError, TypeError) as exc:  # MalformedReply, pydantic's errors too
@@ -173,11 +202,11 @@ class TargetCaller:
             note = "" if not failure.retryable else self.policy.give_up(
                 tries, self._retries_left, time.monotonic() - started, None)
             if note is not None:
-                message = redacted(f"case {attempt.case_id!r} repeat {attempt.repeat}: "
-                                   f"{failure}{note}", self.session.secrets)
+                message = redacted(f"{_where(attempt)}: {failure}{note}", self.session.secrets)
                 line = failure_line(attempt.case_id, attempt.repeat, ProviderFailure(
                     TARGET_ERROR, message, latency_ms=elapsed_ms(sent)))
-                return AttemptOutcome(attempt, parse_response(line), line_text(line), tries)
+                return (AttemptOutcome(attempt, parse_response(line), line_text(line), tries),
+                        None)
             self._retries_left -= 1
             self.counters.retries += 1
             await asyncio.sleep(self.policy.delay(tries, None, self.rng))
@@ -191,3 +220,11 @@ class TargetCaller:
         elif self._shown == SHOWN_ERRORS + 1:
             self.console.print("[yellow]target error:[/yellow] more target errors: the run's "
                                "verdicts list them all (status target_error)", highlight=False)
+
+
+def _where(attempt: PlannedAttempt) -> str:
+    """The attempt a target error is about: its case and repeat, and the user turn (counted
+    from 1) in a conversation."""
+    where = f"case {attempt.case_id!r} repeat {attempt.repeat}"
+    turn = user_turn_of(attempt.body)
+    return where if turn is None else f"{where} user turn {turn + 1}"
