@@ -102,8 +102,9 @@ def clustering_lines(report: AuditReport) -> list[str]:
     """What the repeats of a case do to the intervals: nothing about this release's attempts
     (the audit samples attempts); about the agent's rate, each part's design effect."""
     if report.estimand == "release":
-        return ["repeats of a case need no correction for this release's attempts: the audit "
-                "is a uniform sample of them and the checked ones are known"]
+        return ["PPI++ needs no correction for repeats of a case about this release's attempts: "
+                "the audit is a uniform sample of them and the checked ones are known; the raw "
+                "and Rogan–Gladen columns are about the agent's rate, clustered by case"]
     lines = ["repeats clustered by case (a variance times the design effect 1 + (m − 1)·ICC):"]
     for figure, estimate in report.release.items():
         parts = "; ".join(c.text() for c in estimate.clustering) if estimate else ""
