@@ -363,7 +363,7 @@ class JudgeModel:
         self.policy = RetryPolicy(max_retries=4, base_delay=0.5, max_delay=10.0)
         self.calls = 0
         # Set by a live run: the judge's requests pass the pacer of their endpoint, which the
-        # candidate's share when both reach the same one (running.pacing).
+        # candidate's share when both reach the same one (models.pacing).
         self.pacing: Callable[[ModelRoute, Client], Client] | None = None
 
     async def complete(self, messages: list[dict[str, Any]]) -> str | None:

@@ -71,7 +71,7 @@ class JudgeStep:
     certificate: Certificate | None  # None only when scoring --uncalibrated
     concurrency: int = 8
     aclose: Callable[[], Awaitable[None]] | None = None  # closes the client after judging
-    model: JudgeModel | None = None  # a live run paces its requests (running.pacing)
+    model: JudgeModel | None = None  # a live run paces its requests (models.pacing)
     calls: int = 0
     cache_hits: int = 0
 

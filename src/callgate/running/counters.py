@@ -22,7 +22,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from callgate.running.pacing import Pacer
+from callgate.models.pacing import Pacer
 
 
 @dataclass

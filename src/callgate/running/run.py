@@ -24,6 +24,7 @@ from rich.console import Console
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
+from callgate.models.pacing import CEILING, START, Pacers
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client, make_client
 from callgate.models.routes import ModelRoute, api_key, route_for
@@ -31,7 +32,6 @@ from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
 from callgate.running.counters import RunCounters, StopSwitch, progress_bar
-from callgate.running.pacing import CEILING, START, Pacers
 from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conversations
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
@@ -69,7 +69,7 @@ class LiveRun:
     spend: float | None  # USD of this run's calls; None when none was known
     cost_unknown: int
     stopped: str | None = None  # why the run stopped early, if it did
-    pacing: dict[str, Any] | None = None  # what limited the calls (running.pacing.Pacer)
+    pacing: dict[str, Any] | None = None  # what limited the calls (models.pacing.Pacer)
 
     def summary(self) -> dict[str, Any]:
         return {
