@@ -211,7 +211,7 @@ def run_command(
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
-                                  concurrency=concurrency or 8)
+                                  concurrency=concurrency)
             live = run_live(
                 suite,
                 candidate,

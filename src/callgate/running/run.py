@@ -130,7 +130,7 @@ class LiveRunner:
         self.pacers = Pacers(self.settings.concurrency)
         model = self.judge.model if self.judge is not None else None
         if model is not None:
-            model.pacing = self.pacers.paced
+            model.pacers = self.pacers
 
     def stop(self, reason: str = "interrupted") -> None:
         """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""
