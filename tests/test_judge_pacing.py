@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from loopback import Loopback, TokenBucket, ok
+from conftest import KEY_ENV
+from loopback import Loopback, TokenBucket, ok, tool_call
 from test_judge_live import TOOLS, make_judge, make_set, script_judge, verdict
 
 pytestmark = pytest.mark.slow
@@ -128,3 +129,29 @@ def test_score_with_a_rate_limited_judge_judges_every_attempt_and_says_what_limi
     assert fixed_bucket is not None
     assert summary(fixed.stderr) == ("fixed", fixed_bucket.refused)
     assert bucket.refused < fixed_bucket.refused
+
+
+def test_a_runs_judge_at_its_own_endpoint_is_paced_and_reported(
+        servers: list[Loopback], loopback: Loopback, tmp_path: Path, callgate_exe: str,
+        cli_env: dict) -> None:
+    """The candidate at one endpoint, the judge at another that rate-limits: the judge has a
+    pacer of its own, and the run reports it beside the candidate's."""
+    judge_server = servers[0]
+    spec = make_judge(tmp_path, judge_server.base_url)
+    suite, _ = judged_suite(tmp_path / "suite")
+    loopback.script("[case-", ok(calls=[tool_call("escalate", {"summary": "help"})]))
+    judge_server.script("[case-", ok(content=verdict("pass", "pass"), provider=None, cost=None))
+    done = run(callgate_exe, cli_env, tmp_path, "run", str(suite), "-m", "openai/agent",
+               "--api-base", loopback.base_url, "--api-key-env", KEY_ENV, "-k", "1",
+               "--release", "r1", "--db", "r.db", "--judge", str(spec), "--uncalibrated",
+               "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert {a["status"] for a in doc["attempts"]} == {"scored"}
+    bucket = judge_server.bucket
+    assert bucket is not None and bucket.refused > 0 and bucket.admitted == JUDGED_CASES
+    live = doc["live"]
+    assert live["pacing"]["rate_limited"] == 0 and live["provider_errors"] == 0
+    assert live["judge_pacing"]["mode"] == "adaptive"
+    assert live["judge_pacing"]["rate_limited"] == bucket.refused
+    assert summary(done.stderr) == ("limit", bucket.refused)

@@ -70,6 +70,9 @@ class LiveRun:
     cost_unknown: int
     stopped: str | None = None  # why the run stopped early, if it did
     pacing: dict[str, Any] | None = None  # what limited the calls (models.pacing.Pacer)
+    # What limited the judge's calls: the candidate's pacer when they share an endpoint; None
+    # when no judge call was sent.
+    judge_pacing: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -86,6 +89,7 @@ class LiveRun:
             "cost_unknown": self.cost_unknown,
             "stopped": self.stopped,
             "pacing": self.pacing,
+            "judge_pacing": self.judge_pacing,
         }
 
 
@@ -231,6 +235,7 @@ class LiveRunner:
             cost_unknown=counters.cost_unknown,
             stopped=self.switch.reason,
             pacing=caller.pacer.figures() if isinstance(caller, Caller) else None,
+            judge_pacing=self.judge.model.pacing() if self.judge and self.judge.model else None,
         )
 
     async def _look_up(
