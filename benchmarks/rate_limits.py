@@ -9,8 +9,15 @@ attempts at the bucket's rate (plus, for the halving server, the second half at 
 Printed for each: wall time and its ratio to the ideal, the share of requests answered 429,
 the attempts that ended as provider errors (retries spent), and the pacer's limit range.
 
+The judge server is the steady one answering a judge's calls (`JudgeStep.judge_all`, as
+`score --judge` and `judge calibrate` send them): --judge-attempts distinct attempts judged
+once each, adaptive and with fixed concurrency 8 (the old default) and 64; lost counts the
+attempts left without a verdict (the judge's retries spent). The server's answer stands for a
+verdict (its text is not parsed): what is measured is the pacing and the loop.
+
     .venv/bin/python benchmarks/rate_limits.py [--attempts 2000] [--rate 40] [--burst 20]
-        [--latency 0.15] [--fixed 4,64,512] [--servers steady,halving]
+        [--latency 0.15] [--fixed 4,64,512] [--servers steady,halving,judge]
+        [--judge-attempts 1000] [--judge-fixed 8,64]
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from typing import Any
 from rich.console import Console
 from run_throughput import KEY_ENV, ROOT, cpu_seconds, write_suite
 
+from callgate.judging.judge import JudgeModel, JudgeOutput, load_judge
+from callgate.judging.step import JudgeStep, Outcome, Payloads
 from callgate.models.config import Candidate
 from callgate.running.run import LiveRunner
 from callgate.running.settings import RunSettings
@@ -79,6 +88,44 @@ def measure(url: str, suite_root: Path, concurrency: int | None, db: Path) -> di
             "lost": live.provider_errors, "pacing": live.pacing or {}}
 
 
+def judge_spec(work: Path, url: str) -> Path:
+    (work / "judge.md").write_text((ROOT / "judges" / "tool_choice.md").read_text())
+    spec = work / "judge.toml"
+    spec.write_text(f'name = "bench"\nmodel = "openai/bench-judge-2026-01-01"\napi_base = "{url}"\n'
+                    f'api_key_env = "{KEY_ENV}"\nprompt = "judge.md"\nretries = 0\n'
+                    "[parameters]\ntemperature = 0\nsamples = 1\n"
+                    "[thresholds]\ntpr = 0.9\ntnr = 0.9\nmin_items_per_class = 4\n")
+    return spec
+
+
+VERDICT = JudgeOutput(tool_choice="pass", arguments="pass", reason="bench").model_dump_json()
+
+
+def measure_judge(url: str, work: Path, concurrency: int | None, db: Path, attempts: int
+                  ) -> dict[str, Any]:
+    judge = load_judge(judge_spec(work, url))
+    model = JudgeModel(judge, {KEY_ENV: "bench-key"}, concurrency=concurrency, timeout=60)
+
+    async def complete(messages: list[dict[str, Any]]) -> str | None:
+        await model.complete(messages)  # a JudgeCallError when the retries are spent
+        return VERDICT
+
+    step = JudgeStep(judge, complete, None, concurrency, model.aclose, model)
+    items: dict[int, Payloads | str] = {
+        i: ({"tools": [], "messages": [{"role": "user", "content": f"item {i}"}],
+             "rubric": "Answer."}, {"content": f"answer {i}", "tool_calls": []})
+        for i in range(attempts)}
+    done: dict[int, Outcome] = {}
+    with Store(db) as store:
+        cpu, wall = cpu_seconds(), time.perf_counter()
+        asyncio.run(step.judge_all(store, items, done))
+        wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+    stats = server_stats(url)
+    lost = sum(not isinstance(outcome, JudgeOutput) for outcome in done.values())
+    return {"wall": wall, "cpu": cpu, "requests": stats["admitted"] + stats["refused"],
+            "refused": stats["refused"], "lost": lost, "pacing": model.pacing() or {}}
+
+
 def run_server(name: str, args: argparse.Namespace, suite_root: Path, work: Path,
                settings: list[int | None]) -> list[tuple[str, dict[str, Any]]]:
     attempts = args.attempts
@@ -89,7 +136,11 @@ def run_server(name: str, args: argparse.Namespace, suite_root: Path, work: Path
         try:
             label = "adaptive" if concurrency is None else f"fixed {concurrency}"
             db = work / f"{name}-{label.replace(' ', '-')}.db"
-            rows.append((label, measure(url, suite_root, concurrency, db)))
+            if name == "judge":
+                row = measure_judge(url, work, concurrency, db, args.judge_attempts)
+            else:
+                row = measure(url, suite_root, concurrency, db)
+            rows.append((label, row))
         finally:
             server.kill()
             server.wait()
@@ -110,22 +161,29 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=20)
     parser.add_argument("--latency", type=float, default=0.15)
     parser.add_argument("--fixed", default="4,64,512")
-    parser.add_argument("--servers", default="steady,halving")
+    parser.add_argument("--servers", default="steady,halving,judge")
+    parser.add_argument("--judge-attempts", type=int, default=1000)
+    parser.add_argument("--judge-fixed", default="8,64")
     args = parser.parse_args()
     cases = max(1, args.attempts // REPEATS)
     args.attempts = cases * REPEATS
     settings: list[int | None] = [None, *(int(n) for n in args.fixed.split(",") if n)]
+    judge_settings: list[int | None] = [None, *(int(n) for n in args.judge_fixed.split(",")
+                                                if n)]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         suite_root = write_suite(work / "suite", cases)
         for name in (s.strip() for s in args.servers.split(",") if s.strip()):
-            ideal = ideal_wall(name, args.attempts, args.rate)
-            rows = run_server(name, args, suite_root, work, settings)
+            judging = name == "judge"
+            attempts = args.judge_attempts if judging else args.attempts
+            ideal = ideal_wall(name, attempts, args.rate)
+            rows = run_server(name, args, suite_root, work,
+                              judge_settings if judging else settings)
             shape = f"{args.rate:g} requests/s, bursts of {args.burst}, " \
                 f"{args.latency * 1000:.0f} ms"
             if name == "halving":
                 shape += f", the rate halved after {args.attempts // 2} admitted"
-            print(f"\n{name} server: {args.attempts} attempts, {shape}; "
+            print(f"\n{name} server: {attempts} attempts, {shape}; "
                   f"ideal wall time {ideal:.1f} s")
             print(f"{'setting':<10} {'wall s':>8} {'ratio':>6} {'429 %':>6} {'requests':>9} "
                   f"{'lost':>5} {'CPU ms/att':>10} {'limit':>12} {'backoff s':>10}")
@@ -135,7 +193,7 @@ def main() -> None:
                 print(f"{label:<10} {row['wall']:>8.1f} {row['wall'] / ideal:>6.2f} "
                       f"{100 * row['refused'] / max(1, row['requests']):>6.1f} "
                       f"{row['requests']:>9} {row['lost']:>5} "
-                      f"{row['cpu'] * 1000 / args.attempts:>10.2f} {limits:>12} "
+                      f"{row['cpu'] * 1000 / attempts:>10.2f} {limits:>12} "
                       f"{pacing.get('backoff_s', 0):>10.1f}", flush=True)
 
 

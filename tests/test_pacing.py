@@ -16,9 +16,9 @@ from loopback import Loopback, error, ok
 from callgate.judging.judge import JudgeModel, load_judge
 from callgate.judging.step import JudgeStep
 from callgate.models.config import Candidate
+from callgate.models.pacing import ConcurrencyLimit, Pacer, Pacers, hold_from_headers
 from callgate.models.replies import ProviderFailure, RateLimits, Reply
 from callgate.models.routes import route_for
-from callgate.running.pacing import ConcurrencyLimit, Pacer, Pacers, hold_from_headers
 from callgate.running.run import LiveRunner
 from callgate.running.settings import RunSettings
 from callgate.store.db import Store

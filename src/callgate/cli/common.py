@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -157,7 +158,8 @@ ServerErrorsOption = Annotated[Literal["count", "exclude"], typer.Option(
 
 
 def judge_step_for(judge: Path | None, store: Store, *, uncalibrated: bool,
-                   api_base: str | None, api_key_env: str | None, concurrency: int = 8
+                   api_base: str | None, api_key_env: str | None,
+                   concurrency: int | None = None
                    ) -> JudgeStep | None:
     """The --judge of `score` and `run` (None without one): its modules are imported only
     when it is given, so scoring without a judge does not pay for loading them."""
@@ -169,6 +171,14 @@ def judge_step_for(judge: Path | None, store: Store, *, uncalibrated: bool,
 
     return judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
                       concurrency=concurrency, api_base=api_base, api_key_env=api_key_env)
+
+
+def print_judge_pacing(pacing: Mapping[str, Any] | None) -> None:
+    """What limited the judge's calls, on stderr (nothing when every verdict was cached)."""
+    if pacing is not None:
+        from callgate.models.pacing import figures_text
+
+        typer.echo(f"judge calls: {figures_text(pacing)}", err=True)
 
 
 def _exit_if_not_a_result(record: GateRecord | None) -> None:

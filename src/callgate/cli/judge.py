@@ -24,6 +24,7 @@ from callgate.cli.common import (
     DbOption,
     _fail,
     check_output,
+    print_judge_pacing,
 )
 
 
@@ -114,9 +115,10 @@ def judge_calibrate(
     calibration_set: Annotated[Path, typer.Option(
         "--set", help="Hand-checked items, JSON Lines (calibration/*.jsonl), or a bundled set's "
                       "name: tool_choice.")],
-    concurrency: Annotated[int, typer.Option(
+    concurrency: Annotated[int | None, typer.Option(
         "--concurrency", min=1, max=MAX_CONCURRENCY,
-        help=f"Judge calls in flight at once, 1 to {MAX_CONCURRENCY}.")] = 8,
+        help=f"Judge calls in flight at once, exactly, 1 to {MAX_CONCURRENCY}. Default: "
+             "adapts to the judge endpoint's rate limits, as run does.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the certificate as JSON.")
                        ] = False,
     db: DbOption = Path("callgate.db"),
@@ -137,8 +139,11 @@ def judge_calibrate(
     from callgate.report.console import print_calibration
     from callgate.store.db import Store
 
+    model: JudgeModel | None = None
+
     async def go(store: Store, set_path: Path
                  ) -> tuple[Certificate, list[Disagreement], int]:
+        nonlocal model
         model = JudgeModel(judge, os.environ, concurrency=concurrency)
         progress, calls_due = _judge_progress(judge, set_path, store)
         if calls_due:
@@ -174,6 +179,8 @@ def judge_calibrate(
             certificate, disagreements, judged = asyncio.run(go(store, set_path))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
+    finally:
+        print_judge_pacing(model.pacing() if model is not None else None)
     if as_json:
         typer.echo(certificate.to_json(), nl=False)
     else:

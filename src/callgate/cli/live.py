@@ -26,6 +26,7 @@ from callgate.cli.common import (
     _fail,
     judge_step_for,
     not_blank,
+    print_judge_pacing,
 )
 from callgate.errors import CallgateError
 from callgate.running.limits import MAX_CONCURRENCY, MAX_REPEATS
@@ -211,7 +212,7 @@ def run_command(
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
-                                  concurrency=concurrency or 8)
+                                  concurrency=concurrency)
             live = run_live(
                 suite,
                 candidate,
@@ -232,6 +233,7 @@ def run_command(
         )
         raise typer.Exit(130) from None
     result = live.result
+    print_judge_pacing(live.judge_pacing)
     if as_json:
         document = run_document(result)
         document["live"] = live.summary()

@@ -27,8 +27,10 @@ from callgate.cli.common import (
     command_name,
     judge_step_for,
     not_blank,
+    print_judge_pacing,
 )
 from callgate.errors import CallgateError
+from callgate.running.limits import MAX_CONCURRENCY
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 
 
@@ -49,6 +51,10 @@ def score(
     uncalibrated: UncalibratedOption = False,
     judge_api_base: JudgeApiBaseOption = None,
     judge_api_key_env: JudgeKeyEnvOption = None,
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", "-c", min=1, max=MAX_CONCURRENCY,
+        help=f"Judge calls in flight at once, exactly, 1 to {MAX_CONCURRENCY} (default: adapt "
+             "to the judge endpoint's rate limits).")] = None,
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
     shard: ShardOption = None,
     server_errors: ServerErrorsOption = "exclude",
@@ -72,15 +78,23 @@ def score(
                         + ("is a folder, not a file" if responses.is_dir() else "file not found"))
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
-                                  api_base=judge_api_base, api_key_env=judge_api_key_env)
-            result = score_file(suite, responses, store, model=model, release=release,
-                                keep_verdicts=as_json, judge=step, shard=only,
-                                server_errors=server_errors, agent=_agent_named(agent, model),
-                                max_excluded=max_excluded)
+                                  api_base=judge_api_base, api_key_env=judge_api_key_env,
+                                  concurrency=concurrency)
+            try:
+                result = score_file(suite, responses, store, model=model, release=release,
+                                    keep_verdicts=as_json, judge=step, shard=only,
+                                    server_errors=server_errors,
+                                    agent=_agent_named(agent, model), max_excluded=max_excluded)
+            finally:
+                judge_pacing = step.model.pacing() if step and step.model else None
+                print_judge_pacing(judge_pacing)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
-        json.dump(run_document(result), sys.stdout, indent=2, sort_keys=True)
+        document = run_document(result)
+        if judge_pacing is not None:  # what limited the judge's calls, as live.pacing a run's
+            document["judge_pacing"] = judge_pacing
+        json.dump(document, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
         print_run(result)

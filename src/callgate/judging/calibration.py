@@ -236,7 +236,7 @@ async def run_judge_on_items(step: JudgeStep, store: Store, items: Sequence[Cali
 
 
 async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: Complete,
-                    concurrency: int = 8) -> tuple[Certificate, list[Disagreement], int]:
+                    concurrency: int | None = None) -> tuple[Certificate, list[Disagreement], int]:
     """Load the set into the store, judge every item (cached by fingerprint + item), evaluate,
     store the certificate, and write it beside the spec when it certifies.
 
@@ -245,7 +245,8 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
         set_path: the calibration set, JSON Lines of labelled items (`read_set`).
         store: where items, the judge's outputs and the certificate are kept.
         complete: the judge's model call, `JudgeModel(judge, os.environ).complete`.
-        concurrency: judge calls at once.
+        concurrency: judge calls at once, exactly; None: as many as the pacer of the judge's
+            endpoint lets through (`JudgeModel` paces its own calls).
 
     Returns the certificate, the disagreements and how many items were judged afresh."""
     items, digest = read_set(set_path)

@@ -32,10 +32,11 @@ from pydantic import (
 from callgate.checks.verdict import ArgsVerdict, Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
 from callgate.models.config import Candidate, refuse_max_tokens
-from callgate.models.providers import Client, make_client
+from callgate.models.pacing import CEILING, PacedClient, Pacer, Pacers
+from callgate.models.providers import make_client
 from callgate.models.replies import Reply
 from callgate.models.retry import RetryPolicy
-from callgate.models.routes import ModelRoute, api_key, route_for
+from callgate.models.routes import api_key, route_for
 from callgate.reading import loads, read_text, reading_toml
 from callgate.stats import Z95
 
@@ -350,10 +351,13 @@ class JudgeCallError(CallgateError):
 
 
 class JudgeModel:
-    """The judge's model, called through the same clients and retry rules as live runs."""
+    """The judge's model, called through the same clients, retry rules and pacing as live
+    runs: every request passes the pacer of the judge's endpoint (models.pacing), adaptive
+    unless `concurrency` fixes the requests in flight."""
 
-    def __init__(self, judge: Judge, environ: Mapping[str, str], *, concurrency: int = 8,
-                 timeout: float = 120.0, client: Any = None) -> None:
+    def __init__(self, judge: Judge, environ: Mapping[str, str], *,
+                 concurrency: int | None = None, timeout: float = 120.0,
+                 client: Any = None) -> None:
         self.candidate = judge.candidate
         self.route = route_for(self.candidate)
         self._environ = environ
@@ -362,28 +366,40 @@ class JudgeModel:
         self.timeout = timeout
         self.policy = RetryPolicy(max_retries=4, base_delay=0.5, max_delay=10.0)
         self.calls = 0
-        # Set by a live run: the judge's requests pass the pacer of their endpoint, which the
-        # candidate's share when both reach the same one (running.pacing).
-        self.pacing: Callable[[ModelRoute, Client], Client] | None = None
+        # A live run puts its own in: a judge at the candidate's endpoint then shares the
+        # candidate's pacer (one endpoint, one limit).
+        self.pacers = Pacers(concurrency)
+        self.used = False  # whether any request was sent (a fully cached judge sends none)
+
+    @property
+    def pacer(self) -> Pacer:
+        return self.pacers.for_route(self.route)
 
     async def complete(self, messages: list[dict[str, Any]]) -> str | None:
         if self.client is None:
-            client = make_client(self.route, "auto", api_key(self.route, self._environ),
-                                 self._concurrency)
-            self.client = self.pacing(self.route, client) if self.pacing else client
+            self.client = make_client(self.route, "auto", api_key(self.route, self._environ),
+                                      self._concurrency or CEILING)
+        paced = PacedClient(self.client, self.pacer)
+        self.used = True
         body = self.route.body(messages, [])
         rng = random.Random()
         for attempt in range(1, self.policy.max_retries + 2):
             self.calls += 1
-            sent = await self.client.send(body, self.timeout)
+            sent = await paced.send(body, self.timeout)
             if isinstance(sent, Reply):
                 choices = sent.body.get("choices") or [{}]
                 return (choices[0].get("message") or {}).get("content")
             if not sent.retryable or attempt > self.policy.max_retries:
                 raise JudgeCallError(f"judge model {self.route.model}: {sent.kind}: "
                                      f"{sent.message}")
-            await asyncio.sleep(self.policy.delay(attempt, sent.retry_after, rng))
+            delay = self.policy.delay(attempt, sent.retry_after, rng)
+            self.pacer.backing_off(delay)
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")
+
+    def pacing(self) -> dict[str, Any] | None:
+        """What limited the judge's calls (`Pacer.figures`); None when none was sent."""
+        return self.pacer.figures() if self.used else None
 
     async def aclose(self) -> None:
         if self.client is not None:

@@ -30,6 +30,7 @@ from callgate.judging.judge import (
     load_judge,
 )
 from callgate.models.config import Candidate
+from callgate.models.pacing import CEILING
 from callgate.stats import design_effect
 from callgate.store.db import Store
 from callgate.store.rows import judge_output_row
@@ -69,9 +70,9 @@ class JudgeStep:
     judge: Judge
     complete: Complete
     certificate: Certificate | None  # None only when scoring --uncalibrated
-    concurrency: int = 8
+    concurrency: int | None = None  # judge calls in flight, exactly; None: the pacer adapts
     aclose: Callable[[], Awaitable[None]] | None = None  # closes the client after judging
-    model: JudgeModel | None = None  # a live run paces its requests (running.pacing)
+    model: JudgeModel | None = None  # its requests pass the endpoint's pacer (models.pacing)
     calls: int = 0
     cache_hits: int = 0
 
@@ -82,8 +83,9 @@ class JudgeStep:
     async def judge_all(self, store: Store, attempts: Mapping[K, Payloads | str],
                         done: dict[K, Outcome],
                         call_errors: Literal["pending", "raise"] = "pending") -> None:
-        """Judge every attempt, at most `concurrency` at a time, reading and filling the
-        store's cache; `done` gets each outcome as it arrives, so that if judging is cut short
+        """Judge every attempt, at most `concurrency` at a time (without it, as many as the
+        model's pacer lets through: it adapts to the endpoint's limits), reading and filling
+        the store's cache; `done` gets each outcome as it arrives, so that if judging is cut short
         (an exception, Ctrl-C) the caller still has what was decided. A judge that cannot be
         reached leaves an attempt pending (its outcome is why), or with `call_errors="raise"`
         stops judging with its JudgeCallError (calibration: no certificate from part of a
@@ -93,7 +95,7 @@ class JudgeStep:
         keys = {index: cache.key(payloads) for index, payloads in attempts.items()
                 if not isinstance(payloads, str)}
         cached = cache.get(list(dict.fromkeys(keys.values())))
-        gate = asyncio.Semaphore(self.concurrency)
+        gate = asyncio.Semaphore(self.concurrency or CEILING)
 
         async def one(index: K, payloads: Payloads) -> None:
             case_doc, response_doc = payloads
@@ -161,7 +163,7 @@ def _with_spec(judge: Judge, spec: JudgeSpec) -> Judge:
 
 
 def judge_step(spec_path: Path | str, store: Store, *, uncalibrated: bool,
-               environ: Mapping[str, str], concurrency: int = 8,
+               environ: Mapping[str, str], concurrency: int | None = None,
                api_base: str | None = None, api_key_env: str | None = None) -> JudgeStep:
     """Load a judge for a run: refuse it without a certificate for its exact fingerprint,
     unless the user knowingly scores uncalibrated. `spec_path` may be a bundled judge's name."""

@@ -1,6 +1,6 @@
 """One request to the model for one attempt, retried with exponential backoff and jitter on rate
 limits, 5xx, timeouts, connection faults and broken bodies, within the policy's tries and wait
-and the run's retry budget. Every request passes the endpoint's pacer (running.pacing): it
+and the run's retry budget. Every request passes the endpoint's pacer (models.pacing): it
 bounds the requests in flight and holds them all off on a Retry-After. An answer
 that cannot be used becomes a recorded failure line, never an exception. The request and its
 answer are kept for the cache and its spend counted; a failure every request would repeat (a
@@ -13,6 +13,7 @@ import json
 import random
 import time
 
+from callgate.models.pacing import PacedClient, Pacer
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client
 from callgate.models.recorded_lines import failure_line, reply_line
@@ -21,7 +22,6 @@ from callgate.models.retry import RetryPolicy
 from callgate.models.routes import ModelRoute
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
 from callgate.running.counters import RunCounters, StopSwitch
-from callgate.running.pacing import PacedClient, Pacer
 from callgate.running.plan import PlannedAttempt
 from callgate.suites.responses import parse_response
 

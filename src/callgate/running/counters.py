@@ -22,7 +22,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from callgate.running.pacing import Pacer
+from callgate.models.pacing import Pacer, figures_text
 
 
 @dataclass
@@ -83,10 +83,7 @@ class PacingColumn(ProgressColumn):
 
 
 def pacing_text(pacer: Pacer) -> str:
-    figures = pacer.figures()
-    word = "limit" if figures["mode"] == "adaptive" else "fixed"
-    return (f"{word} {figures['limit']} · 429s {figures['rate_limited']} · "
-            f"backoff {figures['backoff_s']:.1f}s")
+    return figures_text(pacer.figures())
 
 
 def progress_bar(console: Console, *, enabled: bool, pacer: Pacer | None = None) -> Progress:

@@ -24,6 +24,7 @@ from rich.console import Console
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
+from callgate.models.pacing import CEILING, START, Pacers
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client, make_client
 from callgate.models.routes import ModelRoute, api_key, route_for
@@ -31,7 +32,6 @@ from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
 from callgate.running.counters import RunCounters, StopSwitch, progress_bar
-from callgate.running.pacing import CEILING, START, Pacers
 from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conversations
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
@@ -69,7 +69,10 @@ class LiveRun:
     spend: float | None  # USD of this run's calls; None when none was known
     cost_unknown: int
     stopped: str | None = None  # why the run stopped early, if it did
-    pacing: dict[str, Any] | None = None  # what limited the calls (running.pacing.Pacer)
+    pacing: dict[str, Any] | None = None  # what limited the calls (models.pacing.Pacer)
+    # What limited the judge's calls: the candidate's pacer when they share an endpoint; None
+    # when no judge call was sent.
+    judge_pacing: dict[str, Any] | None = None
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -86,6 +89,7 @@ class LiveRun:
             "cost_unknown": self.cost_unknown,
             "stopped": self.stopped,
             "pacing": self.pacing,
+            "judge_pacing": self.judge_pacing,
         }
 
 
@@ -130,7 +134,7 @@ class LiveRunner:
         self.pacers = Pacers(self.settings.concurrency)
         model = self.judge.model if self.judge is not None else None
         if model is not None:
-            model.pacing = self.pacers.paced
+            model.pacers = self.pacers
 
     def stop(self, reason: str = "interrupted") -> None:
         """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""
@@ -231,6 +235,7 @@ class LiveRunner:
             cost_unknown=counters.cost_unknown,
             stopped=self.switch.reason,
             pacing=caller.pacer.figures() if isinstance(caller, Caller) else None,
+            judge_pacing=self.judge.model.pacing() if self.judge and self.judge.model else None,
         )
 
     async def _look_up(

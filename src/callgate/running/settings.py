@@ -18,7 +18,7 @@ class RunSettings(BaseModel):
     repeats: int = Field(3, ge=1, le=MAX_REPEATS)
     concurrency: int | None = Field(
         None, ge=1, le=MAX_CONCURRENCY,
-        description="requests in flight, exactly; None adapts to the provider (running.pacing)")
+        description="requests in flight, exactly; None adapts to the provider (models.pacing)")
     timeout: float = Field(120.0, gt=0, description="seconds per request")
     cache: bool = Field(True, description="reuse stored answers; False calls every attempt")
     offline: bool = Field(False, description="never call: a missing answer is an error")

@@ -483,7 +483,7 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
             self.db.execute("UPDATE runs SET gate = ? WHERE id = ?", [decision, run_id])
 
     def set_run_pacing(self, run_id: int, pacing: Mapping[str, Any]) -> None:
-        """Record what limited a live run's calls (running.pacing.Pacer.figures)."""
+        """Record what limited a live run's calls (models.pacing.Pacer.figures)."""
         with self.atomic():
             self.db.execute("UPDATE runs SET pacing = ? WHERE id = ?",
                             [json.dumps(dict(pacing), sort_keys=True), run_id])

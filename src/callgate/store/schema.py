@@ -291,7 +291,7 @@ def m008_runs_agent_columns(conn: sqlite3.Connection) -> None:
 
 @migration
 def m009_run_pacing(conn: sqlite3.Connection) -> None:
-    """runs.pacing: what limited a live run's calls (JSON, running.pacing.Pacer.figures: the
+    """runs.pacing: what limited a live run's calls (JSON, models.pacing.Pacer.figures: the
     mode, the in-flight limit at the end and its range, 429s seen, seconds backing off); NULL
     for runs that called nothing."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from callgate.models.providers import Client
@@ -218,6 +218,13 @@ class Pacer:
             "rate_limited": self.rate_limited,
             "backoff_s": round(self.backoff_s, 3),
         }
+
+
+def figures_text(figures: Mapping[str, Any]) -> str:
+    """`Pacer.figures` in a few words: a run's progress line, the judge's summary line."""
+    word = "limit" if figures["mode"] == "adaptive" else "fixed"
+    return (f"{word} {figures['limit']} · 429s {figures['rate_limited']} · "
+            f"backoff {figures['backoff_s']:.1f}s")
 
 
 class PacedClient:
