@@ -196,8 +196,18 @@ class AnyCall(_Strict):
     type: Literal["any_call"]
 
 
+class BfclMultiTurn(_Strict):
+    """BFCL's multi-turn check: per user turn, the ground-truth calls (as BFCL writes them,
+    `cd(folder='x')`) and the model's run on separate instances of the suite's BFCL
+    environment, then compared by state and by results (docs/bfcl.md)."""
+
+    type: Literal["bfcl_multi_turn"]
+    ground_truth: list[list[str]] = Field(min_length=1)
+
+
 Expectation = Annotated[
-    NoCall | Calls | Alternatives | JudgeRubric | AnyCall | Trajectory | FinalState,
+    NoCall | Calls | Alternatives | JudgeRubric | AnyCall | Trajectory | FinalState
+    | BfclMultiTurn,
     Field(discriminator="type"),
 ]
 

@@ -18,9 +18,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.errors import InputError, decode
+from callgate.importers.bfcl.multi_turn import MultiTurnData, function_docs, read_extras
 from callgate.reading import json_lines_in, read_text, validate
 
-Kind = Literal["ast", "irrelevance", "relevance"]
+Kind = Literal["ast", "irrelevance", "relevance", "multi_turn"]
 
 CATEGORIES: dict[str, Kind] = {
     "simple_python": "ast",
@@ -36,6 +37,10 @@ CATEGORIES: dict[str, Kind] = {
     "live_relevance": "relevance",
     "simple_java": "ast",
     "simple_javascript": "ast",
+    "multi_turn_base": "multi_turn",
+    "multi_turn_miss_func": "multi_turn",
+    "multi_turn_miss_param": "multi_turn",
+    "multi_turn_long_context": "multi_turn",
 }
 
 Language = Literal["python", "java", "javascript"]
@@ -61,7 +66,7 @@ class BfclFunction(_Record):
 class BfclEntry(_Record):
     id: str = Field(min_length=1)
     question: list[list[dict[str, Any]]] = Field(min_length=1)
-    function: list[BfclFunction]
+    function: list[BfclFunction] = Field(default_factory=list)  # multi-turn: from the classes
 
 
 class BfclAnswer(_Record):
@@ -76,6 +81,7 @@ class CategoryData:
     answers: dict[str, BfclAnswer]
     origin: str  # where the files were read, for suite.json
     version: str | None  # the bfcl-eval package version, when read from a wheel
+    multi_turn: MultiTurnData | None = None  # a multi-turn category's wheel and ground truth
 
 
 # The newest bfcl-eval release the importer and its tests are checked against; the commands in
@@ -134,8 +140,14 @@ def read_category(source: Path | str, category: str) -> CategoryData:
                 header = archive.read(metadata).decode("utf-8", "replace")
                 found = re.search(r"^Version: (.+)$", header, re.MULTILINE)
                 version = found.group(1).strip() if found else None
+            if CATEGORIES[category] == "multi_turn":
+                return _multi_turn(root, archive, category, question_name, question_text,
+                                   answer_name, answer_text, version)
         origin = f"{root.name}!{question_name}"
         where_q, where_a = origin, f"{root.name}!{answer_name}"
+    elif CATEGORIES[category] == "multi_turn":
+        raise InputError(root, f"{category} is read from the bfcl-eval wheel only: its cases "
+                         "run BFCL's environment classes, loaded from that wheel")
     elif root.is_dir():
         names = [p.relative_to(root).as_posix() for p in root.rglob("BFCL_v*_*.json")]
         picked = _pick(names, category)
@@ -159,3 +171,26 @@ def read_category(source: Path | str, category: str) -> CategoryData:
             raise InputError(where_a, f"no possible answer for {missing[0]!r}")
     return CategoryData(category, entries, answers, origin, version)
 
+
+
+def _multi_turn(wheel: Path, archive: zipfile.ZipFile, category: str, question_name: str,
+                question_text: str, answer_name: str | None, answer_text: str | None,
+                version: str | None) -> CategoryData:
+    """A multi-turn category: each entry with its classes' docs, the held-back docs and the
+    ground truth beside."""
+    from callgate.suites.bfcl_environment import file_sha256
+
+    where = f"{wheel.name}!{question_name}"
+    answers, prompt = read_extras(wheel, archive, answer_name, answer_text)
+    entries: list[BfclEntry] = []
+    held_out: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for line_no, raw, _ in json_lines_in(where, question_text.splitlines()):
+        entry = validate(BfclEntry, raw, where, line=line_no)
+        docs, held = function_docs(archive, wheel, raw)
+        entries.append(entry.model_copy(update={
+            "function": [validate(BfclFunction, d, where, line=line_no) for d in docs]}))
+        held_out[entry.id] = held
+        if entry.id not in answers:
+            raise InputError(where, f"no possible answer for {entry.id!r}", line=line_no)
+    data = MultiTurnData(wheel.resolve(), file_sha256(wheel), answers, prompt, held_out)
+    return CategoryData(category, entries, {}, where, version, data)
