@@ -28,13 +28,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.errors import InputError
-from callgate.suites.environment import EnvironmentError_
 
 # multi_turn_utils.py refuses these names before it evaluates a call.
 FORBIDDEN = ("kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run")
 _MAPPING_MODULE = "bfcl_eval.constants.executable_backend_config"
 # The modules of the package, dropped before a wheel is imported if another copy is loaded.
 _PACKAGE = "bfcl_eval"
+
+
+class BfclFailure(Exception):
+    """BFCL's classes could not be loaded or started: the environment's fault, never the
+    model's (suites.environment.fresh makes it an environment error)."""
 
 
 class BfclSpec(BaseModel):
@@ -113,7 +117,7 @@ class BfclEnvironments:
                              list(constants.STATELESS_CLASSES))
         modules, stateless = self._mapping
         if class_name not in modules:
-            raise EnvironmentError_(f"BFCL has no environment class {class_name!r}")
+            raise BfclFailure(f"BFCL has no environment class {class_name!r}")
         return modules[class_name], class_name in stateless
 
     def new_instance(self, class_name: str, config: Mapping[str, Any], long_context: bool
@@ -150,20 +154,21 @@ def render(result: Any) -> str:
     return str(result)
 
 
-def _jsonable(value: Any, depth: int = 0) -> Any:
-    """An instance attribute as JSON, for `state()`: objects by their public attributes."""
-    if depth > 50:
-        return repr(value)
+def _jsonable(value: Any, above: frozenset[int] = frozenset()) -> Any:
+    """An instance attribute as JSON, for `state()`: objects by their public attributes; an
+    object met again below itself (a directory's parent) as a mark, not again."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if id(value) in above or len(above) > 100:
+        return f"<{type(value).__name__} above>"
+    inner = above | {id(value)}
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+        return {str(k): _jsonable(v, inner) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
-        return [_jsonable(v, depth + 1) for v in items]
+        return [_jsonable(v, inner) for v in items]
     if hasattr(value, "__dict__"):
-        return {k: _jsonable(v, depth + 1) for k, v in vars(value).items()
-                if not k.startswith("_")}
+        return {k: _jsonable(v, inner) for k, v in vars(value).items() if not k.startswith("_")}
     return repr(value)
 
 
@@ -200,17 +205,17 @@ class BfclEnvironment:
         try:
             config = BfclState.model_validate(state)
         except Exception as exc:  # pydantic's error, said as the env's failure
-            raise EnvironmentError_(f"the case's state is not BFCL's: {exc}") from None
+            raise BfclFailure(f"the case's state is not BFCL's: {exc}") from None
         self.instances: dict[str, Any] = {}
         self._methods: dict[str, Callable[..., Any]] = {}
         for class_name in config.involved_classes:
             try:
                 instance = factory.new_instance(class_name, config.initial_config,
                                                 config.long_context)
-            except EnvironmentError_:
+            except BfclFailure:
                 raise
             except Exception as exc:
-                raise EnvironmentError_(f"BFCL's {class_name} could not start: {exc!r}"
+                raise BfclFailure(f"BFCL's {class_name} could not start: {exc!r}"
                                          ) from exc
             self.instances[class_name] = instance
             # A later class's method of the same name wins, as in BFCL's mapping.

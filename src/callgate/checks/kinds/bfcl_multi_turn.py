@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from callgate.checks.attempt import Attempt, count_text, scored_verdict
 from callgate.checks.verdict import ToolVerdict, Verdict
@@ -24,7 +24,7 @@ from callgate.suites.bfcl_environment import (
     public_attributes,
 )
 from callgate.suites.cases import NOT_OFFERED, BfclMultiTurn, Case
-from callgate.suites.environment import EnvironmentError_
+from callgate.suites.environment import EnvironmentError_, fresh
 
 KIND = "bfcl_multi_turn"
 
@@ -114,7 +114,7 @@ def check(attempt: Attempt, expect: BfclMultiTurn) -> Verdict:
                          "environment")
     state = attempt.case.state or {}
     try:
-        model, reference = factory(state), factory(state)
+        model, reference = (cast(BfclEnvironment, fresh(factory, state)) for _ in range(2))
     except EnvironmentError_ as exc:
         return Verdict(**attempt.base, status="environment_error", calls=len(attempt.calls),
                        tool_reason=f"environment error, not the model's: {exc}")

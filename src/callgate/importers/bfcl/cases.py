@@ -15,7 +15,7 @@ from callgate.checks.bfcl_types import READ_AS_TEXT
 from callgate.errors import InputError
 from callgate.importers.bfcl.multi_turn import case_state, environment_spec
 from callgate.importers.bfcl.records import (
-    CATEGORIES,
+    ALL_CATEGORIES,
     BfclAnswer,
     BfclEntry,
     BfclFunction,
@@ -132,7 +132,7 @@ def convert_entry(
 ) -> tuple[dict[str, Any], NeverRight | None]:
     """One BFCL entry as a callgate case (a JSON object for cases.jsonl), and whether BFCL's
     checker can never pass it."""
-    kind = CATEGORIES[category]
+    kind = ALL_CATEGORIES[category]
     if kind == "multi_turn":
         raise InputError(entry.id, "a multi-turn entry is converted by multi_turn_case")
     if len(entry.question) != 1:

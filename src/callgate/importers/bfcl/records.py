@@ -37,11 +37,15 @@ CATEGORIES: dict[str, Kind] = {
     "live_relevance": "relevance",
     "simple_java": "ast",
     "simple_javascript": "ast",
+}
+# Read from the wheel only (bfcl.multi_turn); `--category all` takes them from a wheel.
+MULTI_TURN_CATEGORIES: dict[str, Kind] = {
     "multi_turn_base": "multi_turn",
     "multi_turn_miss_func": "multi_turn",
     "multi_turn_miss_param": "multi_turn",
     "multi_turn_long_context": "multi_turn",
 }
+ALL_CATEGORIES: dict[str, Kind] = {**CATEGORIES, **MULTI_TURN_CATEGORIES}
 
 Language = Literal["python", "java", "javascript"]
 
@@ -119,8 +123,9 @@ def _parse_lines(text: str, where: str, model: type[BaseModel]) -> list[Any]:
 def read_category(source: Path | str, category: str) -> CategoryData:
     """Read one category from a BFCL data folder (any folder above the files will do) or from
     the `bfcl-eval` wheel read as a zip archive."""
-    if category not in CATEGORIES:
-        raise InputError(source, f"unknown category {category!r}; one of {', '.join(CATEGORIES)}")
+    if category not in ALL_CATEGORIES:
+        raise InputError(source, f"unknown category {category!r}; one of "
+                         f"{', '.join(ALL_CATEGORIES)}")
     root = Path(source)
     version: str | None = None
     if root.is_file() and zipfile.is_zipfile(root):
@@ -140,12 +145,12 @@ def read_category(source: Path | str, category: str) -> CategoryData:
                 header = archive.read(metadata).decode("utf-8", "replace")
                 found = re.search(r"^Version: (.+)$", header, re.MULTILINE)
                 version = found.group(1).strip() if found else None
-            if CATEGORIES[category] == "multi_turn":
+            if category in MULTI_TURN_CATEGORIES:
                 return _multi_turn(root, archive, category, question_name, question_text,
                                    answer_name, answer_text, version)
         origin = f"{root.name}!{question_name}"
         where_q, where_a = origin, f"{root.name}!{answer_name}"
-    elif CATEGORIES[category] == "multi_turn":
+    elif category in MULTI_TURN_CATEGORIES:
         raise InputError(root, f"{category} is read from the bfcl-eval wheel only: its cases "
                          "run BFCL's environment classes, loaded from that wheel")
     elif root.is_dir():

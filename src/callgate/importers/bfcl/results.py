@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from callgate.errors import InputError
-from callgate.importers.bfcl.records import CATEGORIES
+from callgate.importers.bfcl.records import ALL_CATEGORIES as CATEGORIES
 from callgate.reading import json_lines_in, read_text
 from callgate.suites.suite import Suite
 
