@@ -22,7 +22,8 @@ from callgate.suites.suite import Suite, load_suite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
 WHEEL_TREE = FIXTURES / "wheel"
-MULTI_TURN = ("multi_turn_base", "multi_turn_miss_param", "multi_turn_long_context")
+MULTI_TURN = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+              "multi_turn_long_context")
 
 
 def _harness() -> Any:
@@ -173,3 +174,22 @@ def test_multi_turn_is_read_from_the_wheel_only(wheel: Path, tmp_path: Path) -> 
         archive.extractall(tmp_path / "tree")
     with pytest.raises(InputError, match="from the bfcl-eval wheel only"):
         import_category(tmp_path / "tree", "multi_turn_base", tmp_path / "out")
+
+
+def test_held_back_functions_are_added_at_their_turn_under_bfcls_name(suite: Suite,
+                                                                     wheel: Path) -> None:
+    from callgate.running.plan import later_turns
+
+    entries, _ = _entries(wheel, "multi_turn_miss_func")
+    entry = entries[0]
+    ((at, names),) = entry["missed_function"].items()
+    case = suite.cases[entry["id"]]
+    sent_first = {tool["function"]["name"] for tool in suite.offered_tools(case)}
+    assert not set(names) & sent_first
+    later = later_turns(suite, entry["id"])
+    added = later[int(at) - 1]
+    assert [tool["function"]["name"] for tool in added.tools] == names
+    # BFCL adds the held-back doc after the language hint was given to the others: none here.
+    assert not added.tools[0]["function"]["description"].endswith("Python 3 syntax.")
+    assert added.messages[0]["content"].startswith("I have updated some more functions")
+    assert all(turn.tools == [] for index, turn in enumerate(later) if index != int(at) - 1)

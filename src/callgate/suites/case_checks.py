@@ -235,20 +235,23 @@ def check_case(
 
 def _check_added_tools(path: Path, line: int, case: Case, tools: dict[str, Tool],
                        sent: set[str]) -> None:
-    """A later user turn adds catalogue tools the case does not offer yet, under their names."""
+    """A later user turn adds catalogue tools the case does not offer yet, under their names
+    (or `{"tool": KEY, "name": SENT}`, as in `tools`)."""
     for turn_index, turn in enumerate(case.user_turns or ()):
-        for index, name in enumerate(turn.add_tools):
+        for index, (name, entry) in enumerate(zip(turn.added_keys(), turn.add_tools,
+                                                  strict=True)):
             where = f"user_turns[{turn_index}].add_tools[{index}]"
             if name not in tools:
                 raise InputError(path, f"unknown tool {name!r}", line=line, field=where)
+            sent_as = entry.name if isinstance(entry, OfferedAs) else name
             if case.tools is None:
                 raise InputError(path, "the case offers every catalogue tool (it has no "
                                  "`tools`), so a user turn has none to add", line=line,
                                  field=where)
-            if name in sent or name in (case.tool_keys() or ()):
-                raise InputError(path, f"tool {name!r} is offered already", line=line,
+            if sent_as in sent or name in (case.tool_keys() or ()):
+                raise InputError(path, f"tool {sent_as!r} is offered already", line=line,
                                  field=where)
-            sent.add(name)
+            sent.add(sent_as)
 
 
 def _check_trajectory(

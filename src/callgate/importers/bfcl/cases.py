@@ -204,12 +204,11 @@ def multi_turn_case(data: CategoryData, entry: BfclEntry, tool_names: Mapping[st
                          "ground truth")
     held = extra.held_out.get(entry.id, {})
     keys = iter(held_keys)
-    added = {turn: [next(keys) for _ in docs] for turn, docs in sorted(held.items())}
-    for turn, names in added.items():
-        sent = [doc["name"] for doc in held[turn]]
-        if turn == 0 or names != sent:  # add_tools sends a tool under its catalogue name
-            raise InputError(entry.id, f"turn {turn}: held-back docs {sent} cannot be added "
-                             "under BFCL's names (another doc of the same name is in the suite)")
+    added = {turn: [key if key == doc["name"] else {"tool": key, "name": doc["name"]}
+                    for doc, key in zip(docs, keys, strict=False)]
+             for turn, docs in sorted(held.items())}
+    if 0 in added:
+        raise InputError(entry.id, "missed_function holds back docs at turn 0")
     later = [{"messages": turn or [{"role": "user", "content": extra.added_turn_prompt}],
               **({"add_tools": added[index]} if index in added else {})}
              for index, turn in enumerate(entry.question) if index > 0]
