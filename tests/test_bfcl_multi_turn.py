@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -193,3 +195,93 @@ def test_held_back_functions_are_added_at_their_turn_under_bfcls_name(suite: Sui
     assert not added.tools[0]["function"]["description"].endswith("Python 3 syntax.")
     assert added.messages[0]["content"].startswith("I have updated some more functions")
     assert all(turn.tools == [] for index, turn in enumerate(later) if index != int(at) - 1)
+
+
+def _bfcl_record(case_id: str, answer: Any) -> dict[str, Any]:
+    """A multi-turn line as BFCL's FC handler writes it: per turn, each step's calls
+    ({name: arguments JSON}), then the text reply that ended the turn."""
+    result = [[[{name: json.dumps(args)} for name, args in step] for step in turn] + ["Done."]
+              for turn in answer]
+    steps = [[1 for _ in turn] for turn in result]
+    return {"id": case_id, "result": result, "input_token_count": steps,
+            "output_token_count": steps, "latency": steps}
+
+
+def test_multi_turn_results_become_turns_lines(suite: Suite, wheel: Path, tmp_path: Path) -> None:
+    from callgate.importers.bfcl.results import convert_results
+
+    harness = _harness()
+    entries, ground = _entries(wheel, "multi_turn_base")
+    checker = harness.load_bfcl_checker(wheel)
+    folder = tmp_path / "model" / "multi_turn"
+    folder.mkdir(parents=True)
+    lines, valid = [], []
+    for index, entry in enumerate(entries):
+        env = suite.environment(suite.cases[entry["id"]].state)
+        answers = list(harness.perturbations(harness.ground_truth_answer(env, ground[entry["id"]])))
+        answer = answers[index % 3][1]
+        lines.append(json.dumps(_bfcl_record(entry["id"], answer)))
+        valid.append(harness.bfcl_valid(checker, entry, ground[entry["id"]], answer))
+    (folder / "BFCL_v4_multi_turn_base_result.json").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "responses.jsonl"
+    converted = convert_results(tmp_path / "model", suite, out)
+    assert converted.categories == ["multi_turn_base"]
+    recorded = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [len(line["user_turn_ends"]) for line in recorded] == [
+        len(ground[e["id"]]) for e in entries]
+    assert recorded[0]["usage"]["prompt_tokens"] == sum(
+        len(turn) + 1 for turn in harness.ground_truth_answer(
+            suite.environment(suite.cases[entries[0]["id"]].state), ground[entries[0]["id"]]))
+    assert [_right(suite, line["case_id"], line) for line in recorded] == valid
+    assert 0 < sum(valid) < len(valid)
+
+
+@pytest.mark.slow
+def test_round_trip_import_score_gate(wheel: Path, tmp_path: Path) -> None:
+    """A BFCL multi-turn result folder → import bfcl-results → score → gate, on the CLI."""
+    cli = Path(sys.executable).parent / "callgate"
+    env = {**os.environ, "COLUMNS": "200"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(cli), *args], capture_output=True, text=True, env=env,
+                              timeout=300, check=False)
+
+    suite_out = tmp_path / "suite"
+    imported = run("import", "bfcl", str(wheel), "--category", "multi_turn_base",
+                   "--category", "multi_turn_miss_func", "--out", str(suite_out))
+    assert imported.returncode == 0, imported.stderr
+    suite = load_suite(suite_out)
+    harness = _harness()
+    checker = harness.load_bfcl_checker(wheel)
+    db = str(tmp_path / "db.sqlite")
+    shares = {}
+    for release, pick in (("r1", 0), ("r2", 1)):
+        model = tmp_path / release / "my-model-FC"
+        valid = []
+        for category in ("multi_turn_base", "multi_turn_miss_func"):
+            entries, ground = _entries(wheel, category)
+            lines = []
+            for entry in entries:
+                env_ = suite.environment(suite.cases[entry["id"]].state)
+                answer = list(harness.perturbations(harness.ground_truth_answer(
+                    env_, ground[entry["id"]])))[pick][1]
+                lines.append(json.dumps(_bfcl_record(entry["id"], answer)))
+                valid.append(harness.bfcl_valid(checker, entry, ground[entry["id"]], answer))
+            (model / "multi_turn").mkdir(parents=True, exist_ok=True)
+            (model / "multi_turn" / f"BFCL_v4_{category}_result.json").write_text(
+                "\n".join(lines) + "\n")
+        responses = tmp_path / f"{release}.jsonl"
+        converted = run("import", "bfcl-results", str(model), "--suite", str(suite_out),
+                        "--out", str(responses))
+        assert converted.returncode == 0, converted.stderr
+        scored = run("score", str(suite_out), "-r", str(responses), "-m", "my-model",
+                     "--release", release, "--db", db, "--json")
+        assert scored.returncode == 0, scored.stderr
+        figure = json.loads(scored.stdout)["scores"]["figures"]["right_arguments"]
+        assert (figure["successes"], figure["n"]) == (sum(valid), len(valid))
+        shares[release] = sum(valid) / len(valid)
+    assert shares["r1"] == 1 and shares["r2"] < 1
+    first = run("gate", "-m", "my-model", "--release", "r1", "--db", db)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = run("gate", "-m", "my-model", "--release", "r2", "--db", db, "--baseline", "auto")
+    assert second.returncode == 1, second.stdout + second.stderr
