@@ -285,3 +285,44 @@ def test_round_trip_import_score_gate(wheel: Path, tmp_path: Path) -> None:
     assert first.returncode == 0, first.stdout + first.stderr
     second = run("gate", "-m", "my-model", "--release", "r2", "--db", db, "--baseline", "auto")
     assert second.returncode == 1, second.stdout + second.stderr
+
+
+def _broken_suite(wheel: Path, tmp_path: Path, change: Any) -> Path:
+    out = tmp_path / "suite"
+    import_category(wheel, "multi_turn_base", out)
+    lines = (out / "cases.jsonl").read_text().splitlines()
+    case = json.loads(lines[1])
+    change(case)
+    lines[1] = json.dumps(case)
+    (out / "cases.jsonl").write_text("\n".join(lines) + "\n")
+    return out
+
+
+@pytest.mark.parametrize(("change", "field", "message"), [
+    (lambda case: case["expect"]["ground_truth"].pop(), "expect.ground_truth",
+     "turns of ground truth for"),
+    (lambda case: case["expect"]["ground_truth"][0].append("cd(folder=open('x'))"),
+     "expect.ground_truth[0][1]", "not a Python literal"),
+    (lambda case: case["state"].update(classes=[]), "state.classes", ""),
+])
+def test_a_broken_multi_turn_case_names_line_and_field(wheel: Path, tmp_path: Path, change: Any,
+                                                      field: str, message: str) -> None:
+    out = _broken_suite(wheel, tmp_path, change)
+    with pytest.raises(InputError) as raised:
+        load_suite(out)
+    assert raised.value.line == 2 and raised.value.field == field, str(raised.value)
+    assert message in str(raised.value)
+
+
+def test_a_class_that_cannot_start_is_the_environments_fault(suite: Suite) -> None:
+    """MathAPI is not in the fixture wheel (and needs mpmath): an environment error."""
+    from callgate.checks.attempt import Attempt
+    from callgate.checks.kinds.bfcl_multi_turn import check
+
+    case = suite.cases["multi_turn_base_0"].model_copy(update={"state": {
+        "involved_classes": ["MathAPI"], "initial_config": {}, "long_context": False}})
+    attempt = Attempt({"case_id": case.id, "repeat": 0}, case, [], [], None, suite.match,
+                      suite.parameter_schemas, suite.validators, suite.environment, None, None)
+    verdict = check(attempt, case.expect)
+    assert verdict.status == "environment_error"
+    assert "MathAPI" in verdict.tool_reason
