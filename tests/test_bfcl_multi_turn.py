@@ -326,3 +326,44 @@ def test_a_class_that_cannot_start_is_the_environments_fault(suite: Suite) -> No
     verdict = check(attempt, case.expect)
     assert verdict.status == "environment_error"
     assert "MathAPI" in verdict.tool_reason
+
+
+@pytest.mark.slow
+def test_a_live_run_is_scored_as_its_recorded_answer_and_as_bfcl(
+        wheel: Path, tmp_path: Path, loopback: Any) -> None:
+    """`callgate run` over real HTTP on a multi-turn case: the model answers each user turn
+    (one answer with the ground truth's calls, then text) and gets BFCL's results back; the
+    verdict equals the recorded answer's and BFCL's, right and wrong."""
+    from loopback import ok, tool_call
+    from test_agent_loop import run
+
+    harness = _harness()
+    checker = harness.load_bfcl_checker(wheel)
+    out = tmp_path / "suite"
+    import_category(wheel, "multi_turn_base", out)
+    suite = load_suite(out)
+    entries, ground = _entries(wheel, "multi_turn_base")
+    entry = entries[1]  # multi_turn_base_3: GorillaFileSystem, two user turns
+    only = {entry["id"]: suite.raw_cases[entry["id"]]}
+    (out / "cases.jsonl").write_text(json.dumps(only[entry["id"]]) + "\n")
+    suite = load_suite(out)
+    env = suite.environment(suite.cases[entry["id"]].state)
+    answer = harness.ground_truth_answer(env, ground[entry["id"]])
+    for label, wanted in (("right", answer), ("wrong", [answer[0], [answer[1][0][:-1]]])):
+        loopback.reset()
+        for index, turn in enumerate(entry["question"]):
+            calls = [tool_call(name, args, f"c{index}_{n}")
+                     for n, (name, args) in enumerate(wanted[index][0])]
+            loopback.script_turns(turn[0]["content"], ok(calls=calls), ok(content="Done."))
+        (tmp_path / label).mkdir()
+        live = run(tmp_path / label, suite, loopback)
+        (verdict,) = live.result.verdicts
+        valid = harness.bfcl_valid(checker, entry, ground[entry["id"]], wanted)
+        assert verdict.status == "scored"
+        assert bool(verdict.right_arguments) == valid == (label == "right")
+        assert _right(suite, entry["id"], harness.recorded_line(entry["id"], wanted)) == valid
+    # The model got BFCL's own result text back (as JSON text: docs/bfcl.md).
+    first_result = next(m for s in loopback.requests for m in s.body["messages"]
+                        if m["role"] == "tool")
+    name, arguments = answer[0][0][0]
+    assert json.loads(first_result["content"]) == env.call(name, **arguments)
