@@ -280,6 +280,13 @@ def test_round_trip_import_score_gate(wheel: Path, tmp_path: Path) -> None:
         figure = json.loads(scored.stdout)["scores"]["figures"]["right_arguments"]
         assert (figure["successes"], figure["n"]) == (sum(valid), len(valid))
         shares[release] = sum(valid) / len(valid)
+        by_tag = json.loads(scored.stdout)["scores"]["by_tag"]
+        base, miss = (by_tag[c]["right_arguments"]["pct"] for c in (
+            "multi_turn_base", "multi_turn_miss_func"))
+        text = run("score", str(suite_out), "-r", str(responses), "-m", "my-model", "--release",
+                   f"{release}-text", "--db", str(tmp_path / f"{release}-text.sqlite"))
+        # BFCL's multi-turn figure: the mean of its four categories, the two missing at 0.
+        assert f"multi-turn: {(base + miss) / 4:.2f}" in text.stdout, text.stdout[-1500:]
     assert shares["r1"] == 1 and shares["r2"] < 1
     first = run("gate", "-m", "my-model", "--release", "r1", "--db", db)
     assert first.returncode == 0, first.stdout + first.stderr
