@@ -46,6 +46,8 @@ def build_wheel(target: Path) -> Path:
         for path in sorted(WHEEL_TREE.rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 archive.write(path, path.relative_to(WHEEL_TREE).as_posix())
+        for path in sorted((FIXTURES / "data").rglob("*.json")):  # the single-turn sample
+            archive.write(path, "bfcl_eval/data/" + path.relative_to(FIXTURES / "data").as_posix())
         archive.writestr("bfcl_eval-2026.3.23.dist-info/METADATA", "Version: 2026.3.23\n")
     return target
 
@@ -374,3 +376,20 @@ def test_a_live_run_is_scored_as_its_recorded_answer_and_as_bfcl(
                         if m["role"] == "tool")
     name, arguments = answer[0][0][0]
     assert json.loads(first_result["content"]) == env.call(name, **arguments)
+
+
+def test_single_turn_cases_beside_multi_turn_ones_are_asked_once(wheel: Path,
+                                                                 tmp_path: Path) -> None:
+    """One suite of single- and multi-turn categories: the environment serves the multi-turn
+    cases only; a single-turn case is asked once and scored as before."""
+    from callgate.importers.bfcl import answer_message
+
+    out = tmp_path / "suite"
+    import_category(wheel, ["simple_python", "multi_turn_base"], out)
+    suite = load_suite(out)
+    single = [case for case in suite.cases.values() if "simple_python" in case.tags]
+    assert single and not any(suite.loops(case) for case in single)
+    assert suite.loops(suite.cases["multi_turn_base_0"])
+    for case in single:
+        line = {"case_id": case.id, "response": answer_message(suite, case)}
+        assert _right(suite, case.id, line) == (case.never_right is None), case.id

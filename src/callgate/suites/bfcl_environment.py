@@ -20,6 +20,7 @@ import importlib
 import inspect
 import json
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +35,7 @@ FORBIDDEN = ("kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"
 _MAPPING_MODULE = "bfcl_eval.constants.executable_backend_config"
 # The modules of the package, dropped before a wheel is imported if another copy is loaded.
 _PACKAGE = "bfcl_eval"
+_IMPORTING = threading.Lock()  # sys.path and sys.modules are changed while importing
 
 
 class BfclFailure(Exception):
@@ -54,7 +56,7 @@ class BfclState(BaseModel):
     classes load their long-context scenario (BFCL's `long_context` categories)."""
 
     model_config = ConfigDict(extra="forbid")
-    involved_classes: list[str] = Field(min_length=1)
+    involved_classes: list[str] = Field(default_factory=list)  # none: a single-turn case
     initial_config: dict[str, Any] = Field(default_factory=dict)
     long_context: bool = False
 
@@ -73,6 +75,11 @@ def _loaded_from(module: ModuleType | None) -> str:
 
 def import_from_wheel(wheel: Path, module_name: str) -> ModuleType:
     """`module_name` imported from `wheel` (and never from another copy of bfcl_eval)."""
+    with _IMPORTING:
+        return _import_from_wheel(wheel, module_name)
+
+
+def _import_from_wheel(wheel: Path, module_name: str) -> ModuleType:
     where = str(wheel)
     package = sys.modules.get(_PACKAGE)
     if package is not None and not _loaded_from(package).startswith(where):
@@ -91,6 +98,10 @@ def import_from_wheel(wheel: Path, module_name: str) -> ModuleType:
 class BfclEnvironments:
     """The factory of a suite's BFCL environments: checks at load time that the wheel is there
     and is the one the suite was imported from; imports BFCL's modules when first needed."""
+
+    # Only the cases with a state (BFCL's multi-turn ones) are played against it: a suite's
+    # single-turn BFCL cases are asked once, as BFCL asks them (Suite.loops).
+    state_only = True
 
     def __init__(self, spec: BfclSpec, suite_dir: Path, source: Path) -> None:
         wheel = Path(spec.bfcl)
