@@ -11,7 +11,8 @@ wrong count, missing, unknown and unlisted parameters, wrong types, values outsi
 optional parameters left out ...) and each verdict compared with BFCL's own AST checker,
 loaded from the same wheel. With --multi-turn, the four multi-turn categories are imported
 from the wheel and every entry's ground truth and its perturbations (a turn left empty, a call
-dropped, calls reversed, an extra call, a call to a missing function, an argument changed) are
+dropped, calls reversed or one a step, an extra call, a call to a missing function, an argument
+changed, a call made a turn early) are
 scored and compared with BFCL's own multi_turn_checker, loaded from the wheel; BFCL's MathAPI
 needs mpmath (`uv run --with mpmath python benchmarks/bfcl_import.py WHEEL --multi-turn`).
 """
