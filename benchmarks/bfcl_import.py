@@ -9,7 +9,12 @@ judged right (every response is built to be right, so anything below 100% is a f
 With --crosscheck, every category is also scored with perturbed responses (wrong function,
 wrong count, missing, unknown and unlisted parameters, wrong types, values outside the lists,
 optional parameters left out ...) and each verdict compared with BFCL's own AST checker,
-loaded from the same wheel.
+loaded from the same wheel. With --multi-turn, the four multi-turn categories are imported
+from the wheel and every entry's ground truth and its perturbations (a turn left empty, a call
+dropped, calls reversed or one a step, an extra call, a call to a missing function, an argument
+changed, a call made a turn early) are
+scored and compared with BFCL's own multi_turn_checker, loaded from the wheel; BFCL's MathAPI
+needs mpmath (`uv run --with mpmath python benchmarks/bfcl_import.py WHEEL --multi-turn`).
 """
 
 from __future__ import annotations
@@ -136,6 +141,51 @@ def crosscheck(source: Path, category: str, work: Path, harness: Any) -> bool:
     return not other
 
 
+def multi_turn_crosscheck(wheel: Path, work: Path) -> bool:
+    """Every multi-turn entry's generated answers: callgate's verdict against BFCL's."""
+    import importlib.util
+    import zipfile
+
+    from callgate.checks.check import check_response
+    from callgate.importers.bfcl import MULTI_TURN_CATEGORIES
+    from callgate.suites.responses import parse_response
+
+    path = Path(__file__).resolve().parents[1] / "tests/fixtures/bfcl/multi_turn_harness.py"
+    spec = importlib.util.spec_from_file_location("bfcl_multi_turn_harness", path)
+    assert spec is not None and spec.loader is not None
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    suite = load_suite(import_category(wheel, list(MULTI_TURN_CATEGORIES), work / "mt").out)
+    checker = harness.load_bfcl_checker(wheel)
+    differ = 0
+    with zipfile.ZipFile(wheel) as archive:
+        for category in MULTI_TURN_CATEGORIES:
+            def lines(name: str) -> list[dict[str, Any]]:
+                return [json.loads(line) for line in archive.read(name).decode().splitlines()]
+            entries = lines(f"bfcl_eval/data/BFCL_v4_{category}.json")
+            ground = {a["id"]: a["ground_truth"] for a in lines(
+                f"bfcl_eval/data/possible_answer/BFCL_v4_{category}.json")}
+            ours = theirs = total = 0
+            for entry in entries:
+                case = suite.cases[entry["id"]]
+                env = suite.environment(case.state)
+                for label, answer in harness.perturbations(
+                        harness.ground_truth_answer(env, ground[entry["id"]])):
+                    verdict = check_response(
+                        case, parse_response(harness.recorded_line(entry["id"], answer)),
+                        suite.parameter_schemas, suite.validators, rules=suite.match,
+                        environment=suite.environment)
+                    right = verdict.status == "scored" and bool(verdict.right_arguments)
+                    valid = harness.bfcl_valid(checker, entry, ground[entry["id"]], answer)
+                    total, ours, theirs = total + 1, ours + right, theirs + valid
+                    if right != valid:
+                        differ += 1
+                        print(f"  DIFFERS {entry['id']} {label}: BFCL {valid}; "
+                              f"{verdict.tool_reason} {verdict.arguments_reason}")
+            print(f"{category}: {total} answers, right {ours} (callgate) / {theirs} (BFCL)")
+    return differ == 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", type=Path, help="bfcl-eval wheel or data folder")
@@ -144,6 +194,8 @@ def main() -> int:
     parser.add_argument(
         "--crosscheck", action="store_true", help="compare verdicts with BFCL's own checker"
     )
+    parser.add_argument("--multi-turn", action="store_true",
+                        help="compare multi-turn verdicts with BFCL's multi_turn_checker")
     args = parser.parse_args()
     source = find_wheel(args.source)
     print(f"source: {source}")
@@ -157,6 +209,8 @@ def main() -> int:
             harness = load_harness()
             for category in args.category or list(CATEGORIES):
                 ok = crosscheck(source, category, work, harness) and ok
+        if args.multi_turn:
+            ok = multi_turn_crosscheck(source, work) and ok
     return 0 if ok else 1
 
 

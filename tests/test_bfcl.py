@@ -274,7 +274,7 @@ def test_the_pin_is_the_tested_version() -> None:
 
 def test_import_refuses_unknown_category_and_foreign_suite(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="unknown category"):
-        import_category(DATA, "multi_turn_base", tmp_path / "x")
+        import_category(DATA, "no_such_category", tmp_path / "x")
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "suite.json").write_text('{"name": "hand-made"}')

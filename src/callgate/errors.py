@@ -96,6 +96,7 @@ _UNION_TAGS = {
     "any_call",
     "trajectory",
     "final_state",
+    "bfcl_multi_turn",
 }
 _ROLE_TAGS = {"assistant", "tool"}
 

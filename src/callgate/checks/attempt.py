@@ -35,6 +35,7 @@ class Attempt(NamedTuple):
     environment: EnvironmentFactory | None
     agent_run: Replay | None
     failure: str | None
+    call_turns: Sequence[int] = ()  # the user turn of each call (none: all in turn 0)
 
     @property
     def names(self) -> list[str]:

@@ -125,7 +125,7 @@ def check_response(
         )
 
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
-                      environment, replayed, failure)
+                      environment, replayed, failure, call_turns)
     verdict = CHECKS[expect.type](attempt, expect)
     if case.never_right is not None and verdict.right_arguments:
         return verdict.model_copy(update={

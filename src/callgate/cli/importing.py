@@ -56,7 +56,8 @@ def import_bfcl(
             help="A category, repeatable, or all: simple_python, multiple, parallel, "
             "parallel_multiple, irrelevance, live_simple, live_multiple, live_parallel, "
             "live_parallel_multiple, live_irrelevance, live_relevance, simple_java, "
-            "simple_javascript. All go into one suite.",
+            "simple_javascript, and from the wheel multi_turn_base, multi_turn_miss_func, "
+            "multi_turn_miss_param, multi_turn_long_context. All go into one suite.",
         ),
     ],
     out: Annotated[Path, typer.Option("--out", help="Suite directory to write.")],

@@ -66,11 +66,20 @@ def plan_conversations(suite: Suite, repeats: int) -> list[Conversation]:
     ]
 
 
+def _added(by_name: dict[str, dict[str, Any]], entry: str | dict[str, str]) -> dict[str, Any]:
+    """The tool object a user turn adds: a catalogue tool, under another name if it says so."""
+    if isinstance(entry, str):
+        return by_name[entry]
+    tool = by_name[entry["tool"]]
+    return {**tool, "function": {**tool["function"], "name": entry["name"]}}
+
+
 def later_turns(suite: Suite, case_id: str) -> tuple[LaterTurn, ...]:
     """A case's later user turns as written (messages) and offered (the catalogue's tool
     objects they add, in the order the turn names them)."""
     by_name = {tool["function"]["name"]: tool for tool in suite.raw_tools}
     return tuple(
-        LaterTurn(turn["messages"], [by_name[name] for name in turn.get("add_tools", ())])
+        LaterTurn(turn["messages"], [_added(by_name, entry)
+                                     for entry in turn.get("add_tools", ())])
         for turn in suite.raw_cases[case_id].get("user_turns") or ()
     )

@@ -11,8 +11,11 @@ from typing import Any
 from jsonschema import Draft7Validator
 
 from callgate.errors import InputError
+from callgate.reading import validate
+from callgate.suites import bfcl_environment as bfcl
 from callgate.suites.cases import (
     DEFAULT_MATCH,
+    BfclMultiTurn,
     Case,
     ExpectedCall,
     FinalState,
@@ -231,24 +234,51 @@ def check_case(
         )
     if isinstance(expect, FinalState):
         _check_final_state(path, line, case, expect, tools, validators, offered, environment)
+    if isinstance(expect, BfclMultiTurn):
+        _check_bfcl_multi_turn(path, line, case, expect, environment)
+
+
+def _check_bfcl_multi_turn(path: Path, line: int, case: Case, expect: BfclMultiTurn,
+                           environment: EnvironmentFactory | None) -> None:
+    """A BFCL multi-turn case: BFCL's environment, its state, one list of ground-truth calls
+    per user turn, each a call BFCL's way."""
+    if not isinstance(environment, bfcl.BfclEnvironments):
+        raise InputError(path, "a bfcl_multi_turn expectation needs BFCL's environment in "
+                         "suite.json (\"environment\": {\"bfcl\": WHEEL, \"sha256\": ...})",
+                         line=line, field="expect")
+    validate(bfcl.BfclState, case.state or {}, path, line=line, prefix="state.")
+    turns = 1 + len(case.user_turns or ())
+    if len(expect.ground_truth) != turns:
+        raise InputError(path, f"{len(expect.ground_truth)} turns of ground truth for {turns} "
+                         "user turns", line=line, field="expect.ground_truth")
+    for turn, calls in enumerate(expect.ground_truth):
+        for index, text in enumerate(calls):
+            try:
+                bfcl.parse_source_call(text)
+            except ValueError as exc:
+                raise InputError(path, str(exc), line=line,
+                                 field=f"expect.ground_truth[{turn}][{index}]") from None
 
 
 def _check_added_tools(path: Path, line: int, case: Case, tools: dict[str, Tool],
                        sent: set[str]) -> None:
-    """A later user turn adds catalogue tools the case does not offer yet, under their names."""
+    """A later user turn adds catalogue tools the case does not offer yet, under their names
+    (or `{"tool": KEY, "name": SENT}`, as in `tools`)."""
     for turn_index, turn in enumerate(case.user_turns or ()):
-        for index, name in enumerate(turn.add_tools):
+        for index, (name, entry) in enumerate(zip(turn.added_keys(), turn.add_tools,
+                                                  strict=True)):
             where = f"user_turns[{turn_index}].add_tools[{index}]"
             if name not in tools:
                 raise InputError(path, f"unknown tool {name!r}", line=line, field=where)
+            sent_as = entry.name if isinstance(entry, OfferedAs) else name
             if case.tools is None:
                 raise InputError(path, "the case offers every catalogue tool (it has no "
                                  "`tools`), so a user turn has none to add", line=line,
                                  field=where)
-            if name in sent or name in (case.tool_keys() or ()):
-                raise InputError(path, f"tool {name!r} is offered already", line=line,
+            if sent_as in sent or name in (case.tool_keys() or ()):
+                raise InputError(path, f"tool {sent_as!r} is offered already", line=line,
                                  field=where)
-            sent.add(name)
+            sent.add(sent_as)
 
 
 def _check_trajectory(

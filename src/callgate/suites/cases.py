@@ -196,8 +196,18 @@ class AnyCall(_Strict):
     type: Literal["any_call"]
 
 
+class BfclMultiTurn(_Strict):
+    """BFCL's multi-turn check: per user turn, the ground-truth calls (as BFCL writes them,
+    `cd(folder='x')`) and the model's run on separate instances of the suite's BFCL
+    environment, then compared by state and by results (docs/bfcl.md)."""
+
+    type: Literal["bfcl_multi_turn"]
+    ground_truth: list[list[str]] = Field(min_length=1)
+
+
 Expectation = Annotated[
-    NoCall | Calls | Alternatives | JudgeRubric | AnyCall | Trajectory | FinalState,
+    NoCall | Calls | Alternatives | JudgeRubric | AnyCall | Trajectory | FinalState
+    | BfclMultiTurn,
     Field(discriminator="type"),
 ]
 
@@ -291,7 +301,11 @@ class UserTurn(_Strict):
     the turn before without a call, and the catalogue tools offered from this turn on."""
 
     messages: list[Message] = Field(min_length=1)
-    add_tools: list[str] = Field(default_factory=list)
+    add_tools: list[str | OfferedAs] = Field(default_factory=list)
+
+    def added_keys(self) -> list[str]:
+        """The catalogue names of the tools this turn adds."""
+        return [t.tool if isinstance(t, OfferedAs) else t for t in self.add_tools]
 
     @field_validator("messages")
     @classmethod
@@ -340,11 +354,12 @@ class Case(_Strict):
         later = self.user_turns or []
         if user_turn is not None:
             later = later[:user_turn]
-        return set(keys).union(*(turn.add_tools for turn in later))
+        return set(keys).union(*(turn.added_keys() for turn in later))
 
     def sent_names(self) -> dict[str, str]:
         """Catalogue name -> the name the model is sent, for the tools offered under another."""
-        return {t.tool: t.name for t in self.tools or () if isinstance(t, OfferedAs)}
+        added = [t for turn in self.user_turns or () for t in turn.add_tools]
+        return {t.tool: t.name for t in [*(self.tools or ()), *added] if isinstance(t, OfferedAs)}
 
     def called_as(self) -> dict[str, str]:
         """A called name -> the catalogue name it is checked as, where they differ (empty for a

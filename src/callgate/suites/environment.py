@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +55,11 @@ def load_environment(spec: object, suite_dir: Path, source: Path) -> Environment
     A module that is a file of the suite directory is loaded from that file under a name of its
     own, so two suites that both have an `env.py` never share (or reuse) each other's module.
     """
+    if isinstance(spec, dict) and "bfcl" in spec:  # BFCL's classes, from its wheel
+        from callgate.suites import bfcl_environment as bfcl
+
+        return bfcl.BfclEnvironments(validate(bfcl.BfclSpec, spec, source, prefix="environment."),
+                                     suite_dir, source)
     if isinstance(spec, dict):
         return McpEnvironments(validate(McpSpec, spec, source, prefix="environment."), suite_dir,
                                source)
@@ -148,6 +153,8 @@ def environment_fingerprint(factory: Callable[..., Any]) -> str | None:
     decides verdicts."""
     if isinstance(factory, McpEnvironments):
         return factory.source_fingerprint()
+    if _is_bfcl(factory):
+        return cast(Any, factory).source_fingerprint()  # the wheel's sha256
     try:
         file = inspect.getsourcefile(factory)
     except TypeError:
@@ -158,6 +165,12 @@ def environment_fingerprint(factory: Callable[..., Any]) -> str | None:
         return hashlib.sha256(Path(file).read_bytes()).hexdigest()
     except OSError:
         return None
+
+
+def _is_bfcl(thing: object) -> bool:
+    module = sys.modules.get("callgate.suites.bfcl_environment")
+    return module is not None and isinstance(thing, module.BfclEnvironments
+                                             | module.BfclEnvironment)
 
 
 def state_hash(state: Any) -> str:
@@ -180,6 +193,8 @@ def _tool_of(env: Environment, name: str) -> Callable[..., Any] | None:
     method); a Python environment's are its public methods but `state`."""
     if isinstance(env, McpEnvironment):
         return None if name == env.state_tool else partial(env.call, name)
+    if _is_bfcl(env):  # every name is answered, as BFCL answers it
+        return partial(cast(Any, env).call, name)
     method = getattr(env, name, None)
     if method is None or name.startswith("_") or name == "state" or not callable(method):
         return None

@@ -106,8 +106,9 @@ class Suite:
 
     def loops(self, case: Case) -> bool:
         """True when the case's calls get results, so the model gets further turns."""
-        return (case.tool_results is not None or self.environment is not None
-                or case.user_turns is not None)
+        plays = self.environment is not None and (
+            case.state is not None or not getattr(self.environment, "state_only", False))
+        return case.tool_results is not None or plays or case.user_turns is not None
 
     def offered_tools(self, case: Case) -> list[dict[str, Any]]:
         """The tool objects sent to the model for this case, in catalogue order, under the

@@ -8,7 +8,15 @@ from collections.abc import Callable
 from typing import Any
 
 from callgate.checks.attempt import Attempt
-from callgate.checks.kinds import any_call, calls, final_state, judge, no_call, trajectory
+from callgate.checks.kinds import (
+    any_call,
+    bfcl_multi_turn,
+    calls,
+    final_state,
+    judge,
+    no_call,
+    trajectory,
+)
 from callgate.checks.verdict import Verdict
 
 Handler = Callable[[Attempt, Any], Verdict]
@@ -20,6 +28,7 @@ CHECKS: dict[str, Handler] = {
     trajectory.KIND: trajectory.check,
     final_state.KIND: final_state.check,
     judge.KIND: judge.check,
+    bfcl_multi_turn.KIND: bfcl_multi_turn.check,
 }
 
 __all__ = ["CHECKS", "Handler"]

@@ -30,7 +30,9 @@ from callgate.importers.bfcl.cases import (
     convert_entry,
 )
 from callgate.importers.bfcl.records import (
+    ALL_CATEGORIES,
     CATEGORIES,
+    MULTI_TURN_CATEGORIES,
     TESTED_VERSION,
     BfclAnswer,
     BfclEntry,
@@ -62,6 +64,7 @@ from callgate.importers.bfcl.writing import (
 )
 
 __all__ = [
+    "ALL_CATEGORIES",
     "CATEGORIES",
     "FLOAT_HINT",
     "GORILLA_TO_OPENAPI",
@@ -69,6 +72,7 @@ __all__ = [
     "LANGUAGE_HINTS",
     "MATCH_RULES",
     "MAX_NAME",
+    "MULTI_TURN_CATEGORIES",
     "OPENAI_NAME",
     "SUITE_FILES", "TESTED_VERSION",
     "BfclAnswer",

@@ -13,8 +13,9 @@ from typing import Any
 
 from callgate.checks.bfcl_types import READ_AS_TEXT
 from callgate.errors import InputError
+from callgate.importers.bfcl.multi_turn import case_state, environment_spec
 from callgate.importers.bfcl.records import (
-    CATEGORIES,
+    ALL_CATEGORIES,
     BfclAnswer,
     BfclEntry,
     BfclFunction,
@@ -131,7 +132,9 @@ def convert_entry(
 ) -> tuple[dict[str, Any], NeverRight | None]:
     """One BFCL entry as a callgate case (a JSON object for cases.jsonl), and whether BFCL's
     checker can never pass it."""
-    kind = CATEGORIES[category]
+    kind = ALL_CATEGORIES[category]
+    if kind == "multi_turn":
+        raise InputError(entry.id, "a multi-turn entry is converted by multi_turn_case")
     if len(entry.question) != 1:
         raise InputError(entry.id, "multi-turn entries are not supported")
     # The category is the tag its figures are read under; no generic `parallel` tag, which
@@ -176,6 +179,55 @@ def convert_entry(
     return case, NeverRight(entry.id, never)
 
 
+def held_docs(data: CategoryData, entry_id: str) -> list[BfclFunction]:
+    """A multi-turn entry's held-back docs (miss_func), in turn order."""
+    held = data.multi_turn.held_out.get(entry_id, {}) if data.multi_turn else {}
+    return [BfclFunction.model_validate(doc) for turn in sorted(held) for doc in held[turn]]
+
+
+# BFCL's step limit per turn is 20 (bfcl_eval/constants/default_prompts.py, MAXIMUM_STEP_LIMIT),
+# counted after each step with calls: a 21st reply that still calls is forced to quit.
+MULTI_TURN_MAX_TURNS = 21
+
+
+def multi_turn_case(data: CategoryData, entry: BfclEntry, tool_names: Mapping[str, str],
+                    held_keys: Sequence[str]) -> dict[str, Any]:
+    """A multi-turn entry as a case: BFCL's first turn as `messages`, the later ones as
+    `user_turns` (a turn that only adds functions gets BFCL's prompt for it), the docs held
+    back added at their turn, and BFCL's ground truth to check against."""
+    extra = data.multi_turn
+    assert extra is not None
+    raw = entry.model_dump()
+    ground = extra.answers[entry.id].ground_truth
+    if len(ground) != len(entry.question):
+        raise InputError(entry.id, f"{len(entry.question)} turns but {len(ground)} in the "
+                         "ground truth")
+    held = extra.held_out.get(entry.id, {})
+    keys = iter(held_keys)
+    added = {turn: [key if key == doc["name"] else {"tool": key, "name": doc["name"]}
+                    for doc, key in zip(docs, keys, strict=False)]
+             for turn, docs in sorted(held.items())}
+    if 0 in added:
+        raise InputError(entry.id, "missed_function holds back docs at turn 0")
+    later = [{"messages": turn or [{"role": "user", "content": extra.added_turn_prompt}],
+              **({"add_tools": added[index]} if index in added else {})}
+             for index, turn in enumerate(entry.question) if index > 0]
+    if not entry.question[0]:
+        raise InputError(entry.id, "the first turn has no message")
+    case: dict[str, Any] = {
+        "id": entry.id,
+        "messages": entry.question[0],
+        "tools": offered_tools(tool_names),
+        "tags": [data.category, "multi_turn"],
+        "state": case_state(data.category, raw),
+        "max_turns": MULTI_TURN_MAX_TURNS,
+        "expect": {"type": "bfcl_multi_turn", "ground_truth": ground},
+    }
+    if later:
+        case["user_turns"] = later
+    return case
+
+
 @dataclass(frozen=True)
 class Converted:
     tools: list[dict[str, Any]]  # tools.json
@@ -197,6 +249,8 @@ def convert_categories(datas: Sequence[CategoryData]) -> Converted:
     for data, entry in entries:
         language = language_of(data.category)
         converted = [convert_function(f, entry.id, language) for f in entry.function]
+        converted += [convert_function(f, entry.id, language, hint=False)
+                      for f in held_docs(data, entry.id)]
         names = [tool["function"]["name"] for tool in converted]
         if len(set(names)) != len(names):
             raise InputError(entry.id, "two functions share one name once '.' becomes '_'")
@@ -212,7 +266,7 @@ def convert_categories(datas: Sequence[CategoryData]) -> Converted:
         seen.add(entry.id)
         tool_names = {
             f.name: catalogue.names[canonical_json(tool)]
-            for f, tool in zip(entry.function, converted, strict=True)
+            for f, tool in zip(entry.function, converted, strict=False)
         }
         for function in entry.function:
             declared = source_types(function, language_of(data.category))
@@ -220,15 +274,21 @@ def convert_categories(datas: Sequence[CategoryData]) -> Converted:
                 # The sent doc names each type in words, so one doc has one set of types.
                 types[tool_names[function.name]] = declared
         try:
-            case, never = convert_entry(
-                data.category, entry, data.answers.get(entry.id), tool_names
-            )
+            if data.multi_turn is not None:
+                held = [catalogue.names[canonical_json(tool)]
+                        for tool in converted[len(entry.function):]]
+                case, never = multi_turn_case(data, entry, tool_names, held), None
+            else:
+                case, never = convert_entry(
+                    data.category, entry, data.answers.get(entry.id), tool_names
+                )
         except ValueError as exc:
             raise InputError(entry.id, str(exc)) from None
         if never is not None:
             never_right.append(never)
         cases.append(case)
     categories = [data.category for data in datas]
+    wheels = {(d.multi_turn.wheel, d.multi_turn.sha256) for d in datas if d.multi_turn}
     meta: dict[str, Any] = {
         "name": suite_name(categories),
         "description": "Berkeley Function Calling Leaderboard, categories "
@@ -244,6 +304,8 @@ def convert_categories(datas: Sequence[CategoryData]) -> Converted:
             "never_right": [{"id": n.id, "reason": n.reason} for n in never_right],
         },
     }
+    if wheels:  # one wheel, since every category is read from one source
+        meta["environment"] = environment_spec(*sorted(wheels)[0])
     return Converted(catalogue.tools, cases, meta, catalogue, never_right)
 
 

@@ -18,9 +18,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.errors import InputError, decode
+from callgate.importers.bfcl.multi_turn import MultiTurnData, function_docs, read_extras
 from callgate.reading import json_lines_in, read_text, validate
 
-Kind = Literal["ast", "irrelevance", "relevance"]
+Kind = Literal["ast", "irrelevance", "relevance", "multi_turn"]
 
 CATEGORIES: dict[str, Kind] = {
     "simple_python": "ast",
@@ -37,6 +38,14 @@ CATEGORIES: dict[str, Kind] = {
     "simple_java": "ast",
     "simple_javascript": "ast",
 }
+# Read from the wheel only (bfcl.multi_turn); `--category all` takes them from a wheel.
+MULTI_TURN_CATEGORIES: dict[str, Kind] = {
+    "multi_turn_base": "multi_turn",
+    "multi_turn_miss_func": "multi_turn",
+    "multi_turn_miss_param": "multi_turn",
+    "multi_turn_long_context": "multi_turn",
+}
+ALL_CATEGORIES: dict[str, Kind] = {**CATEGORIES, **MULTI_TURN_CATEGORIES}
 
 Language = Literal["python", "java", "javascript"]
 
@@ -61,7 +70,7 @@ class BfclFunction(_Record):
 class BfclEntry(_Record):
     id: str = Field(min_length=1)
     question: list[list[dict[str, Any]]] = Field(min_length=1)
-    function: list[BfclFunction]
+    function: list[BfclFunction] = Field(default_factory=list)  # multi-turn: from the classes
 
 
 class BfclAnswer(_Record):
@@ -76,6 +85,7 @@ class CategoryData:
     answers: dict[str, BfclAnswer]
     origin: str  # where the files were read, for suite.json
     version: str | None  # the bfcl-eval package version, when read from a wheel
+    multi_turn: MultiTurnData | None = None  # a multi-turn category's wheel and ground truth
 
 
 # The newest bfcl-eval release the importer and its tests are checked against; the commands in
@@ -113,8 +123,9 @@ def _parse_lines(text: str, where: str, model: type[BaseModel]) -> list[Any]:
 def read_category(source: Path | str, category: str) -> CategoryData:
     """Read one category from a BFCL data folder (any folder above the files will do) or from
     the `bfcl-eval` wheel read as a zip archive."""
-    if category not in CATEGORIES:
-        raise InputError(source, f"unknown category {category!r}; one of {', '.join(CATEGORIES)}")
+    if category not in ALL_CATEGORIES:
+        raise InputError(source, f"unknown category {category!r}; one of "
+                         f"{', '.join(ALL_CATEGORIES)}")
     root = Path(source)
     version: str | None = None
     if root.is_file() and zipfile.is_zipfile(root):
@@ -134,8 +145,14 @@ def read_category(source: Path | str, category: str) -> CategoryData:
                 header = archive.read(metadata).decode("utf-8", "replace")
                 found = re.search(r"^Version: (.+)$", header, re.MULTILINE)
                 version = found.group(1).strip() if found else None
+            if category in MULTI_TURN_CATEGORIES:
+                return _multi_turn(root, archive, category, question_name, question_text,
+                                   answer_name, answer_text, version)
         origin = f"{root.name}!{question_name}"
         where_q, where_a = origin, f"{root.name}!{answer_name}"
+    elif category in MULTI_TURN_CATEGORIES:
+        raise InputError(root, f"{category} is read from the bfcl-eval wheel only: its cases "
+                         "run BFCL's environment classes, loaded from that wheel")
     elif root.is_dir():
         names = [p.relative_to(root).as_posix() for p in root.rglob("BFCL_v*_*.json")]
         picked = _pick(names, category)
@@ -159,3 +176,26 @@ def read_category(source: Path | str, category: str) -> CategoryData:
             raise InputError(where_a, f"no possible answer for {missing[0]!r}")
     return CategoryData(category, entries, answers, origin, version)
 
+
+
+def _multi_turn(wheel: Path, archive: zipfile.ZipFile, category: str, question_name: str,
+                question_text: str, answer_name: str | None, answer_text: str | None,
+                version: str | None) -> CategoryData:
+    """A multi-turn category: each entry with its classes' docs, the held-back docs and the
+    ground truth beside."""
+    from callgate.suites.bfcl_environment import file_sha256
+
+    where = f"{wheel.name}!{question_name}"
+    answers, prompt = read_extras(wheel, archive, answer_name, answer_text)
+    entries: list[BfclEntry] = []
+    held_out: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    for line_no, raw, _ in json_lines_in(where, question_text.splitlines()):
+        entry = validate(BfclEntry, raw, where, line=line_no)
+        docs, held = function_docs(archive, wheel, raw)
+        entries.append(entry.model_copy(update={
+            "function": [validate(BfclFunction, d, where, line=line_no) for d in docs]}))
+        held_out[entry.id] = held
+        if entry.id not in answers:
+            raise InputError(where, f"no possible answer for {entry.id!r}", line=line_no)
+    data = MultiTurnData(wheel.resolve(), file_sha256(wheel), answers, prompt, held_out)
+    return CategoryData(category, entries, {}, where, version, data)

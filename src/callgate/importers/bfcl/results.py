@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from callgate.errors import InputError
-from callgate.importers.bfcl.records import CATEGORIES
+from callgate.importers.bfcl.records import ALL_CATEGORIES as CATEGORIES
+from callgate.importers.bfcl.records import MULTI_TURN_CATEGORIES
 from callgate.reading import json_lines_in, read_text
 from callgate.suites.suite import Suite
 
@@ -99,6 +100,48 @@ def response_line(record: Mapping[str, Any]) -> dict[str, Any]:
     return line
 
 
+def _total(value: Any) -> float | None:
+    """A multi-turn record's per-turn, per-step figures (lists of lists), summed."""
+    if isinstance(value, list):
+        parts = [_total(item) for item in value]
+        numbers = [p for p in parts if p is not None]
+        return sum(numbers) if numbers else None
+    return _number(value)
+
+
+def multi_turn_line(record: Mapping[str, Any], user_turns: int) -> dict[str, Any]:
+    """One callgate `turns` line for a multi-turn result: BFCL's `result` holds, per user turn,
+    each step's model output (as a single-turn result does), one assistant message a step.
+
+    A turn without a step gets an empty reply, so that every user turn has one. A result that
+    is not a list of turns (BFCL's inference error) is recorded as no answer in every turn:
+    BFCL scores it as wrong, and so does callgate. A result that stops at a turn's 21st step
+    with calls is BFCL's force-quit: callgate reads it as the turn limit."""
+    result = record.get("result")
+    steps_by_turn: list[Any] = result if isinstance(result, list) and all(
+        isinstance(turn, list) for turn in result) else []
+    turns: list[dict[str, Any]] = []
+    ends: list[int] = []
+    for turn in steps_by_turn[:user_turns]:
+        turns += [_message(step) for step in turn] or [{"role": "assistant", "content": ""}]
+        ends.append(len(turns))
+    cut_short = bool(turns) and "tool_calls" in turns[-1]
+    if not cut_short:
+        while len(ends) < user_turns:
+            turns.append({"role": "assistant", "content": ""})
+            ends.append(len(turns))
+    line: dict[str, Any] = {"case_id": record["id"], "turns": turns, "user_turn_ends": ends}
+    prompt, completion = (_total(record.get(k)) for k in ("input_token_count",
+                                                          "output_token_count"))
+    if prompt is not None or completion is not None:
+        line["usage"] = {"prompt_tokens": None if prompt is None else int(prompt),
+                         "completion_tokens": None if completion is None else int(completion)}
+    latency = _total(record.get("latency"))
+    if latency is not None:
+        line["latency_ms"] = latency * 1000
+    return line
+
+
 def suite_categories(suite: Suite) -> dict[str, list[str]]:
     """The case ids of each BFCL category of an imported suite (a case's category is its tag)."""
     by_category: dict[str, list[str]] = {}
@@ -140,7 +183,10 @@ def convert_results(folder: Path | str, suite: Suite, out: Path | str) -> Conver
                 raise InputError(path, f"a second result for {raw['id']!r}", line=line_no,
                                  field="id")
             seen.add(raw["id"])
-            lines.append(json.dumps(response_line(raw), ensure_ascii=False))
+            case = suite.cases[raw["id"]]
+            converted = (multi_turn_line(raw, 1 + len(case.user_turns or ()))
+                         if category in MULTI_TURN_CATEGORIES else response_line(raw))
+            lines.append(json.dumps(converted, ensure_ascii=False))
         lacking = [case_id for case_id in case_ids if case_id not in seen]
         if lacking:
             raise InputError(path, f"no result for {len(lacking)} of the suite's {len(case_ids)} "

@@ -159,7 +159,7 @@ def source_types(function: BfclFunction, language: Language) -> dict[str, dict[s
 
 
 def convert_function(
-    function: BfclFunction, where: str, language: Language = "python"
+    function: BfclFunction, where: str, language: Language = "python", *, hint: bool = True
 ) -> dict[str, Any]:
     """One BFCL function doc as the OpenAI function-tool object BFCL sends (handler utils:79-205
     for an OpenAI-completions model, after the language's pre-processing), with a name that may
@@ -180,7 +180,8 @@ def convert_function(
     _draft7_types(parameters)  # validity is checked once per distinct tool, by load_suite
     spec: dict[str, Any] = {
         "name": openai_name(function.name),
-        "description": function.description + LANGUAGE_HINTS[language],
+        # BFCL adds no hint to a multi-turn doc held back for a later turn (docs/bfcl.md).
+        "description": function.description + (LANGUAGE_HINTS[language] if hint else ""),
         "parameters": parameters,
     }
     return {"type": "function", "function": spec}

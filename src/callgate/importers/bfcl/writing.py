@@ -6,13 +6,14 @@ import json
 import os
 import secrets
 import shutil
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from callgate.errors import InputError
 from callgate.importers.bfcl.cases import NeverRight, convert_categories
-from callgate.importers.bfcl.records import CATEGORIES, read_category
+from callgate.importers.bfcl.records import ALL_CATEGORIES, CATEGORIES, read_category
 from callgate.suites.suite import load_suite
 
 
@@ -57,11 +58,13 @@ def _check_target(target: Path) -> None:
     )
 
 
-def categories_named(names: str | Sequence[str]) -> list[str]:
-    """The categories asked for, in the order given, "all" standing for every one."""
+def categories_named(names: str | Sequence[str], *, multi_turn: bool = True) -> list[str]:
+    """The categories asked for, in the order given, "all" standing for every one (but the
+    multi-turn ones unless `multi_turn`: they are read from the wheel only)."""
+    every = list(ALL_CATEGORIES if multi_turn else CATEGORIES)
     chosen: list[str] = []
     for name in [names] if isinstance(names, str) else names:
-        for category in CATEGORIES if name == "all" else [name]:
+        for category in every if name == "all" else [name]:
             if category not in chosen:
                 chosen.append(category)
     return chosen
@@ -79,7 +82,9 @@ def import_category(
     target = Path(out)
     if not force:
         _check_target(target)
-    categories = categories_named(category)
+    source_path = Path(source)
+    categories = categories_named(
+        category, multi_turn=source_path.is_file() and zipfile.is_zipfile(source_path))
     if not categories:
         raise InputError(source, "no category given")
     converted = convert_categories([read_category(source, c) for c in categories])
