@@ -371,11 +371,12 @@ def test_a_live_run_is_scored_as_its_recorded_answer_and_as_bfcl(
         assert verdict.status == "scored"
         assert bool(verdict.right_arguments) == valid == (label == "right")
         assert _right(suite, entry["id"], harness.recorded_line(entry["id"], wanted)) == valid
-    # The model got BFCL's own result text back (as JSON text: docs/bfcl.md).
+    # The model got BFCL's own result text back, as BFCL sends it: the text itself, not quoted.
     first_result = next(m for s in loopback.requests for m in s.body["messages"]
                         if m["role"] == "tool")
     name, arguments = answer[0][0][0]
-    assert json.loads(first_result["content"]) == env.call(name, **arguments)
+    assert first_result["content"] == str(env.call(name, **arguments))
+    assert not first_result["content"].startswith('"')
 
 
 def test_single_turn_cases_beside_multi_turn_ones_are_asked_once(wheel: Path,

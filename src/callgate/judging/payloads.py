@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
-from callgate.suites.environment import EnvironmentError_
+from callgate.suites.environment import EnvironmentError_, tool_message_content
 from callgate.suites.responses import AssistantMessage, Response, read_turns
 from callgate.suites.suite import Case, JudgeRubric, Suite
 
@@ -47,7 +46,7 @@ def trajectory_messages(suite: Suite, case: Case, response: Response) -> list[di
             answer = None  # the loop stopped here; the state after it is unknown
             continue
         out.extend({"role": "tool", "name": call.name,
-                    "content": json.dumps(result, ensure_ascii=False)}
+                    "content": tool_message_content(result)}
                    for call, result in zip(calls, results, strict=True))
     return out
 

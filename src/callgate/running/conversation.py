@@ -18,7 +18,7 @@ from callgate.running.cache import AnswerCache, line_text
 from callgate.running.calls import Caller
 from callgate.running.plan import Conversation, PlannedAttempt
 from callgate.running.threads import DaemonThreads
-from callgate.suites.environment import EnvironmentError_
+from callgate.suites.environment import EnvironmentError_, tool_message_content
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Case, Suite
 
@@ -156,7 +156,7 @@ async def _answer_user_turn(
                 {
                     "role": "tool",
                     "tool_call_id": tool_call["id"],
-                    "content": json.dumps(result, ensure_ascii=False),
+                    "content": tool_message_content(result),
                 }
                 for tool_call, result in zip(tool_calls, results, strict=True)
             ),

@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.errors import InputError
+from callgate.suites.environment import ToolText
 
 # multi_turn_utils.py refuses these names before it evaluates a call.
 FORBIDDEN = ("kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run")
@@ -234,18 +235,19 @@ class BfclEnvironment:
                 if not name.startswith("_"):
                     self._methods[name] = method
 
-    def call(self, name: str, /, *args: Any, **kwargs: Any) -> str:
-        """The model's (or a reference) call `name(*args, **kwargs)`, answered as BFCL does."""
+    def call(self, name: str, /, *args: Any, **kwargs: Any) -> ToolText:
+        """The model's (or a reference) call `name(*args, **kwargs)`, answered as BFCL does:
+        in text, which the model reads as it is."""
         if name in FORBIDDEN:
-            return f"Error during execution: Function call {name} is not allowed."
+            return ToolText(f"Error during execution: Function call {name} is not allowed.")
         method = self._methods.get(name)
         if method is None:  # what `eval` says of a name no involved class has
-            return f"Error during execution: name '{name}' is not defined"
+            return ToolText(f"Error during execution: name '{name}' is not defined")
         try:
             result = method(*copy.deepcopy(args), **copy.deepcopy(kwargs))
         except Exception as exc:  # BFCL answers every exception as text
-            return f"Error during execution: {exc}"
-        return render(result)
+            return ToolText(f"Error during execution: {exc}")
+        return ToolText(render(result))
 
     def call_source(self, text: str) -> str:
         """A ground-truth call as BFCL writes it (`parse_source_call`), answered."""
