@@ -32,10 +32,12 @@ from callgate.gating.decision import (
 )
 from callgate.gating.finding import (
     baseline_from_path,
-    baseline_from_store,
+    baseline_in_store,
     find_current,
     other_agent_in_store,
+    paired_releases,
     stored_release,
+    with_cases,
 )
 from callgate.gating.scores_file import (
     FORMAT,
@@ -51,9 +53,9 @@ from callgate.scoring.result import GateRecord, Outcome, not_a_result
 __all__ = [
     "DEFAULT_MAX_DROP", "EPSILON", "EXIT_CODES", "FORMAT", "RELEASED", "CaseChange",
     "CaseRecord", "FigureCheck", "GateDecision", "GateRecord", "OtherAgent", "Outcome",
-    "ReleaseScores", "baseline_from_path", "baseline_from_store", "case_records",
+    "ReleaseScores", "baseline_from_path", "baseline_in_store", "case_records",
     "changed_cases", "decide", "figures_of", "find_current", "gate_of", "judge_as_given",
-    "not_a_result", "other_agent_in_store", "read_release_file", "record_of",
-    "release_from_run", "stored_release", "why_not_a_baseline",
+    "not_a_result", "other_agent_in_store", "paired_releases", "read_release_file",
+    "record_of", "release_from_run", "stored_release", "why_not_a_baseline", "with_cases",
 ]
 

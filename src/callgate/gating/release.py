@@ -17,13 +17,14 @@ from callgate.gating.gate import (
     OtherAgent,
     ReleaseScores,
     baseline_from_path,
-    baseline_from_store,
+    baseline_in_store,
     decide,
     find_current,
     other_agent_in_store,
+    paired_releases,
     record_of,
     release_from_run,
-    stored_release,
+    with_cases,
 )
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.stats import Z95
@@ -65,6 +66,24 @@ def gate_release(
     and recorded so (never a baseline).
     Raises CallgateError when the release or the baseline cannot be found or read."""
     run = find_current(store, agent, release, suite)
+    decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
+                                    max_excluded=max_excluded, baseline_agent=baseline_agent,
+                                    new_agent=new_agent)
+    return decision, with_cases(store, run, current)
+
+
+def record_gate(
+    store: Store,
+    run: Mapping[str, Any],
+    *,
+    baseline: str = "auto",
+    max_drop: float = DEFAULT_MAX_DROP,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
+    baseline_agent: str | None = None,
+    new_agent: bool = False,
+) -> tuple[GateDecision, ReleaseScores]:
+    """gate_release on the run found (find_current): the decision, recorded, and the
+    release's scores with it but without its cases (with_cases adds them)."""
     decision, current = decide_release(store, run, baseline=baseline, max_drop=max_drop,
                                        max_excluded=max_excluded, baseline_agent=baseline_agent,
                                        new_agent=new_agent)
@@ -101,7 +120,7 @@ def decide_release(
     Raises CallgateError when --new-agent and --baseline-agent are both given, when the
     agent already has a baseline (a new line cannot start twice), or when the named
     baseline agent has no released release on the suite."""
-    current = stored_release(store, run)
+    current = release_from_run(run, ())
     if new_agent and baseline_agent:
         raise CallgateError("--new-agent starts a new line and --baseline-agent continues "
                             "another agent's: give one of them")
@@ -113,18 +132,19 @@ def decide_release(
             baseline_agent = recorded.baseline_agent
     source = f"store {store.path}" if baseline == "auto" else baseline
 
-    def find(agent: str | None) -> tuple[ReleaseScores | None, list[str], OtherAgent | None]:
+    def find(agent: str | None) -> tuple[Mapping[str, Any] | None, ReleaseScores | None,
+                                         list[str], OtherAgent | None]:
         if baseline != "auto":
-            return baseline_from_path(Path(baseline), current, max_excluded, agent)
-        base, skipped = baseline_from_store(store, run, max_excluded, agent, current)
-        other = None if base is not None or agent else other_agent_in_store(store, run,
-                                                                            max_excluded)
-        return base, skipped, other
+            return None, *baseline_from_path(Path(baseline), current, max_excluded, agent)
+        found, skipped = baseline_in_store(store, run, max_excluded, agent)
+        other = None if found is not None or agent else other_agent_in_store(store, run,
+                                                                             max_excluded)
+        return found, release_from_run(found, ()) if found else None, skipped, other
 
-    base, skipped, other = find(baseline_agent)
+    base_run, base, skipped, other = find(baseline_agent)
     if base is None and baseline_agent and not explicit:  # the recorded agent's release is gone
         baseline_agent = None
-        base, skipped, other = find(None)
+        base_run, base, skipped, other = find(None)
     if explicit and baseline_agent and base is None:
         raise CallgateError(f"--baseline-agent {baseline_agent}: no released release of agent "
                             f"{baseline_agent!r} on suite {current.suite_name} before "
@@ -140,10 +160,13 @@ def decide_release(
         if found is not None:
             base = base.model_copy(update={"estimates": found})
     readings, audited = judged_checks(store, run["id"], base, max_drop)
-    decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
+    now, then, pairs = (paired_releases(store, run, current, base_run, base)
+                        if base is not None else (current, None, None))
+    decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
                       judged_checks=readings, audited_figures=audited,
-                      not_whole=incomplete(run), other_agent=other, new_agent=new_agent)
+                      not_whole=incomplete(run), other_agent=other, new_agent=new_agent,
+                      pairs=pairs)
     return decision, current
 
 
