@@ -3,6 +3,7 @@ differ are read out), and decided exactly as when every case's record is read an
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,15 @@ def test_pairs_counted_by_the_store_equal_pairs_of_records(tmp_path: Path) -> No
     assert counted == records
     assert counted.unscored == ["c", "d"] and counted.shared == 4
     assert [row[0] for row in counted.changed] == ["a", "b", "f"]
+
+
+def test_a_decisions_flipped_cases_are_objects_in_its_json(tmp_path: Path) -> None:
+    from pydantic import ValidationError
+
+    same, _ = decisions(Store(three_releases(tmp_path)))
+    document = json.loads(same.model_dump_json())
+    assert document["worse"][0] == {"case_id": "a", "reason": same.worse[0].reason}
+    assert GateDecision.model_validate_json(same.model_dump_json()) == same
+    document["worse"][0] = ["a", "a list"]
+    with pytest.raises(ValidationError, match="a case change is an object"):
+        GateDecision.model_validate(document)
