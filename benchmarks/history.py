@@ -116,7 +116,8 @@ def main() -> None:
 
         with Store(db_path) as store:
             new, rows = timed(lambda: history_rows(store.stored_runs("bench")))
-            old, _ = timed(lambda: [stored_release(store, run) for run in store.runs("bench")])
+            old, _ = timed(lambda: [stored_release(store, run)
+                                    for run in store.stored_runs("bench")])
         print(f"in process, from stored figures: {new * 1000:.1f} ms for {len(rows)} releases")
         print(f"reference, re-reading every verdict (the old history): {old:.2f} s "
               f"({old / new:.0f}× slower)")

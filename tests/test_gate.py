@@ -423,7 +423,7 @@ def test_a_stored_release_tallies_its_cases_as_case_records_does(tmp_path: Path)
     with Store(db) as store:
         for run_id in runs:
             verdicts = [Verdict.model_validate(row) for row in store.verdicts(run_id)]
-            stored = stored_release(store, store.run(run_id)).cases
+            stored = stored_release(store, store.stored_run(run_id)).cases
             assert stored == case_records(verdicts)
     first = case_records(Verdict.model_validate(r) for r in Store(db).verdicts(runs[0]))
     assert first["a"][:4] == (3, 3, 2, 0) and "ord_9" in first["a"].reason
@@ -438,7 +438,7 @@ def test_a_stored_release_reads_its_own_rows_when_two_runs_interleave(tmp_path: 
     with Store(db) as store:
         with store.atomic():  # the verdicts themselves are read, not the kept tallies
             store.db.execute("DELETE FROM case_tallies")
-        before = [stored_release(store, store.run(run_id)).cases for run_id in runs]
+        before = [stored_release(store, store.stored_run(run_id)).cases for run_id in runs]
         # rewrite the verdicts in turn, one row of each run after the other (two runs written
         # at once), so each run's rowid range holds the other's rows
         rows = store.db.execute("SELECT * FROM verdicts ORDER BY case_id, run").fetchall()
@@ -449,7 +449,7 @@ def test_a_stored_release_reads_its_own_rows_when_two_runs_interleave(tmp_path: 
         spans = [store.db.execute("SELECT MIN(rowid), MAX(rowid) FROM verdicts WHERE run = ?",
                                   [run_id]).fetchone() for run_id in runs]
         assert spans[0][0] < spans[1][0] < spans[0][1]  # they overlap
-        after = [stored_release(store, store.run(run_id)).cases for run_id in runs]
+        after = [stored_release(store, store.stored_run(run_id)).cases for run_id in runs]
     assert after == before
 
 
@@ -545,13 +545,13 @@ def test_a_store_without_kept_tallies_gates_as_one_with_them(tmp_path: Path) -> 
 
     db, runs = scored_store(tmp_path)
     with Store(db) as store:
-        kept = [stored_release(store, store.run(run_id)) for run_id in runs]
-        decision, _ = decide_release(store, store.run(runs[1]))
+        kept = [stored_release(store, store.stored_run(run_id)) for run_id in runs]
+        decision, _ = decide_release(store, store.stored_run(runs[1]))
         with store.atomic():  # as a store whose runs finished before tallies were kept
             store.db.execute("DELETE FROM case_tallies")
         assert all(store.case_tallies(run_id) == [] for run_id in runs)
-        tallied = [stored_release(store, store.run(run_id)) for run_id in runs]
-        again, _ = decide_release(store, store.run(runs[1]))
+        tallied = [stored_release(store, store.stored_run(run_id)) for run_id in runs]
+        again, _ = decide_release(store, store.stored_run(runs[1]))
     assert tallied == kept
     assert again.model_dump_json() == decision.model_dump_json()
 

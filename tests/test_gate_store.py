@@ -99,3 +99,21 @@ def test_a_decisions_flipped_cases_are_objects_in_its_json(tmp_path: Path) -> No
     document["worse"][0] = ["a", "a list"]
     with pytest.raises(ValidationError, match="a case change is an object"):
         GateDecision.model_validate(document)
+
+
+def test_the_pages_find_the_decision_the_gate_kept(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key of a kept decision is the same whether the suite's runs were read by the gate
+    or handed over by the pages (typed rows): a page shows `callgate gate`'s decision without
+    deciding again."""
+    from callgate.gating import release as releasing
+
+    with Store(three_releases(tmp_path)) as store:
+        decision, _ = releasing.gate_release(store, "m", "r2")
+        run = find_current(store, "m", "r2", None)
+        key = releasing.decision_key(store, run, 2.0, 0.05,
+                                     store.stored_runs(suite_name=run.suite_name))
+        monkeypatch.setattr(releasing, "decide_release",
+                            lambda *_, **__: pytest.fail("decided again"))
+        kept, _ = releasing.recorded_decision(store, run, key=key)
+    assert kept == decision

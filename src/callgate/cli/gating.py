@@ -79,9 +79,9 @@ def gate(
             raise CallgateError(f"{db}: no such database; score the release first")
         with Store(db) as store:
             run = find_current(store, name, release, suite)
-            if model is not None and agent is not None and run["model"] != model:
+            if model is not None and agent is not None and run.model != model:
                 raise CallgateError(f"release {release!r} of agent {agent!r} ran with model "
-                                    f"{run['model']!r}, not {model!r}")
+                                    f"{run.model!r}, not {model!r}")
             decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
                                             max_excluded=max_excluded,
                                             baseline_agent=baseline_agent, new_agent=new_agent)
