@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from callgate.gating.gate import stored_release
+from callgate.gating.finding import stored_release
 from callgate.report.history import history_rows
 from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store

@@ -19,7 +19,7 @@ from callgate.checks.parsing import ParsedCall
 from callgate.checks.replay import answer_call
 from callgate.cli.demo import MULTI_TURN_EXAMPLE, example_path
 from callgate.errors import InputError
-from callgate.gating.gate import stored_release
+from callgate.gating.finding import stored_release
 from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store
 from callgate.suites.environment import (

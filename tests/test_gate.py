@@ -14,14 +14,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from callgate.cli.demo import example_path
-from callgate.gating.gate import (
-    CaseRecord,
-    OtherAgent,
-    ReleaseScores,
-    decide,
-    figures_of,
-    read_release_file,
-)
+from callgate.gating.cases import CaseRecord, figures_of
+from callgate.gating.decision import OtherAgent, decide
+from callgate.gating.scores_file import ReleaseScores, read_release_file
 from callgate.gating.statistics import (
     detectable_drop_paired,
     detectable_drop_unpaired,
@@ -416,7 +411,8 @@ def scored_store(tmp_path: Path) -> tuple[Path, list[int]]:
 
 def test_a_stored_release_tallies_its_cases_as_case_records_does(tmp_path: Path) -> None:
     from callgate.checks.verdict import Verdict
-    from callgate.gating.gate import case_records, stored_release
+    from callgate.gating.cases import case_records
+    from callgate.gating.finding import stored_release
     from callgate.store.db import Store
 
     db, runs = scored_store(tmp_path)
@@ -431,7 +427,7 @@ def test_a_stored_release_tallies_its_cases_as_case_records_does(tmp_path: Path)
 
 
 def test_a_stored_release_reads_its_own_rows_when_two_runs_interleave(tmp_path: Path) -> None:
-    from callgate.gating.gate import stored_release
+    from callgate.gating.finding import stored_release
     from callgate.store.db import Store
 
     db, runs = scored_store(tmp_path)
@@ -539,7 +535,7 @@ def test_the_tallies_of_merged_shards_equal_their_verdicts_tallied(tmp_path: Pat
 
 
 def test_a_store_without_kept_tallies_gates_as_one_with_them(tmp_path: Path) -> None:
-    from callgate.gating.gate import stored_release
+    from callgate.gating.finding import stored_release
     from callgate.gating.release import decide_release
     from callgate.store.db import Store
 

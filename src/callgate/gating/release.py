@@ -11,21 +11,22 @@ from pathlib import Path
 from typing import Any
 
 from callgate.errors import CallgateError
-from callgate.gating.gate import (
+from callgate.gating.decision import (
     DEFAULT_MAX_DROP,
     GateDecision,
     OtherAgent,
-    ReleaseScores,
+    decide,
+    record_of,
+)
+from callgate.gating.finding import (
     baseline_from_path,
     baseline_in_store,
-    decide,
     find_current,
     other_agent_in_store,
     paired_releases,
-    record_of,
-    release_from_run,
     with_cases,
 )
+from callgate.gating.scores_file import ReleaseScores, release_from_run
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.stats import Z95
 from callgate.store.db import Store
