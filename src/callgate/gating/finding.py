@@ -57,7 +57,7 @@ def paired_releases(store: Store, run: StoredRun, current: ReleaseScores,
     suites = {run.suite} | ({baseline_run.suite} if baseline_run is not None else set())
     if (baseline_run is not None and store.has_case_tallies(run.id)
             and store.has_case_tallies(baseline_run.id)):
-        in_suites = None
+        in_suites = None  # one suite: every case a run tallied is one of its cases
         if len(suites) > 1:
             now_ids, then_ids = (store.suite_case_ids(s) for s in (run.suite,
                                                                    baseline_run.suite))
