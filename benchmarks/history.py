@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from callgate.gating.gate import stored_release
+from callgate.gating.finding import stored_release
 from callgate.report.history import history_rows
 from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store
@@ -116,7 +116,8 @@ def main() -> None:
 
         with Store(db_path) as store:
             new, rows = timed(lambda: history_rows(store.stored_runs("bench")))
-            old, _ = timed(lambda: [stored_release(store, run) for run in store.runs("bench")])
+            old, _ = timed(lambda: [stored_release(store, run)
+                                    for run in store.stored_runs("bench")])
         print(f"in process, from stored figures: {new * 1000:.1f} ms for {len(rows)} releases")
         print(f"reference, re-reading every verdict (the old history): {old:.2f} s "
               f"({old / new:.0f}× slower)")

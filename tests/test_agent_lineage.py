@@ -21,7 +21,7 @@ from loopback import tool_call as wire_call
 from test_store_robust import legacy_store
 
 from callgate.cli.demo import example_path
-from callgate.gating.gate import read_release_file
+from callgate.gating.scores_file import read_release_file
 
 pytestmark = pytest.mark.slow
 

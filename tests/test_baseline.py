@@ -16,7 +16,7 @@ from loopback import Loopback, error, ok, tool_call
 from test_run_cli import config
 
 from callgate.cli.demo import example_path
-from callgate.gating.gate import read_release_file
+from callgate.gating.scores_file import read_release_file
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 EXAMPLE = example_path()
@@ -184,7 +184,8 @@ def test_which_kept_files_are_baselines(tmp_path: Path) -> None:
     say they are not a result. A newer not-released file is passed over, with a note."""
     from test_gate import release, uniform
 
-    from callgate.gating.gate import GateRecord, baseline_from_path
+    from callgate.gating.finding import baseline_from_path
+    from callgate.scoring.result import GateRecord
 
     old = release("r1", uniform(20, 20, 20))
     broken = release("r2", uniform(2, 2, 2), excluded=18)  # 90% truncated, never gated

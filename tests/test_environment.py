@@ -19,7 +19,7 @@ from callgate.checks.parsing import ParsedCall
 from callgate.checks.replay import answer_call
 from callgate.cli.demo import MULTI_TURN_EXAMPLE, example_path
 from callgate.errors import InputError
-from callgate.gating.gate import stored_release
+from callgate.gating.finding import stored_release
 from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store
 from callgate.suites.environment import (
@@ -118,7 +118,7 @@ def test_environment_errors_are_excluded_and_counted(tmp_path: Path) -> None:
     assert scores.excluded["environment_error"] == 2 and scores.figures.scored == 1
     assert scores.figures.right_tool.pct == 100.0  # not counted against the model
     with Store(tmp_path / "callgate.db") as store:
-        release = stored_release(store, store.run(result.run_id))
+        release = stored_release(store, store.stored_run(result.run_id))
         rows = list(store.db.query("SELECT status FROM verdicts ORDER BY case_id"))
     assert release.excluded_share == pytest.approx(2 / 3)
     assert [r["status"] for r in rows] == ["environment_error", "environment_error", "scored"]

@@ -14,14 +14,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from callgate.cli.demo import example_path
-from callgate.gating.gate import (
-    CaseRecord,
-    OtherAgent,
-    ReleaseScores,
-    decide,
-    figures_of,
-    read_release_file,
-)
+from callgate.gating.cases import CaseRecord, figures_of
+from callgate.gating.decision import OtherAgent, decide
+from callgate.gating.scores_file import ReleaseScores, read_release_file
 from callgate.gating.statistics import (
     detectable_drop_paired,
     detectable_drop_unpaired,
@@ -416,14 +411,15 @@ def scored_store(tmp_path: Path) -> tuple[Path, list[int]]:
 
 def test_a_stored_release_tallies_its_cases_as_case_records_does(tmp_path: Path) -> None:
     from callgate.checks.verdict import Verdict
-    from callgate.gating.gate import case_records, stored_release
+    from callgate.gating.cases import case_records
+    from callgate.gating.finding import stored_release
     from callgate.store.db import Store
 
     db, runs = scored_store(tmp_path)
     with Store(db) as store:
         for run_id in runs:
             verdicts = [Verdict.model_validate(row) for row in store.verdicts(run_id)]
-            stored = stored_release(store, store.run(run_id)).cases
+            stored = stored_release(store, store.stored_run(run_id)).cases
             assert stored == case_records(verdicts)
     first = case_records(Verdict.model_validate(r) for r in Store(db).verdicts(runs[0]))
     assert first["a"][:4] == (3, 3, 2, 0) and "ord_9" in first["a"].reason
@@ -431,14 +427,14 @@ def test_a_stored_release_tallies_its_cases_as_case_records_does(tmp_path: Path)
 
 
 def test_a_stored_release_reads_its_own_rows_when_two_runs_interleave(tmp_path: Path) -> None:
-    from callgate.gating.gate import stored_release
+    from callgate.gating.finding import stored_release
     from callgate.store.db import Store
 
     db, runs = scored_store(tmp_path)
     with Store(db) as store:
         with store.atomic():  # the verdicts themselves are read, not the kept tallies
             store.db.execute("DELETE FROM case_tallies")
-        before = [stored_release(store, store.run(run_id)).cases for run_id in runs]
+        before = [stored_release(store, store.stored_run(run_id)).cases for run_id in runs]
         # rewrite the verdicts in turn, one row of each run after the other (two runs written
         # at once), so each run's rowid range holds the other's rows
         rows = store.db.execute("SELECT * FROM verdicts ORDER BY case_id, run").fetchall()
@@ -449,7 +445,7 @@ def test_a_stored_release_reads_its_own_rows_when_two_runs_interleave(tmp_path: 
         spans = [store.db.execute("SELECT MIN(rowid), MAX(rowid) FROM verdicts WHERE run = ?",
                                   [run_id]).fetchone() for run_id in runs]
         assert spans[0][0] < spans[1][0] < spans[0][1]  # they overlap
-        after = [stored_release(store, store.run(run_id)).cases for run_id in runs]
+        after = [stored_release(store, store.stored_run(run_id)).cases for run_id in runs]
     assert after == before
 
 
@@ -539,19 +535,19 @@ def test_the_tallies_of_merged_shards_equal_their_verdicts_tallied(tmp_path: Pat
 
 
 def test_a_store_without_kept_tallies_gates_as_one_with_them(tmp_path: Path) -> None:
-    from callgate.gating.gate import stored_release
+    from callgate.gating.finding import stored_release
     from callgate.gating.release import decide_release
     from callgate.store.db import Store
 
     db, runs = scored_store(tmp_path)
     with Store(db) as store:
-        kept = [stored_release(store, store.run(run_id)) for run_id in runs]
-        decision, _ = decide_release(store, store.run(runs[1]))
+        kept = [stored_release(store, store.stored_run(run_id)) for run_id in runs]
+        decision, _ = decide_release(store, store.stored_run(runs[1]))
         with store.atomic():  # as a store whose runs finished before tallies were kept
             store.db.execute("DELETE FROM case_tallies")
         assert all(store.case_tallies(run_id) == [] for run_id in runs)
-        tallied = [stored_release(store, store.run(run_id)) for run_id in runs]
-        again, _ = decide_release(store, store.run(runs[1]))
+        tallied = [stored_release(store, store.stored_run(run_id)) for run_id in runs]
+        again, _ = decide_release(store, store.stored_run(runs[1]))
     assert tallied == kept
     assert again.model_dump_json() == decision.model_dump_json()
 

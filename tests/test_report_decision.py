@@ -62,7 +62,7 @@ def test_a_release_missing_shards_is_shown_inconclusive(
     gate = cg(callgate_exe, cli_env, tmp_path, "gate", "-m", "a", "--release", "r2", "--db",
               str(db))
     assert gate.returncode == 3
-    from callgate.gating.gate import find_current
+    from callgate.gating.finding import find_current
     from callgate.gating.release import decide_release
     from callgate.store.db import Store
 

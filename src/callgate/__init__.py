@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from callgate.checks.check import check, check_response
     from callgate.checks.verdict import Verdict
     from callgate.errors import CallgateError, InputError
-    from callgate.gating.gate import GateDecision, ReleaseScores
+    from callgate.gating.decision import GateDecision
     from callgate.gating.release import gate_release
+    from callgate.gating.scores_file import ReleaseScores
     from callgate.judging.calibration import Certificate, calibrate, read_set
     from callgate.judging.judge import Judge, JudgeModel, load_judge
     from callgate.scoring.pipeline import RunResult, score_file
@@ -50,8 +51,8 @@ _WHERE = {
     "RunResult": "callgate.scoring.pipeline",
     "Scores": "callgate.scoring.scores",
     "gate_release": "callgate.gating.release",
-    "GateDecision": "callgate.gating.gate",
-    "ReleaseScores": "callgate.gating.gate",
+    "GateDecision": "callgate.gating.decision",
+    "ReleaseScores": "callgate.gating.scores_file",
     "load_judge": "callgate.judging.judge",
     "Judge": "callgate.judging.judge",
     "JudgeModel": "callgate.judging.judge",

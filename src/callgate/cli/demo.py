@@ -10,7 +10,7 @@ from rich.console import Console
 
 from callgate.checks.verdict import Verdict
 from callgate.cli.common import command_name
-from callgate.gating.gate import GateDecision
+from callgate.gating.decision import GateDecision
 from callgate.gating.release import gate_release
 from callgate.report.console import gate_lines, print_gate, scores_table, tags_table
 from callgate.scoring.pipeline import RunResult, score_file

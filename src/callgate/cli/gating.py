@@ -59,8 +59,8 @@ def gate(
     The baseline is the agent's last released release on the suite. A first release of an
     agent where another agent has released is inconclusive until --baseline-agent or
     --new-agent says which."""
-    from callgate.gating.gate import find_current
-    from callgate.gating.release import gate_release
+    from callgate.gating.finding import find_current, with_cases
+    from callgate.gating.release import record_gate
     from callgate.report.console import gate_junit, gate_markdown, print_gate
     from callgate.store.db import Store
     from callgate.suites.shard import incomplete
@@ -79,13 +79,14 @@ def gate(
             raise CallgateError(f"{db}: no such database; score the release first")
         with Store(db) as store:
             run = find_current(store, name, release, suite)
-            if model is not None and agent is not None and run["model"] != model:
+            if model is not None and agent is not None and run.model != model:
                 raise CallgateError(f"release {release!r} of agent {agent!r} ran with model "
-                                    f"{run['model']!r}, not {model!r}")
-            decision, current = gate_release(store, run["agent"], release, suite=suite,
-                                             baseline=baseline, max_drop=max_drop,
-                                             max_excluded=max_excluded,
-                                             baseline_agent=baseline_agent, new_agent=new_agent)
+                                    f"{run.model!r}, not {model!r}")
+            decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
+                                            max_excluded=max_excluded,
+                                            baseline_agent=baseline_agent, new_agent=new_agent)
+            if scores_out is not None or junit is not None:  # the only outputs with every case
+                current = with_cases(store, run, current)
             missing_shards = incomplete(run)
     except CallgateError as exc:
         raise _fail(str(exc)) from None

@@ -4,11 +4,11 @@ repeats (`CaseRecord`), the cases that flipped, and the figures over a set of ca
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import partial
 from itertools import compress
-from operator import attrgetter, gt, itemgetter, lt
+from operator import attrgetter, itemgetter
 from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BeforeValidator, PlainSerializer
@@ -62,6 +62,9 @@ def case_records(verdicts: Iterable[Verdict]) -> dict[str, CaseRecord]:
 
 
 VerdictRow = tuple[str, int, int, int, int, str | None, str | None]
+# A case the baseline scored, with its tallies then and now (Store.paired_tallies): case id,
+# the record's five fields then, and now (None where the case has no tally now).
+PairedRow = tuple[Any, ...]
 
 
 def tally(rows: Iterable[VerdictRow]) -> dict[str, CaseRecord]:
@@ -101,7 +104,8 @@ def changed_cases(
 ) -> tuple[list[str], list[str]]:
     """(passed before and fail now, failed before and pass now) over cases scored in both,
     each sorted."""
-    return Paired.of(before, after).flips("right_arguments")
+    worse, better = Paired.of(before, after).changes()
+    return [case_id for case_id, _ in worse], [case_id for case_id, _ in better]
 
 
 def scored(cases: Mapping[str, CaseRecord]) -> set[str]:
@@ -109,49 +113,110 @@ def scored(cases: Mapping[str, CaseRecord]) -> set[str]:
     return set(compress(cases.keys(), map(attrgetter("trials"), cases.values())))
 
 
+Tally = tuple[int, int, int]  # a case's scored attempts, right tools, right arguments
+_tally = itemgetter(0, 1, 2)
+_then, _now = itemgetter(1, 2, 3), itemgetter(6, 7, 8)  # a PairedRow's tallies
+Figure = Literal["right_tool", "right_arguments"]
+_FIELD = {"right_tool": 1, "right_arguments": 2}
+
+
 @dataclass(frozen=True)
 class Paired:
-    """The cases two releases both scored, by case id, and each release's records of them in
-    that order: the pairs are lists, compared element by element."""
+    """The cases two releases both scored, counted by their tallies before and after (what
+    the figures and the flips are counted from, without a list of every case), the shared
+    cases whose tallies differ (the only ones that can flip), and the cases the baseline
+    scored, in both suites, with no scored attempt now."""
 
-    ids: list[str]
-    before: list[CaseRecord]
-    after: list[CaseRecord]
+    counts: Mapping[tuple[Tally, Tally], int]  # (before, after): shared cases
+    changed: list[PairedRow]  # by case id, each with both records
+    unscored: list[str]  # sorted
+    scored_before: int  # cases the baseline scored that are in both suites
+
+    @property
+    def shared(self) -> int:
+        return sum(self.counts.values())
 
     @classmethod
-    def of(cls, before: Mapping[str, CaseRecord], after: Mapping[str, CaseRecord]) -> Paired:
-        ids = sorted(scored(before) & scored(after))
-        return cls(ids=ids, before=list(map(before.__getitem__, ids)),
-                   after=list(map(after.__getitem__, ids)))
+    def of(cls, before: Mapping[str, CaseRecord], after: Mapping[str, CaseRecord],
+           in_suites: Container[str] | None = None) -> Paired:
+        """The pairs of two releases' records; `in_suites`: the case ids of both suites
+        (None: every case is)."""
+        scored_before, scored_after = scored(before), scored(after)
+        ids = sorted(scored_before & scored_after)
+        then, now = list(map(before.__getitem__, ids)), list(map(after.__getitem__, ids))
+        changed = [(case_id, *b, *a) for case_id, b, a in zip(ids, then, now, strict=True)
+                   if _tally(b) != _tally(a)]
+        if in_suites is not None:
+            scored_before = {c for c in scored_before if c in in_suites}
+        counts = Counter(zip(map(_tally, then), map(_tally, now), strict=True))
+        return cls(counts=counts, changed=changed, unscored=sorted(scored_before - scored_after),
+                   scored_before=len(scored_before))
 
-    def flips(self, figure: Literal["right_tool", "right_arguments"]
-              ) -> tuple[list[str], list[str]]:
-        """The cases that passed `figure` before and fail it now, and those that failed it
-        before and pass now, each by case id."""
-        return self._tool_flips if figure == "right_tool" else self._arguments_flips
+    @classmethod
+    def counted(cls, before: Iterable[tuple[int, int, int, int]], differing: list[PairedRow],
+                in_suites: Container[str] | None = None) -> Paired:
+        """The pairs as the store counts them (Store.paired_tallies): the baseline's scored
+        cases counted by tally, and those of its scored cases whose tally differs now (or
+        that have no scored attempt now) with both records."""
+        changed = [row for row in differing if row[6]]  # a scored attempt now
+        counts = Counter({((n, t, a), (n, t, a)): cases for n, t, a, cases in before})
+        counts.subtract(Counter(zip(map(_then, differing), map(_then, differing),
+                                    strict=True)))
+        counts.update(zip(map(_then, changed), map(_now, changed), strict=True))
+        unscored = [row[0] for row in differing
+                    if not row[6] and (in_suites is None or row[0] in in_suites)]
+        shared = +counts  # the pairs no case is left in dropped
+        return cls(counts=shared, changed=changed, unscored=unscored,
+                   scored_before=sum(shared.values()) + len(unscored))
 
-    @cached_property
-    def _tool_flips(self) -> tuple[list[str], list[str]]:
-        return self._flips(attrgetter("right_tool"))
+    def flipped(self, figure: Figure) -> tuple[int, int]:
+        """How many cases passed `figure` before and fail it now, and how many failed it
+        before and pass now."""
+        field = _FIELD[figure]
+        worse = better = 0
+        for (then, now), number in self.counts.items():
+            was, isnow = most_right(then[0], then[field]), most_right(now[0], now[field])
+            worse += number if was and not isnow else 0
+            better += number if isnow and not was else 0
+        return worse, better
 
-    @cached_property
-    def _arguments_flips(self) -> tuple[list[str], list[str]]:
-        return self._flips(attrgetter("right_arguments"))
+    def changes(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """The cases that passed before and fail now, each with its reason now, and those that
+        failed before and pass now, with their reason then; by case id."""
+        worse, better = [], []
+        for row in self.changed:  # CaseRecord.passed, on the row's fields
+            then, now = most_right(row[1], row[3]), most_right(row[6], row[8])
+            if then and not now:
+                worse.append((row[0], row[10]))
+            elif now and not then:
+                better.append((row[0], row[5]))
+        return worse, better
 
-    def _flips(self, right: Callable[[CaseRecord], int]) -> tuple[list[str], list[str]]:
-        trials = attrgetter("trials")
-        then = list(map(most_right, map(trials, self.before), map(right, self.before)))
-        now = list(map(most_right, map(trials, self.after), map(right, self.after)))
-        return (list(compress(self.ids, map(gt, then, now))),
-                list(compress(self.ids, map(lt, then, now))))
+    def figures(self) -> tuple[Figures, Figures]:
+        """The figures over the shared cases, before and after."""
+        then: Counter[Tally] = Counter()
+        now: Counter[Tally] = Counter()
+        for (before, after), number in self.counts.items():
+            then[before] += number
+            now[after] += number
+        return counted_figures(then), counted_figures(now)
 
 
 def figures_of(records: Iterable[CaseRecord]) -> Figures:
     """The figures over these cases, their intervals clustered by case as a score's are."""
-    records = list(records)
+    return counted_figures(Counter(map(_tally, records)))
+
+
+def counted_figures(tallies: Mapping[Tally, int]) -> Figures:
+    """The figures over cases counted by their tallies."""
+    tool: Counter[tuple[int, int]] = Counter()
+    arguments: Counter[tuple[int, int]] = Counter()
+    for (trials, right_tool, right_arguments), number in tallies.items():
+        tool[right_tool, trials] += number
+        arguments[right_arguments, trials] += number
     return Figures(
-        scored=sum(map(attrgetter("trials"), records)),
-        right_tool=Share.by_case(Counter((r.right_tool, r.trials) for r in records)),
-        right_arguments=Share.by_case(Counter((r.right_arguments, r.trials) for r in records)),
+        scored=sum(trials * number for (trials, _, _), number in tallies.items()),
+        right_tool=Share.by_case(tool),
+        right_arguments=Share.by_case(arguments),
         calls_per_task=None,
     )

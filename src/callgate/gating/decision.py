@@ -4,13 +4,14 @@ baseline; exactly `max_drop` below passes), with the figures a user needs to tru
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Annotated, Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
 
-from callgate.gating.cases import Paired, figures_of, scored
+from callgate.gating.cases import Paired
 from callgate.gating.scores_file import RELEASED, ReleaseScores
 from callgate.gating.statistics import (
     detectable_drop_paired,
@@ -42,10 +43,23 @@ class FigureCheck(BaseModel):
     detectable_drop_unpaired: float | None  # points
 
 
-class CaseChange(BaseModel):
-    model_config = ConfigDict(frozen=True)
+class CaseChange(NamedTuple):
+    """A case that flipped, with its failing attempt's reason. A tuple, not a model: a decision
+    at 100,000 cases lists tens of thousands, built without a Python call each (an object
+    with these fields in the decision's JSON)."""
+
     case_id: str
     reason: str
+
+
+def _a_change(value: Any) -> Any:
+    if isinstance(value, CaseChange | Mapping):
+        return value
+    raise ValueError("a case change is an object (case_id, reason)")
+
+
+CaseChanges = list[Annotated[CaseChange, BeforeValidator(_a_change),
+                             PlainSerializer(CaseChange._asdict)]]
 
 
 class OtherAgent(BaseModel):
@@ -77,8 +91,8 @@ class GateDecision(BaseModel):
     removed_cases: list[str]
     suite_changed: bool
     checks: list[FigureCheck]
-    worse: list[CaseChange]
-    better: list[CaseChange]
+    worse: CaseChanges
+    better: CaseChanges
     excluded_share: float
     messages: list[str]
     warnings: list[str]
@@ -97,6 +111,7 @@ def decide(
     not_whole: str | None = None,
     other_agent: OtherAgent | None = None,
     new_agent: bool = False,
+    pairs: Paired | None = None,
 ) -> GateDecision:
     """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
     `baseline_notes` (releases passed over as baselines) are shown among the warnings.
@@ -108,7 +123,8 @@ def decide(
     release is not a whole one (shards missing): no result, inconclusive whatever the figures
     say, and the first message. Without a baseline, `other_agent` (another agent's newest
     released release on the suite) makes the release inconclusive, unless `new_agent` says it
-    starts a line on purpose."""
+    starts a line on purpose. `pairs`: the releases' cases paired already (counted in the
+    store); without, they are paired from the releases' `cases`."""
     who = agent_label(current.agent, current.model)
     passed_over = list(baseline_notes)
     notes = _Notes(inconclusive=_standing(current, max_excluded), warnings=list(passed_over))
@@ -123,26 +139,29 @@ def decide(
                               new_agent, common)
 
     lineage = _lineage(current, baseline, notes)
-    pairs = Paired.of(baseline.cases, current.cases)
-    pairing = _pairing(current, baseline, pairs, max_excluded, notes)
+    now_suite, then_suite = _suite(current), _suite(baseline)
+    if pairs is None:
+        pairs = Paired.of(baseline.cases, current.cases, then_suite & now_suite)
+    pairing = _pairing(current, baseline, pairs, (now_suite, then_suite), max_excluded, notes)
     checks = judge_as_given(_figure_checks(pairs, max_drop, notes), audited_figures)
-    worse_ids, better_ids = pairs.flips("right_arguments")
+    worse, better = pairs.changes()
     messages = _check_messages(checks, max_drop, audited_figures)
     judged_regression = _judged_readings(judged_checks, messages, notes)
     outcome = _outcome(not_whole, any(c.failed for c in checks) or judged_regression,
                        notes.inconclusive)
-    # validated in one call: tens of thousands of flipped cases, not one model call each
-    return GateDecision.model_validate(dict(
+    # the flipped cases put in as built (tens of thousands), the rest validated
+    decision = GateDecision.model_validate(dict(
         outcome=outcome, exit_code=EXIT_CODES[outcome], baseline_release=baseline.release,
         baseline_source=baseline_source, baseline_agent=baseline.agent,
-        baseline_model=baseline.model, shared_cases=len(pairing.shared),
+        baseline_model=baseline.model, shared_cases=pairing.shared,
         added_cases=pairing.added, removed_cases=pairing.removed,
         suite_changed=pairing.suite_changed, checks=checks,
-        worse=[{"case_id": c, "reason": current.cases[c].reason} for c in worse_ids],
-        better=[{"case_id": c, "reason": baseline.cases[c].reason} for c in better_ids],
-        messages=first + lineage + messages + notes.inconclusive, warnings=notes.warnings,
-        **common,
+        worse=[], better=[], messages=first + lineage + messages + notes.inconclusive,
+        warnings=notes.warnings, **common,
     ))
+    change = partial(tuple.__new__, CaseChange)
+    return decision.model_copy(update={"worse": list(map(change, worse)),
+                                       "better": list(map(change, better))})
 
 
 @dataclass
@@ -155,7 +174,7 @@ class _Notes:
 
 @dataclass(frozen=True)
 class _Pairing:
-    shared: list[str]  # scored in both releases, sorted
+    shared: int  # cases scored in both releases
     added: list[str]  # in the suite now, not then
     removed: list[str]
     suite_changed: bool
@@ -249,32 +268,34 @@ def _lineage(current: ReleaseScores, baseline: ReleaseScores, notes: _Notes) -> 
     return lineage
 
 
+def _suite(release: ReleaseScores) -> set[str]:
+    """The case ids of the release's suite (its cases, in a scores file without them)."""
+    return set(release.suite_cases or release.cases)
+
+
 def _pairing(current: ReleaseScores, baseline: ReleaseScores, pairs: Paired,
-             max_excluded: float, notes: _Notes) -> _Pairing:
-    """The cases both releases scored, what the suite gained and lost, and what that says
-    about the comparison."""
-    now_suite = set(current.suite_cases or current.cases)
-    then_suite = set(baseline.suite_cases or baseline.cases)
+             suites: tuple[set[str], set[str]], max_excluded: float, notes: _Notes) -> _Pairing:
+    """The cases both releases scored, what the suite gained and lost (`suites`: its case ids
+    now and then), and what that says about the comparison."""
+    now_suite, then_suite = suites
     added = sorted(now_suite - then_suite)
     removed = sorted(then_suite - now_suite)
-    shared = pairs.ids
-    scored_now, scored_then = scored(current.cases), scored(baseline.cases)
+    shared = pairs.shared
     # Cases still in the suite that the baseline scored and this release did not: a partial
     # responses file or a run stopped early must not pass on the cases it happened to answer.
-    scored_before = scored_then & then_suite & now_suite
-    unscored = sorted(scored_before - scored_now)
-    if scored_before and len(unscored) / len(scored_before) > max_excluded:
+    unscored = pairs.unscored
+    if pairs.scored_before and len(unscored) / pairs.scored_before > max_excluded:
         notes.inconclusive.append(
-            f"{len(unscored)} of {len(scored_before)} cases the baseline scored have no scored "
-            f"attempt now (first: {', '.join(unscored[:5])}), above the {max_excluded:.0%} "
-            "allowed")
+            f"{len(unscored)} of {pairs.scored_before} cases the baseline scored have no "
+            f"scored attempt now (first: {', '.join(unscored[:5])}), above the "
+            f"{max_excluded:.0%} allowed")
     elif unscored:
         notes.warnings.append(f"{len(unscored)} case(s) scored in the baseline have no scored "
                               f"attempt now: {', '.join(unscored[:10])}")
     suite_changed = current.suite_fingerprint != baseline.suite_fingerprint
     if suite_changed:
         notes.warnings.append(
-            f"the suite changed since {baseline.release}: comparing on the {len(shared)} cases "
+            f"the suite changed since {baseline.release}: comparing on the {shared} cases "
             f"both scored ({len(added)} added, {len(removed)} removed)")
     if current.judge_fingerprint != baseline.judge_fingerprint:
         notes.warnings.append(
@@ -288,8 +309,8 @@ def _pairing(current: ReleaseScores, baseline: ReleaseScores, pairs: Paired,
 def _figure_checks(pairs: Paired, max_drop: float, notes: _Notes) -> list[FigureCheck]:
     """Each figure over the shared cases, then against now: the rule, the flips, McNemar's
     test and the smallest drop the pairs can detect (a warning when above max_drop)."""
-    shared = pairs.ids
-    now_fig, then_fig = figures_of(pairs.after), figures_of(pairs.before)
+    shared = pairs.shared
+    then_fig, now_fig = pairs.figures()
     checks = []
     names: tuple[Literal["right_tool"], Literal["right_arguments"]] = ("right_tool",
                                                                        "right_arguments")
@@ -297,10 +318,10 @@ def _figure_checks(pairs: Paired, max_drop: float, notes: _Notes) -> list[Figure
         then_share, now_share = getattr(then_fig, name), getattr(now_fig, name)
         change = (None if then_share.pct is None or now_share.pct is None
                   else now_share.pct - then_share.pct)
-        worse, better = (len(ids) for ids in pairs.flips(name))
+        worse, better = pairs.flipped(name)
         # With no flips observed, assume one: the detectable drop is then an optimistic bound.
-        discordant = max(worse + better, 1) / len(shared) if shared else 0.0
-        paired = detectable_drop_paired(len(shared), discordant)
+        discordant = max(worse + better, 1) / shared if shared else 0.0
+        paired = detectable_drop_paired(shared, discordant)
         # each side's effective size: repeats of a case that agree are one draw
         unpaired = (detectable_drop_unpaired(then_share.n / then_share.design_effect,
                                              then_share.pct / 100,
@@ -315,7 +336,7 @@ def _figure_checks(pairs: Paired, max_drop: float, notes: _Notes) -> list[Figure
             detectable_drop_unpaired=None if unpaired is None else 100 * unpaired,
         ))
         if shared:
-            notes.warnings += _power_warning(name, len(shared), discordant, paired, max_drop)
+            notes.warnings += _power_warning(name, shared, discordant, paired, max_drop)
     return checks
 
 

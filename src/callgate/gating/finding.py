@@ -3,16 +3,15 @@ last released run of its agent and suite, or a scores file), with the releases p
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from callgate.errors import CallgateError, InputError
-from callgate.gating.cases import CaseRecord, kept_records, tally
+from callgate.gating.cases import CaseRecord, Paired, kept_records, tally
 from callgate.gating.decision import OtherAgent
 from callgate.gating.scores_file import (
     ReleaseScores,
+    finished_scores,
     gate_of,
     read_release_file,
     release_from_run,
@@ -20,21 +19,24 @@ from callgate.gating.scores_file import (
 )
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.store.db import Store
+from callgate.store.rows import StoredRun
 from callgate.suites.shard import incomplete
 
 
-def stored_release(store: Store, run: Mapping[str, Any], known: ReleaseScores | None = None
-                   ) -> ReleaseScores:
-    """A stored run's release scores, its cases tallied from only the columns they need.
-    `known`: a release read before, whose suite's case ids are taken when it ran on the same
-    suite (they are the suite's, never changed under its fingerprint)."""
-    cases = stored_cases(store, run["id"])
-    suite_cases = (known.suite_cases if known is not None
-                   and known.suite_fingerprint == run["suite"] and known.suite_cases
-                   else store.suite_case_ids(run["suite"]))
+def stored_release(store: Store, run: StoredRun) -> ReleaseScores:
+    """A stored run's release scores, its cases tallied from only the columns they need."""
+    return with_cases(store, run, release_from_run(run, ()))
+
+
+def with_cases(store: Store, run: StoredRun, scores: ReleaseScores,
+               suite_cases: Sequence[str] | None = None) -> ReleaseScores:
+    """`scores` (the stored run's, without cases) with the run's case records and its suite's
+    case ids (`suite_cases`: read already)."""
+    if suite_cases is None:
+        suite_cases = store.suite_case_ids(run.suite)
     # both as read (the store's case ids come sorted), not validated again one by one
-    return release_from_run(run, ()).model_copy(update={"cases": cases,
-                                                        "suite_cases": list(suite_cases)})
+    return scores.model_copy(update={"cases": stored_cases(store, run.id),
+                                     "suite_cases": list(suite_cases)})
 
 
 def stored_cases(store: Store, run_id: int) -> dict[str, CaseRecord]:
@@ -44,17 +46,44 @@ def stored_cases(store: Store, run_id: int) -> dict[str, CaseRecord]:
     return kept_records(kept) if kept else tally(store.gate_rows(run_id))
 
 
+def paired_releases(store: Store, run: StoredRun, current: ReleaseScores,
+                    baseline_run: StoredRun | None, baseline: ReleaseScores
+                    ) -> tuple[ReleaseScores, ReleaseScores, Paired | None]:
+    """The two releases as `decide` compares them (`current` and a stored `baseline` given
+    without cases, `baseline_run`: the baseline's run when it is stored). Two runs with kept
+    tallies are paired in the store, which reads out only the cases whose tallies differ, and
+    their suites' case ids are read only when the suites differ (None: decide pairs them);
+    otherwise each stored release gets its cases."""
+    suites = {run.suite} | ({baseline_run.suite} if baseline_run is not None else set())
+    if (baseline_run is not None and store.has_case_tallies(run.id)
+            and store.has_case_tallies(baseline_run.id)):
+        in_suites = None  # one suite: every case a run tallied is one of its cases
+        if len(suites) > 1:
+            now_ids, then_ids = (store.suite_case_ids(s) for s in (run.suite,
+                                                                   baseline_run.suite))
+            current = current.model_copy(update={"suite_cases": now_ids})
+            baseline = baseline.model_copy(update={"suite_cases": then_ids})
+            in_suites = set(now_ids) & set(then_ids)
+        counted, differing = store.paired_tallies(baseline_run.id, run.id)
+        return current, baseline, Paired.counted(counted, differing, in_suites)
+    ids = {suite: store.suite_case_ids(suite) for suite in suites}
+    current = with_cases(store, run, current, ids[run.suite])
+    if baseline_run is not None:
+        baseline = with_cases(store, baseline_run, baseline, ids[baseline_run.suite])
+    return current, baseline, None
+
+
 def find_current(store: Store, agent: str, release: str, suite_name: str | None
-                 ) -> Mapping[str, Any]:
+                 ) -> StoredRun:
     """The finished run of `agent`'s release. A name that is no agent's but the model id of
     exactly one agent's run of the release finds that run (`--model` given the model id of a
     release filed under its candidate's name)."""
-    runs = [r for r in store.runs(agent, suite_name) if r["release"] == release]
+    runs = [r for r in store.stored_runs(agent, suite_name) if r.release == release]
     if not runs:
-        runs = [r for r in store.runs(suite_name=suite_name)
-                if r["release"] == release and r["model"] == agent]
-        if len({r["agent"] for r in runs}) > 1:
-            names = ", ".join(sorted({r["agent"] for r in runs}))
+        runs = [r for r in store.stored_runs(suite_name=suite_name)
+                if r.release == release and r.model == agent]
+        if len({r.agent for r in runs}) > 1:
+            names = ", ".join(sorted({r.agent for r in runs}))
             raise CallgateError(f"release {release!r} of model {agent!r} belongs to several "
                                 f"agents ({names}); choose one with --agent")
     if not runs:
@@ -63,48 +92,47 @@ def find_current(store: Store, agent: str, release: str, suite_name: str | None
             f"no finished run of agent {agent!r} release {release!r}{where} in {store.path}; "
             "score it first (callgate score or callgate run)")
     if len(runs) > 1:
-        names = ", ".join(sorted(r["suite_name"] for r in runs))
+        names = ", ".join(sorted(r.suite_name for r in runs))
         raise CallgateError(f"release {release!r} of {agent!r} was run on several suites "
                             f"({names}); choose one with --suite")
     return runs[0]
 
 
-def _earlier_stored(store: Store, current: Mapping[str, Any], agent: str | None,
-                    max_excluded: float) -> Iterator[tuple[Mapping[str, Any], str | None]]:
+def _earlier_stored(store: Store, current: StoredRun, agent: str | None,
+                    max_excluded: float) -> Iterator[tuple[StoredRun, str | None]]:
     """The runs on `current`'s suite made before it, newest first, of `agent` (None: of every
     other agent), each with why it is not a baseline (None: it can be one)."""
-    earlier = [r for r in store.runs(agent, current["suite_name"])
-               if (agent is not None or r["agent"] != current["agent"])
-               and (r["agent"], r["release"]) != (current["agent"], current["release"])
-               and (r["created_at"], r["id"]) < (current["created_at"], current["id"])]
+    earlier = [r for r in store.stored_runs(agent, current.suite_name)
+               if (agent is not None or r.agent != current.agent)
+               and (r.agent, r.release) != (current.agent, current.release)
+               and (r.created_at, r.id) < (current.created_at, current.id)]
     for run in reversed(earlier):
-        scores = json.loads(run["scores"])
+        scores = finished_scores(run)
         why = why_not_a_baseline(gate_of(run), scores["attempts"], scores["excluded"],
                                  bool(scores.get("uncalibrated", False)), max_excluded)
         yield run, why or incomplete(run)  # a release missing shards was never whole
 
 
-def baseline_from_store(store: Store, current: Mapping[str, Any],
-                        max_excluded: float = DEFAULT_MAX_EXCLUDED, agent: str | None = None,
-                        known: ReleaseScores | None = None
-                        ) -> tuple[ReleaseScores | None, list[str]]:
-    """The most recent other *released* run of the same agent (or of `agent`, named with
-    --baseline-agent) and suite before `current`, and a note for every newer one passed over
-    because it was not released. `known`: as for stored_release (`current`'s scores)."""
+def baseline_in_store(store: Store, current: StoredRun,
+                      max_excluded: float = DEFAULT_MAX_EXCLUDED, agent: str | None = None
+                      ) -> tuple[StoredRun | None, list[str]]:
+    """The run of the most recent other *released* release of the same agent (or of `agent`,
+    named with --baseline-agent) and suite before `current`, and a note for every newer one
+    passed over because it was not released."""
     skipped: list[str] = []
-    for run, why in _earlier_stored(store, current, agent or current["agent"], max_excluded):
+    for run, why in _earlier_stored(store, current, agent or current.agent, max_excluded):
         if why is None:
-            return stored_release(store, run, known), skipped
-        skipped.append(f"release {run['release']} is not a baseline: {why}")
+            return run, skipped
+        skipped.append(f"release {run.release} is not a baseline: {why}")
     return None, skipped
 
 
-def other_agent_in_store(store: Store, current: Mapping[str, Any],
+def other_agent_in_store(store: Store, current: StoredRun,
                          max_excluded: float = DEFAULT_MAX_EXCLUDED) -> OtherAgent | None:
     """The newest released run of another agent on `current`'s suite before it, if any."""
     for run, why in _earlier_stored(store, current, None, max_excluded):
         if why is None:
-            return OtherAgent(agent=run["agent"], release=run["release"], model=run["model"])
+            return OtherAgent(agent=run.agent, release=run.release, model=run.model)
     return None
 
 

@@ -11,23 +11,26 @@ from pathlib import Path
 from typing import Any
 
 from callgate.errors import CallgateError
-from callgate.gating.gate import (
+from callgate.gating.decision import (
     DEFAULT_MAX_DROP,
     GateDecision,
     OtherAgent,
-    ReleaseScores,
-    baseline_from_path,
-    baseline_from_store,
     decide,
+    record_of,
+)
+from callgate.gating.finding import (
+    baseline_from_path,
+    baseline_in_store,
     find_current,
     other_agent_in_store,
-    record_of,
-    release_from_run,
-    stored_release,
+    paired_releases,
+    with_cases,
 )
+from callgate.gating.scores_file import ReleaseScores, release_from_run
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.stats import Z95
 from callgate.store.db import Store
+from callgate.store.rows import StoredRun
 from callgate.suites.shard import incomplete
 from callgate.version import __version__
 
@@ -65,22 +68,40 @@ def gate_release(
     and recorded so (never a baseline).
     Raises CallgateError when the release or the baseline cannot be found or read."""
     run = find_current(store, agent, release, suite)
+    decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
+                                    max_excluded=max_excluded, baseline_agent=baseline_agent,
+                                    new_agent=new_agent)
+    return decision, with_cases(store, run, current)
+
+
+def record_gate(
+    store: Store,
+    run: StoredRun,
+    *,
+    baseline: str = "auto",
+    max_drop: float = DEFAULT_MAX_DROP,
+    max_excluded: float = DEFAULT_MAX_EXCLUDED,
+    baseline_agent: str | None = None,
+    new_agent: bool = False,
+) -> tuple[GateDecision, ReleaseScores]:
+    """gate_release on the run found (find_current): the decision, recorded, and the
+    release's scores with it but without its cases (with_cases adds them)."""
     decision, current = decide_release(store, run, baseline=baseline, max_drop=max_drop,
                                        max_excluded=max_excluded, baseline_agent=baseline_agent,
                                        new_agent=new_agent)
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
-    store.set_run_gate(run["id"], record.model_dump_json())
+    store.set_run_gate(run.id, record.model_dump_json())
     if baseline == "auto":  # kept for the pages, which show the store's decision
-        store.save_gate_decision(run["id"], decision_key(store, run, max_drop, max_excluded),
+        store.save_gate_decision(run.id, decision_key(store, run, max_drop, max_excluded),
                                  decision.model_dump_json())
     return decision, current.model_copy(update={"gate": record,
-                                                "estimates": audited_estimates(store, run["id"])})
+                                                "estimates": audited_estimates(store, run.id)})
 
 
 def decide_release(
     store: Store,
-    run: Mapping[str, Any],
+    run: StoredRun,
     *,
     baseline: str = "auto",
     max_drop: float = DEFAULT_MAX_DROP,
@@ -95,13 +116,13 @@ def decide_release(
 
     Args:
         store: the store holding the run.
-        run: the run's row (Store.run / find_current).
+        run: the stored run (Store.stored_run / find_current).
         baseline: "auto", or the path of a scores file or a folder of them.
         max_drop, max_excluded, baseline_agent, new_agent: as for gate_release.
     Raises CallgateError when --new-agent and --baseline-agent are both given, when the
     agent already has a baseline (a new line cannot start twice), or when the named
     baseline agent has no released release on the suite."""
-    current = stored_release(store, run)
+    current = release_from_run(run, ())
     if new_agent and baseline_agent:
         raise CallgateError("--new-agent starts a new line and --baseline-agent continues "
                             "another agent's: give one of them")
@@ -113,18 +134,19 @@ def decide_release(
             baseline_agent = recorded.baseline_agent
     source = f"store {store.path}" if baseline == "auto" else baseline
 
-    def find(agent: str | None) -> tuple[ReleaseScores | None, list[str], OtherAgent | None]:
+    def find(agent: str | None) -> tuple[StoredRun | None, ReleaseScores | None,
+                                         list[str], OtherAgent | None]:
         if baseline != "auto":
-            return baseline_from_path(Path(baseline), current, max_excluded, agent)
-        base, skipped = baseline_from_store(store, run, max_excluded, agent, current)
-        other = None if base is not None or agent else other_agent_in_store(store, run,
-                                                                            max_excluded)
-        return base, skipped, other
+            return None, *baseline_from_path(Path(baseline), current, max_excluded, agent)
+        found, skipped = baseline_in_store(store, run, max_excluded, agent)
+        other = None if found is not None or agent else other_agent_in_store(store, run,
+                                                                             max_excluded)
+        return found, release_from_run(found, ()) if found else None, skipped, other
 
-    base, skipped, other = find(baseline_agent)
+    base_run, base, skipped, other = find(baseline_agent)
     if base is None and baseline_agent and not explicit:  # the recorded agent's release is gone
         baseline_agent = None
-        base, skipped, other = find(None)
+        base_run, base, skipped, other = find(None)
     if explicit and baseline_agent and base is None:
         raise CallgateError(f"--baseline-agent {baseline_agent}: no released release of agent "
                             f"{baseline_agent!r} on suite {current.suite_name} before "
@@ -139,11 +161,14 @@ def decide_release(
         found = stored_estimates(store, base)
         if found is not None:
             base = base.model_copy(update={"estimates": found})
-    readings, audited = judged_checks(store, run["id"], base, max_drop)
-    decision = decide(current, base, max_drop=max_drop, max_excluded=max_excluded,
+    readings, audited = judged_checks(store, run.id, base, max_drop)
+    now, then, pairs = (paired_releases(store, run, current, base_run, base)
+                        if base is not None else (current, None, None))
+    decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
                       judged_checks=readings, audited_figures=audited,
-                      not_whole=incomplete(run), other_agent=other, new_agent=new_agent)
+                      not_whole=incomplete(run), other_agent=other, new_agent=new_agent,
+                      pairs=pairs)
     return decision, current
 
 
@@ -151,10 +176,10 @@ def stored_estimates(store: Store, release: ReleaseScores) -> dict[str, Any] | N
     """The audited estimates of a release kept in the store (its run's audit), when the store
     holds that release: what a baseline read from the store, or from a scores file written
     before its audit, is compared with."""
-    row = store.find_run(release.suite_name, release.agent, release.release)
-    if row is None or row["suite"] != release.suite_fingerprint:
+    row = store.find_stored_run(release.suite_name, release.agent, release.release)
+    if row is None or row.suite != release.suite_fingerprint:
         return None
-    return audited_estimates(store, row["id"])
+    return audited_estimates(store, row.id)
 
 
 def audited_estimates(store: Store, run_id: int) -> dict[str, Any] | None:
@@ -236,7 +261,7 @@ def _se_points(kept: Mapping[str, Any]) -> float:
     return (float(kept["high"]) - float(kept["low"])) / (2 * Z95)
 
 
-def recorded_decision(store: Store, run: Mapping[str, Any], *,
+def recorded_decision(store: Store, run: StoredRun, *,
                       max_drop: float = DEFAULT_MAX_DROP,
                       max_excluded: float = DEFAULT_MAX_EXCLUDED, key: str | None = None
                       ) -> tuple[GateDecision, ReleaseScores]:
@@ -245,18 +270,18 @@ def recorded_decision(store: Store, run: Mapping[str, Any], *,
     The scores returned carry the run's figures but not its cases. `key`: decision_key's,
     when the caller has it."""
     key = key or decision_key(store, run, max_drop, max_excluded)
-    kept = store.gate_decision(run["id"], key)
+    kept = store.gate_decision(run.id, key)
     if kept is not None:
         decision = GateDecision.model_validate_json(kept)
     else:
         decision, _ = decide_release(store, run, max_drop=max_drop, max_excluded=max_excluded)
-        store.save_gate_decision(run["id"], key, decision.model_dump_json())
+        store.save_gate_decision(run.id, key, decision.model_dump_json())
     return decision, release_from_run(run, ())
 
 
-def decision_key(store: Store, run: Mapping[str, Any], max_drop: float,
+def decision_key(store: Store, run: StoredRun, max_drop: float,
                  max_excluded: float,
-                 suite_runs: Sequence[Mapping[str, Any]] | None = None) -> str:
+                 suite_runs: Sequence[StoredRun] | None = None) -> str:
     """A digest of what the store-baseline decision on a finished run depends on: the run (its
     verdicts never change under its id; its shards and scores may, by a merge), the earlier
     runs on its suite, of every agent (its baseline, or another agent's release that makes a
@@ -264,16 +289,17 @@ def decision_key(store: Store, run: Mapping[str, Any], max_drop: float,
     thresholds, and callgate's version (the rules). `suite_runs`: store.runs of the run's
     suite, when the caller has read them already (a page deciding every release of it)."""
     if suite_runs is None:
-        suite_runs = store.runs(suite_name=run["suite_name"])
-    earlier = [r for r in suite_runs
-               if (r["created_at"], r["id"]) < (run["created_at"], run["id"])]
+        suite_runs = store.stored_runs(suite_name=run.suite_name)
+    # the stored columns, as text (the same key for a run however it was read)
+    earlier = [dict(r.row) for r in suite_runs
+               if (r.created_at, r.id) < (run.created_at, run.id)]
     parts = {
         "version": __version__, "max_drop": max_drop, "max_excluded": max_excluded,
-        "run": {k: v for k, v in run.items() if k != "gate"},  # its own record is an output
+        "run": {k: v for k, v in run.row.items() if k != "gate"},  # its own record is an output
         "earlier": earlier,
-        "judgements": store.judgement_count(run["id"]),
-        "audit": store.audit(run["id"]),
-        "audit_items": store.audit_items(run["id"]),
+        "judgements": store.judgement_count(run.id),
+        "audit": store.audit(run.id),
+        "audit_items": store.audit_items(run.id),
     }
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -11,11 +11,13 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from callgate.checks.verdict import ServerErrors, Verdict
+from callgate.errors import CallgateError
 from callgate.gating.cases import CaseField, case_records
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Figures
+from callgate.store.rows import StoredRun
 from callgate.version import __version__
 
 FORMAT: Final = "callgate.release/1"
@@ -103,21 +105,20 @@ def read_release_file(path: Path | str) -> ReleaseScores:
     return validate(ReleaseScores, read_json(source, missing="scores file not found"), source)
 
 
-def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict],
+def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
                      suite_cases: Iterable[str] = ()) -> ReleaseScores:
-    """Build the release scores from a stored run row and its verdicts."""
-    scores = json.loads(run["scores"])
-    params = run.get("model_params")
+    """Build the release scores from a stored run and its verdicts."""
+    scores = finished_scores(run)
     return ReleaseScores(
         callgate_version=run["callgate_version"] or __version__,
-        agent=run.get("agent") or run["model"],
-        model=run["model"],
-        model_params=json.loads(params) if params else None,
-        release=run["release"],
-        suite_name=run["suite_name"],
-        suite_fingerprint=run["suite"],
-        created_at=run["created_at"],
-        judge_fingerprint=run.get("judge_fingerprint"),
+        agent=run.agent,
+        model=run.model,
+        model_params=run.model_params,
+        release=run.release,
+        suite_name=run.suite_name,
+        suite_fingerprint=run.suite,
+        created_at=run.created_at,
+        judge_fingerprint=run.judge_fingerprint,
         uncalibrated=bool(scores.get("uncalibrated", False)),
         server_errors=scores.get("server_errors", "exclude"),
         attempts=scores["attempts"],
@@ -130,6 +131,12 @@ def release_from_run(run: Mapping[str, Any], verdicts: Iterable[Verdict],
     )
 
 
-def gate_of(run: Mapping[str, Any]) -> GateRecord | None:
-    raw = run.get("gate")
-    return GateRecord.model_validate_json(raw) if raw else None
+def gate_of(run: StoredRun) -> GateRecord | None:
+    return GateRecord.model_validate(run.gate) if run.gate else None
+
+
+def finished_scores(run: StoredRun) -> dict[str, Any]:
+    """A finished run's scores document (the gate only reads finished runs)."""
+    if run.scores is None:
+        raise CallgateError(f"run {run.id} ({run.release}) has not finished: it has no scores")
+    return run.scores

@@ -402,6 +402,10 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
         )
         return rows[0] if rows else None
 
+    def find_stored_run(self, suite_name: str, agent: str, release: str) -> StoredRun | None:
+        row = self.find_run(suite_name, agent, release)
+        return StoredRun(row) if row is not None else None
+
     def runs(self, agent: str | None = None, suite_name: str | None = None) -> list[dict[str, Any]]:
         """Finished runs, oldest first: the newest finished run of each release (of an
         agent, when named)."""
@@ -415,7 +419,7 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
             params.append(suite_name)
         return list(self.db.query(sql + " ORDER BY created_at, id", params))
 
-    # Typed: only gating (and the store's own merge) reads the dict rows above (issue 25 item 3).
+    # Typed: only the store's own merge reads the dict rows above (issue 25 item 3).
     def stored_runs(self, agent: str | None = None, suite_name: str | None = None
                     ) -> list[StoredRun]:
         """`runs`, each with its JSON columns parsed once."""

@@ -3,6 +3,8 @@ each finished run's per-case tallies of them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from callgate.store.base import StoreBase
 
 # Rows of one run: its rowid range, found in the index, read in table order. Reading through
@@ -34,6 +36,16 @@ _TALLY = (
 
 CaseTally = tuple[str, int, int, int, int, str]
 
+# The baseline's scored cases whose tally differs now, or that have none (no row, or no scored
+# attempt): one lookup a case in the primary key, and only those cases read out.
+_DIFFERING = (
+    "SELECT o.case_id, o.trials, o.right_tool, o.right_arguments, o.excluded, o.reason, "
+    "n.trials, n.right_tool, n.right_arguments, n.excluded, n.reason "
+    "FROM case_tallies AS o LEFT JOIN case_tallies AS n ON n.run = ?2 AND n.case_id = o.case_id "
+    "WHERE o.run = ?1 AND o.trials > 0 AND (n.trials IS NULL OR n.trials != o.trials "
+    "OR n.right_tool != o.right_tool OR n.right_arguments != o.right_arguments) "
+    "ORDER BY o.case_id")
+
 
 class GateRows(StoreBase):
     """Store methods for the gate (a mixin of Store)."""
@@ -63,3 +75,20 @@ class GateRows(StoreBase):
         return self.db.execute(
             "SELECT case_id, trials, right_tool, right_arguments, excluded, reason "
             "FROM case_tallies WHERE run = ?", [run_id]).fetchall()
+
+    def has_case_tallies(self, run_id: int) -> bool:
+        return self.db.execute("SELECT 1 FROM case_tallies WHERE run = ? LIMIT 1",
+                               [run_id]).fetchone() is not None
+
+    def paired_tallies(self, before: int, after: int
+                       ) -> tuple[list[tuple[int, int, int, int]], list[tuple[Any, ...]]]:
+        """Two runs' kept tallies side by side, for the gate, without reading every case out:
+        the first run's scored cases counted by (trials, right tool, right arguments), as
+        those three and the count; and, by case id, each of its scored cases whose tally
+        differs in the second run or that the second has no scored attempt of: the case id,
+        then its five tally fields (as case_tallies) in the first run and in the second
+        (None when the second has no tally of it)."""
+        counted = self.db.execute(
+            "SELECT trials, right_tool, right_arguments, COUNT(*) FROM case_tallies "
+            "WHERE run = ? AND trials > 0 GROUP BY 1, 2, 3", [before]).fetchall()
+        return counted, self.db.execute(_DIFFERING, [before, after]).fetchall()

@@ -226,8 +226,8 @@ def m003_run_owners(conn: sqlite3.Connection) -> None:
 
 @migration
 def m004_runs_gate_column(conn: sqlite3.Connection) -> None:
-    """runs.gate: the gate decision on the run (JSON, callgate.gating.gate.GateRecord), NULL until
-    one is taken. (An unmarked store made by a callgate that added it on opening has it.)"""
+    """runs.gate: the gate decision on the run (JSON, callgate.scoring.result.GateRecord), NULL
+    until one is taken. (An unmarked store made by a callgate that added it on opening has it.)"""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
     if "gate" not in columns:
         conn.execute("ALTER TABLE runs ADD COLUMN gate TEXT")

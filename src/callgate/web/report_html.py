@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from callgate.errors import CallgateError
-from callgate.gating.gate import find_current
+from callgate.gating.finding import find_current
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
 from callgate.web.chart import release_chart

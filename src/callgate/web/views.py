@@ -1,8 +1,8 @@
 """What the pages and the JSON API show, read from the store. No web framework here: the same
 functions feed `callgate serve`, its JSON API and `callgate report --html`.
 
-Decisions come from the gate (`callgate.gating.gate`): a release's mark on the chart is exactly what
-`callgate gate --model M --release R` (baseline auto) would decide.
+Decisions come from the gate (`callgate.gating.release`): a release's mark on the chart is
+exactly what `callgate gate --model M --release R` (baseline auto) would decide.
 """
 
 from __future__ import annotations
@@ -14,13 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.gating.gate import (
-    GateDecision,
-    ReleaseScores,
-    decide,
-    stored_release,
-)
+from callgate.gating.decision import GateDecision, decide
+from callgate.gating.finding import stored_release
 from callgate.gating.release import decide_release, decision_key, recorded_decision
+from callgate.gating.scores_file import ReleaseScores
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
@@ -166,8 +163,8 @@ def release_summary(run: StoredRun, release: ReleaseScores,
         "exit_code": decision.exit_code,
         "baseline_release": decision.baseline_release, "max_drop": decision.max_drop,
         "checks": checks,
-        "worse": [c.model_dump() for c in decision.worse],
-        "better": [c.model_dump() for c in decision.better],
+        "worse": [c._asdict() for c in decision.worse],
+        "better": [c._asdict() for c in decision.better],
         "messages": decision.messages, "warnings": decision.warnings,
         "uncalibrated": release.uncalibrated,
     }

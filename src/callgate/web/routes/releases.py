@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from callgate.errors import CallgateError
-from callgate.gating.gate import find_current
+from callgate.gating.finding import find_current
 from callgate.store.rows import StoredRun
 from callgate.web.chart import release_chart
 from callgate.web.context import Context, whole
