@@ -16,7 +16,7 @@ from test_judge_live import run
 from test_judge_multiturn import ROOT, certificate, out
 
 from callgate.checks.verdict import Verdict
-from callgate.gating.gate import decide
+from callgate.gating.decision import decide
 from callgate.judging.estimates import Clustering, raw_share, rogan_gladen_share
 from callgate.judging.judge import Judge, corrected_share, load_judge
 from callgate.judging.step import JudgedTally, judged_shares

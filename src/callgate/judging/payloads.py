@@ -6,9 +6,10 @@ from typing import Any
 
 from callgate.checks.parsing import parse_calls
 from callgate.checks.tool_answers import ToolAnswers
-from callgate.suites.environment import EnvironmentError_, tool_message_content
+from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import AssistantMessage, Response, read_turns
 from callgate.suites.suite import Case, JudgeRubric, Suite
+from callgate.suites.tool_messages import tool_message_content
 
 
 def _message_doc(message: AssistantMessage | None) -> dict[str, Any]:

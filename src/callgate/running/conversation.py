@@ -18,9 +18,10 @@ from callgate.running.cache import AnswerCache, line_text
 from callgate.running.calls import Caller
 from callgate.running.plan import Conversation, PlannedAttempt
 from callgate.running.threads import DaemonThreads
-from callgate.suites.environment import EnvironmentError_, tool_message_content
+from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Case, Suite
+from callgate.suites.tool_messages import tool_message_content
 
 
 @dataclass

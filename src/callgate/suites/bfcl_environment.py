@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.errors import InputError
-from callgate.suites.environment import ToolText
+from callgate.suites.tool_messages import ToolText
 
 # multi_turn_utils.py refuses these names before it evaluates a call.
 FORBIDDEN = ("kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run")

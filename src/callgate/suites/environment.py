@@ -37,18 +37,6 @@ class ToolError(Exception):
     """A domain error a real tool would answer with (unknown order, not cancellable, ...)."""
 
 
-class ToolText(str):
-    """A tool's answer that is already the text the model reads, sent as it is rather than as
-    JSON (BFCL's classes answer so: their results are text, and BFCL sends the text itself)."""
-
-
-def tool_message_content(result: Any) -> str:
-    """A tool's answer as the `content` of the tool message the model gets back."""
-    if isinstance(result, ToolText):
-        return str(result)
-    return json.dumps(result, ensure_ascii=False)
-
-
 class EnvironmentError_(Exception):  # not the builtin EnvironmentError (an OSError alias)
     """The environment itself failed: a bug or bad state, not something the model did."""
 
