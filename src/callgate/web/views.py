@@ -65,7 +65,10 @@ class Views:
                                                max_drop=self.max_drop,
                                                max_excluded=self.max_excluded)
             return current, decision
-        key = decision_key(self.store, run, self.max_drop, self.max_excluded, suite_runs)
+        # the key digests the rows as stored: a StoredRun would be digested as its repr, so
+        # a page reading the suite's runs and one that does not would key it differently
+        rows = None if suite_runs is None else [r.row for r in suite_runs]
+        key = decision_key(self.store, run, self.max_drop, self.max_excluded, rows)
         cached = self._decisions.get((run.id, key))
         if cached is None:
             decision, current = recorded_decision(self.store, run, max_drop=self.max_drop,
