@@ -379,6 +379,7 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
             for scope, fig in figures
         )
         self.save_case_tallies(run_id)  # with the scores: finishing and merging both write them
+        self.save_attempt_marks(run_id)
 
     # ----------------------------------------------------------------- reads
 
