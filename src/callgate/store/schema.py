@@ -319,9 +319,9 @@ def m010_case_tallies(conn: sqlite3.Connection) -> None:
 def m011_attempt_marks(conn: sqlite3.Connection) -> None:
     """What serve's tag and tool filters read instead of every case and response line
     (store/web_rows.py): case_marks (a suite's cases by tag and by catalogue tool named),
-    attempt_tools (a finished run's attempts by catalogue tool named in the response or the
-    case) and attempt_tool_runs (the runs marked, and their tools), written with a run's
-    scores. The finished runs of an older store are marked here."""
+    attempt_tools (a finished run's attempts by catalogue tool named in the response line)
+    and attempt_tool_runs (the runs marked, and their tools), written with a run's scores.
+    The finished runs of an older store are marked here."""
     conn.execute(
         "CREATE TABLE IF NOT EXISTS case_marks (suite TEXT NOT NULL, mark TEXT NOT NULL, "
         "case_id TEXT NOT NULL, PRIMARY KEY (suite, mark, case_id)) WITHOUT ROWID")

@@ -6,12 +6,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from callgate.store.base import StoreBase
 from callgate.store.schema import _NEWEST_DONE, now
-from callgate.store.web_rows import WebRows, tool_names, tool_needle, verdict_condition
+from callgate.store.web_rows import tool_names, tool_needle, verdict_condition
 
 
-class ServeRecords(WebRows):
+class ServeRecords(StoreBase):
     """Store methods for the web app (a mixin of Store)."""
+
+    # The attempt filters' marks (store/web_rows.py's WebRows, another mixin of Store)
+    def marked_tools(self, run_id: int) -> list[str] | None:
+        raise NotImplementedError
+
+    def marked_attempt_rows(self, run_id: int, suite: str, *, verdict: str | None,
+                            tag: str | None, tool: str | None, case_ids: list[str] | None,
+                            limit: int, offset: int) -> tuple[int, list[dict[str, Any]]]:
+        raise NotImplementedError
 
     # ----------------------------------------------------------------- the web app (serve)
     # Reads for `callgate serve` and `callgate report --html`, and the labels people give in

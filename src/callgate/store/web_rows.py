@@ -4,8 +4,9 @@
 - case_marks: per suite, the cases each tag and each catalogue tool marks: `tag:T` for each
   tag of a case, `tool:T` for each tool of the suite's catalogue whose name, JSON-quoted, is in
   the case's line; a row (suite, '', '') says the suite's cases are marked;
-- attempt_tools: per finished run, the attempts each catalogue tool is named by, in the
-  response line or the case line (the tool filter's rule: the same JSON-quoted name);
+- attempt_tools: per finished run, the attempts each catalogue tool is named by in the response
+  line (the tool filter's rule: the same JSON-quoted name; those named by their case's line
+  are read through case_marks);
 - attempt_tool_runs: the runs marked, with the tools marked for each. A run not marked (not
   finished) or a tool outside its catalogue is filtered by reading the lines."""
 
@@ -27,12 +28,14 @@ _CASE_TAGS = ("INSERT OR IGNORE INTO case_marks (suite, mark, case_id) "
 _CASE_MARK = "INSERT OR IGNORE INTO case_marks (suite, mark, case_id) VALUES (?, ?, ?)"
 _ATTEMPT_TOOL = ("INSERT OR IGNORE INTO attempt_tools (run, tool, case_id, repeat) "
                  "VALUES (?, ?, ?, ?)")
-# Every attempt of a case that names a tool (its verdicts: each attempt has one).
-_CASE_TOOLS_TO_ATTEMPTS = (
-    "INSERT OR IGNORE INTO attempt_tools (run, tool, case_id, repeat) "
-    "SELECT ?1, substr(m.mark, 6), v.case_id, v.repeat FROM case_marks AS m "
-    "JOIN verdicts AS v ON v.run = ?1 AND v.case_id = m.case_id "
-    "WHERE m.suite = ?2 AND m.mark >= 'tool:' AND m.mark < 'tool;'")
+# The attempts a tool names: through their response lines (attempt_tools) or their case's
+# line (case_marks); ?1 the run, ?2 the tool, ?3 the suite. CROSS JOIN keeps SQLite reading
+# the few marked rows first (it would scan every verdict of the run for them).
+_TOOL_HITS = (
+    "WITH hit(case_id, repeat) AS (SELECT case_id, repeat FROM attempt_tools "
+    "WHERE run = ?1 AND tool = ?2 UNION SELECT v.case_id, v.repeat FROM case_marks AS m "
+    "CROSS JOIN verdicts AS v ON v.run = ?1 AND v.case_id = m.case_id "
+    "WHERE m.suite = ?3 AND m.mark = 'tool:' || ?2) ")
 
 
 def tool_names(tools: list[dict[str, Any]]) -> list[str]:
@@ -85,7 +88,6 @@ def write_attempt_marks(conn: sqlite3.Connection, run_id: int) -> None:
             "SELECT case_id, repeat, body FROM responses WHERE "
             + _RUN_RANGE.format(alias="responses", table="responses"), [run_id])
         for tool in _named(body, needles)))
-    conn.execute(_CASE_TOOLS_TO_ATTEMPTS, [run_id, suite])
     conn.execute("INSERT INTO attempt_tool_runs (run, tools) VALUES (?, ?)",
                  [run_id, json.dumps(tools)])
 
@@ -138,24 +140,26 @@ class WebRows(StoreBase):
             where.append(f"v.case_id IN ({', '.join('?' * len(case_ids))})")
             params += case_ids
         if tool:
-            source = ("FROM attempt_tools AS t JOIN verdicts AS v ON v.run = t.run "
-                      "AND v.case_id = t.case_id AND v.repeat = t.repeat "
-                      "WHERE t.run = ?1 AND t.tool = ?2")
-            head = [run_id, tool]
+            hits = _TOOL_HITS
+            source = ("FROM hit CROSS JOIN verdicts AS v ON v.run = ?1 AND v.case_id = hit.case_id "
+                      "AND v.repeat = hit.repeat WHERE 1")
+            head = [run_id, tool, suite]
         else:
+            hits = ""
             source = "FROM verdicts AS v WHERE " + _RUN_RANGE.format(alias="v", table="verdicts")
             head = [run_id]
-        # SQLite numbers a bare ? one past the highest number before it: ?1 (and ?2) are the
-        # run (and the tool), the filters' values follow in order
+        # SQLite numbers a bare ? one past the highest number before it: ?1 (?2, ?3) are the
+        # run (the tool, the suite), the filters' values follow in order
         extra = "".join(f" AND {w}" for w in where)
-        total = self.db.execute(f"SELECT COUNT(*) {source}{extra}",
+        total = self.db.execute(f"{hits}SELECT COUNT(*) {source}{extra}",
                                 [*head, *params]).fetchone()[0]
         page_source = source if tool else "FROM verdicts AS v WHERE v.run = ?1"
         rows = list(self.db.query(
-            "SELECT v.*, c.tags AS tags, c.expect_type AS expect_type FROM (SELECT v.rowid "
-            f"AS id {page_source}{extra} ORDER BY v.case_id, v.repeat LIMIT ? OFFSET ?) "
-            "AS page JOIN verdicts AS v ON v.rowid = page.id LEFT JOIN cases AS c "
-            "ON c.suite = ? AND c.case_id = v.case_id ORDER BY v.case_id, v.repeat",
+            f"{hits}SELECT v.*, c.tags AS tags, c.expect_type AS expect_type FROM "
+            f"(SELECT v.rowid AS id {page_source}{extra} ORDER BY v.case_id, v.repeat "
+            "LIMIT ? OFFSET ?) AS page JOIN verdicts AS v ON v.rowid = page.id "
+            "LEFT JOIN cases AS c ON c.suite = ? AND c.case_id = v.case_id "
+            "ORDER BY v.case_id, v.repeat",
             [*head, *params, limit, offset, suite]))
         return total, rows
 
