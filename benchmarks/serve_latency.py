@@ -15,8 +15,9 @@ Timed: `callgate gate` on r2 (the installed CLI, wall time, run twice: the first
 stores, the second decides again); then every page and API route, each cold (the first
 request to a fresh server process) and warm (the median of REQUESTS more), by the app's own
 Server-Timing header (wall and CPU: on a busy machine the wall time is mostly waiting for a
-CPU); the server's peak RSS. The reference, measured in the same run:
-sqlite3 reading both releases' verdict rows. Goals (issue 23): every page under 300 ms
+CPU); the server's peak RSS. The references, measured in the same run:
+sqlite3 reading both releases' verdict rows, and r2's verdict rows and response lines alone
+(what the attempt filters choose from). Goals (issue 23): every page under 300 ms
 cold, `gate` under 1 s, server RSS under 150 MB.
 """
 
@@ -127,6 +128,17 @@ def measure(name: str, db: Path, suite: str, requests: int) -> None:
                                 [ids["r1"], ids["r2"]]).fetchall()
     reference = (time.perf_counter() - start) / requests * 1000
     assert len(read) == 2 * rows
+    # the rows the attempt filters choose from: r2's verdicts, and its response lines (which
+    # the tool filter read before the marks)
+    one_run = {}
+    for label, sql in (("verdict rows", "SELECT * FROM verdicts WHERE run = ?"),
+                       ("response lines", "SELECT case_id, repeat, body FROM responses "
+                                          "WHERE run = ?")):
+        start = time.perf_counter()
+        for _ in range(requests):
+            with sqlite3.connect(db) as conn:
+                assert len(conn.execute(sql, [ids["r2"]]).fetchall()) == rows
+        one_run[label] = (time.perf_counter() - start) / requests * 1000
 
     gate_seconds(db, "r1")
     gate_first, gate_first_cpu, outcome = gate_seconds(db, "r2")
@@ -151,6 +163,7 @@ def measure(name: str, db: Path, suite: str, requests: int) -> None:
         "/api/releases?model&suite": f"/api/releases?{model_suite}",
         "/api/runs/ID": f"/api/runs/{run}",
         "/api/runs/ID/attempts": f"/api/runs/{run}/attempts",
+        "/api/runs/ID/attempts?verdict": f"/api/runs/{run}/attempts?verdict=wrong_tool",
         "/api/runs/ID/attempts?verdict&tag": f"/api/runs/{run}/attempts?verdict=fail&tag=clean",
         "/api/runs/ID/attempts?tool": f"/api/runs/{run}/attempts?tool=cancel_order",
         "/api/gate": "/api/gate?model=bench&release=r2",
@@ -183,6 +196,8 @@ def measure(name: str, db: Path, suite: str, requests: int) -> None:
           f"{gate_again:.2f} s wall, {gate_again_cpu:.2f} s CPU (again)   goal < 1 s")
     print(f"  reference: sqlite3 reading both releases' {2 * rows:,} verdict rows: "
           f"{reference:.1f} ms")
+    for label, ms in one_run.items():
+        print(f"  reference: sqlite3 reading r2's {rows:,} {label}: {ms:.1f} ms")
     print(f"  {'page (ms: wall / CPU)':<40} {'cold':>15} {'warm':>15}")
     for label in pages:
         print(f"  {label:<40} {cold[label][0]:7.1f} /{cold[label][1]:6.1f} "

@@ -371,6 +371,30 @@ def test_the_charts_text_is_12_px_or_more_on_a_390_px_phone(browser, demo_db: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("width", [375, 390])
+def test_the_models_chart_text_is_13_px_or_more_on_a_phone(browser, demo_db: Path, shots: Path,
+                                                          width: int) -> None:
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": width, "height": 844, "deviceScaleFactor": 2, "mobile": False})
+    server = Server(demo_db)
+    try:
+        browser.get(server.base + "/compare?" + urlencode({"suite": "order-support"}))
+        ready_page(browser)
+        browser.save_screenshot(str(shots / f"phone-{width}-models-chart.png"))
+        texts = browser.execute_script(CHART_TEXTS)
+        assert len(texts) >= 5, texts  # the legend, a model's name and its two values
+        small = [(text, round(px, 1)) for text, px, _, _ in texts if px < 13]
+        cut = [(text, round(left, 1), round(right, 1)) for text, _, left, right in texts
+               if min(left, right) < -0.5]
+        assert (small, cut) == ([], [])
+        scroll, client = browser.execute_script(
+            "const e = document.scrollingElement; return [e.scrollWidth, e.clientWidth]")
+        assert scroll <= client
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
 def test_the_queue_is_blind_and_each_persons_own(browser, demo_db: Path, tmp_path: Path
                                                  ) -> None:
     import json

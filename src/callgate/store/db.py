@@ -45,6 +45,7 @@ from callgate.store.schema import (
     now,
 )
 from callgate.store.serving import ServeRecords
+from callgate.store.web_rows import WebRows
 
 
 def _shards_overlap(older: str | None, newer: str | None) -> bool:
@@ -84,7 +85,7 @@ def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
     return (run_id, *_VERDICT_FIELDS(vars(verdict)))
 
 
-class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
+class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, GateRows):
     """A callgate database. Use as a context manager, or call `close()`.
 
     Opening checks the file first: a path that is neither a callgate store nor an empty or new
@@ -379,6 +380,7 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
             for scope, fig in figures
         )
         self.save_case_tallies(run_id)  # with the scores: finishing and merging both write them
+        self.save_attempt_marks(run_id)
 
     # ----------------------------------------------------------------- reads
 

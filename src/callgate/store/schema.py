@@ -8,6 +8,8 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from callgate.store.web_rows import write_attempt_marks
+
 # A release may have several rows while it is re-run: the earlier finished run stays until the
 # new one finishes, and the reads see only the newest finished row of a (suite, agent, release).
 # `agent` (added by m007) is the stable name a release is filed under; `model` the model id it
@@ -311,6 +313,29 @@ def m010_case_tallies(conn: sqlite3.Connection) -> None:
         "case_id TEXT NOT NULL, trials INTEGER NOT NULL, right_tool INTEGER NOT NULL, "
         "right_arguments INTEGER NOT NULL, excluded INTEGER NOT NULL, reason TEXT NOT NULL, "
         "PRIMARY KEY (run, case_id)) WITHOUT ROWID")
+
+
+@migration
+def m011_attempt_marks(conn: sqlite3.Connection) -> None:
+    """What serve's tag and tool filters read instead of every case and response line
+    (store/web_rows.py): case_marks (a suite's cases by tag and by catalogue tool named),
+    attempt_tools (a finished run's attempts by catalogue tool named in the response line)
+    and attempt_tool_runs (the runs marked, and their tools), written with a run's scores.
+    The finished runs of an older store are marked here."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS case_marks (suite TEXT NOT NULL, mark TEXT NOT NULL, "
+        "case_id TEXT NOT NULL, PRIMARY KEY (suite, mark, case_id)) WITHOUT ROWID")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS attempt_tools ("
+        "run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, tool TEXT NOT NULL, "
+        "case_id TEXT NOT NULL, repeat INTEGER NOT NULL, "
+        "PRIMARY KEY (run, tool, case_id, repeat)) WITHOUT ROWID")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS attempt_tool_runs ("
+        "run INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE, tools TEXT NOT NULL)")
+    for (run_id,) in conn.execute(
+            "SELECT id FROM runs WHERE status = 'done' AND scores IS NOT NULL").fetchall():
+        write_attempt_marks(conn, run_id)
 
 
 SCHEMA_VERSION = len(MIGRATIONS)

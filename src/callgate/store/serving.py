@@ -8,10 +8,20 @@ from typing import Any
 
 from callgate.store.base import StoreBase
 from callgate.store.schema import _NEWEST_DONE, now
+from callgate.store.web_rows import tool_names, tool_needle, verdict_condition
 
 
 class ServeRecords(StoreBase):
     """Store methods for the web app (a mixin of Store)."""
+
+    # The attempt filters' marks (store/web_rows.py's WebRows, another mixin of Store)
+    def marked_tools(self, run_id: int) -> list[str] | None:
+        raise NotImplementedError
+
+    def marked_attempt_rows(self, run_id: int, suite: str, *, verdict: str | None,
+                            tag: str | None, tool: str | None, case_ids: list[str] | None,
+                            limit: int, offset: int) -> tuple[int, list[dict[str, Any]]]:
+        raise NotImplementedError
 
     # ----------------------------------------------------------------- the web app (serve)
     # Reads for `callgate serve` and `callgate report --html`, and the labels people give in
@@ -32,10 +42,7 @@ class ServeRecords(StoreBase):
     def suite_tool_names(self, suite_fingerprint: str) -> list[str]:
         row = self.db.execute("SELECT tools FROM suites WHERE fingerprint = ?",
                               [suite_fingerprint]).fetchone()
-        if row is None:
-            return []
-        return sorted({tool.get("function", {}).get("name", "") for tool in json.loads(row[0])}
-                      - {""})
+        return tool_names(json.loads(row[0])) if row else []
 
     def attempt_rows(self, run_id: int, *, verdict: str | None = None, tag: str | None = None,
                      tool: str | None = None, case_ids: list[str] | None = None,
@@ -43,23 +50,27 @@ class ServeRecords(StoreBase):
         """A page of a run's attempts (verdict joined with its case's tags and expectation type)
         and how many match. `verdict` matches the status, tool or arguments verdict, or `fail`
         (scored and not fully right); `tool` matches attempts whose response or case names it.
-        The count joins nothing it does not filter on, and a tag is matched once a case (the
-        suite's cases holding it), not once an attempt."""
+        A finished run is filtered through its attempt marks (store/web_rows.py), which hold
+        these rules applied once; otherwise the count joins nothing it does not filter on, and
+        a tag is matched once a case (the suite's cases holding it), not once an attempt."""
         run = self.db.execute("SELECT suite FROM runs WHERE id = ?", [run_id]).fetchone()
         suite = run[0] if run else ""
+        marked = self.marked_tools(run_id)
+        if (verdict or tag or tool) and marked is not None and (not tool or tool in marked):
+            return self.marked_attempt_rows(run_id, suite, verdict=verdict, tag=tag, tool=tool,
+                                            case_ids=case_ids, limit=limit, offset=offset)
         where = ["v.run = ?"]
         params: list[Any] = [run_id]
-        if verdict == "fail":
-            where.append("v.status = 'scored' AND v.right_arguments = 0")
-        elif verdict:
-            where.append("(v.status = ? OR v.tool = ? OR v.arguments = ?)")
-            params += [verdict] * 3
+        condition, values = verdict_condition(verdict)
+        if condition:
+            where.append(condition)
+            params += values
         if tag:
             where.append("v.case_id IN (SELECT c2.case_id FROM cases AS c2, json_each(c2.tags) "
                          "WHERE c2.suite = ? AND json_each.value = ?)")
             params += [suite, tag]
         if tool:
-            quoted = json.dumps(tool)
+            quoted = tool_needle(tool)
             where.append("(instr(r.body, ?) > 0 OR instr(c.body, ?) > 0)")
             params += [quoted, quoted]
         if case_ids is not None:

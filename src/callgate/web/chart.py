@@ -256,29 +256,57 @@ def _marks(plot: Plot, history: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-MODEL_W, MODEL_LEFT, BAR_H = 480, 8, 14
+MODEL_LEFT, BAR_H = 8, 14
+
+
+@dataclass(frozen=True)
+class ModelsLayout:
+    """One drawing of the models chart: for a wide screen, or narrow enough for a phone that
+    its text, scaled to the screen, stays 13 px or more (the page's CSS shows one of the two)."""
+
+    css: str
+    width: int
+    em: float  # the type's size in the drawing's units (as app.css sets it), for text widths
+
+
+MODELS_WIDE = ModelsLayout("chart-wide", 480, 12)
+MODELS_NARROW = ModelsLayout("chart-narrow", 300, 13)
 
 
 def models_chart(rows: Sequence[dict[str, Any]], title: str = "") -> str:
     """SVG markup for several models' newest releases on one suite: per model, its right tool
-    % and right arguments % as bars from 0 to 100 with their values, the name above them, so
-    that it stays legible when scaled down to a phone's width."""
+    % and right arguments % as bars from 0 to 100 with their values, the name above them; a
+    drawing for a wide screen, then one for a phone."""
     if not rows:
         return ""
-    row_h = 18 + 2 * (BAR_H + 4) + 10
-    height = 26 + row_h * len(rows)
-    plot_w = MODEL_W - MODEL_LEFT - 60
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart models-chart" '
-           f'viewBox="0 0 {MODEL_W} {height}" width="100%" role="img" '
-           f'aria-label="{escape(title or "models")}: right tool % and right arguments % '
-           'of each model\'s newest release">', f"<title>{escape(title)}</title>"]
-    lx = MODEL_LEFT
+    return "\n".join(draw_models(rows, title, layout) for layout in (MODELS_WIDE, MODELS_NARROW))
+
+
+def _models_legend(layout: ModelsLayout) -> tuple[list[str], int]:
+    """The legend's items, side by side when they fit, else one under the other; and the
+    top of the first model's row."""
+    out, x, y = [], MODEL_LEFT, 6
     for _, label, colour in SERIES:
-        out.append(f'<rect x="{lx}" y="6" width="14" height="10" fill="{colour}"/>'
-                   f'<text class="legend" x="{lx + 20}" y="15">{escape(label)}</text>')
-        lx += 170
+        wide = 20 + text_width(label, layout.em) + 12
+        if x > MODEL_LEFT and x + wide > layout.width:
+            x, y = MODEL_LEFT, y + LEGEND_ROW
+        out.append(f'<rect x="{x}" y="{y}" width="14" height="10" fill="{colour}"/>'
+                   f'<text class="legend" x="{x + 20}" y="{y + 9}">{escape(label)}</text>')
+        x += max(170, round(wide))
+    return out, y + 20
+
+
+def draw_models(rows: Sequence[dict[str, Any]], title: str, layout: ModelsLayout) -> str:
+    legend, first = _models_legend(layout)
+    row_h = 18 + 2 * (BAR_H + 4) + 10
+    height = first + row_h * len(rows)
+    plot_w = layout.width - MODEL_LEFT - 60
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart models-chart {layout.css}" '
+           f'viewBox="0 0 {layout.width} {height}" width="100%" role="img" '
+           f'aria-label="{escape(title or "models")}: right tool % and right arguments % '
+           'of each model\'s newest release">', f"<title>{escape(title)}</title>", *legend]
     for index, row in enumerate(rows):
-        top = 26 + index * row_h
+        top = first + index * row_h
         out.append(f'<g class="model" data-model="{escape(row["model"])}">'
                    f'<text class="release-name" x="{MODEL_LEFT}" y="{top + 13}">'
                    f'{escape(row["model"])} {escape(row["release"])}</text>')

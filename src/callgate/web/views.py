@@ -91,7 +91,8 @@ class Views:
             return None
         release, decision = self.decision(run)
         scores = run.scores
-        summary = release_summary(run, release, decision)
+        dumped = decision.model_dump(mode="json")
+        summary = release_summary(run, release, decision, dumped)
         summary.update({
             "by_tag": {tag: fig.model_dump(mode="json") for tag, fig in release.by_tag.items()},
             "excluded": release.excluded,
@@ -103,7 +104,7 @@ class Views:
                         "p95_ms": scores.get("latency_p95_ms")},
             "providers": scores.get("providers") or {},
             "pass_hat_k": scores.get("pass_hat_k") or {},
-            "gate": decision.model_dump(mode="json"),
+            "gate": dumped,
             "tools": self.store.suite_tool_names(run.suite),
             "tags": sorted(release.by_tag),
             "judged_attempts": len(self.store.judgements(run.id)),
@@ -152,9 +153,12 @@ class Views:
         return attempt_detail(found, self.store.stored_run(run_id))
 
 
-def release_summary(run: StoredRun, release: ReleaseScores,
-                    decision: GateDecision) -> dict[str, Any]:
-    checks = {c.name: c.model_dump(mode="json") for c in decision.checks}
+def release_summary(run: StoredRun, release: ReleaseScores, decision: GateDecision,
+                    dumped: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`dumped`: the decision as JSON, when the caller has it (one dump of every flipped
+    case, not one a case)."""
+    dumped = dumped or decision.model_dump(mode="json")
+    checks = {c["name"]: c for c in dumped["checks"]}
     return {
         "run_id": run.id, "agent": run.agent, "model": run.model, "suite": run.suite_name,
         "release": run.release, "created_at": run.created_at,
@@ -163,8 +167,7 @@ def release_summary(run: StoredRun, release: ReleaseScores,
         "exit_code": decision.exit_code,
         "baseline_release": decision.baseline_release, "max_drop": decision.max_drop,
         "checks": checks,
-        "worse": [c._asdict() for c in decision.worse],
-        "better": [c._asdict() for c in decision.better],
+        "worse": dumped["worse"], "better": dumped["better"],
         "messages": decision.messages, "warnings": decision.warnings,
         "uncalibrated": release.uncalibrated,
     }

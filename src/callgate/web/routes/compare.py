@@ -41,11 +41,10 @@ def two_releases(ctx: Context, request: Request, ids: list[int]) -> Response:
     if is_api(request):
         return JSONResponse({"before": pair[0], "after": pair[1],
                              "comparison": decision.model_dump(mode="json")})
-    flips = {"worse": [c._asdict() for c in decision.worse],
-             "better": [c._asdict() for c in decision.better]}
+    flips = {"worse": decision.worse, "better": decision.better}
     flipped = {side: flipped_page(flips[side], request.query_params.get(side))
                for side in flips}
-    shown = [c["case_id"] for side in flipped.values() for c in side["rows"]]
+    shown = [c.case_id for side in flipped.values() for c in side["rows"]]
     return ctx.page("compare.html", request, a=pair[0], b=pair[1], d=decision,
                     flipped=flipped, answers=[ctx.views.answers(run_id, shown)
                                               for run_id in ids])

@@ -4,6 +4,7 @@ the gate's decision: pages and their JSON under /api/."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ VERDICT_FILTERS = ("fail", "right", "wrong_tool", "unexpected_call", "missing_ca
                    "target_error")
 
 
-def flipped_page(cases: list[dict[str, Any]], offset: str | None) -> dict[str, Any]:
+def flipped_page(cases: Sequence[Any], offset: str | None) -> dict[str, Any]:
     """A page of FLIPPED_PAGE of a release's flipped cases, from `offset` (a query value)."""
     start = int(offset) if offset and offset.isdigit() else 0
     start = min(start, max(0, len(cases) - 1)) // FLIPPED_PAGE * FLIPPED_PAGE
