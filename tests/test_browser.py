@@ -178,7 +178,7 @@ def open_queue(browser, server: Server, set_name: str, labeller: str, item: str 
 
 def file_and_store(db: Path, labels: Path) -> tuple[list[tuple], list[tuple], dict]:
     """(people's labels in the file, in the store; the labels that count in the file)."""
-    from callgate.judging.calibration import read_journal, read_set
+    from callgate.judging.calibration_set import read_journal, read_set
 
     with sqlite3.connect(db) as conn:
         stored = conn.execute("SELECT item_id, labeller, tool_choice, arguments FROM "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from callgate.errors import InputError
-from callgate.judging.calibration import (
+from callgate.judging.calibration_set import (
     Adjudication,
     CalibrationItem,
     Labels,

@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 
 from callgate.errors import InputError
-from callgate.judging.calibration import (
-    Confusion,
-    cohen_kappa,
-    confusion,
-    dimension_report,
-    read_set,
-)
+from callgate.judging.calibration import cohen_kappa, confusion, dimension_report
+from callgate.judging.calibration_set import read_set
+from callgate.judging.certificates import Confusion
 from callgate.judging.judge import (
     JudgeOutput,
     JudgeOutputError,

@@ -264,7 +264,7 @@ def test_label_judged_attempts_by_hand(
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "added 2 item(s)" in result.stdout
-    from callgate.judging.calibration import read_set
+    from callgate.judging.calibration_set import read_set
 
     items, _ = read_set(grown)
     assert [(i.id, i.label.tool_choice, i.label.arguments) for i in items] == [

@@ -18,18 +18,17 @@ from pydantic import ValidationError
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
-from callgate.judging.calibration import (
+from callgate.judging.calibration import dimension_report, run_judge_on_items
+from callgate.judging.calibration_set import (
     CalibrationCall,
     CalibrationCase,
     CalibrationItem,
     CalibrationResponse,
-    Certificate,
     Labels,
-    dimension_report,
     item_payloads,
     read_set,
-    run_judge_on_items,
 )
+from callgate.judging.certificates import Certificate
 from callgate.judging.judge import (
     Judge,
     JudgeModel,
@@ -284,7 +283,7 @@ def test_labelling_a_run_keeps_the_trajectory_the_judge_saw(tmp_path: Path, judg
 
 
 def certificate(judge: Judge) -> Certificate:
-    from callgate.judging.calibration import Confusion
+    from callgate.judging.certificates import Confusion
 
     return Certificate(
         judge=judge.spec.name, fingerprint=judge.fingerprint, model=judge.spec.model,

@@ -85,7 +85,8 @@ def simulated_bias(tpr: float, tnr: float, seed: int, items: int = 20_000) -> fl
     "truly right" (right tool and right arguments) passes with p TPR and anything else with
     p 1 − TNR."""
     from callgate.checks.verdict import Verdict
-    from callgate.judging.calibration import CalibrationItem, Labels, evaluate
+    from callgate.judging.calibration import evaluate
+    from callgate.judging.calibration_set import CalibrationItem, Labels
     from callgate.judging.judge import JudgeOutput, corrected_share
     from callgate.judging.step import JudgedTally
 

@@ -10,14 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from callgate.judging.calibration import (
-    Confusion,
-    dimension_report,
-    evaluate,
-    person_confirmed,
-    read_set,
-    require_certificate,
-)
+from callgate.judging.calibration import dimension_report, evaluate
+from callgate.judging.calibration_set import person_confirmed, read_set
+from callgate.judging.certificates import Confusion, require_certificate
 from callgate.judging.judge import JudgeOutput, Thresholds, load_judge
 
 ROOT = Path(__file__).resolve().parents[1]

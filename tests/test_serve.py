@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import pytest
 from webserver import Server, callgate_script
 
-from callgate.judging.calibration import read_journal, read_set
+from callgate.judging.calibration_set import read_journal, read_set
 
 ROOT = Path(__file__).resolve().parent.parent
 SET = ROOT / "calibration" / "tool_choice.jsonl"

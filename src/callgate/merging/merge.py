@@ -15,7 +15,7 @@ from pathlib import Path
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
-from callgate.judging.calibration import Certificate
+from callgate.judging.certificates import Certificate
 from callgate.judging.judge import JudgeOutput
 from callgate.judging.step import JudgedTally, judged_shares
 from callgate.merging.merge_input import check_merge_input

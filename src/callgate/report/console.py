@@ -18,7 +18,7 @@ from callgate.scoring.scores import Scores, Share, agent_label
 if TYPE_CHECKING:  # types only: `callgate score` need not load the gate or the judge
     from callgate.checks.verdict import Verdict
     from callgate.gating.gate import GateDecision, ReleaseScores
-    from callgate.judging.calibration import Certificate, Disagreement
+    from callgate.judging.certificates import Certificate, Disagreement
     from callgate.scoring.pipeline import RunResult
 
 
