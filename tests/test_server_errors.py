@@ -174,3 +174,45 @@ def test_the_gate_never_compares_releases_scored_with_different_server_error_rul
             in said)
     score("3")  # back to the baseline's rule: compared, passes
     assert gate("3").returncode == 0
+
+
+def test_run_live_marks_a_run_not_a_result_as_callgate_run_does(
+        loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]) -> None:
+    """The library's run_live, given max_excluded, leaves the gate record `callgate run
+    --max-excluded` leaves, written as the run is finished (before, only the CLI wrote it)."""
+    from callgate.models.config import Candidate
+    from callgate.models.retry import RetryPolicy
+    from callgate.running.run import run_live
+    from callgate.running.settings import RunSettings
+    from callgate.store.db import Store
+    from callgate.suites.suite import load_suite
+
+    loopback.script("[ok]", ok(calls=[CALL]))
+    loopback.script("[hours]", ok(content="Nine to five."))
+    for case_id in ("down", "limited", "quiet"):
+        loopback.script(f"[{case_id}]", error(503, "overloaded"))
+    suite = suite_of(tmp_path)
+    (tmp_path / "callgate.toml").write_text(
+        '[[candidates]]\nname = "vllm-next"\nmodel = "openai/served"\n'
+        f'api_base = "{loopback.base_url}"\napi_key_env = "{KEY_ENV}"\n')
+    by_cli = callgate(callgate_exe, cli_env, tmp_path, "run", str(suite), "-m", "vllm-next",
+                      "-k", "1", "--max-retries", "0", "--max-excluded", "0.25",
+                      "--release", "r1", "--db", "cli.db")
+    assert by_cli.returncode == 3, by_cli.stderr
+    settings = RunSettings(repeats=1, progress=False, retry=RetryPolicy(max_retries=0),
+                           max_excluded=0.25)
+    with Store(tmp_path / "library.db") as store:
+        live = run_live(load_suite(suite), Candidate(
+            name="vllm-next", model="openai/served", api_base=loopback.base_url,
+            api_key_env=KEY_ENV), store, release="r1", settings=settings,
+            environ={KEY_ENV: cli_env[KEY_ENV]})
+    record = live.result.not_a_result
+    assert record is not None and record.decided_by == "run"
+
+    def gate_records(db: str) -> list[tuple[str, str, str]]:
+        with sqlite3.connect(tmp_path / db) as conn:
+            return conn.execute("SELECT agent, release, gate FROM runs").fetchall()
+
+    assert gate_records("library.db") == gate_records("cli.db")
+    (_, _, gate), = gate_records("cli.db")
+    assert json.loads(gate) == record.model_dump(mode="json")

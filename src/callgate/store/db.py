@@ -317,15 +317,19 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
             verdicts,
         )
 
-    def finish_run(self, run_id: int, scores: dict[str, Any], status: str = "done") -> None:
-        """Write a run's scores and status. A run already marked "interrupted" stays so (its
-        scores are partial). A run that ends "done" replaces the release's earlier rows, in the
-        same transaction."""
+    def finish_run(self, run_id: int, scores: dict[str, Any], status: str = "done",
+                   not_a_result: str | None = None) -> str | None:
+        """Write a run's scores and status; the status the run ends with. A run already marked
+        "interrupted" stays so (its scores are partial). A run that ends "done" replaces the
+        release's earlier rows and takes its `not_a_result` gate record (JSON, when scoring
+        found it mostly excluded attempts), in the same transaction."""
         with self.atomic():
             self._write_scores(run_id, scores, status)
             row = self.run(run_id)
             if row is not None and row["status"] == "done":
                 self._keep_refusal(run_id)
+                if not_a_result is not None:
+                    self.set_run_gate(run_id, not_a_result)
                 earlier = self.db.execute(
                     "SELECT runs.id, runs.status, run_owners.host, run_owners.pid, runs.shards "
                     "FROM runs LEFT JOIN run_owners ON run_owners.run = runs.id "
@@ -339,6 +343,7 @@ class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
                          and _shards_overlap(shards, row.get("shards"))]
                 self.db.conn.executemany("DELETE FROM runs WHERE id = ?", stale)
             self.db.execute("DELETE FROM run_owners WHERE run = ?", [run_id])
+        return None if row is None else str(row["status"])
 
     def _keep_refusal(self, run_id: int) -> None:
         """A release re-scored after its gate refused it stays refused until gated again:

@@ -289,10 +289,14 @@ class MergeRecords(StoreBase):
         return {case_id: json.loads(tags) for case_id, tags in self.db.execute(
             "SELECT case_id, tags FROM cases WHERE suite = ?", [suite_fingerprint])}
 
-    def write_merged_scores(self, run_id: int, scores: dict[str, Any]) -> None:
-        """The scores of a merged run, computed again from its verdicts."""
+    def write_merged_scores(self, run_id: int, scores: dict[str, Any],
+                            not_a_result: str | None = None) -> None:
+        """The scores of a merged run, computed again from its verdicts, and its "not a result"
+        gate record (JSON) when it is mostly excluded attempts."""
         with self.atomic():
             self._write_scores(run_id, scores, "done")
+            if not_a_result is not None:
+                self.db.execute("UPDATE runs SET gate = ? WHERE id = ?", [not_a_result, run_id])
 
 
 def _refused(gate: str | None) -> bool:
