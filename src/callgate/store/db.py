@@ -23,6 +23,7 @@ from callgate.reading import canonical_json
 from callgate.store.connection import migrate, open_read_only, refuse_foreign, store_error
 from callgate.store.gate_rows import GateRows
 from callgate.store.judging import JudgeRecords
+from callgate.store.merge_rows import MergeInputRows
 from callgate.store.merging import MergeRecords
 from callgate.store.opening import (
     StoreError,
@@ -84,7 +85,7 @@ def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
     return (run_id, *_VERDICT_FIELDS(vars(verdict)))
 
 
-class Store(JudgeRecords, ServeRecords, MergeRecords, GateRows):
+class Store(JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, GateRows):
     """A callgate database. Use as a context manager, or call `close()`.
 
     Opening checks the file first: a path that is neither a callgate store nor an empty or new
