@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
+import paths
+
+FIXTURES = paths.FIXTURES / "bfcl"
 DATA = FIXTURES / "data"
 
 

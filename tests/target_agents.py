@@ -1,4 +1,4 @@
-"""Agents under test for tests/test_targets*.py, one behaviour for all three target kinds.
+"""Agents under test for tests/running/test_targets*.py, one behaviour for all three target kinds.
 
 Each asks the loopback model (LOOPBACK_URL, its base URL) as a real agent would. A marker in the
 last user message picks a misbehaviour: [crash] fails (raises, exits, answers HTTP 500), [hang]

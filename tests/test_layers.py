@@ -321,3 +321,44 @@ def test_no_function_is_above_complexity_15() -> None:
     assert not wrong, f"split these below complexity {MAX_COMPLEXITY}:\n" + "\n".join(wrong)
     fixed = sorted(KNOWN_COMPLEX - found)
     assert not fixed, f"no longer too complex, take them off KNOWN_COMPLEX: {fixed}"
+
+
+# --------------------------------------------------------------------------- SQL
+
+
+# SQL spelt in a string, or a call that runs it: only the store package may hold either.
+SQL_MARKS = ("execute(", "executemany(", "executescript(", ".query(", "SELECT ", "INSERT ",
+             "UPDATE ", "DELETE FROM", "CREATE TABLE", " WHERE ")
+# Modules outside store/ allowed to hold SQL, with the reason; none today.
+KNOWN_SQL: frozenset[str] = frozenset()
+
+
+def sql_outside_the_store() -> dict[str, list[str]]:
+    """Each module outside callgate/store/ with a line holding one of SQL_MARKS (in code or
+    a string; comments and docstrings, which name SQL in words, left out)."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        if path.is_relative_to(SRC / "store"):
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
+                                    | ast.AsyncFunctionDef)
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        texts = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                 and isinstance(node.value, str) and id(node) not in docstrings]
+        calls = [ast.unparse(node.func) + "(" for node in ast.walk(tree)
+                 if isinstance(node, ast.Call)]
+        hits = sorted({mark for mark in SQL_MARKS for text in [*texts, *calls] if mark in text})
+        if hits:
+            found[str(path.relative_to(SRC.parent))] = hits
+    return found
+
+
+def test_no_module_outside_the_store_holds_sql() -> None:
+    found = sql_outside_the_store()
+    wrong = [f"{path}: {', '.join(marks)}" for path, marks in sorted(found.items())
+             if path not in KNOWN_SQL]
+    assert not wrong, "move the SQL into callgate/store/:\n" + "\n".join(wrong)
+    fixed = sorted(KNOWN_SQL - set(found))
+    assert not fixed, f"no SQL left, take them off KNOWN_SQL: {fixed}"

@@ -4,16 +4,15 @@ appears in it (as sqlite-utils checks its docs)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import click
 import pytest
 import typer.main
+from paths import ROOT
 
 from callgate.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 

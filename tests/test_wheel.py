@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 from callgate.judging.judge import load_judge
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def sh(*args: str | Path, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

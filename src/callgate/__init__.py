@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from callgate.gating.decision import GateDecision
     from callgate.gating.release import gate_release
     from callgate.gating.scores_file import ReleaseScores
-    from callgate.judging.calibration import Certificate, calibrate, read_set
+    from callgate.judging.calibration import calibrate
+    from callgate.judging.calibration_set import read_set
+    from callgate.judging.certificates import Certificate
     from callgate.judging.judge import Judge, JudgeModel, load_judge
     from callgate.scoring.pipeline import RunResult, score_file
     from callgate.scoring.scores import Scores
@@ -57,8 +59,8 @@ _WHERE = {
     "Judge": "callgate.judging.judge",
     "JudgeModel": "callgate.judging.judge",
     "calibrate": "callgate.judging.calibration",
-    "read_set": "callgate.judging.calibration",
-    "Certificate": "callgate.judging.calibration",
+    "read_set": "callgate.judging.calibration_set",
+    "Certificate": "callgate.judging.certificates",
     "Store": "callgate.store.db",
     "ToolError": "callgate.suites.environment",
     "CallgateError": "callgate.errors",

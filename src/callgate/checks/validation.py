@@ -8,7 +8,7 @@ only judge of failures and writes every reason, so verdicts, reasons and sub-kin
 change. The fast path must never accept what jsonschema rejects: `format` is checked by
 jsonschema's own format checkers (date-time through rfc3339-validator, ...), plugged into the
 compiled validator; `pattern` and `patternProperties` run on one engine on both paths (the
-linear-time regex crate, suites/schemas.py); and tests/test_validation.py compares both paths
+linear-time regex crate, suites/schemas.py); and tests/checks/test_validation.py compares both paths
 on every bundled suite, the BFCL fixtures and generated payloads.
 
 jsonschema-rs was measured against fastjsonschema on the same calls, formats plugged in

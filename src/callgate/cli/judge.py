@@ -14,7 +14,7 @@ from callgate.errors import CallgateError
 from callgate.running.limits import MAX_CONCURRENCY
 
 if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
-    from callgate.judging.calibration import Certificate, Disagreement
+    from callgate.judging.certificates import Certificate, Disagreement
     from callgate.store.db import Store
 
 from callgate.cli.common import (
@@ -50,7 +50,7 @@ def judge_show(
 ) -> None:
     """Print a judge's fingerprint and whether a certificate exists for it."""
     from callgate.judging.bundled import judge_spec
-    from callgate.judging.calibration import require_certificate
+    from callgate.judging.certificates import require_certificate
     from callgate.judging.judge import load_judge
     from callgate.judging.step import at_endpoint
     from callgate.store.db import Store
@@ -93,7 +93,7 @@ def _show_labels_and_plan(judge: Any, certificate_json: str | None) -> list[str]
     """Who gave the labels the newest calibration used, and how many more would certify the
     judge under the spec's rule (and, when that is the point rule, under the Wilson rule)."""
     from callgate.judging.audit_text import certificate_plan_lines
-    from callgate.judging.calibration import Certificate
+    from callgate.judging.certificates import Certificate
 
     if certificate_json is None:
         return []
@@ -132,7 +132,8 @@ def judge_calibrate(
 
     from callgate.judging.bundled import calibration_set as bundled_set
     from callgate.judging.bundled import judge_spec
-    from callgate.judging.calibration import calibrate, read_journal, read_set
+    from callgate.judging.calibration import calibrate
+    from callgate.judging.calibration_set import read_journal, read_set
     from callgate.judging.judge import JudgeModel, load_judge
     from callgate.judging.step import at_endpoint
     from callgate.models.routes import api_key
@@ -200,7 +201,7 @@ def _judge_progress(judge: Any, set_path: Path, store: Any) -> tuple[Any, int]:
         TimeRemainingColumn,
     )
 
-    from callgate.judging.calibration import item_payloads, read_set
+    from callgate.judging.calibration_set import item_payloads, read_set
     from callgate.judging.step import JudgeCache
 
     items, _ = read_set(set_path)
@@ -430,7 +431,7 @@ def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None,
 def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     from callgate.judging.audit import judged_design_effects, width_plan
     from callgate.judging.audit_text import describe_width_plan
-    from callgate.judging.calibration import Certificate, dimension_rates
+    from callgate.judging.certificates import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
     from callgate.store.db import Store
 

@@ -153,7 +153,6 @@ def run_command(
     from callgate.report.console import print_run, run_document
     from callgate.running.run import run_live
     from callgate.running.settings import RunSettings
-    from callgate.scoring.result import record_if_not_a_result
     from callgate.store.db import Store
     from callgate.suites.shard import parse_shard
     from callgate.suites.suite import load_suite
@@ -208,6 +207,7 @@ def run_command(
             retry=RetryPolicy(max_retries=max_retries, budget=retry_budget),
             shard=only,
             server_errors=server_errors,
+            max_excluded=max_excluded,
         )
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
@@ -222,8 +222,6 @@ def run_command(
                 keep_verdicts=as_json,
                 judge=step,
             )
-            not_a_result = (None if live.stopped else record_if_not_a_result(
-                store, live.result.run_id, "run", live.result.scores, max_excluded))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -261,7 +259,7 @@ def run_command(
             f"stopped at the first request the provider refused ({live.stopped}); nothing more "
             "was sent. Fix the cause and run the same command again to resume."
         )
-    _exit_if_not_a_result(not_a_result)
+    _exit_if_not_a_result(result.not_a_result)
 
 
 def _blank_refused(value: str | None) -> str | None:

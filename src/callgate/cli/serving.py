@@ -81,7 +81,7 @@ def _check_serve_sets(db: Path, sets: list[Path]) -> None:
     """Every --set file as `serve` will use it: a file (or a new one in a folder that exists)
     that is not the store, a set that reads cleanly, and no two of one name (the store keeps
     a set by its file name)."""
-    from callgate.judging.calibration import read_set
+    from callgate.judging.calibration_set import read_set
 
     names: dict[str, Path] = {}
     for path in sets:

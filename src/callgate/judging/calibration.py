@@ -3,8 +3,7 @@ set's items, their confusion with the person's labels per dimension, and the cer
 
 The judge is certified only when, on the test split, every dimension reaches the spec's TPR and
 TNR thresholds with enough items of each class. The set file is read by `calibration_set`; the
-certificate and the check that a judge may score are in `certificates` (their names are
-importable from here too, as before the split).
+certificate and the check that a judge may score are in `certificates`.
 """
 
 from __future__ import annotations
@@ -16,38 +15,19 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from callgate.judging.calibration_set import (
-    NOT_A_PERSON,
-    Adjudication,
-    CalibrationAssistantTurn,
-    CalibrationCall,
-    CalibrationCase,
     CalibrationItem,
-    CalibrationResponse,
-    CalibrationToolTurn,
-    CalibrationTurn,
-    JournalRecord,
     Labels,
-    SetJournal,
-    Withdrawal,
     item_payloads,
     item_row,
     label_text,
     person_confirmed,
-    read_journal,
     read_set,
 )
 from callgate.judging.certificates import (
-    CERT_FORMAT,
     Certificate,
     Confusion,
     DimensionReport,
     Disagreement,
-    check_labels,
-    dimension_rates,
-    label_changes,
-    read_certificate,
-    require_certificate,
-    void_reason,
 )
 from callgate.judging.judge import (
     JUDGE_ERROR,
@@ -59,18 +39,6 @@ from callgate.judging.judge import (
 from callgate.judging.step import JudgeStep
 from callgate.stats import wilson
 from callgate.store.db import Store
-
-# The set's and the certificate's names, importable from here as before the split.
-__all__ = [
-    "CERT_FORMAT", "NOT_A_PERSON", "Adjudication", "CalibrationAssistantTurn", "CalibrationCall",
-    "CalibrationCase", "CalibrationItem", "CalibrationResponse", "CalibrationToolTurn",
-    "CalibrationTurn", "Certificate", "Confusion", "DimensionReport", "Disagreement",
-    "JournalRecord", "Labels", "NoVerdict", "Outcome", "SetJournal", "Withdrawal", "calibrate",
-    "check_labels", "cohen_kappa", "confusion", "dimension_confusion", "dimension_rates",
-    "dimension_report", "evaluate", "item_payloads", "label_changes", "label_text",
-    "person_confirmed", "rate_pair", "read_certificate", "read_journal", "read_set",
-    "require_certificate", "run_judge_on_items", "void_reason",
-]
 
 
 class NoVerdict(BaseModel):

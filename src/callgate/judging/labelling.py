@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.errors import CallgateError
-from callgate.judging.calibration import (
+from callgate.judging.calibration_set import (
     Adjudication,
     CalibrationCall,
     CalibrationCase,
@@ -26,9 +26,9 @@ from callgate.judging.calibration import (
     Labels,
     SetJournal,
     Withdrawal,
+    item_row,
     read_journal,
 )
-from callgate.judging.calibration_set import item_row
 from callgate.judging.payloads import judge_payloads
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
-from callgate.judging.calibration import Certificate
+from callgate.judging.certificates import Certificate
 from callgate.judging.judge import JudgeOutput
 from callgate.judging.step import JudgedTally, judged_shares
 from callgate.merging.merge_input import check_merge_input
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
-from callgate.scoring.result import record_if_not_a_result
+from callgate.scoring.result import not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store
 from callgate.store.opening import check_store_file
@@ -133,9 +133,10 @@ def _rescore_merged(store: Store, run_id: int, sources: list[StoredRun]) -> Merg
     assert run is not None
     was_uncalibrated = any((r.scores or {}).get("uncalibrated", False) for r in [run, *sources])
     scores = rescore(store, run_id, was_uncalibrated)
-    store.write_merged_scores(run_id, scores.model_dump(mode="json"))
-    record_if_not_a_result(store, run_id, "run" if run.source == "live" else "score", scores,
-                           DEFAULT_MAX_EXCLUDED)
+    record = not_a_result("run" if run.source == "live" else "score", scores.attempts,
+                          scores.excluded, DEFAULT_MAX_EXCLUDED)
+    store.write_merged_scores(run_id, scores.model_dump(mode="json"),
+                              record.model_dump_json() if record is not None else None)
     return MergedRelease(run_id, run.suite_name, run.agent, run.release,
                          list(run.shards) if run.shards is not None else None,
                          run.shard_count, scores.attempts)

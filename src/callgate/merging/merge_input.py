@@ -9,7 +9,7 @@ input, naming the store, the table, the row and the field (exit 2, nothing writt
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, get_args
 
@@ -90,79 +90,24 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-# SQL conditions that hold for every row the checks below would refuse (and for few others):
-# the rows are filtered in SQLite, and only those it flags are checked, and named, in Python.
-def _json_suspect(column: str, kind: str | None = None, nullable: bool = False) -> str:
-    """Not JSON (of `kind`, when given). (JSON nested too deep to read is not looked for: the
-    store holds what callgate read, within its limits, and counting brackets in every body
-    would double the merge's time.)"""
-    shape = (f"CASE WHEN json_valid({column}) THEN json_type({column}) END IS NOT '{kind}'"
-             if kind else f"NOT coalesce(json_valid({column}), 0)")
-    test = f"typeof({column}) != 'text' OR {shape}"
-    return f"({column} IS NOT NULL AND ({test}))" if nullable else f"({test})"
-
-
-def _not_in(column: str, allowed: tuple[str, ...], nullable: bool = False) -> str:
-    values = ", ".join(f"'{value}'" for value in allowed)
-    test = f"coalesce({column}, '') NOT IN ({values}) OR typeof({column}) != 'text'"
-    return f"({column} IS NOT NULL AND ({test}))" if nullable else f"({test})"
-
-
-def _not_count(column: str) -> str:
-    return f"({column} IS NOT NULL AND (typeof({column}) != 'integer' OR {column} < 0))"
-
-
-def _not_amount(column: str) -> str:
-    return (f"({column} IS NOT NULL AND (typeof({column}) NOT IN ('integer', 'real') "
-            f"OR {column} < 0))")
-
-
-def _not_text(column: str) -> str:
-    return f"(typeof({column}) != 'text' OR {column} = '')"
-
-
-def _or(*conditions: str) -> str:
-    return " OR ".join(conditions)
-
-
-_ATTEMPT = _or("typeof(case_id) != 'text'",
-               "case_id NOT IN (SELECT case_id FROM cases WHERE suite = :suite)",
-               "typeof(repeat) != 'integer'", "repeat < 0")
-_SUSPECT = {
-    "cases": _or("suite NOT IN (SELECT fingerprint FROM suites)", _not_text("case_id"),
-                 _not_text("expect_type"), _json_suspect("tags", "array"),
-                 "(CASE WHEN json_valid(tags) AND json_type(tags) = 'array' THEN (SELECT "
-                 "count(*) FROM json_each(row.tags) WHERE type != 'text') ELSE 1 END) > 0",
-                 _json_suspect("body", "object")),
-    "calibration_items": _or(_not_in("split", _SPLITS),
-                             _not_in("label_tool_choice", _TOOL_CHOICES),
-                             _not_in("label_arguments", get_args(Label)),
-                             _json_suspect("body", "object")),
-    "certificates": _json_suspect("body", "object"),
-    "judge_cache": _json_suspect("output", "object"),
-    "live_responses": _or(_json_suspect("request", "object"), _json_suspect("line", "object")),
-    "responses": _or(_ATTEMPT, _not_amount("cost"), _not_amount("latency_ms"),
-                     _not_count("prompt_tokens"), _not_count("completion_tokens"),
-                     _json_suspect("body")),
-    "verdicts": _or(
-        _ATTEMPT, _not_in("status", get_args(Status)), _not_in("tool", get_args(ToolVerdict),
-                                                              nullable=True),
-        _not_in("arguments", get_args(ArgsVerdict), nullable=True),
-        _not_in("schema_kind", get_args(SchemaKind), nullable=True),
-        "typeof(tool_reason) != 'text'", "typeof(arguments_reason) != 'text'",
-        "typeof(calls) != 'integer'", "calls < 0",
-        "typeof(right_tool) != 'integer'", "right_tool NOT IN (0, 1)",
-        "typeof(right_arguments) != 'integer'", "right_arguments NOT IN (0, 1)",
-        "right_tool = 1 AND (status IS NOT 'scored' OR tool IS NOT 'right')",
-        "right_arguments = 1 AND (right_tool IS NOT 1 OR arguments IS NULL OR arguments NOT "
-        "IN ('right', 'not_applicable'))",
-        "NOT EXISTS (SELECT 1 FROM responses AS r WHERE r.run = row.run AND "
-        "r.case_id = row.case_id AND r.repeat = row.repeat)"),
-    "judgements": _or(_ATTEMPT, _not_in("tool_choice", _TOOL_CHOICES),
-                      _not_in("arguments", get_args(Label))),
-    "run_requests": _ATTEMPT,
-    "run_turns": _ATTEMPT,
+# The text values an enum column may take, by table: checked here, and handed to the store,
+# whose cheap SQL filter (store/merge_rows.py) flags the rows to check.
+_ALLOWED: dict[str, dict[str, tuple[str, ...]]] = {
+    "calibration_items": {"split": _SPLITS, "label_tool_choice": _TOOL_CHOICES,
+                          "label_arguments": get_args(Label)},
+    "verdicts": {"status": get_args(Status), "tool": get_args(ToolVerdict),
+                 "arguments": get_args(ArgsVerdict), "schema_kind": get_args(SchemaKind)},
+    "judgements": {"tool_choice": _TOOL_CHOICES, "arguments": get_args(Label)},
 }
+
+
+def _suspects(source: Store, table: str, run: dict[str, Any] | None = None
+              ) -> Iterator[dict[str, Any]]:
+    """The rows of `table` the store flags as possibly unsound (of `run`, when given)."""
+    for row in source.merge_input_suspects(
+            table, _ALLOWED.get(table), run=None if run is None else run["id"],
+            suite=None if run is None else run["suite"]):
+        yield row.columns
 
 
 def check_merge_input(source: Store) -> None:
@@ -170,12 +115,12 @@ def check_merge_input(source: Store) -> None:
     row merge would copy from it is sound."""
     path = source.path
     suites = {}
-    for row in source.merge_input_rows("suites", "1"):
+    for row in _suspects(source, "suites"):
         at = _Row(path, "suites", row, f"suite {_shown(row['fingerprint'])}")
         at.text("fingerprint", "name")
         at.json("tools", list)
         suites[row["fingerprint"]] = row["name"]
-    for row in source.merge_input_rows("cases", _SUSPECT["cases"]):
+    for row in _suspects(source, "cases"):
         at = _Row(path, "cases", row, f"case {_shown(row['case_id'])}")
         if row["suite"] not in suites:
             raise at.refuse("suite", f"{_shown(row['suite'])} has no row in table suites")
@@ -184,22 +129,21 @@ def check_merge_input(source: Store) -> None:
         if not all(isinstance(tag, str) for tag in tags):
             raise at.refuse("tags", "must be a JSON array of strings")
         at.json("body", dict)
-    for row in source.merge_input_rows("calibration_items", _SUSPECT["calibration_items"]):
+    for row in _suspects(source, "calibration_items"):
         at = _Row(path, "calibration_items", row,
                   f"set {_shown(row['set_name'])} item {_shown(row['item_id'])}")
-        at.one_of("split", _SPLITS)
-        at.one_of("label_tool_choice", _TOOL_CHOICES)
-        at.one_of("label_arguments", get_args(Label))
+        for column, allowed in _ALLOWED["calibration_items"].items():
+            at.one_of(column, allowed)
         at.json("body", dict)
     for table, key, columns in (("certificates", "fingerprint", ("body",)),
                                 ("judge_cache", "key", ("output",)),
                                 ("live_responses", "key", ("request", "line"))):
-        for row in source.merge_input_rows(table, _SUSPECT[table]):
+        for row in _suspects(source, table):
             at = _Row(path, table, row, f"{key} {_shown(row[key])}")
             for column in columns:
                 at.json(column, dict)
     for run in source.merge_input_runs():
-        _check_run(path, source, run, suites)
+        _check_run(path, source, run.columns, suites)
 
 
 def _shard_numbers(shards: list[Any], count: int) -> bool:
@@ -224,7 +168,6 @@ def _check_run(path: Path, source: Store, run: dict[str, Any], suites: dict[str,
                                   f"numbers from 1 to {run['shard_count']}")
     at.json("gate", dict, nullable=True)
     at.json("scores", dict, nullable=True)
-    params = {"run": run_id, "suite": run["suite"]}
 
     def attempt(table: str, row: dict[str, Any]) -> _Row:
         found = _Row(path, table, row, f"run {run_id} case {_shown(row['case_id'])} repeat "
@@ -235,25 +178,25 @@ def _check_run(path: Path, source: Store, run: dict[str, Any], suites: dict[str,
         found.count("repeat", nullable=False)
         return found
 
-    for row in source.merge_input_rows("responses", _SUSPECT["responses"], params):
+    for row in _suspects(source, "responses", run):
         found = attempt("responses", row)
         for column in ("cost", "latency_ms"):
             found.amount(column)
         for column in ("prompt_tokens", "completion_tokens"):
             found.count(column)
         found.json("body")
-    for row in source.merge_input_rows("verdicts", _SUSPECT["verdicts"], params):
+    for row in _suspects(source, "verdicts", run):
         found = attempt("verdicts", row)
         _check_verdict(found, row)
         if not source.merge_input_has_response(run_id, row["case_id"], row["repeat"]):
             raise found.refuse("case_id", "a verdict without a response (no row in table "
                                           "responses)")
-    for row in source.merge_input_rows("judgements", _SUSPECT["judgements"], params):
+    for row in _suspects(source, "judgements", run):
         found = attempt("judgements", row)
-        found.one_of("tool_choice", _TOOL_CHOICES)
-        found.one_of("arguments", get_args(Label))
+        for column, allowed in _ALLOWED["judgements"].items():
+            found.one_of(column, allowed)
     for table in ("run_requests", "run_turns"):
-        for row in source.merge_input_rows(table, _SUSPECT[table], params):
+        for row in _suspects(source, table, run):
             attempt(table, row)
 
 
@@ -268,7 +211,7 @@ _FLAG_RULES: tuple[tuple[str, Callable[[Verdict], bool], str], ...] = (
 
 def _check_verdict(at: _Row, row: dict[str, Any]) -> None:
     """The verdict's enums and types (the Verdict model's), and flags that agree with them."""
-    fields = {k: v for k, v in row.items() if k not in ("rowid", "run")}
+    fields = {k: v for k, v in row.items() if k != "run"}
     try:
         verdict = Verdict.model_validate(fields)
     except ValidationError as exc:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # types only: `callgate score` need not load the gate or the 
     from callgate.checks.verdict import Verdict
     from callgate.gating.decision import GateDecision
     from callgate.gating.scores_file import ReleaseScores
-    from callgate.judging.calibration import Certificate, Disagreement
+    from callgate.judging.certificates import Certificate, Disagreement
     from callgate.scoring.pipeline import RunResult
 
 

@@ -196,7 +196,8 @@ class LiveRunner:
                 )
             recorder = Recorder(self.suite, self.store, run_id,
                                 keep_verdicts=self.keep_verdicts, judge=self.judge,
-                                server_errors=settings.server_errors)
+                                server_errors=settings.server_errors,
+                                max_excluded=settings.max_excluded, decided_by="run")
             record = RunRecord(recorder, self.counters)
             scores = await self._fill(work, caller, cache, record)
         finally:
@@ -219,6 +220,7 @@ class LiveRunner:
             missing=[c for c in self.suite.cases
                      if c not in answered and (shard is None or shard.holds(c))],
             agent=self.candidate.name,
+            not_a_result=recorder.not_a_result,
         )
         counters = self.counters
         return LiveRun(

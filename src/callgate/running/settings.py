@@ -1,6 +1,7 @@
 """The settings of a live run: repeats, concurrency (None: adaptive), per-request timeout,
 cache and offline switches, the retry policy, how often answers are committed, the progress
-bar, the shard and whether server errors count as wrong answers.
+bar, the shard, whether server errors count as wrong answers and the share of excluded
+attempts above which a finished run is not a result.
 Checked at the boundary (pydantic), so a bad value is refused before any call is made."""
 
 from __future__ import annotations
@@ -28,3 +29,6 @@ class RunSettings(BaseModel):
     shard: Shard | None = Field(None, description="run only the cases of this shard")
     server_errors: ServerErrors = Field(
         "exclude", description="count: a server error after retries is a wrong answer")
+    max_excluded: float | None = Field(
+        None, ge=0, le=1, description="a finished run with a larger share of its attempts "
+        "excluded is stored marked not a result (scoring.result); None: never marked")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from callgate.checks.check import check_response
 from callgate.checks.verdict import ServerErrors, Verdict
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
-from callgate.scoring.result import GateRecord, record_if_not_a_result
+from callgate.scoring.result import GateRecord, not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
 from callgate.store.rows import judgement_row, response_row
@@ -221,11 +221,13 @@ class Recorder:
                                         self.judge.certificate),
                 "uncalibrated": self.judge.certificate is None,
             })
-        with self.store.atomic():
-            self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status)
-            if status == "done" and self.max_excluded is not None:
-                self.not_a_result = record_if_not_a_result(
-                    self.store, self.run_id, self.decided_by, scores, self.max_excluded)
+        record = None
+        if status == "done" and self.max_excluded is not None:
+            record = not_a_result(self.decided_by, scores.attempts, scores.excluded,
+                                  self.max_excluded)
+        ended = self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status,
+                                      record.model_dump_json() if record is not None else None)
+        self.not_a_result = record if ended == "done" else None
         return scores
 
 

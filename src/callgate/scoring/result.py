@@ -11,8 +11,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.scoring.exclusion import too_many_excluded
-from callgate.scoring.scores import Scores
-from callgate.store.db import Store
 
 Outcome = Literal["pass", "first_release", "regression", "inconclusive"]
 
@@ -37,19 +35,11 @@ class GateRecord(BaseModel):
 
 def not_a_result(by: Literal["run", "score"], attempts: int, excluded: Mapping[str, int],
                  max_excluded: float) -> GateRecord | None:
-    """The record a run or a score leaves when most of its attempts were excluded."""
+    """The record a run or a score leaves when most of its attempts were excluded (None when
+    it is a result); the store writes it with the run's scores."""
     why = too_many_excluded(attempts, excluded, max_excluded)
     if why is None:
         return None
     return GateRecord(outcome="inconclusive", released=False, decided_by=by,
                       max_excluded=max_excluded, messages=[why])
 
-
-def record_if_not_a_result(store: Store, run_id: int, by: Literal["run", "score"],
-                           scores: Scores, max_excluded: float) -> GateRecord | None:
-    """Mark a run that is mostly excluded attempts as inconclusive in the store; the record
-    (or None when the run is a result)."""
-    record = not_a_result(by, scores.attempts, scores.excluded, max_excluded)
-    if record is not None:
-        store.set_run_gate(run_id, record.model_dump_json())
-    return record

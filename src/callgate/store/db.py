@@ -23,6 +23,8 @@ from callgate.reading import canonical_json
 from callgate.store.connection import migrate, open_read_only, refuse_foreign, store_error
 from callgate.store.gate_rows import GateRows
 from callgate.store.judging import JudgeRecords
+from callgate.store.live_rows import LiveRows
+from callgate.store.merge_rows import MergeInputRows
 from callgate.store.merging import MergeRecords
 from callgate.store.opening import (
     StoreError,
@@ -36,12 +38,8 @@ from callgate.store.opening import (
 from callgate.store.rows import StoredRun
 from callgate.store.schema import (
     _NEWEST_DONE,
-    LIVE_RESPONSE_COLUMNS,
     RESPONSE_COLUMNS,
-    RUN_REQUEST_COLUMNS,
-    RUN_TURN_COLUMNS,
     VERDICT_COLUMNS,
-    columns_sql,
     now,
 )
 from callgate.store.serving import ServeRecords
@@ -85,7 +83,8 @@ def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
     return (run_id, *_VERDICT_FIELDS(vars(verdict)))
 
 
-class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, GateRows):
+class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, GateRows,
+            LiveRows):
     """A callgate database. Use as a context manager, or call `close()`.
 
     Opening checks the file first: a path that is neither a callgate store nor an empty or new
@@ -318,15 +317,19 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, GateRows):
             verdicts,
         )
 
-    def finish_run(self, run_id: int, scores: dict[str, Any], status: str = "done") -> None:
-        """Write a run's scores and status. A run already marked "interrupted" stays so (its
-        scores are partial). A run that ends "done" replaces the release's earlier rows, in the
-        same transaction."""
+    def finish_run(self, run_id: int, scores: dict[str, Any], status: str = "done",
+                   not_a_result: str | None = None) -> str | None:
+        """Write a run's scores and status; the status the run ends with. A run already marked
+        "interrupted" stays so (its scores are partial). A run that ends "done" replaces the
+        release's earlier rows and takes its `not_a_result` gate record (JSON, when scoring
+        found it mostly excluded attempts), in the same transaction."""
         with self.atomic():
             self._write_scores(run_id, scores, status)
             row = self.run(run_id)
             if row is not None and row["status"] == "done":
                 self._keep_refusal(run_id)
+                if not_a_result is not None:
+                    self.set_run_gate(run_id, not_a_result)
                 earlier = self.db.execute(
                     "SELECT runs.id, runs.status, run_owners.host, run_owners.pid, runs.shards "
                     "FROM runs LEFT JOIN run_owners ON run_owners.run = runs.id "
@@ -340,6 +343,7 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, GateRows):
                          and _shards_overlap(shards, row.get("shards"))]
                 self.db.conn.executemany("DELETE FROM runs WHERE id = ?", stale)
             self.db.execute("DELETE FROM run_owners WHERE run = ?", [run_id])
+        return None if row is None else str(row["status"])
 
     def _keep_refusal(self, run_id: int) -> None:
         """A release re-scored after its gate refused it stays refused until gated again:
@@ -431,57 +435,6 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, GateRows):
         return self.db.query(
             "SELECT * FROM verdicts WHERE run = ? ORDER BY case_id, repeat", [run_id]
         )
-
-    # ----------------------------------------------------------------- live runs
-    # live_responses caches what a provider answered, keyed by SHA-256 of the request and the
-    # repeat index; `line` is a recorded-response line (docs/formats.md), `request` the request
-    # as sent, without secrets. A row with error_kind set records a failure, not an answer.
-
-    def live_responses(self, keys: list[str]) -> dict[str, dict[str, Any]]:
-        """Stored live responses for these cache keys: key -> row."""
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            rows = self.db.query(
-                "SELECT key, case_id, repeat, line, error_kind FROM live_responses "
-                f"WHERE key IN ({', '.join('?' * len(chunk))})",
-                chunk,
-            )
-            found.update((row["key"], row) for row in rows)
-        return found
-
-    def live_request(self, key: str) -> str | None:
-        """The request stored with one cached answer (a target's conversation keeps there the
-        transcript the next user turn's request is built from)."""
-        rows = self.db.query("SELECT request FROM live_responses WHERE key = ?", [key])
-        return next((row["request"] for row in rows), None)
-
-    def save_live_responses(self, rows: list[tuple[Any, ...]]) -> None:
-        """Upsert provider answers and failures (`live_response_row`) in one transaction. A
-        failure never replaces a stored answer."""
-        updates = ", ".join(f"{name} = excluded.{name}" for name in LIVE_RESPONSE_COLUMNS[1:])
-        with self.atomic():
-            self.db.conn.executemany(
-                f"INSERT INTO live_responses {columns_sql(LIVE_RESPONSE_COLUMNS)} "
-                f"ON CONFLICT(key) DO UPDATE SET {updates} "
-                "WHERE excluded.error_kind IS NULL OR live_responses.error_kind IS NOT NULL",
-                rows,
-            )
-
-    def save_run_requests(self, rows: list[tuple[Any, ...]]) -> None:
-        """Link a run's attempts to their cache keys (`run_request_row`)."""
-        with self.atomic():
-            self.db.conn.executemany(
-                f"INSERT OR REPLACE INTO run_requests {columns_sql(RUN_REQUEST_COLUMNS)}", rows)
-
-    def save_run_turns(self, rows: list[tuple[Any, ...]]) -> None:
-        """Link the turns of a run's multi-turn attempts to the cache keys of their requests
-        in live_responses (`run_turn_row`)."""
-        if not rows:
-            return
-        with self.atomic():
-            self.db.conn.executemany(
-                f"INSERT OR REPLACE INTO run_turns {columns_sql(RUN_TURN_COLUMNS)}", rows)
 
     def set_run_gate(self, run_id: int, decision: str) -> None:
         """Record the gate decision on a run (JSON); the newest decision replaces the last."""

@@ -20,7 +20,7 @@ _FAILED = "status = 'scored' AND NOT right_arguments"
 _REASON = ("CASE WHEN COALESCE(tool_reason, '') != '' AND COALESCE(arguments_reason, '') != '' "
            "THEN tool_reason || '; ' || arguments_reason "
            "ELSE COALESCE(NULLIF(tool_reason, ''), NULLIF(arguments_reason, ''), '') END")
-# gating.cases.tally's rule in SQL (tests/test_gate.py holds the two equal): per case, its
+# gating.cases.tally's rule in SQL (tests/gating/test_gate.py holds the two equal): per case, its
 # scored attempts, their right tools and right arguments, its excluded attempts, and the
 # reason of its lowest-numbered scored repeat without right arguments.
 _TALLY = (

@@ -244,33 +244,6 @@ class MergeRecords(StoreBase):
         conn.execute("DELETE FROM temp.merge_verdicts")
         return cursor.rowcount
 
-    def merge_input_runs(self) -> list[dict[str, Any]]:
-        """The finished runs `merge` copies from this store, for checking them first."""
-        return list(self.db.query(
-            "SELECT * FROM runs WHERE status = 'done' ORDER BY created_at, id"))
-
-    def merge_input_rows(self, table: str, suspect: str, params: dict[str, Any] | None = None
-                         ) -> Iterator[dict[str, Any]]:
-        """The rows of `table` that `merge` would copy from this store (of one run, for a
-        table under runs) for which the SQL condition `suspect` holds, to be checked one by
-        one (`params` fills its :names; with "run", only that run's rows); `rowid` says which
-        row in a message. A cheap filter in SQL, so that a sound
-        store of a million attempts is checked at SQLite's speed."""
-        if table not in (*_MERGED_TABLES, *_MERGED_RUN_TABLES, "verdicts"):
-            raise ValueError(f"merge copies no table {table}")
-        params = params or {}
-        where = f"({suspect})" + (" AND run = :run" if "run" in params else "")
-        return self.db.query(f"SELECT rowid, * FROM {table} AS row WHERE {where}", params)
-
-    def merge_input_has_case(self, suite: Any, case_id: Any) -> bool:
-        return self.db.execute("SELECT 1 FROM cases WHERE suite = ? AND case_id = ?",
-                               [suite, case_id]).fetchone() is not None
-
-    def merge_input_has_response(self, run_id: int, case_id: Any, repeat: Any) -> bool:
-        return self.db.execute(
-            "SELECT 1 FROM responses WHERE run = ? AND case_id = ? AND repeat = ?",
-            [run_id, case_id, repeat]).fetchone() is not None
-
     def merged_attempts(self, run_id: int) -> Iterator[dict[str, Any]]:
         """A run's verdicts with what scoring reads of their responses and judgements, in case
         and repeat order: `judged_tool_choice` is set when the judge decided the attempt,
@@ -289,10 +262,14 @@ class MergeRecords(StoreBase):
         return {case_id: json.loads(tags) for case_id, tags in self.db.execute(
             "SELECT case_id, tags FROM cases WHERE suite = ?", [suite_fingerprint])}
 
-    def write_merged_scores(self, run_id: int, scores: dict[str, Any]) -> None:
-        """The scores of a merged run, computed again from its verdicts."""
+    def write_merged_scores(self, run_id: int, scores: dict[str, Any],
+                            not_a_result: str | None = None) -> None:
+        """The scores of a merged run, computed again from its verdicts, and its "not a result"
+        gate record (JSON) when it is mostly excluded attempts."""
         with self.atomic():
             self._write_scores(run_id, scores, "done")
+            if not_a_result is not None:
+                self.db.execute("UPDATE runs SET gate = ? WHERE id = ?", [not_a_result, run_id])
 
 
 def _refused(gate: str | None) -> bool:

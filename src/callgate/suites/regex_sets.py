@@ -74,7 +74,7 @@ _CATEGORIES = {"CATEGORY_DIGIT": _DIGIT, "CATEGORY_NOT_DIGIT": _complement(_DIGI
                "CATEGORY_WORD": _WORD, "CATEGORY_NOT_WORD": _complement(_WORD),
                "CATEGORY_SPACE": _SPACE, "CATEGORY_NOT_SPACE": _complement(_SPACE)}
 # `.` takes anything but ECMA's line terminators. These four classes were compared with the
-# engine on every code point below U+3100 and from U+FE00 to U+FFFF (tests/test_matchers.py).
+# engine on every code point below U+3100 and from U+FE00 to U+FFFF (tests/suites/test_matchers.py).
 _DOT = _complement(_normal(_chars("\n\r\u2028\u2029")))
 
 

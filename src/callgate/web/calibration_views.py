@@ -11,12 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from callgate.judging.calibration import (
-    CalibrationItem,
-    Certificate,
-    item_payloads,
-    read_journal,
-)
+from callgate.judging.calibration_set import CalibrationItem, item_payloads, read_journal
+from callgate.judging.certificates import Certificate
 from callgate.judging.step import JudgeCache
 from callgate.store.db import Store
 

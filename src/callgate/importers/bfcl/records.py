@@ -89,7 +89,7 @@ class CategoryData:
 
 
 # The newest bfcl-eval release the importer and its tests are checked against; the commands in
-# README.md and docs/bfcl.md pin it (tests/test_bfcl.py holds them to it).
+# README.md and docs/bfcl.md pin it (tests/importers/test_bfcl.py holds them to it).
 TESTED_VERSION = "2026.3.23"
 
 _DATA_FILE = re.compile(r"^BFCL_v(\d+)_(.+)\.json$")

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from callgate.judging.audit_text import certificate_plan_lines
-from callgate.judging.calibration import Certificate
+from callgate.judging.certificates import Certificate
 from callgate.judging.labelling import still_to_label
 from callgate.web import calibration_views as cv
 from callgate.web.context import Context, is_api

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from callgate.judging.calibration import NOT_A_PERSON, CalibrationItem, Labels
+from callgate.judging.calibration_set import NOT_A_PERSON, CalibrationItem, Labels
 from callgate.judging.labelling import adjudicate, label_item, queue_for, undo_label
 from callgate.web import calibration_views as cv
 from callgate.web.context import Context, read_form

@@ -12,7 +12,7 @@ from starlette.responses import RedirectResponse, Response
 
 from callgate.errors import CallgateError
 from callgate.judging.audit_sample import record_audit_label
-from callgate.judging.calibration import CalibrationItem
+from callgate.judging.calibration_set import CalibrationItem
 from callgate.judging.labelling import judged_attempt_items, label_judged_attempt, queue_for
 from callgate.web import calibration_views as cv
 from callgate.web.context import Context, read_form
