@@ -234,7 +234,7 @@ def test_a_stopped_target_run_resumes_with_only_the_unanswered_attempts(
     answered.clear()
     resumed = run(tmp_path, suite, candidate.target or "")
     assert (resumed.called, resumed.cached, resumed.stopped) == (2, 2, None)
-    assert answered == ["c", "d"]
+    assert sorted(answered) == ["c", "d"]  # the resumed run has 4 in flight: any order
     assert all(v.right_arguments for v in resumed.result.verdicts)
 
 
