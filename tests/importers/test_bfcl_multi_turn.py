@@ -239,6 +239,25 @@ def test_multi_turn_results_become_turns_lines(suite: Suite, wheel: Path, tmp_pa
     assert 0 < sum(valid) < len(valid)
 
 
+def test_a_result_with_other_turns_than_the_case_is_wrong_as_in_bfcl(suite: Suite,
+                                                                     wheel: Path) -> None:
+    """BFCL's runner fails a multi-turn result whose turns are more or fewer than the ground
+    truth's (force-terminated), whatever they hold: an extra turn is not dropped, and a
+    missing one is not filled in."""
+    from callgate.importers.bfcl.results import multi_turn_line
+
+    entries, ground = _entries(wheel, "multi_turn_base")
+    case_id = entries[0]["id"]
+    answer = _harness().ground_truth_answer(suite.environment(suite.cases[case_id].state),
+                                            ground[case_id])
+    user_turns = len(ground[case_id])
+    assert _right(suite, case_id, multi_turn_line(_bfcl_record(case_id, answer), user_turns))
+    for other in ([*answer, answer[-1]], [*answer, []], answer[:-1]):
+        line = multi_turn_line(_bfcl_record(case_id, other), user_turns)
+        assert len(line["user_turn_ends"]) == user_turns
+        assert not _right(suite, case_id, line), len(other)
+
+
 @pytest.mark.slow
 def test_round_trip_import_score_gate(wheel: Path, tmp_path: Path) -> None:
     """A BFCL multi-turn result folder → import bfcl-results → score → gate, on the CLI."""

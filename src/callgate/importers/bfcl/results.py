@@ -109,6 +109,13 @@ def _total(value: Any) -> float | None:
     return _number(value)
 
 
+def _force_quit(steps_by_turn: list[Any], user_turns: int) -> bool:
+    """Fewer turns than the case, the last one stopped at a step with calls."""
+    if not 0 < len(steps_by_turn) < user_turns or not steps_by_turn[-1]:
+        return False
+    return "tool_calls" in _message(steps_by_turn[-1][-1])
+
+
 def multi_turn_line(record: Mapping[str, Any], user_turns: int) -> dict[str, Any]:
     """One callgate `turns` line for a multi-turn result: BFCL's `result` holds, per user turn,
     each step's model output (as a single-turn result does), one assistant message a step.
@@ -116,10 +123,14 @@ def multi_turn_line(record: Mapping[str, Any], user_turns: int) -> dict[str, Any
     A turn without a step gets an empty reply, so that every user turn has one. A result that
     is not a list of turns (BFCL's inference error) is recorded as no answer in every turn:
     BFCL scores it as wrong, and so does callgate. A result that stops at a turn's 21st step
-    with calls is BFCL's force-quit: callgate reads it as the turn limit."""
+    with calls is BFCL's force-quit: callgate reads it as the turn limit. Any other result with
+    more or fewer turns than the case has is wrong in BFCL (its runner's force-terminated
+    rule, whatever the turns hold), so it is recorded as no answer too."""
     result = record.get("result")
     steps_by_turn: list[Any] = result if isinstance(result, list) and all(
         isinstance(turn, list) for turn in result) else []
+    if len(steps_by_turn) != user_turns and not _force_quit(steps_by_turn, user_turns):
+        steps_by_turn = []
     turns: list[dict[str, Any]] = []
     ends: list[int] = []
     for turn in steps_by_turn[:user_turns]:
