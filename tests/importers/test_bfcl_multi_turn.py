@@ -239,6 +239,37 @@ def test_multi_turn_results_become_turns_lines(suite: Suite, wheel: Path, tmp_pa
     assert 0 < sum(valid) < len(valid)
 
 
+def test_bfcl_calls_on_two_threads_do_not_interleave() -> None:
+    """BFCL's classes keep state beyond their instances (MathAPI sets mpmath's process-wide
+    precision and renders its result after), and two conversations' environments run on two
+    threads: a call and its rendering never see another thread's call in between."""
+    import threading
+    import time
+
+    from callgate.suites.bfcl_environment import BfclEnvironment
+
+    process_wide = {"precision": 0}
+
+    def set_and_read(precision: int) -> int:
+        process_wide["precision"] = precision
+        time.sleep(0.0005)
+        return process_wide["precision"]
+
+    env = object.__new__(BfclEnvironment)
+    env.instances, env._methods = {}, {"set_and_read": set_and_read}
+    seen: dict[int, list[str]] = {5: [], 40: []}
+
+    def calls(precision: int) -> None:
+        seen[precision] += [env.call("set_and_read", precision) for _ in range(150)]
+
+    threads = [threading.Thread(target=calls, args=(p,)) for p in seen]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == {5: ["5"] * 150, 40: ["40"] * 150}
+
+
 def test_a_result_with_other_turns_than_the_case_is_wrong_as_in_bfcl(suite: Suite,
                                                                      wheel: Path) -> None:
     """BFCL's runner fails a multi-turn result whose turns are more or fewer than the ground

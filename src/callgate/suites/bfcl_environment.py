@@ -37,6 +37,10 @@ _MAPPING_MODULE = "bfcl_eval.constants.executable_backend_config"
 # The modules of the package, dropped before a wheel is imported if another copy is loaded.
 _PACKAGE = "bfcl_eval"
 _IMPORTING = threading.Lock()  # sys.path and sys.modules are changed while importing
+# BFCL's classes keep state beyond their instances (MathAPI sets mpmath's process-wide
+# precision, long-context VehicleControl fills a module-level dict), and environments run on
+# threads of their own: one BFCL call (or set-up) at a time, its result rendered inside.
+_RUNNING = threading.RLock()
 
 
 class BfclFailure(Exception):
@@ -140,10 +144,11 @@ class BfclEnvironments:
         if class_name not in self._classes:
             module = import_from_wheel(self.wheel, module_name)
             self._classes[class_name] = getattr(module, class_name)
-        instance = self._classes[class_name]()
-        if not stateless:
-            instance._load_scenario(copy.deepcopy(dict(config.get(class_name, {}))),
-                                    long_context=long_context)
+        with _RUNNING:
+            instance = self._classes[class_name]()
+            if not stateless:
+                instance._load_scenario(copy.deepcopy(dict(config.get(class_name, {}))),
+                                        long_context=long_context)
         return instance
 
     def __call__(self, state: dict[str, Any]) -> BfclEnvironment:
@@ -243,11 +248,12 @@ class BfclEnvironment:
         method = self._methods.get(name)
         if method is None:  # what `eval` says of a name no involved class has
             return ToolText(f"Error during execution: name '{name}' is not defined")
-        try:
-            result = method(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-        except Exception as exc:  # BFCL answers every exception as text
-            return ToolText(f"Error during execution: {exc}")
-        return ToolText(render(result))
+        with _RUNNING:
+            try:
+                result = method(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+            except Exception as exc:  # BFCL answers every exception as text
+                return ToolText(f"Error during execution: {exc}")
+            return ToolText(render(result))
 
     def call_source(self, text: str) -> str:
         """A ground-truth call as BFCL writes it (`parse_source_call`), answered."""
