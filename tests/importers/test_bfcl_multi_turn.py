@@ -239,6 +239,21 @@ def test_multi_turn_results_become_turns_lines(suite: Suite, wheel: Path, tmp_pa
     assert 0 < sum(valid) < len(valid)
 
 
+def test_the_suite_is_the_same_wherever_its_wheel_lies(wheel: Path, tmp_path: Path) -> None:
+    """The fingerprint covers the wheel's sha256, not its path: the same wheel in another
+    folder (a CI checkout) gives the same suite, so the gate sees no suite change."""
+    moved = tmp_path / "elsewhere" / wheel.name
+    moved.parent.mkdir()
+    shutil.copy(wheel, moved)
+    fingerprints = []
+    for name, source in (("here", wheel), ("there", moved)):
+        import_category(source, "multi_turn_base", tmp_path / name)
+        fingerprints.append(load_suite(tmp_path / name).fingerprint)
+    assert fingerprints[0] == fingerprints[1]
+    meta = json.loads((tmp_path / "there" / "suite.json").read_text())
+    assert meta["environment"]["bfcl"] == str(moved.resolve())
+
+
 def test_bfcl_calls_on_two_threads_do_not_interleave() -> None:
     """BFCL's classes keep state beyond their instances (MathAPI sets mpmath's process-wide
     precision and renders its result after), and two conversations' environments run on two

@@ -148,6 +148,14 @@ def _import(module_name: str, suite_dir: Path) -> ModuleType:
     return module
 
 
+def spec_fingerprinted(spec: object) -> object:
+    """What of `environment` in suite.json the fingerprint covers: all of it, but where a
+    BFCL wheel lies (its sha256 says what it is), so the suite is the same at any path."""
+    if isinstance(spec, dict) and "bfcl" in spec:
+        return {key: value for key, value in spec.items() if key != "bfcl"}
+    return spec
+
+
 def environment_fingerprint(factory: Callable[..., Any]) -> str | None:
     """SHA-256 of the file the environment (or a predicate) is defined in: its behaviour
     decides verdicts."""

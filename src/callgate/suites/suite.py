@@ -50,6 +50,7 @@ from callgate.suites.environment import (
     SuiteFunctions,
     environment_fingerprint,
     load_environment,
+    spec_fingerprinted,
 )
 from callgate.suites.matchers import Predicate
 
@@ -294,7 +295,7 @@ def load_suite(path: Path | str) -> Suite:
             by_alias=True, exclude=None if match.source_types else {"source_types"})
     if environment is not None:  # its code decides results and verdicts
         fingerprinted["environment"] = {
-            "spec": environment_spec,
+            "spec": spec_fingerprinted(environment_spec),
             "source": environment_fingerprint(environment),
         }
     if functions.loaded:  # the predicates' code decides verdicts too
