@@ -182,3 +182,13 @@ def test_a_store_from_before_the_marks_gets_them_on_opening(tmp_path: Path) -> N
                                                  "track_shipment"]
     assert "m011_attempt_marks" in notices[0]
     assert marks_of(db) == written
+
+
+def test_a_catalogue_not_shaped_as_function_tools_names_nothing_and_does_not_crash() -> None:
+    """A store written by another program may hold any JSON list as a suite's tools (merge
+    checks only that it is a list): what is not a function tool names no tool."""
+    from callgate.store.web_rows import tool_names
+
+    tools = [1, "x", {"function": "x"}, {"function": {"name": 3}}, {"function": {}},
+             {"function": {"name": "b"}}, {"function": {"name": "a"}}]
+    assert tool_names(tools) == ["a", "b"]  # type: ignore[arg-type]

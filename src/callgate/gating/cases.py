@@ -99,15 +99,6 @@ def kept_records(tallies: Iterable[tuple[str, int, int, int, int, str]]
     return {row[0]: record(rest(row)) for row in tallies}
 
 
-def changed_cases(
-    before: Mapping[str, CaseRecord], after: Mapping[str, CaseRecord]
-) -> tuple[list[str], list[str]]:
-    """(passed before and fail now, failed before and pass now) over cases scored in both,
-    each sorted."""
-    worse, better = Paired.of(before, after).changes()
-    return [case_id for case_id, _ in worse], [case_id for case_id, _ in better]
-
-
 def scored(cases: Mapping[str, CaseRecord]) -> set[str]:
     """The cases with at least one scored attempt."""
     return set(compress(cases.keys(), map(attrgetter("trials"), cases.values())))

@@ -39,8 +39,11 @@ _TOOL_HITS = (
 
 
 def tool_names(tools: list[dict[str, Any]]) -> list[str]:
-    """The names a tool catalogue (OpenAI function tools) declares, sorted."""
-    return sorted({tool.get("function", {}).get("name", "") for tool in tools} - {""})
+    """The names a tool catalogue (OpenAI function tools) declares, sorted; anything not
+    shaped as one (a store written by another program) names nothing."""
+    names = {tool["function"].get("name") for tool in tools
+             if isinstance(tool, dict) and isinstance(tool.get("function"), dict)}
+    return sorted(name for name in names if isinstance(name, str) and name)
 
 
 def tool_needle(tool: str) -> str:
@@ -117,9 +120,6 @@ class WebRows(StoreBase):
             "ON runs.id = attempt_tool_runs.run WHERE run = ? AND runs.status = 'done'",
             [run_id]).fetchone()
         return json.loads(row[0]) if row else None
-
-    def cases_marked(self, suite: str) -> bool:
-        return self.db.execute(_SUITE_MARKED, [suite]).fetchone() is not None
 
     def marked_attempt_rows(self, run_id: int, suite: str, *, verdict: str | None,
                             tag: str | None, tool: str | None, case_ids: list[str] | None,
