@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,15 +89,23 @@ def _number(value: Any) -> float | None:
 def response_line(record: Mapping[str, Any]) -> dict[str, Any]:
     """One callgate response line for one BFCL result line."""
     line: dict[str, Any] = {"case_id": record["id"], "response": _message(record.get("result"))}
-    prompt, completion = (_number(record.get(k)) for k in ("input_token_count",
-                                                           "output_token_count"))
+    return {**line, **_costs(record, _number)}
+
+
+def _costs(record: Mapping[str, Any], number: Callable[[Any], float | None]
+           ) -> dict[str, Any]:
+    """A result line's token counts and latency as a response line's `usage` and
+    `latency_ms`, each figure read by `number`."""
+    costs: dict[str, Any] = {}
+    prompt, completion = (number(record.get(k)) for k in ("input_token_count",
+                                                          "output_token_count"))
     if prompt is not None or completion is not None:
-        line["usage"] = {"prompt_tokens": None if prompt is None else int(prompt),
-                         "completion_tokens": None if completion is None else int(completion)}
-    latency = _number(record.get("latency"))
+        costs["usage"] = {"prompt_tokens": None if prompt is None else int(prompt),
+                          "completion_tokens": None if completion is None else int(completion)}
+    latency = number(record.get("latency"))
     if latency is not None:
-        line["latency_ms"] = latency * 1000
-    return line
+        costs["latency_ms"] = latency * 1000
+    return costs
 
 
 def _total(value: Any) -> float | None:
@@ -142,15 +150,7 @@ def multi_turn_line(record: Mapping[str, Any], user_turns: int) -> dict[str, Any
             turns.append({"role": "assistant", "content": ""})
             ends.append(len(turns))
     line: dict[str, Any] = {"case_id": record["id"], "turns": turns, "user_turn_ends": ends}
-    prompt, completion = (_total(record.get(k)) for k in ("input_token_count",
-                                                          "output_token_count"))
-    if prompt is not None or completion is not None:
-        line["usage"] = {"prompt_tokens": None if prompt is None else int(prompt),
-                         "completion_tokens": None if completion is None else int(completion)}
-    latency = _total(record.get("latency"))
-    if latency is not None:
-        line["latency_ms"] = latency * 1000
-    return line
+    return {**line, **_costs(record, _total)}
 
 
 def suite_categories(suite: Suite) -> dict[str, list[str]]:
