@@ -11,7 +11,7 @@ from conftest import lookup_case, no_call_case, write_suite
 from factories import line, message, tool_call, write_lines
 
 from callgate.gating.cases import Paired
-from callgate.gating.decision import GateDecision
+from callgate.gating.decision import CaseChange, GateDecision
 from callgate.gating.finding import find_current, stored_release
 from callgate.gating.release import decide_release
 from callgate.scoring.pipeline import score_file
@@ -99,6 +99,21 @@ def test_a_decisions_flipped_cases_are_objects_in_its_json(tmp_path: Path) -> No
     document["worse"][0] = ["a", "a list"]
     with pytest.raises(ValidationError, match="a case change is an object"):
         GateDecision.model_validate(document)
+
+
+def test_a_kept_decision_reads_back_and_dumps_as_pydantic_would(tmp_path: Path) -> None:
+    """kept_decision and decision_json skip pydantic's per-case work on the flipped cases
+    (the pages' cold time at 100,000 attempts): the same decision and the same JSON."""
+    from callgate.gating.decision import decision_json, kept_decision
+
+    for decision in decisions(Store(three_releases(tmp_path))):
+        kept = kept_decision(decision.model_dump_json())
+        assert kept == decision
+        assert all(type(c) is CaseChange for c in (*kept.worse, *kept.better))
+        assert decision_json(kept) == decision.model_dump(mode="json")
+        assert json.dumps(decision_json(decision)) == json.dumps(
+            decision.model_dump(mode="json"))
+    assert decisions(Store(three_releases(tmp_path / "again")))[0].worse  # cases to read
 
 
 def test_the_pages_find_the_decision_the_gate_kept(tmp_path: Path,

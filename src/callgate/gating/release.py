@@ -16,6 +16,7 @@ from callgate.gating.decision import (
     GateDecision,
     OtherAgent,
     decide,
+    kept_decision,
     record_of,
 )
 from callgate.gating.finding import (
@@ -272,7 +273,7 @@ def recorded_decision(store: Store, run: StoredRun, *,
     key = key or decision_key(store, run, max_drop, max_excluded)
     kept = store.gate_decision(run.id, key)
     if kept is not None:
-        decision = GateDecision.model_validate_json(kept)
+        decision = kept_decision(kept)
     else:
         decision, _ = decide_release(store, run, max_drop=max_drop, max_excluded=max_excluded)
         store.save_gate_decision(run.id, key, decision.model_dump_json())

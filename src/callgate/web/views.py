@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.gating.decision import GateDecision, decide
+from callgate.gating.decision import GateDecision, decide, decision_json
 from callgate.gating.finding import stored_release
 from callgate.gating.release import decide_release, decision_key, recorded_decision
 from callgate.gating.scores_file import ReleaseScores
@@ -91,7 +91,7 @@ class Views:
             return None
         release, decision = self.decision(run)
         scores = run.scores
-        dumped = decision.model_dump(mode="json")
+        dumped = decision_json(decision)
         summary = release_summary(run, release, decision, dumped)
         summary.update({
             "by_tag": {tag: fig.model_dump(mode="json") for tag, fig in release.by_tag.items()},
@@ -157,7 +157,7 @@ def release_summary(run: StoredRun, release: ReleaseScores, decision: GateDecisi
                     dumped: dict[str, Any] | None = None) -> dict[str, Any]:
     """`dumped`: the decision as JSON, when the caller has it (one dump of every flipped
     case, not one a case)."""
-    dumped = dumped or decision.model_dump(mode="json")
+    dumped = dumped or decision_json(decision)
     checks = {c["name"]: c for c in dumped["checks"]}
     return {
         "run_id": run.id, "agent": run.agent, "model": run.model, "suite": run.suite_name,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from callgate.gating.decision import decision_json
 from callgate.web.chart import models_chart
 from callgate.web.context import BadQuery, Context, is_api, whole
 from callgate.web.routes.releases import flipped_page
@@ -40,7 +41,7 @@ def two_releases(ctx: Context, request: Request, ids: list[int]) -> Response:
     decision = ctx.views.compared(before, after)
     if is_api(request):
         return JSONResponse({"before": pair[0], "after": pair[1],
-                             "comparison": decision.model_dump(mode="json")})
+                             "comparison": decision_json(decision)})
     flips = {"worse": decision.worse, "better": decision.better}
     flipped = {side: flipped_page(flips[side], request.query_params.get(side))
                for side in flips}

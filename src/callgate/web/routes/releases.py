@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from callgate.errors import CallgateError
+from callgate.gating.decision import decision_json
 from callgate.gating.finding import find_current
 from callgate.store.rows import StoredRun
 from callgate.web.chart import release_chart
@@ -135,4 +136,4 @@ async def gate_api(ctx: Context, request: Request) -> Response:
     except CallgateError as exc:
         return JSONResponse({"error": str(exc)}, status_code=404)
     _, decision = ctx.views.decision(run)
-    return JSONResponse(decision.model_dump(mode="json"))
+    return JSONResponse(decision_json(decision))
