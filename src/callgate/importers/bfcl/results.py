@@ -117,13 +117,6 @@ def _total(value: Any) -> float | None:
     return _number(value)
 
 
-def _force_quit(steps_by_turn: list[Any], user_turns: int) -> bool:
-    """Fewer turns than the case, the last one stopped at a step with calls."""
-    if not 0 < len(steps_by_turn) < user_turns or not steps_by_turn[-1]:
-        return False
-    return "tool_calls" in _message(steps_by_turn[-1][-1])
-
-
 def multi_turn_line(record: Mapping[str, Any], user_turns: int) -> dict[str, Any]:
     """One callgate `turns` line for a multi-turn result: BFCL's `result` holds, per user turn,
     each step's model output (as a single-turn result does), one assistant message a step.
@@ -137,14 +130,14 @@ def multi_turn_line(record: Mapping[str, Any], user_turns: int) -> dict[str, Any
     result = record.get("result")
     steps_by_turn: list[Any] = result if isinstance(result, list) and all(
         isinstance(turn, list) for turn in result) else []
-    if len(steps_by_turn) != user_turns and not _force_quit(steps_by_turn, user_turns):
-        steps_by_turn = []
     turns: list[dict[str, Any]] = []
     ends: list[int] = []
-    for turn in steps_by_turn[:user_turns]:
+    for turn in steps_by_turn:
         turns += [_message(step) for step in turn] or [{"role": "assistant", "content": ""}]
         ends.append(len(turns))
-    cut_short = bool(turns) and "tool_calls" in turns[-1]
+    cut_short = len(ends) <= user_turns and bool(turns) and "tool_calls" in turns[-1]
+    if len(ends) > user_turns or (len(ends) < user_turns and not cut_short):
+        turns, ends, cut_short = [], [], False  # BFCL's force-terminated rule: no answer
     if not cut_short:
         while len(ends) < user_turns:
             turns.append({"role": "assistant", "content": ""})
