@@ -35,7 +35,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from callgate.judging.judge import corrected_share, rogan_gladen
+from callgate.judging.judge import add_two_corrected, corrected_share
 from callgate.stats import Z95, Groups, design_effect, intraclass_correlation, wilson
 
 # What an audited interval is about: `release`, this release's judged attempts (a finite
@@ -157,9 +157,7 @@ def rogan_gladen_share(passes: int, n: int, tpr: float, tnr: float, m1: int, m0:
     share = corrected_share(passes, n, tpr, tnr, m1, m0, design_effect=effect)
     if share is None:
         return None
-    # corrected_share's interval is centred on add-two adjusted rates; this is its z·se / z.
-    adjusted = rogan_gladen((passes / effect + 1) / (n / effect + 2), n / effect + 2,
-                            (tpr * m1 + 1) / (m1 + 2), (tnr * m0 + 1) / (m0 + 2), m1 + 2, m0 + 2)
+    adjusted = add_two_corrected(passes, n, tpr, tnr, m1, m0, effect)  # its interval's se
     se = adjusted[1] if adjusted is not None else None
     return Estimate(estimator="rogan_gladen", value=share["corrected"] / 100,
                     low=share["low"] / 100, high=share["high"] / 100, se=se, n=n,

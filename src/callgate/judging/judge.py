@@ -452,6 +452,16 @@ def rogan_gladen(p: float, n: float, tpr: float, tnr: float, m1: float, m0: floa
     return theta, variance ** 0.5
 
 
+def add_two_corrected(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: int,
+                      design_effect: float = 1.0) -> tuple[float, float] | None:
+    """rogan_gladen on add-two adjusted rates (p at the effective size n / design_effect, and
+    the calibration's TPR and TNR): the centre and standard error of corrected_share's
+    interval."""
+    eff_passes, eff_n = passes / design_effect, n / design_effect
+    return rogan_gladen((eff_passes + 1) / (eff_n + 2), eff_n + 2, (tpr * m1 + 1) / (m1 + 2),
+                        (tnr * m0 + 1) / (m0 + 2), m1 + 2, m0 + 2)
+
+
 def corrected_share(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: int,
                     z: float = Z95, design_effect: float = 1.0) -> dict[str, float] | None:
     """Raw and corrected share (points) with a 95% interval, using add-two adjustments of p
@@ -463,12 +473,10 @@ def corrected_share(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: in
     are distinct items, counted as they are. 1 (one attempt per case) changes no bit."""
     if n <= 0:
         return None
-    eff_passes, eff_n = passes / design_effect, n / design_effect
-    point = rogan_gladen(passes / n, eff_n, tpr, tnr, m1, m0)
+    point = rogan_gladen(passes / n, n / design_effect, tpr, tnr, m1, m0)
     if point is None:
         return None
-    adjusted = rogan_gladen((eff_passes + 1) / (eff_n + 2), eff_n + 2, (tpr * m1 + 1) / (m1 + 2),
-                            (tnr * m0 + 1) / (m0 + 2), m1 + 2, m0 + 2)
+    adjusted = add_two_corrected(passes, n, tpr, tnr, m1, m0, design_effect)
     centre, se = adjusted if adjusted is not None else point
     return {
         "raw": 100 * passes / n,
