@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.errors import InputError
 from callgate.reading import validate
+from callgate.suites import bfcl_environment as bfcl
 from callgate.suites.mcp_tools import DEFAULT_TIMEOUT, McpFailure, McpServer, parse_command
 
 
@@ -56,8 +57,6 @@ def load_environment(spec: object, suite_dir: Path, source: Path) -> Environment
     own, so two suites that both have an `env.py` never share (or reuse) each other's module.
     """
     if isinstance(spec, dict) and "bfcl" in spec:  # BFCL's classes, from its wheel
-        from callgate.suites import bfcl_environment as bfcl
-
         return bfcl.BfclEnvironments(validate(bfcl.BfclSpec, spec, source, prefix="environment."),
                                      suite_dir, source)
     if isinstance(spec, dict):
@@ -161,8 +160,8 @@ def environment_fingerprint(factory: Callable[..., Any]) -> str | None:
     decides verdicts."""
     if isinstance(factory, McpEnvironments):
         return factory.source_fingerprint()
-    if _is_bfcl(factory):
-        return cast(Any, factory).source_fingerprint()  # the wheel's sha256
+    if isinstance(factory, bfcl.BfclEnvironments):
+        return factory.source_fingerprint()  # the wheel's sha256
     try:
         file = inspect.getsourcefile(factory)
     except TypeError:
@@ -173,12 +172,6 @@ def environment_fingerprint(factory: Callable[..., Any]) -> str | None:
         return hashlib.sha256(Path(file).read_bytes()).hexdigest()
     except OSError:
         return None
-
-
-def _is_bfcl(thing: object) -> bool:
-    module = sys.modules.get("callgate.suites.bfcl_environment")
-    return module is not None and isinstance(thing, module.BfclEnvironments
-                                             | module.BfclEnvironment)
 
 
 def state_hash(state: Any) -> str:
@@ -201,8 +194,8 @@ def _tool_of(env: Environment, name: str) -> Callable[..., Any] | None:
     method); a Python environment's are its public methods but `state`."""
     if isinstance(env, McpEnvironment):
         return None if name == env.state_tool else partial(env.call, name)
-    if _is_bfcl(env):  # every name is answered, as BFCL answers it
-        return partial(cast(Any, env).call, name)
+    if isinstance(env, bfcl.BfclEnvironment):  # every name is answered, as BFCL answers it
+        return partial(env.call, name)
     method = getattr(env, name, None)
     if method is None or name.startswith("_") or name == "state" or not callable(method):
         return None
