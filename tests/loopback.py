@@ -44,6 +44,9 @@ class Reply:
     raw: str | None = None
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    # Held until the test sets it: a reply "in flight" for as long as the test needs, whatever
+    # the load (a fixed delay can run out before a busy machine reaches the test's next step).
+    hold: threading.Event | None = None
 
 
 def tool_call(name: str, arguments: str | dict[str, Any], call_id: str = "call_1") -> dict:
@@ -274,6 +277,8 @@ class Loopback:
         reply = self._next(body, seen.marker)
         if reply.delay or self.latency:
             await asyncio.sleep(reply.delay + self.latency)
+        while reply.hold is not None and not reply.hold.is_set():
+            await asyncio.sleep(0.02)
         headers = {**limits, **reply.headers}
         if reply.raw is not None:
             return web.Response(

@@ -233,6 +233,7 @@ def test_ctrl_c_while_judging_keeps_the_verdicts_already_paid_for(
 ) -> None:
     import signal
     import sqlite3
+    import threading
     import time
 
     from loopback import Reply, completion
@@ -241,9 +242,11 @@ def test_ctrl_c_while_judging_keeps_the_verdicts_already_paid_for(
     for n in (0, 1, 3):
         loopback.script(f"[case-{n}]", ok(content=verdict("pass", "pass"), provider=None,
                                            cost=None))
-    # case 2's verdict is slow: Ctrl-C arrives while it is in flight
+    # case 2's verdict is held until the test has sent Ctrl-C: it is in flight then, however
+    # long a loaded machine takes to reach that point
+    released = threading.Event()
     loopback.script("[case-2]", Reply(body=completion(content=verdict("pass", "pass"),
-                                                      provider=None, cost=None), delay=10))
+                                                      provider=None, cost=None), hold=released))
     suite = judged_suite(tmp_path / "suite")
     responses = judged_responses(tmp_path / "r.jsonl")
     score = ["score", str(suite), "-r", str(responses), "-m", "m", "--release", "r1",
@@ -256,7 +259,7 @@ def test_ctrl_c_while_judging_keeps_the_verdicts_already_paid_for(
 
     process = subprocess.Popen([callgate_exe, *score], cwd=tmp_path, env=cli_env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # an upper bound only: it ends when the verdicts are in
     while time.monotonic() < deadline:
         try:
             if query("SELECT count(*) FROM judge_cache")[0][0] == 3:
@@ -266,9 +269,13 @@ def test_ctrl_c_while_judging_keeps_the_verdicts_already_paid_for(
         time.sleep(0.05)
     else:
         process.kill()
+        released.set()
         raise AssertionError("the three quick verdicts never reached the cache")
     process.send_signal(signal.SIGINT)
-    process.communicate(timeout=30)
+    try:
+        process.communicate(timeout=60)
+    finally:
+        released.set()
     assert process.returncode != 0
     assert query("SELECT count(*) FROM judge_cache")[0][0] == 3  # committed, not rolled back
     assert query("SELECT status FROM runs") == [("interrupted",)]  # never shown as finished
