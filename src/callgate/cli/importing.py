@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from callgate.cli.common import _fail
+from callgate.cli.common import _fail, check_output
 from callgate.errors import CallgateError
 
 suite_app = typer.Typer(help="Work with suites (tool catalogue + cases).", no_args_is_help=True)
@@ -106,14 +106,28 @@ def import_bfcl_results(
         Path, typer.Option("--suite", help="The suite imported with `callgate import bfcl`.")
     ],
     out: Annotated[Path, typer.Option("--out", help="Responses file to write (JSON Lines).")],
+    db: Annotated[Path, typer.Option(
+        "--db", envvar="CALLGATE_DB",
+        help="The store the responses will be scored into: --out never writes over it.")
+    ] = Path("callgate.db"),
 ) -> None:
     """Convert a BFCL result folder into recorded responses for an imported suite; score them
     with `callgate score SUITE -r OUT -m MODEL --release RELEASE` (docs/bfcl.md)."""
-    from callgate.importers.bfcl.results import convert_results
+    from callgate.importers.bfcl.results import convert_results, result_files
+    from callgate.suites.bfcl_environment import BfclEnvironments
     from callgate.suites.suite import load_suite
 
     try:
-        result = convert_results(folder, load_suite(suite_path), out)
+        # The rule of gate --scores-out and report --html, before anything is read: never over
+        # the store, the suite's files or a result file this command reads.
+        suite_files = sorted(p for p in suite_path.rglob("*") if p.is_file()) \
+            if suite_path.is_dir() else []
+        results = list(result_files(folder)[0].values()) if folder.is_dir() else []
+        check_output("--out", out, store=db, inputs=(*suite_files, *results))
+        suite = load_suite(suite_path)
+        if isinstance(suite.environment, BfclEnvironments):  # the wheel may lie elsewhere
+            check_output("--out", out, inputs=(suite.environment.wheel,))
+        result = convert_results(folder, suite, out)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     typer.echo(
