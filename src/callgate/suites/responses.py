@@ -9,10 +9,12 @@ one's answers end (`user_turn_ends`, read by `read_turns`).
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,9 +38,17 @@ class AssistantMessage(BaseModel):
     tool_calls: tuple[ToolCall, ...] = ()
 
 
+# Every kind of failure callgate records (models.replies classifies a provider's; a target's is
+# target_error; `error` is a line that names none). Another is a typo, never a provider error.
+ErrorKind = Literal["error", "rate_limit", "server_error", "timeout", "connection",
+                    "bad_response", "bad_request", "auth", "payment", "not_found", "refused",
+                    "target_error"]
+ERROR_KINDS = frozenset(get_args(ErrorKind))
+
+
 class ProviderError(BaseModel):
     model_config = ConfigDict(frozen=True)
-    kind: str = "error"
+    kind: ErrorKind = "error"
     message: str = ""
     status: int | None = None
 
@@ -67,7 +77,8 @@ class Response(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     case_id: str
-    repeat: int = Field(default=0, ge=0, le=INT64_MAX)
+    # Strict: "0" or true is a typo in a hand-written file, never repeat 0 or 1.
+    repeat: int = Field(default=0, ge=0, le=INT64_MAX, strict=True)
     message: AssistantMessage | None = None
     turns: tuple[AssistantMessage, ...] | None = None
     # Where each user turn's answers end in `turns` (a case with `user_turns`): the count of
@@ -268,6 +279,37 @@ def read_responses(path: Path | str, case_ids: set[str] | None = None) -> Iterat
         yield response
 
 
+# The fields that decide which attempt a line is and what it holds: given twice, a line could
+# say two things (a count of each is cheap; only a line naming one twice is read again).
+_QUOTED_FIELDS = ('"case_id"', '"repeat"', '"response"', '"turns"', '"error"')
+_ESCAPED_KEY = re.compile(r'\\u[0-9a-fA-F]{4}[^"\\]*"\s*:')  # a key spelled with an escape
+
+
+def twice_given(text: str) -> str | None:
+    """The first field of a recorded line that its JSON text gives twice, if any: a JSON reader
+    keeps the last, so `{"case_id": "a", "case_id": "b"}` would be read as case b in silence.
+    Only a line that names one of them twice (or spells a key with an escape) is read again."""
+    if not any(text.count(name) > 1 for name in _QUOTED_FIELDS) and (
+            "\\u" not in text or _ESCAPED_KEY.search(text) is None):
+        return None
+    top: list[list[tuple[str, Any]]] = []
+
+    def keep(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        top[:] = [pairs]  # the outermost object is the last one finished
+        return dict(pairs)
+
+    try:
+        json.loads(text, object_pairs_hook=keep, parse_constant=float)
+    except ValueError:  # already read once; what was wrong with it has been said
+        return None
+    seen: set[str] = set()
+    for key, _ in top[0] if top else ():
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
+
+
 def read_response_lines(
     path: Path | str, case_ids: set[str] | None = None, multi_turn: set[str] | None = None,
     user_turns: Mapping[str, Case] | None = None,
@@ -283,6 +325,10 @@ def read_response_lines(
     seen = AttemptKeys()
     count = 0
     for line_no, raw, text in json_lines(source):
+        twice = twice_given(text)
+        if twice is not None:
+            raise InputError(source, "given twice in one line (JSON keeps only the last one)",
+                             line=line_no, field=twice)
         if raw.get("response") is not None and raw.get("error") is not None:
             # (A live run keeps a content-filter refusal with its body; a file says one thing.)
             raise InputError(source, "a line has a response or an error, not both",
