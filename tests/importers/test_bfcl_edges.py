@@ -5,7 +5,10 @@ BFCL's step limit in its last user turn is checked as BFCL checks it."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,9 @@ from typer.testing import CliRunner
 
 from callgate.cli.main import app
 from callgate.importers.bfcl import import_category, read_category
+from callgate.suites.bfcl_environment import BfclEnvironments
+from callgate.suites.environment import EnvironmentError_, fresh
+from callgate.suites.suite import load_suite
 
 
 @pytest.fixture
@@ -90,3 +96,108 @@ def test_out_elsewhere_is_written(bfcl_run: tuple[Path, Path], tmp_path: Path) -
     assert len(out.read_text().splitlines()) == len(read_category(DATA, "simple_python").entries)
     code, output = _convert(folder, suite, tmp_path / "missing" / "r.jsonl")
     assert code == 2 and "does not exist" in output, output
+
+
+# --------------------------------------------------------------------------- the wheel (16)
+
+MATH_API = '''import mpmath
+
+
+class MathAPI:
+    def square_root(self, number: float, precision: int = 10) -> dict:
+        mpmath.mp.dps = precision
+        return {"result": float(mpmath.sqrt(number))}
+'''
+
+
+def _wheel(path: Path, math_api: bool = False) -> Path:
+    from test_bfcl_multi_turn import build_wheel
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    build_wheel(path)
+    if math_api:  # BFCL's MathAPI imports mpmath at the top of its module, as this one does
+        with zipfile.ZipFile(path, "a") as archive:
+            archive.writestr("bfcl_eval/eval_checker/multi_turn_eval/func_source_code/"
+                             "math_api.py", MATH_API)
+    return path
+
+
+WHEEL = "bfcl_eval-2026.3.23-py3-none-any.whl"
+
+
+def _import(source: Path, out: Path, *extra: str) -> str:
+    result = CliRunner().invoke(app, ["import", "bfcl", str(source), "--category",
+                                      "multi_turn_base", "--out", str(out), *extra])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _named(suite: Path) -> str:
+    return str(json.loads((suite / "suite.json").read_text())["environment"]["bfcl"])
+
+
+@pytest.mark.parametrize(("wheel_at", "named"), [
+    ("repo/wheels/" + WHEEL, "../wheels/" + WHEEL),  # beside the suite folder
+    ("repo/suites/" + WHEEL, WHEEL.join(("../", ""))),
+    ("repo/suites/bfcl/vendor/" + WHEEL, "vendor/" + WHEEL),  # under it
+])
+def test_a_wheel_under_or_beside_the_suite_is_named_relative_and_loads_elsewhere(
+        tmp_path: Path, wheel_at: str, named: str) -> None:
+    suite_at = "repo/suites/bfcl" if "suites/" in wheel_at else "repo/bfcl"
+    wheel = _wheel(tmp_path / wheel_at)
+    output = _import(wheel, tmp_path / suite_at)
+    assert _named(tmp_path / suite_at) == named
+    assert f"names the bfcl-eval wheel as {named}, relative to its folder" in output
+    # The repository checked out elsewhere (a CI runner), the original gone: it still loads.
+    shutil.copytree(tmp_path / "repo", tmp_path / "checkout")
+    shutil.rmtree(tmp_path / "repo")
+    suite = load_suite(tmp_path / "checkout" / suite_at.removeprefix("repo/"))
+    assert isinstance(suite.environment, BfclEnvironments)
+    assert suite.environment.wheel == (tmp_path / "checkout" / wheel_at.removeprefix(
+        "repo/")).resolve()
+
+
+def test_copy_wheel_puts_the_wheel_in_the_suite(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path / "downloads" / WHEEL)
+    output = _import(wheel, tmp_path / "repo" / "bfcl", "--copy-wheel")
+    assert f"copied the bfcl-eval wheel into the suite as {WHEEL}" in output
+    assert _named(tmp_path / "repo" / "bfcl") == WHEEL
+    assert (tmp_path / "repo" / "bfcl" / WHEEL).read_bytes() == wheel.read_bytes()
+    wheel.unlink()
+    shutil.move(tmp_path / "repo", tmp_path / "checkout")
+    suite = load_suite(tmp_path / "checkout" / "bfcl")
+    assert isinstance(suite.environment, BfclEnvironments)
+    # Imported again with --copy-wheel from the copy itself: nothing to copy, named the same.
+    again = _import(tmp_path / "checkout" / "bfcl" / WHEEL, tmp_path / "checkout" / "bfcl",
+                    "--copy-wheel")
+    assert "relative to its folder" in again and _named(tmp_path / "checkout" / "bfcl") == WHEEL
+
+
+def test_a_wheel_far_away_keeps_its_absolute_path_and_says_so(tmp_path: Path) -> None:
+    wheel = _wheel(tmp_path / "downloads" / WHEEL)
+    output = _import(wheel, tmp_path / "repo" / "suites" / "bfcl")
+    assert _named(tmp_path / "repo" / "suites" / "bfcl") == str(wheel.resolve())
+    assert "warning: the suite names the bfcl-eval wheel by its absolute path" in output
+    assert "--copy-wheel" in output
+
+
+def test_mathapi_cases_start_with_callgate_installed_as_it_is(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """mpmath comes with callgate, so BFCL's MathAPI starts; without it, the reason names the
+    package and how to install it."""
+    wheel = _wheel(tmp_path / "w" / WHEEL, math_api=True)
+    suite = load_suite(import_category(wheel, "multi_turn_base", tmp_path / "suite").out)
+    assert suite.environment is not None
+    state = {"involved_classes": ["MathAPI"], "initial_config": {}, "long_context": False}
+    env = fresh(suite.environment, state)
+    assert json.loads(env.call("square_root", number=16.0)) == {"result": 4.0}
+    monkeypatch.setitem(sys.modules, "mpmath", None)
+    other = load_suite(import_category(_wheel(tmp_path / "v" / WHEEL, math_api=True),
+                                       "multi_turn_base", tmp_path / "other").out)
+    assert other.environment is not None
+    with pytest.raises(EnvironmentError_) as raised:
+        fresh(other.environment, state)
+    message = str(raised.value)
+    assert "MathAPI needs the Python package 'mpmath'" in message
+    assert "pip install mpmath" in message and "docs/bfcl.md" in message
