@@ -10,6 +10,7 @@ import sqlite3
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bfcl_fixture import DATA
@@ -201,3 +202,98 @@ def test_mathapi_cases_start_with_callgate_installed_as_it_is(tmp_path: Path,
     message = str(raised.value)
     assert "MathAPI needs the Python package 'mpmath'" in message
     assert "pip install mpmath" in message and "docs/bfcl.md" in message
+
+
+# --------------------------------------------------------------- BFCL's step limit (17)
+
+def _record(case_id: str, answer: list[list[list[tuple[str, dict[str, Any]]]]],
+            cut: int | None = None) -> dict[str, Any]:
+    """A multi-turn result as BFCL's FC inference writes it: per turn each step's calls, then
+    the text that ended the turn, except in turn `cut`, stopped by the step limit on a call."""
+    return {"id": case_id, "result": [
+        [[{name: json.dumps(args)} for name, args in step] for step in turn]
+        + ([] if index == cut else ["Done."]) for index, turn in enumerate(answer)]}
+
+
+@pytest.fixture(scope="module")
+def multi_turn(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    wheel = _wheel(tmp_path_factory.mktemp("wheel") / WHEEL)
+    suite = load_suite(import_category(wheel, "multi_turn_base",
+                                       tmp_path_factory.mktemp("suite") / "bfcl").out)
+    return suite, wheel
+
+
+def _verdict(suite: Any, line: dict[str, Any]) -> Any:
+    from callgate.checks.check import check_response
+    from callgate.suites.responses import parse_response
+
+    case = suite.cases[line["case_id"]]
+    return check_response(case, parse_response(line), suite.parameter_schemas, suite.validators,
+                          rules=suite.match, environment=suite.environment)
+
+
+def _ground(wheel: Path, case_id: str) -> tuple[dict[str, Any], list[list[str]]]:
+    with zipfile.ZipFile(wheel) as archive:
+        entry = next(e for line in archive.read("bfcl_eval/data/BFCL_v4_multi_turn_base.json")
+                     .decode().splitlines() if (e := json.loads(line))["id"] == case_id)
+        ground = next(g["ground_truth"] for line in archive.read(
+            "bfcl_eval/data/possible_answer/BFCL_v4_multi_turn_base.json").decode().splitlines()
+            if (g := json.loads(line))["id"] == case_id)
+    return entry, ground
+
+
+def test_a_last_turn_cut_by_the_step_limit_is_checked_as_bfcl_checks_it(
+        multi_turn: tuple[Any, Path]) -> None:
+    """BFCL stops a turn still calling after 20 steps and the conversation with it: in the
+    last user turn the result has every turn, and BFCL checks its state and results. Right
+    when they are BFCL's ground truth's (it was turn_limit), wrong when not; as BFCL says."""
+    from test_bfcl_multi_turn import _harness
+
+    from callgate.importers.bfcl.results import multi_turn_line
+
+    suite, wheel = multi_turn
+    harness = _harness()
+    checker = harness.load_bfcl_checker(wheel)
+    case_id = "multi_turn_base_0"
+    entry, ground = _ground(wheel, case_id)
+    answer = harness.ground_truth_answer(suite.environment(suite.cases[case_id].state), ground)
+    last = len(answer) - 1
+    looking = [[("pwd", {})]] * 20  # 20 more steps that change nothing: 21 in all
+    right = [*answer[:last], [*answer[last], *looking]]
+    wrong = [*answer[:last], [answer[last][0][:-1], *looking]]  # the turn's last call left out
+    for cut_answer in (right, wrong):
+        assert len(cut_answer[last]) == 21
+        line = multi_turn_line(_record(case_id, cut_answer, cut=last), len(ground))
+        verdict = _verdict(suite, line)
+        assert verdict.tool != "turn_limit", verdict
+        assert verdict.right_arguments == harness.bfcl_valid(checker, entry, ground, cut_answer)
+    assert _verdict(suite, multi_turn_line(_record(case_id, right, cut=last),
+                                           len(ground))).right_arguments
+    assert not harness.bfcl_valid(checker, entry, ground, wrong)
+    # Cut in an earlier turn: BFCL's result stops there, and its runner fails it
+    # (force-terminated); callgate's turn limit, wrong.
+    early = [[*answer[0], *looking]]
+    line = multi_turn_line(_record(case_id, early, cut=0), len(ground))
+    verdict = _verdict(suite, line)
+    assert verdict.tool == "turn_limit" and not verdict.right_tool, verdict
+    assert "user turn 1" in verdict.tool_reason
+
+
+@pytest.mark.parametrize(("result", "said"), [
+    ("Error during inference: Request timed out.", "BFCL's inference failed on this entry"),
+    ({"error": "boom"}, "BFCL's inference failed on this entry"),
+    ([[[{"cd": '{"folder": "document"}'}], "Done."]], "force-terminated"),
+])
+def test_an_entry_bfcls_runner_fails_says_why(multi_turn: tuple[Any, Path], result: Any,
+                                              said: str) -> None:
+    from callgate.importers.bfcl.results import multi_turn_line
+
+    suite, _ = multi_turn
+    case = suite.cases["multi_turn_base_0"]
+    line = multi_turn_line({"id": case.id, "result": result}, 1 + len(case.user_turns))
+    verdict = _verdict(suite, line)
+    assert verdict.status == "scored" and not verdict.right_tool, verdict
+    assert verdict.tool == "missing_call"
+    assert said in verdict.tool_reason and "no call in user turn" not in verdict.tool_reason
+    if isinstance(result, str):
+        assert "Request timed out." in verdict.tool_reason
