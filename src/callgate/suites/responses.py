@@ -10,8 +10,7 @@ one's answers end (`user_turn_ends`, read by `read_turns`).
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -279,19 +278,26 @@ def read_responses(path: Path | str, case_ids: set[str] | None = None) -> Iterat
         yield response
 
 
-# The fields that decide which attempt a line is and what it holds: given twice, a line could
-# say two things (a count of each is cheap; only a line naming one twice is read again).
-_QUOTED_FIELDS = ('"case_id"', '"repeat"', '"response"', '"turns"', '"error"')
-_ESCAPED_KEY = re.compile(r'\\u[0-9a-fA-F]{4}[^"\\]*"\s*:')  # a key spelled with an escape
+# The fields that decide which attempt a line is and what it holds, as they stand in its text.
+_DECIDING = {name: f'"{name}"' for name in ("case_id", "repeat", "response", "turns", "error")}
+# Escapes of the letters and `_` a field's name is spelled with: JSON writers escape no printable
+# ASCII but `"` and `\`, so text never holds one (non-ASCII is \u0080 and up).
+_ASCII_ESCAPES = tuple(f"\\u00{high}" for high in "4567")
 
 
-def twice_given(text: str) -> str | None:
-    """The first field of a recorded line that its JSON text gives twice, if any: a JSON reader
-    keeps the last, so `{"case_id": "a", "case_id": "b"}` would be read as case b in silence.
-    Only a line that names one of them twice (or spells a key with an escape) is read again."""
-    if not any(text.count(name) > 1 for name in _QUOTED_FIELDS) and (
-            "\\u" not in text or _ESCAPED_KEY.search(text) is None):
-        return None
+def twice_given(text: str, keys: Iterable[str]) -> str | None:
+    """The first field of a recorded line (`text`, read into a dict with `keys`) that the text
+    gives twice, if any: a JSON reader keeps the last, so `{"case_id": "a", "case_id": "b"}`
+    would be read as case b in silence. The fields are those that decide which attempt a line
+    is and what it holds; only a line that names one of them twice (or escapes a letter, the
+    one other way to spell one) is read again."""
+    for key in keys:
+        quoted = _DECIDING.get(key)
+        if quoted is not None and text.count(quoted) > 1:
+            break
+    else:
+        if "\\u00" not in text or not any(escape in text for escape in _ASCII_ESCAPES):
+            return None
     top: list[list[tuple[str, Any]]] = []
 
     def keep(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -325,7 +331,7 @@ def read_response_lines(
     seen = AttemptKeys()
     count = 0
     for line_no, raw, text in json_lines(source):
-        twice = twice_given(text)
+        twice = twice_given(text, raw)
         if twice is not None:
             raise InputError(source, "given twice in one line (JSON keeps only the last one)",
                              line=line_no, field=twice)
