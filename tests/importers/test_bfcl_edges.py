@@ -297,3 +297,22 @@ def test_an_entry_bfcls_runner_fails_says_why(multi_turn: tuple[Any, Path], resu
     assert said in verdict.tool_reason and "no call in user turn" not in verdict.tool_reason
     if isinstance(result, str):
         assert "Request timed out." in verdict.tool_reason
+
+
+@pytest.mark.slow
+def test_bfcl_results_over_the_store_is_refused_on_the_real_cli(
+        bfcl_run: tuple[Path, Path], tmp_path: Path, callgate_exe: str, cli_env: dict) -> None:
+    import subprocess
+
+    suite, folder = bfcl_run
+    store = tmp_path / "callgate.db"
+    before = _store(store)
+    cases = (suite / "cases.jsonl").read_bytes()
+    for out in (store, suite / "cases.jsonl"):
+        result = subprocess.run([callgate_exe, "import", "bfcl-results", str(folder), "--suite",
+                                 str(suite), "--out", str(out)], cwd=tmp_path, env=cli_env,
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(f"error: --out {out}: is "), result.stderr
+    assert store.read_bytes() == before and (suite / "cases.jsonl").read_bytes() == cases
