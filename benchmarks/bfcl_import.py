@@ -14,7 +14,8 @@ from the wheel and every entry's ground truth and its perturbations (a turn left
 dropped, calls reversed or one a step, an extra call, a call to a missing function, an argument
 changed, a call made a turn early) are
 scored and compared with BFCL's own multi_turn_checker, loaded from the wheel; BFCL's MathAPI
-needs mpmath (`uv run --with mpmath python benchmarks/bfcl_import.py WHEEL --multi-turn`).
+needs mpmath, which callgate installs (`uv run python benchmarks/bfcl_import.py WHEEL
+--multi-turn`).
 """
 
 from __future__ import annotations

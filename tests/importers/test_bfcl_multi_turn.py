@@ -251,7 +251,9 @@ def test_the_suite_is_the_same_wherever_its_wheel_lies(wheel: Path, tmp_path: Pa
         fingerprints.append(load_suite(tmp_path / name).fingerprint)
     assert fingerprints[0] == fingerprints[1]
     meta = json.loads((tmp_path / "there" / "suite.json").read_text())
-    assert meta["environment"]["bfcl"] == str(moved.resolve())
+    # Beside the suite folder: named relative to it (docs/bfcl.md), found there.
+    assert meta["environment"]["bfcl"] == f"../elsewhere/{wheel.name}"
+    assert load_suite(tmp_path / "there").environment.wheel == moved.resolve()  # type: ignore
 
 
 def test_bfcl_calls_on_two_threads_do_not_interleave() -> None:

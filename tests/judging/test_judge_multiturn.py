@@ -404,8 +404,8 @@ def test_a_judge_answering_500_loses_nothing_already_judged(
     with Store(tmp_path / "c.db") as store:
         first = score_file(suite, responses, store, model="m", release="r1", judge=model_step())
         by_case = {v.case_id: v for v in first.verdicts}
-        assert by_case["j1"].status == "pending_judge"
-        assert "judge failed" in by_case["j1"].tool_reason
+        assert by_case["j1"].status == "judge_error"  # excluded and counted, not waiting
+        assert "judge down" in by_case["j1"].tool_reason
         assert first.scores.judged["n"] == 3
         assert rows(store, "SELECT count(*) AS n FROM judge_cache")[0]["n"] == 3
 

@@ -19,11 +19,12 @@ from typing import Any
 from jsonschema import Draft7Validator
 
 from callgate.checks.attempt import Attempt
-from callgate.checks.kinds import CHECKS
+from callgate.checks.kinds import CHECKS, bfcl_multi_turn
 from callgate.checks.parsing import parse_calls
 from callgate.checks.replay import Replay, agent_run
 from callgate.checks.schema import argument_problems
 from callgate.checks.verdict import ServerErrors, ToolVerdict, Verdict
+from callgate.suites.cases import BfclMultiTurn
 from callgate.suites.environment import EnvironmentError_, EnvironmentFactory
 from callgate.suites.responses import ProviderError, Response, read_turns
 from callgate.suites.suite import DEFAULT_MATCH, Case, FinalState, MatchRules, NoCall, Suite
@@ -70,7 +71,8 @@ def check_response(
         # The loop stops after max_turns turns of a user turn: a model still calling tools then
         # hit the limit, and turns recorded beyond it were never sent.
         read = read_turns(case, response)
-        hit_limit = hit_limit or read.hit_limit
+        hit_limit = (hit_limit or read.hit_limit) and not bfcl_multi_turn.checks_the_cut(case,
+                                                                                       read)
         steps = [step for step, turn in enumerate(read.turns) for _ in turn.tool_calls]
         call_turns = read.call_turns()
         calls = parse_calls([call for turn in read.turns for call in turn.tool_calls],
@@ -83,8 +85,12 @@ def check_response(
             tool_reason="the response was cut off (finish_reason length); "
             "not counted as an argument error",
         )
-    problems = argument_problems(calls, schemas, validators)
     expect = case.expect
+    if isinstance(expect, BfclMultiTurn):
+        failed = bfcl_multi_turn.runner_failed(base, response)
+        if failed is not None:
+            return failed
+    problems = argument_problems(calls, schemas, validators)
 
     replayed: Replay | None = None
     failure: str | None = None  # why the environment failed, if it did

@@ -4,12 +4,15 @@ benchmarks."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from callgate.cli.common import _fail
+from callgate.cli.common import _fail, check_output
 from callgate.errors import CallgateError
+
+if TYPE_CHECKING:  # imported in the commands, so that --help stays fast
+    from callgate.importers.bfcl.writing import ImportResult
 
 suite_app = typer.Typer(help="Work with suites (tool catalogue + cases).", no_args_is_help=True)
 
@@ -64,6 +67,10 @@ def import_bfcl(
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite a suite in --out not imported from BFCL.")
     ] = False,
+    copy_wheel: Annotated[
+        bool, typer.Option("--copy-wheel", help="Copy the bfcl-eval wheel into --out, so the "
+                           "suite folder holds everything a multi-turn run loads.")
+    ] = False,
 ) -> None:
     """Import Berkeley Function Calling Leaderboard categories as one suite (docs/bfcl.md)."""
     from callgate.importers.bfcl import TESTED_VERSION, import_category
@@ -71,9 +78,10 @@ def import_bfcl(
     if out.exists() and not out.is_dir():  # the suite is a folder: never write into a file
         raise _fail(f"--out {out}: is a file, not a folder; name the suite's folder")
     try:
-        result = import_category(source, category, out, force=force)
+        result = import_category(source, category, out, force=force, copy_wheel=copy_wheel)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
+    _say_where_the_wheel_is(result)
     if result.version is not None and result.version != TESTED_VERSION:
         typer.echo(f"warning: bfcl-eval {result.version}; the importer is tested with "
                    f"{TESTED_VERSION} (docs/bfcl.md)")
@@ -97,6 +105,22 @@ def import_bfcl(
             typer.echo(f"  {never.id}: {never.reason}")
 
 
+def _say_where_the_wheel_is(result: ImportResult) -> None:
+    """How the suite names its wheel, and whether it will load on another machine."""
+    if result.wheel is None:
+        return
+    if result.wheel_copied:
+        typer.echo(f"copied the bfcl-eval wheel into the suite as {result.wheel}: commit it "
+                   "with the suite")
+    elif result.wheel_relative:
+        typer.echo(f"the suite names the bfcl-eval wheel as {result.wheel}, relative to its "
+                   "folder: commit the wheel with the suite (or import with --copy-wheel)")
+    else:
+        typer.echo(f"warning: the suite names the bfcl-eval wheel by its absolute path "
+                   f"{result.wheel}, so it loads only where that file is (not on CI): put the "
+                   "wheel under or beside the suite folder, or import again with --copy-wheel")
+
+
 @import_app.command("bfcl-results")
 def import_bfcl_results(
     folder: Annotated[
@@ -106,14 +130,28 @@ def import_bfcl_results(
         Path, typer.Option("--suite", help="The suite imported with `callgate import bfcl`.")
     ],
     out: Annotated[Path, typer.Option("--out", help="Responses file to write (JSON Lines).")],
+    db: Annotated[Path, typer.Option(
+        "--db", envvar="CALLGATE_DB",
+        help="The store the responses will be scored into: --out never writes over it.")
+    ] = Path("callgate.db"),
 ) -> None:
     """Convert a BFCL result folder into recorded responses for an imported suite; score them
     with `callgate score SUITE -r OUT -m MODEL --release RELEASE` (docs/bfcl.md)."""
-    from callgate.importers.bfcl.results import convert_results
+    from callgate.importers.bfcl.results import convert_results, result_files
+    from callgate.suites.bfcl_environment import BfclEnvironments
     from callgate.suites.suite import load_suite
 
     try:
-        result = convert_results(folder, load_suite(suite_path), out)
+        # The rule of gate --scores-out and report --html, before anything is read: never over
+        # the store, the suite's files or a result file this command reads.
+        suite_files = sorted(p for p in suite_path.rglob("*") if p.is_file()) \
+            if suite_path.is_dir() else []
+        results = list(result_files(folder)[0].values()) if folder.is_dir() else []
+        check_output("--out", out, store=db, inputs=(*suite_files, *results))
+        suite = load_suite(suite_path)
+        if isinstance(suite.environment, BfclEnvironments):  # the wheel may lie elsewhere
+            check_output("--out", out, inputs=(suite.environment.wheel,))
+        result = convert_results(folder, suite, out)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     typer.echo(

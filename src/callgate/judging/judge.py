@@ -350,6 +350,13 @@ class JudgeCallError(CallgateError):
     """The judge model could not be reached (after retries); nothing was decided."""
 
 
+class JudgeEndpointError(JudgeOutputError):
+    """A run's judge call that failed after the client's retries (an HTTP error, an HTML page,
+    a 200 holding an error object, no connection): no verdict came, so the attempt's outcome is
+    `judge_error`, excluded and counted as a provider error is, never left waiting in silence.
+    Not cached: scoring again asks the judge again."""
+
+
 class JudgeModel:
     """The judge's model, called through the same clients, retry rules and pacing as live
     runs: every request passes the pacer of the judge's endpoint (models.pacing), adaptive

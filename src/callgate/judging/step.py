@@ -19,6 +19,7 @@ from callgate.judging.judge import (
     Complete,
     Judge,
     JudgeCallError,
+    JudgeEndpointError,
     JudgeModel,
     JudgeOutput,
     JudgeOutputError,
@@ -38,7 +39,8 @@ from callgate.store.rows import judge_output_row
 # What the judge reads of one attempt: its case document (tools, messages, rubric) and its
 # response document.
 Payloads = tuple[dict[str, Any], dict[str, Any]]
-# A verdict; a reply that was no verdict (judge_error); or why the attempt is still pending.
+# A verdict; a reply or a call that was no verdict (judge_error); or why the attempt is still
+# pending.
 Outcome = JudgeOutput | JudgeOutputError | str
 K = TypeVar("K")
 
@@ -86,10 +88,12 @@ class JudgeStep:
         """Judge every attempt, at most `concurrency` at a time (without it, as many as the
         model's pacer lets through: it adapts to the endpoint's limits), reading and filling
         the store's cache; `done` gets each outcome as it arrives, so that if judging is cut short
-        (an exception, Ctrl-C) the caller still has what was decided. A judge that cannot be
-        reached leaves an attempt pending (its outcome is why), or with `call_errors="raise"`
-        stops judging with its JudgeCallError (calibration: no certificate from part of a
-        set); a reply that is not a verdict after the spec's retries is a JudgeOutputError.
+        (an exception, Ctrl-C) the caller still has what was decided. A judge call that fails
+        after the client's retries is a JudgeEndpointError (the outcome judge_error, as a
+        provider error is for the model), or with `call_errors="raise"` stops judging with its
+        JudgeCallError (calibration: no certificate from part of a set); a reply that is not a
+        verdict after the spec's retries is a JudgeOutputError. An attempt the judge cannot be
+        given (its payload is a reason) stays pending with that reason.
         The client is closed at the end."""
         cache = JudgeCache(store, self.fingerprint)
         keys = {index: cache.key(payloads) for index, payloads in attempts.items()
@@ -111,7 +115,7 @@ class JudgeStep:
                 except JudgeCallError as exc:
                     if call_errors == "raise":
                         raise
-                    done[index] = str(exc)
+                    done[index] = JudgeEndpointError(f"no verdict after retries: {exc}")
                     return
             cache.put(keys[index], output)
             self.calls += 1

@@ -320,6 +320,15 @@ def _gemini(response: dict[str, Any], field: str) -> dict[str, Any]:
     return found
 
 
+# A Gemini Part's keys (generateContent's camelCase, and the Python SDK's snake_case dump for
+# those that hold no call): its data is one kind, the rest metadata.
+_GEMINI_PART_KEYS = frozenset((
+    "text", "functionCall", "thought", "thoughtSignature", "thought_signature", "inlineData",
+    "inline_data", "fileData", "file_data", "executableCode", "executable_code",
+    "codeExecutionResult", "code_execution_result", "videoMetadata", "video_metadata",
+    "partMetadata", "part_metadata", "mediaResolution", "media_resolution"))
+
+
 def _gemini_content(content: Any, field: str) -> dict[str, Any]:
     """A Gemini `Content` (role `model`, `parts`): `functionCall` parts are the calls, text
     parts (not thoughts) the text."""
@@ -341,6 +350,11 @@ def _gemini_content(content: Any, field: str) -> dict[str, Any]:
         if not isinstance(part, dict):
             raise ValueError(f"{where}: must be an object")
         _stray_calls(part, where, _BESIDE_FUNCTION_CALL)
+        unknown = part.keys() - _GEMINI_PART_KEYS
+        if unknown:  # a kind of part not known here may hold calls: never read as no call
+            raise ValueError(f"{where}.{sorted(unknown)[0]}: not a kind of Gemini part "
+                             "callgate reads (text, functionCall, thought, inlineData, fileData, "
+                             f"executableCode, codeExecutionResult); {_DOCS}")
         call = part.get("functionCall")
         if call is not None:
             if not isinstance(call, dict) or not isinstance(call.get("name"), str):

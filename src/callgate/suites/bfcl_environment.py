@@ -158,6 +158,18 @@ class BfclEnvironments:
         return self.sha256
 
 
+def _why_not_started(class_name: str, exc: Exception) -> str:
+    """Why a BFCL class could not start; a package its module imports that is not installed
+    is named, with how to install it (callgate depends on mpmath, MathAPI's)."""
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing and not missing.startswith(_PACKAGE):
+        package = missing.partition(".")[0]
+        return (f"BFCL's {class_name} needs the Python package {package!r}, not installed beside "
+                f"callgate: install it into callgate's environment (`pip install {package}`; "
+                "callgate's own install brings mpmath, which MathAPI needs; docs/bfcl.md)")
+    return f"BFCL's {class_name} could not start: {exc!r}"
+
+
 def render(result: Any) -> str:
     """A method's result as BFCL hands it on: text as it is, a dict as JSON (else its str),
     anything else as its str."""
@@ -232,8 +244,7 @@ class BfclEnvironment:
             except BfclFailure:
                 raise
             except Exception as exc:
-                raise BfclFailure(f"BFCL's {class_name} could not start: {exc!r}"
-                                         ) from exc
+                raise BfclFailure(_why_not_started(class_name, exc)) from exc
             self.instances[class_name] = instance
             # A later class's method of the same name wins, as in BFCL's mapping.
             for name, method in inspect.getmembers(instance, predicate=inspect.ismethod):

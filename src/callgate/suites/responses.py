@@ -9,10 +9,11 @@ one's answers end (`user_turn_ends`, read by `read_turns`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,9 +37,17 @@ class AssistantMessage(BaseModel):
     tool_calls: tuple[ToolCall, ...] = ()
 
 
+# Every kind of failure callgate records (models.replies classifies a provider's; a target's is
+# target_error; `error` is a line that names none). Another is a typo, never a provider error.
+ErrorKind = Literal["error", "rate_limit", "server_error", "timeout", "connection",
+                    "bad_response", "bad_request", "auth", "payment", "not_found", "refused",
+                    "target_error"]
+ERROR_KINDS = frozenset(get_args(ErrorKind))
+
+
 class ProviderError(BaseModel):
     model_config = ConfigDict(frozen=True)
-    kind: str = "error"
+    kind: ErrorKind = "error"
     message: str = ""
     status: int | None = None
 
@@ -67,7 +76,8 @@ class Response(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     case_id: str
-    repeat: int = Field(default=0, ge=0, le=INT64_MAX)
+    # Strict: "0" or true is a typo in a hand-written file, never repeat 0 or 1.
+    repeat: int = Field(default=0, ge=0, le=INT64_MAX, strict=True)
     message: AssistantMessage | None = None
     turns: tuple[AssistantMessage, ...] | None = None
     # Where each user turn's answers end in `turns` (a case with `user_turns`): the count of
@@ -268,6 +278,44 @@ def read_responses(path: Path | str, case_ids: set[str] | None = None) -> Iterat
         yield response
 
 
+# The fields that decide which attempt a line is and what it holds, as they stand in its text.
+_DECIDING = {name: f'"{name}"' for name in ("case_id", "repeat", "response", "turns", "error")}
+# Escapes of the letters and `_` a field's name is spelled with: JSON writers escape no printable
+# ASCII but `"` and `\`, so text never holds one (non-ASCII is \u0080 and up).
+_ASCII_ESCAPES = tuple(f"\\u00{high}" for high in "4567")
+
+
+def twice_given(text: str, keys: Iterable[str]) -> str | None:
+    """The first field of a recorded line (`text`, read into a dict with `keys`) that the text
+    gives twice, if any: a JSON reader keeps the last, so `{"case_id": "a", "case_id": "b"}`
+    would be read as case b in silence. The fields are those that decide which attempt a line
+    is and what it holds; only a line that names one of them twice (or escapes a letter, the
+    one other way to spell one) is read again."""
+    for key in keys:
+        quoted = _DECIDING.get(key)
+        if quoted is not None and text.count(quoted) > 1:
+            break
+    else:
+        if "\\u00" not in text or not any(escape in text for escape in _ASCII_ESCAPES):
+            return None
+    top: list[list[tuple[str, Any]]] = []
+
+    def keep(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        top[:] = [pairs]  # the outermost object is the last one finished
+        return dict(pairs)
+
+    try:
+        json.loads(text, object_pairs_hook=keep, parse_constant=float)
+    except ValueError:  # already read once; what was wrong with it has been said
+        return None
+    seen: set[str] = set()
+    for key, _ in top[0] if top else ():
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
+
+
 def read_response_lines(
     path: Path | str, case_ids: set[str] | None = None, multi_turn: set[str] | None = None,
     user_turns: Mapping[str, Case] | None = None,
@@ -283,6 +331,10 @@ def read_response_lines(
     seen = AttemptKeys()
     count = 0
     for line_no, raw, text in json_lines(source):
+        twice = twice_given(text, raw)
+        if twice is not None:
+            raise InputError(source, "given twice in one line (JSON keeps only the last one)",
+                             line=line_no, field=twice)
         if raw.get("response") is not None and raw.get("error") is not None:
             # (A live run keeps a content-filter refusal with its body; a file says one thing.)
             raise InputError(source, "a line has a response or an error, not both",

@@ -25,10 +25,47 @@ from callgate.suites.bfcl_environment import (
 )
 from callgate.suites.cases import NOT_OFFERED, BfclMultiTurn, Case
 from callgate.suites.environment import EnvironmentError_, fresh
+from callgate.suites.responses import ReadTurns, Response
 
 KIND = "bfcl_multi_turn"
 
 Call = tuple[str, dict[str, Any]]
+
+# What `import bfcl-results` records as the finish_reason of a result BFCL's runner fails before
+# its checker runs (bfcl_eval/eval_checker/eval_runner.py, `multi_turn_runner`), and why.
+INFERENCE_ERROR = "bfcl_inference_error"
+FORCE_TERMINATED = "bfcl_force_terminated"
+_RUNNER_FAILED = {
+    INFERENCE_ERROR: "BFCL's inference failed on this entry (its result is not a list of "
+                     "turns: multi_turn:inference_error), which BFCL scores as wrong",
+    FORCE_TERMINATED: "BFCL's runner force-terminated this entry (its result has another "
+                      "number of user turns than the case: multi_turn:force_terminated), which "
+                      "BFCL scores as wrong",
+}
+
+
+def runner_failed(base: dict[str, Any], response: Response) -> Verdict | None:
+    """The verdict on a recorded BFCL result its runner fails before checking it (None for any
+    other): wrong, no call, and the reason says which of BFCL's rules failed it (not "no call in
+    user turn 1"), with what BFCL recorded."""
+    why = _RUNNER_FAILED.get(response.finish_reason or "")
+    if why is None:
+        return None
+    recorded = next((turn.content for turn in response.assistant_turns if turn.content), None)
+    if recorded:
+        why = f"{why}: {_short(recorded)!r}"
+    return Verdict(**base, status="scored", calls=0, tool="missing_call", tool_reason=why,
+                   arguments="not_applicable", right_tool=False, right_arguments=False)
+
+
+def checks_the_cut(case: Case, read: ReadTurns) -> bool:
+    """Whether a user turn cut by the turn limit is checked like any other. BFCL's inference
+    stops a user turn still calling after MAXIMUM_STEP_LIMIT steps and the conversation with it
+    (base_handler.py, `force_quit`): cut in an earlier turn, the result is shorter than the
+    ground truth and force-terminated (wrong, callgate's turn_limit); cut in its LAST user turn
+    it has every turn, and multi_turn_checker checks its state and results as any other."""
+    return (isinstance(case.expect, BfclMultiTurn) and read.hit_limit
+            and read.reached == 1 + len(case.user_turns or ()))
 
 
 def _called_name(case: Case, name: str) -> str:

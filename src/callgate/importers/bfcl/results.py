@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from callgate.checks.kinds.bfcl_multi_turn import FORCE_TERMINATED, INFERENCE_ERROR
 from callgate.errors import InputError
+from callgate.importers.bfcl.cases import MULTI_TURN_MAX_TURNS
 from callgate.importers.bfcl.records import ALL_CATEGORIES as CATEGORIES
 from callgate.importers.bfcl.records import MULTI_TURN_CATEGORIES
 from callgate.reading import json_lines_in, read_text
@@ -121,29 +123,36 @@ def multi_turn_line(record: Mapping[str, Any], user_turns: int) -> dict[str, Any
     """One callgate `turns` line for a multi-turn result: BFCL's `result` holds, per user turn,
     each step's model output (as a single-turn result does), one assistant message a step.
 
-    A turn without a step gets an empty reply, so that every user turn has one. A result that
-    is not a list of turns (BFCL's inference error) is recorded as no answer in every turn:
-    BFCL scores it as wrong, and so does callgate. A result that stops at a turn's 21st step
-    with calls is BFCL's force-quit: callgate reads it as the turn limit. Any other result with
-    more or fewer turns than the case has is wrong in BFCL (its runner's force-terminated
-    rule, whatever the turns hold), so it is recorded as no answer too."""
+    As BFCL's runner (`multi_turn_runner`) and inference (`force_quit`) decide: a turn without a
+    step gets an empty reply, so that every user turn has one. A result with every user turn is
+    checked as it is, its last turn cut by the step limit included. A result that stops at the
+    21st step (with calls) of an earlier turn is BFCL's force-quit, read as the turn limit. A
+    result that is not a list of turns (an inference error), or with other turns than the
+    case's, is failed by BFCL's runner before its checker runs: recorded as no answer in every
+    turn, with a finish_reason saying which rule failed it (and BFCL's text of the error)."""
     result = record.get("result")
-    steps_by_turn: list[Any] = result if isinstance(result, list) and all(
-        isinstance(turn, list) for turn in result) else []
+    costs = _costs(record, _total)
+    if not isinstance(result, list) or not all(isinstance(turn, list) for turn in result):
+        text = result if isinstance(result, str) else json.dumps(result)
+        return {**_no_answer(record["id"], user_turns, INFERENCE_ERROR, text), **costs}
     turns: list[dict[str, Any]] = []
     ends: list[int] = []
-    for turn in steps_by_turn:
+    for turn in result:
         turns += [_message(step) for step in turn] or [{"role": "assistant", "content": ""}]
         ends.append(len(turns))
-    cut_short = len(ends) <= user_turns and bool(turns) and "tool_calls" in turns[-1]
-    if len(ends) > user_turns or (len(ends) < user_turns and not cut_short):
-        turns, ends, cut_short = [], [], False  # BFCL's force-terminated rule: no answer
-    if not cut_short:
-        while len(ends) < user_turns:
-            turns.append({"role": "assistant", "content": ""})
-            ends.append(len(turns))
-    line: dict[str, Any] = {"case_id": record["id"], "turns": turns, "user_turn_ends": ends}
-    return {**line, **_costs(record, _total)}
+    force_quit = bool(result) and len(result[-1]) >= MULTI_TURN_MAX_TURNS and (
+        "tool_calls" in turns[-1])
+    if len(ends) != user_turns and not (len(ends) < user_turns and force_quit):
+        return {**_no_answer(record["id"], user_turns, FORCE_TERMINATED, ""), **costs}
+    return {"case_id": record["id"], "turns": turns, "user_turn_ends": ends, **costs}
+
+
+def _no_answer(case_id: str, user_turns: int, why: str, text: str) -> dict[str, Any]:
+    """A `turns` line with an empty reply to every user turn (the first holding `text`)."""
+    turns = [{"role": "assistant", "content": text if turn == 0 else ""}
+             for turn in range(user_turns)]
+    return {"case_id": case_id, "turns": turns, "user_turn_ends": list(range(1, user_turns + 1)),
+            "finish_reason": why}
 
 
 def suite_categories(suite: Suite) -> dict[str, list[str]]:

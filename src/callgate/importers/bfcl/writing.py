@@ -27,6 +27,12 @@ class ImportResult:
     reordered: int
     never_right: list[NeverRight]
     version: str | None  # the bfcl-eval version read, when read from the wheel
+    # How suite.json names the wheel of a multi-turn suite (None: no multi-turn category), and
+    # whether it is relative to the suite folder (it loads wherever the two are checked out
+    # together) and whether the import copied it there.
+    wheel: str | None = None
+    wheel_relative: bool = False
+    wheel_copied: bool = False
 
 
 
@@ -70,15 +76,28 @@ def categories_named(names: str | Sequence[str], *, multi_turn: bool = True) -> 
     return chosen
 
 
+def wheel_path(wheel: Path, suite_dir: Path) -> tuple[str, bool]:
+    """How suite.json names the wheel: relative to the suite folder when the wheel lies under
+    it or beside it (under the folder that holds it), so the suite committed with its wheel
+    loads on any machine; else its absolute path. Returns the path and whether it is relative."""
+    wheel, home = wheel.resolve(), suite_dir.resolve()
+    if wheel.is_relative_to(home.parent):
+        return Path(os.path.relpath(wheel, home)).as_posix(), True
+    return str(wheel), False
+
+
 def import_category(
-    source: Path | str, category: str | Sequence[str], out: Path | str, *, force: bool = False
+    source: Path | str, category: str | Sequence[str], out: Path | str, *, force: bool = False,
+    copy_wheel: bool = False,
 ) -> ImportResult:
     """Read one or more categories ("all": every one), write them as one suite directory, and
     load it back as a check.
 
     The suite is written and checked in a temporary directory beside `out`, then moved in, so
     a failure leaves `out` as it was. Other files in `out` are left alone. A directory holding
-    a suite that was not imported from BFCL is refused unless `force`."""
+    a suite that was not imported from BFCL is refused unless `force`. A multi-turn suite names
+    its wheel as `wheel_path` says; `copy_wheel` copies the wheel into `out` first (unless it is
+    there already), so the suite folder holds all it needs."""
     target = Path(out)
     if not force:
         _check_target(target)
@@ -92,6 +111,10 @@ def import_category(
     # A plain mkdir (not mkdtemp's 0700) so that a new `out` gets the usual permissions.
     staging = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
     staging.mkdir()
+    environment = converted.meta.get("environment")
+    wheel = Path(environment["bfcl"]) if environment else None  # absolute, as read
+    copied = copy_wheel and wheel is not None and not wheel.is_relative_to(target.resolve())
+    named, relative = (None, False)
     try:
         (staging / "tools.json").write_text(
             json.dumps(converted.tools, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -102,11 +125,19 @@ def import_category(
         (staging / "suite.json").write_text(
             json.dumps(converted.meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
         )
-        load_suite(staging)
+        load_suite(staging)  # with the wheel as read; then named as the suite will find it
+        if wheel is not None and environment is not None:
+            if copied:
+                shutil.copyfile(wheel, staging / wheel.name)
+            named, relative = wheel_path(target / wheel.name if copied else wheel, target)
+            environment["bfcl"] = named
+            (staging / "suite.json").write_text(
+                json.dumps(converted.meta, indent=2, ensure_ascii=False) + "\n",
+                encoding="utf-8")
         if not target.exists():
             staging.rename(target)
         else:
-            for name in SUITE_FILES:
+            for name in (*SUITE_FILES, *([wheel.name] if copied and wheel else [])):
                 os.replace(staging / name, target / name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -119,5 +150,8 @@ def import_category(
         reordered=converted.catalogue.reordered,
         never_right=converted.never_right,
         version=converted.meta["source"]["package_version"],
+        wheel=named,
+        wheel_relative=relative,
+        wheel_copied=copied,
     )
 
