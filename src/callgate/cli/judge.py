@@ -230,16 +230,24 @@ def judge_label(
     labeller: Annotated[str | None, typer.Option(
         "--labeller", envvar="CALLGATE_LABELLER",
         help="Who gives the labels (default: $USER); stored with each audit label.")] = None,
+    show_judge: Annotated[bool, typer.Option(
+        "--show-judge", help="Show the judge's verdict before you label (each label is then "
+                             "marked seen_judge in the set); by default it is shown after.")
+    ] = False,
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Label a run's judged attempts by hand, growing the hand-checked set.
 
-    For each attempt the judge decided, shows the request, the response and the judge's
-    verdict, and asks for your verdict per dimension (s skips, q stops)."""
-    from callgate.judging.labelling import label_judged_attempts
+    For each attempt the judge decided, shows the request and the response and asks for your
+    verdict: tool_choice, then arguments, then a note (s skips, q stops). The judge's verdict
+    is shown once you have answered (--show-judge: before, marking the label)."""
+    from callgate.judging.labelling import AnswersEnded, label_judged_attempts
     from callgate.store.db import Store
 
     if audit is not None:
+        if show_judge:
+            raise _fail("--show-judge does not go with --audit: an audit label is always "
+                        "given blind")
         _label_audit(audit, labeller or os.environ.get("USER", ""), db)
         return
     if run_id is None or calibration_set is None:
@@ -252,8 +260,11 @@ def judge_label(
     try:
         with Store(db) as store:
             added = label_judged_attempts(store, run_id, calibration_set, split,
-                                          ask=typer.prompt, show=typer.echo,
-                                          labeller=labeller or os.environ.get("USER", ""))
+                                          ask=_ask_until_the_answers_end, show=typer.echo,
+                                          labeller=labeller or os.environ.get("USER", ""),
+                                          show_judge=show_judge)
+    except AnswersEnded as exc:
+        raise _fail(f"stdin: {exc}") from None
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"added {added} item(s) to {calibration_set} and to {db}")
