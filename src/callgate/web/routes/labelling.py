@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from callgate.judging.calibration_set import NOT_A_PERSON, CalibrationItem, Labels
 from callgate.judging.labelling import adjudicate, label_item, queue_for, undo_label
 from callgate.web import calibration_views as cv
-from callgate.web.context import Context, read_form
+from callgate.web.context import Context, read_form, read_json
 
 LABELS = {"tool_choice": ("pass", "fail"), "arguments": ("pass", "fail", "n/a")}
 
@@ -143,12 +143,7 @@ async def labels_api(ctx: Context, request: Request) -> Response:
     if not ctx.authorised(request):
         return ctx.refused(request)
     name, path = set_of(ctx, request)
-    try:
-        fields = await request.json()
-    except ValueError:
-        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
-    if not isinstance(fields, dict):
-        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+    fields = await read_json(request)
     row, error = write_label(ctx, name, path, fields)
     if error:
         return JSONResponse({"error": error}, status_code=400)
