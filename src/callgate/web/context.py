@@ -20,6 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from callgate.judging.calibration import kappa_text
 from callgate.judging.labelling import SessionPlan, is_text, reload_set
 from callgate.store.db import Store
 from callgate.web.security import same_token
@@ -35,6 +36,7 @@ def templates() -> Environment:
                       lstrip_blocks=True)
     env.filters["pct"] = lambda v: "–" if v is None else f"{v:.1f}"
     env.filters["num"] = lambda v, f="{:.2f}": "–" if v is None else f.format(v)
+    env.filters["kappa"] = lambda v, items, f="{:.2f}": kappa_text(v, items, f)
     env.filters["q"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")},
                                            doseq=True)
     # the page's query with one parameter set (a repeated one, as compare's run, kept)

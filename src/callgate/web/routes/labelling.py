@@ -87,12 +87,14 @@ async def label_page(ctx: Context, request: Request) -> Response:
     if current not in by_id:
         return ctx.not_found(request, f"no item {current} in {name}")
     place = cv.queue_place(order, todo, current, rows, labeller)
-    # Blind: what others said, the file's label and the category stay out of the page
-    # until this person has given their own label.
+    report = cv.progress(items, rows, ctx.store.adjudications(name))
+    # Blind: what others said, the file's label, whether people disagree and the category
+    # stay out of the page until this person has given their own label.
+    conflict = next((c for c in report["conflicts"] if c["item_id"] == current), None)
     return ctx.page(
         "label.html", request, set_name=name, writable=path is not None,
         item=cv.item_view(by_id[current], reveal=place["mine"] is not None), **place,
-        progress=cv.progress(items, rows))
+        progress=report, conflict=conflict)
 
 
 def write_label(ctx: Context, name: str, path: Path | None, fields: Mapping[str, Any]
