@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser_driver import CHROMEDRIVER, CHROMIUM, keys, ready, start_browser
 from paths import ROOT
 from webserver import Server, callgate_script
 
@@ -155,3 +156,35 @@ def test_a_declared_length_past_any_drain_is_refused_before_a_byte_of_it(
     finally:
         conn.close()
     answers_promptly(server)
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+                    reason="browser tests need /usr/bin/chromium and /usr/bin/chromedriver")
+def test_a_browser_sending_a_note_over_the_limit_reads_the_refusal(
+    served: tuple[Server, Path, Path], tmp_path: Path
+) -> None:
+    """A person pasting a 2 MiB note into the page's form reads the one-line 413 (it was
+    saved, 2 MiB into the file and the store), and the queue opens again at once."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    server, db, labels = served
+    before, rows = labels.read_bytes(), people(db)
+    browser = start_browser(tmp_path / "profile")
+    try:
+        browser.get(f"{server.base}/calibration/{labels.name}?labeller=ana")
+        ready(browser)
+        browser.execute_script(
+            "document.getElementById('note').value = 'x'.repeat(2 * 1024 * 1024);")
+        keys(browser, "p", "n")  # the label is saved after the second key
+        WebDriverWait(browser, 60).until(
+            lambda b: "the most this server takes" in b.find_element(By.TAG_NAME, "body").text)
+        body = browser.find_element(By.TAG_NAME, "body").text
+        assert "the request body is over 1,048,576 bytes" in body
+        browser.get(f"{server.base}/calibration/{labels.name}?labeller=ana")
+        ready(browser)
+        assert browser.find_element(By.ID, "queue-place")
+    finally:
+        browser.quit()
+    assert labels.read_bytes() == before and people(db) == rows
