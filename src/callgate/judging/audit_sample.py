@@ -21,6 +21,7 @@ from callgate.judging.labelling import (
     AnswersEnded,
     LabellingStopped,
     ask_labels,
+    ask_text,
     item_text,
     judged_items,
     judged_run,
@@ -87,8 +88,9 @@ def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str
         try:
             labels = ask_labels(ask)
             if labels is None:
-                reason = ask("why skip it (kept with the audit; a skip makes it incomplete)")
-                store.save_audit_skip(run_id, key[0], key[1], reason.strip(), labeller)
+                reason = ask_text(ask, "why skip it (kept with the audit; a skip makes it "
+                                  "incomplete)", required=True)
+                store.save_audit_skip(run_id, key[0], key[1], reason, labeller)
                 show(f"skipped audit item {audit_item['position'] + 1}: the audit is "
                      "incomplete until it is labelled")
                 continue

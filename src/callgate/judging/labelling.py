@@ -158,15 +158,16 @@ def ask_labels(ask: Callable[..., str]) -> Labels | None:
             question = f"{why}; arguments [f fail, n n/a]"
 
 
-def ask_text(ask: Callable[..., str], question: str) -> str:
-    """A line of free text (a note, a reason to skip), asked again when it cannot be kept as
-    UTF-8 (bytes that are not UTF-8 reach Python as lone surrogates)."""
+def ask_text(ask: Callable[..., str], question: str, required: bool = False) -> str:
+    """A line of free text (a note; with `required`, a reason to skip, asked until given),
+    asked again when it cannot be kept as UTF-8 (bytes that are not UTF-8 reach Python as
+    lone surrogates)."""
     prompt = question
     while True:
-        typed = str(ask(prompt, default="")).strip()
-        if is_text(typed):
+        typed = str(ask(prompt) if required else ask(prompt, default="")).strip()
+        if is_text(typed) and (typed or not required):
             return typed
-        prompt = f"that is not UTF-8 text; {question}"
+        prompt = f"that is not UTF-8 text; {question}" if typed else question
 
 
 def is_text(value: str) -> bool:
