@@ -230,24 +230,17 @@ def judge_label(
     labeller: Annotated[str | None, typer.Option(
         "--labeller", envvar="CALLGATE_LABELLER",
         help="Who gives the labels (default: $USER); stored with each audit label.")] = None,
-    show_judge: Annotated[bool, typer.Option(
-        "--show-judge", help="Show the judge's verdict before you label (each label is then "
-                             "marked seen_judge in the set); by default it is shown after.")
-    ] = False,
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Label a run's judged attempts by hand, growing the hand-checked set.
 
     For each attempt the judge decided, shows the request and the response and asks for your
     verdict: tool_choice, then arguments, then a note (s skips, q stops). The judge's verdict
-    is shown once you have answered (--show-judge: before, marking the label)."""
+    is shown once you have answered, so that your label does not lean on it."""
     from callgate.judging.labelling import AnswersEnded, label_judged_attempts
     from callgate.store.db import Store
 
     if audit is not None:
-        if show_judge:
-            raise _fail("--show-judge does not go with --audit: an audit label is always "
-                        "given blind")
         _label_audit(audit, labeller or os.environ.get("USER", ""), db)
         return
     if run_id is None or calibration_set is None:
@@ -261,8 +254,7 @@ def judge_label(
         with Store(db) as store:
             added = label_judged_attempts(store, run_id, calibration_set, split,
                                           ask=_ask_until_the_answers_end, show=typer.echo,
-                                          labeller=labeller or os.environ.get("USER", ""),
-                                          show_judge=show_judge)
+                                          labeller=labeller or os.environ.get("USER", ""))
     except AnswersEnded as exc:
         raise _fail(f"stdin: {exc}") from None
     except CallgateError as exc:

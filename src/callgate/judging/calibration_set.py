@@ -108,17 +108,12 @@ class CalibrationItem(BaseModel):
     # Who gave the label: a person's name, or "assistant" for a program or model; "" unknown.
     labeller: str = ""
     labelled_at: str = ""  # ISO 8601, when known
-    # The person saw the judge's verdict before labelling (`judge label --show-judge`).
-    seen_judge: bool = False
 
     def line(self) -> str:
-        """The item as a line of a calibration file (no `turns` key for a one-turn response,
-        no `seen_judge` key for a label given blind)."""
-        exclude: dict[str, Any] = {} if self.seen_judge else {"seen_judge": True}
-        if self.response.turns is None:
-            exclude["response"] = {"turns"}
-        return json.dumps(self.model_dump(mode="json", exclude=exclude or None),
-                          ensure_ascii=False, separators=(",", ":"))
+        """The item as a line of a calibration file (no `turns` key for a one-turn response)."""
+        exclude = {"response": {"turns"}} if self.response.turns is None else None
+        return json.dumps(self.model_dump(mode="json", exclude=exclude), ensure_ascii=False,
+                          separators=(",", ":"))
 
 
 NOT_A_PERSON: Final = ("", "assistant")  # labellers whose labels a person's label replaces

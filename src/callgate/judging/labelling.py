@@ -185,13 +185,13 @@ def _judge_said(row: Mapping[str, Any]) -> str:
 
 def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
                           ask: Callable[..., str], show: Callable[[str], Any],
-                          labeller: str = "", show_judge: bool = False) -> int:
+                          labeller: str = "") -> int:
     """Ask a person for a verdict on each judged attempt of a run; append each labelled item
     to the calibration file and reload the file into the store. Returns how many were added.
 
-    The judge's verdict is shown once the person has answered (a label that measures the
-    judge must not lean on it); with `show_judge`, before, and each label is marked
-    `seen_judge`. The answers ending (AnswersEnded) keep the labels given so far."""
+    The judge's verdict is shown only once the person has answered: a label that measures
+    the judge must not lean on it. The answers ending (AnswersEnded) keep the labels given so
+    far."""
     existing: set[str] = set()
     if set_path.exists():
         existing = {item.id for item in read_journal(set_path).items}
@@ -200,14 +200,12 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
         for row, item in judged_items(store, run_id):
             if item.id in existing:
                 continue
-            show(f"\n── {item.id} ──\n{item_text(item)}"
-                 + (f"\n{_judge_said(row)}" if show_judge else ""))
+            show(f"\n── {item.id} ──\n{item_text(item)}")
             try:
                 labels = ask_labels(ask)
                 if labels is None:
                     continue
-                if not show_judge:
-                    show(_judge_said(row))
+                show(_judge_said(row))  # now that the person has answered
                 note = ask_text(ask, "note (why)")
             except LabellingStopped:
                 break
@@ -219,8 +217,7 @@ def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
             labelled = with_person_labels(
                 item, labeller, labels.tool_choice, labels.arguments,
                 note or f"labelled by hand from run {run_id}; the judge said "
-                        f"{row['tool_choice']}/{row['arguments']}", split=split,
-                **({"seen_judge": True} if show_judge else {}))
+                        f"{row['tool_choice']}/{row['arguments']}", split=split)
             append_item(set_path, labelled)
             added += 1
     finally:
@@ -317,9 +314,8 @@ def label_judged_attempt(store: Store, run_id: int, set_path: Path, item: Calibr
 def with_person_labels(item: CalibrationItem, labeller: str, tool_choice: str, arguments: str,
                        note: str, **fields: Any) -> CalibrationItem:
     """The item with a person's labels, their note, who gave them and when (and `fields`,
-    e.g. its split, or seen_judge: a label is blind unless said)."""
+    e.g. its split)."""
     return item.model_copy(update={
-        "seen_judge": False,
         **fields,
         "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
         "note": note,
