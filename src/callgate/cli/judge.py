@@ -234,9 +234,10 @@ def judge_label(
 ) -> None:
     """Label a run's judged attempts by hand, growing the hand-checked set.
 
-    For each attempt the judge decided, shows the request, the response and the judge's
-    verdict, and asks for your verdict per dimension (s skips, q stops)."""
-    from callgate.judging.labelling import label_judged_attempts
+    For each attempt the judge decided, shows the request and the response and asks for your
+    verdict: tool_choice, then arguments, then a note (s skips, q stops). The judge's verdict
+    is shown once you have answered, so that your label does not lean on it."""
+    from callgate.judging.labelling import AnswersEnded, label_judged_attempts
     from callgate.store.db import Store
 
     if audit is not None:
@@ -252,8 +253,10 @@ def judge_label(
     try:
         with Store(db) as store:
             added = label_judged_attempts(store, run_id, calibration_set, split,
-                                          ask=typer.prompt, show=typer.echo,
+                                          ask=_ask_until_the_answers_end, show=typer.echo,
                                           labeller=labeller or os.environ.get("USER", ""))
+    except AnswersEnded as exc:
+        raise _fail(f"stdin: {exc}") from None
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     typer.echo(f"added {added} item(s) to {calibration_set} and to {db}")

@@ -12,12 +12,16 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from callgate.errors import CallgateError
 from callgate.judging.audit import Key
+from callgate.judging.calibration_set import Labels
 from callgate.judging.labelling import (
     AnswersEnded,
     LabellingStopped,
     ask_labels,
+    ask_text,
     item_text,
     judged_items,
     judged_run,
@@ -84,8 +88,9 @@ def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str
         try:
             labels = ask_labels(ask)
             if labels is None:
-                reason = ask("why skip it (kept with the audit; a skip makes it incomplete)")
-                store.save_audit_skip(run_id, key[0], key[1], reason.strip(), labeller)
+                reason = ask_text(ask, "why skip it (kept with the audit; a skip makes it "
+                                  "incomplete)", required=True)
+                store.save_audit_skip(run_id, key[0], key[1], reason, labeller)
                 show(f"skipped audit item {audit_item['position'] + 1}: the audit is "
                      "incomplete until it is labelled")
                 continue
@@ -96,7 +101,8 @@ def label_audit(store: Store, run_id: int, labeller: str, ask: Callable[..., str
                 f"the answers ended at audit item {audit_item['position'] + 1} of run {run_id}; "
                 f"the {labelled} label(s) given are kept: callgate judge label --audit "
                 f"{run_id} to go on") from None
-        store.save_audit_label(run_id, key[0], key[1], *labels, labeller)
+        store.save_audit_label(run_id, key[0], key[1], labels.tool_choice, labels.arguments,
+                               labeller)
         labelled += 1
     return labelled
 
@@ -110,4 +116,9 @@ def record_audit_label(store: Store, run_id: int, case_id: str, repeat: int, too
     if not any((i["case_id"], i["repeat"]) == (case_id, repeat)
                for i in store.audit_items(run_id)):
         raise CallgateError(f"{case_id} (repeat {repeat}) is not in the audit of run {run_id}")
-    store.save_audit_label(run_id, case_id, repeat, tool_choice, arguments, labeller)
+    try:
+        labels = Labels(tool_choice=tool_choice, arguments=arguments)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise CallgateError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+    store.save_audit_label(run_id, case_id, repeat, labels.tool_choice, labels.arguments,
+                           labeller)

@@ -8,6 +8,7 @@ certificate and the check that a judge may score are in `certificates`.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,14 +108,35 @@ def confusion(pairs: Iterable[tuple[str, str]]) -> Confusion:
     return Confusion(**counts)
 
 
-def cohen_kappa(c: Confusion) -> float | None:
-    n = c.tp + c.fn + c.tn + c.fp
-    if n == 0:
+# Below this many items rated by both sides, Cohen's kappa is not given: on 1 item it is 0 or
+# undefined, and on a handful its standard error is about as large as the scale.
+MIN_KAPPA_ITEMS = 10
+
+
+def kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
+    """Cohen's kappa between two raters over categorical labels (n/a is a category); None
+    below MIN_KAPPA_ITEMS pairs, and when both use one category only (agreement beyond chance
+    is undefined then, not perfect)."""
+    n = len(pairs)
+    if n < MIN_KAPPA_ITEMS:
         return None
-    observed = (c.tp + c.tn) / n
-    expected = ((c.tp + c.fn) * (c.tp + c.fp) + (c.tn + c.fp) * (c.tn + c.fn)) / (n * n)
-    # One class only on both sides: agreement beyond chance is undefined, not perfect.
+    observed = sum(a == b for a, b in pairs) / n
+    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
+    expected = sum(first[k] * second[k] for k in first) / (n * n)
     return None if expected == 1 else (observed - expected) / (1 - expected)
+
+
+def cohen_kappa(c: Confusion) -> float | None:
+    """The judge's kappa against the person's labels (pass / fail; judge errors apart)."""
+    return kappa([("pass", "pass")] * c.tp + [("pass", "fail")] * c.fn
+                 + [("fail", "fail")] * c.tn + [("fail", "pass")] * c.fp)
+
+
+def kappa_text(value: float | None, items: int, figure: str = "{:.2f}") -> str:
+    """How a kappa is shown: the figure, or why there is none."""
+    if items < MIN_KAPPA_ITEMS:
+        return f"not enough items ({items}; needs {MIN_KAPPA_ITEMS})"
+    return "undefined (one label only)" if value is None else figure.format(value)
 
 
 def dimension_report(c: Confusion, tpr_min: float, tnr_min: float, min_items: int,

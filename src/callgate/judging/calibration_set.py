@@ -196,6 +196,7 @@ def read_journal(path: Path | str) -> SetJournal:
     source = Path(path)
     data = read_bytes(source, missing="calibration set not found")
     first: dict[str, CalibrationItem] = {}  # id -> its first line (its case and response)
+    first_at: dict[str, int] = {}  # id -> the number of that line
     standing: dict[str, list[tuple[int, Record]]] = {}  # id -> (line, record) still standing
     for line_no, raw, _ in json_lines_in(source, data.splitlines(keepends=True)):
         if "withdraw" in raw:
@@ -218,9 +219,10 @@ def read_journal(path: Path | str) -> SetJournal:
             continue
         record = validate(CalibrationItem, raw, source, line=line_no)
         earlier = first.setdefault(record.id, record)
-        if (earlier.case, earlier.response) != (record.case, record.response):
-            raise InputError(source, f"duplicate item id {record.id!r}", line=line_no,
-                             field="id")
+        first_at.setdefault(record.id, line_no)
+        if earlier is not record:
+            _check_relabel(source, (line_no, first_at[record.id]), earlier, record,
+                           standing[record.id])
         standing.setdefault(record.id, []).append((line_no, record))
     items, conflicts = [], []
     people: list[tuple[int, CalibrationItem]] = []
@@ -250,6 +252,24 @@ def read_journal(path: Path | str) -> SetJournal:
     standing_records: list[tuple[int, Record]] = [*people, *settled]
     return SetJournal(items=items, standing=sorted(standing_records, key=_line),
                       conflicts=conflicts, digest=hashlib.sha256(data).hexdigest())
+
+
+def _check_relabel(source: Path, lines: tuple[int, int], earlier: CalibrationItem,
+                   record: CalibrationItem, before: list[tuple[int, Record]]) -> None:
+    """A later line of an item id is a person's (re)label of the same case and response;
+    anything else is a second item under one id (InputError naming this line and the
+    first): another case or response, or a second line by the file's own labeller
+    (`assistant` or unnamed), which no session writes (a copied line, a clash of ids)."""
+    if (earlier.case, earlier.response) != (record.case, record.response):
+        why = "another case or response"
+    elif record.labeller in NOT_A_PERSON and any(
+            isinstance(r, CalibrationItem) and r.labeller == record.labeller for _, r in before):
+        why = f"a second line by {record.labeller or 'no named labeller'}"
+    else:
+        return
+    line_no, first_line = lines
+    raise InputError(source, f"duplicate item id {record.id!r} ({why}; the first is on line "
+                     f"{first_line})", line=line_no, field="id")
 
 
 def _line(pair: tuple[int, Any]) -> int:

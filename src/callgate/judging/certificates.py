@@ -36,6 +36,11 @@ class Confusion(BaseModel):
     fp: int = 0
     judge_error: int = 0
 
+    @property
+    def rated(self) -> int:
+        """Items both the person and the judge gave a verdict on."""
+        return self.tp + self.fn + self.tn + self.fp
+
 
 class DimensionReport(BaseModel):
     model_config = ConfigDict(frozen=True)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from callgate.errors import CallgateError
 from callgate.judging.calibration_set import (
@@ -135,50 +135,94 @@ def _answer(ask: Callable[..., str], question: str, answers: Mapping[str, str]) 
         prompt = f"{typed!r} is not an answer ({keys}); {question}"
 
 
-def ask_labels(ask: Callable[..., str]) -> tuple[str, str] | None:
-    """A person's (tool_choice, arguments) labels from the terminal: p/pass, f/fail and, for
-    the arguments, n/n/a; None when the person skips the item (s). Anything else is asked
-    again. Raises LabellingStopped on q."""
+def ask_labels(ask: Callable[..., str]) -> Labels | None:
+    """A person's labels on one item from the terminal: the questions every terminal labeller
+    asks (`judge label RUN --set` and `judge label --audit`), in one order: tool_choice
+    (p/pass, f/fail, s skip, q quit), then arguments (p/pass, f/fail, n/n/a). Anything else is
+    asked again; so is an arguments answer that cannot go with the tool choice (pass after a
+    failed tool choice: the rule of Labels, which the web form enforces too), saying why,
+    before anything is kept. None when the person skips the item; LabellingStopped on q."""
     tool = _answer(ask, "tool_choice [p pass, f fail, s skip, q quit]", TOOL_ANSWERS)
     if tool == "quit":
         raise LabellingStopped
     if tool == "skip":
         return None
-    arguments = _answer(ask, "arguments [p pass, f fail, n n/a]", ARGUMENT_ANSWERS)
-    return tool, arguments
+    question = ("arguments [p pass, f fail, n n/a]" if tool == "pass" else
+                "arguments [f fail, n n/a] (the tool choice failed)")
+    while True:
+        arguments = _answer(ask, question, ARGUMENT_ANSWERS)
+        try:
+            return Labels(tool_choice=tool, arguments=arguments)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            why = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+            question = f"{why}; arguments [f fail, n n/a]"
+
+
+def ask_text(ask: Callable[..., str], question: str, required: bool = False) -> str:
+    """A line of free text (a note; with `required`, a reason to skip, asked until given),
+    asked again when it cannot be kept as UTF-8 (bytes that are not UTF-8 reach Python as
+    lone surrogates)."""
+    prompt = question
+    while True:
+        typed = str(ask(prompt) if required else ask(prompt, default="")).strip()
+        if is_text(typed) and (typed or not required):
+            return typed
+        prompt = f"that is not UTF-8 text; {question}" if typed else question
+
+
+def is_text(value: str) -> bool:
+    """Whether a string can be written as UTF-8 (no lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _judge_said(row: Mapping[str, Any]) -> str:
+    return f"judge: tool_choice {row['tool_choice']}, arguments {row['arguments']}: {row['reason']}"
 
 
 def label_judged_attempts(store: Store, run_id: int, set_path: Path, split: str,
                           ask: Callable[..., str], show: Callable[[str], Any],
                           labeller: str = "") -> int:
     """Ask a person for a verdict on each judged attempt of a run; append each labelled item
-    to the calibration file and reload the file into the store. Returns how many were added."""
+    to the calibration file and reload the file into the store. Returns how many were added.
+
+    The judge's verdict is shown only once the person has answered: a label that measures
+    the judge must not lean on it. The answers ending (AnswersEnded) keep the labels given so
+    far."""
     existing: set[str] = set()
     if set_path.exists():
         existing = {item.id for item in read_journal(set_path).items}
     added = 0
-    for row, item in judged_items(store, run_id):
-        if item.id in existing:
-            continue
-        show(f"\n── {item.id} ──\n{item_text(item)}\n"
-             f"judge: tool_choice {row['tool_choice']}, arguments {row['arguments']}: "
-             f"{row['reason']}")
-        try:
-            labels = ask_labels(ask)
-        except LabellingStopped:
-            break
-        if labels is None:
-            continue
-        tool, arguments = labels
-        note = ask("note (why)", default="").strip()
-        labelled = with_person_labels(
-            item, labeller, tool, arguments,
-            note or f"labelled by hand from run {run_id}; the judge said "
-                    f"{row['tool_choice']}/{row['arguments']}", split=split)
-        append_item(set_path, labelled)
-        added += 1
-    if added:
-        reload_set(store, set_path)
+    try:
+        for row, item in judged_items(store, run_id):
+            if item.id in existing:
+                continue
+            show(f"\n── {item.id} ──\n{item_text(item)}")
+            try:
+                labels = ask_labels(ask)
+                if labels is None:
+                    continue
+                show(_judge_said(row))  # now that the person has answered
+                note = ask_text(ask, "note (why)")
+            except LabellingStopped:
+                break
+            except AnswersEnded:
+                raise AnswersEnded(
+                    f"the answers ended at {item.id}; the {added} label(s) given are kept in "
+                    f"{set_path}: callgate judge label {run_id} --set {set_path} to go on"
+                ) from None
+            labelled = with_person_labels(
+                item, labeller, labels.tool_choice, labels.arguments,
+                note or f"labelled by hand from run {run_id}; the judge said "
+                        f"{row['tool_choice']}/{row['arguments']}", split=split)
+            append_item(set_path, labelled)
+            added += 1
+    finally:
+        if added:
+            reload_set(store, set_path)
     return added
 
 

@@ -403,6 +403,8 @@ def _rate(value: float | None, interval: tuple[float, float] | None) -> str:
 
 def print_calibration(certificate: Certificate, disagreements: Sequence[Disagreement],
                       judged: int, cert_path: Any, console: Console | None = None) -> None:
+    from callgate.judging.calibration import kappa_text
+
     console = console or Console()
     table = Table(title=f"judge {escape(certificate.judge)} on the test split "
                         f"({certificate.test_items} of {certificate.items} items; "
@@ -416,7 +418,7 @@ def print_calibration(certificate: Certificate, disagreements: Sequence[Disagree
         ("TPR [95% CI]", lambda r: _rate(r.tpr, r.tpr_ci)),
         ("TNR [95% CI]", lambda r: _rate(r.tnr, r.tnr_ci)),
         ("accuracy", lambda r: _num(r.accuracy, "{:.3f}")),
-        ("Cohen's kappa", lambda r: _num(r.kappa, "{:.3f}")),
+        ("Cohen's kappa", lambda r: kappa_text(r.kappa, r.confusion.rated, "{:.3f}")),
         ("TP / FN / TN / FP", lambda r: f"{r.confusion.tp} / {r.confusion.fn} / "
                                         f"{r.confusion.tn} / {r.confusion.fp}"),
         ("judge errors", lambda r: str(r.confusion.judge_error)),

@@ -21,6 +21,7 @@ from callgate.web.context import STATIC, BadQuery, Context, is_api
 from callgate.web.routes import calibration, compare, labelling, releases, run_labels
 from callgate.web.security import (
     LOOPBACK_NAMES,
+    BodyLimit,
     Guard,
     SecurityHeaders,
     ServerTiming,
@@ -93,7 +94,7 @@ def create_app(db: Path, sets: list[Path] | None = None, token: str | None = Non
     middleware = [Middleware(SecurityHeaders),
                   Middleware(Guard, hosts=allowed_hosts(host, allow_hosts),
                              read_token=token if beyond_loopback else None),
-                  Middleware(ServerTiming)]
+                  Middleware(BodyLimit), Middleware(ServerTiming)]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={BadQuery: bad_query, OverflowError: out_of_range})
     app.state.context = ctx

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from callgate.judging.calibration import kappa
 from callgate.judging.calibration_set import CalibrationItem, item_payloads, read_journal
 from callgate.judging.certificates import Certificate
 from callgate.judging.step import JudgeCache
@@ -48,17 +49,6 @@ def labelled_by(rows: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
     for row in rows:
         found.setdefault(row["item_id"], set()).add(row["labeller"])
     return found
-
-
-def kappa(pairs: Sequence[tuple[str, str]]) -> float | None:
-    """Cohen's kappa between two raters over categorical labels (n/a is a category)."""
-    n = len(pairs)
-    if n == 0:
-        return None
-    observed = sum(a == b for a, b in pairs) / n
-    first, second = Counter(a for a, _ in pairs), Counter(b for _, b in pairs)
-    expected = sum(first[k] * second[k] for k in first) / (n * n)
-    return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
 
 
 def progress(items: Sequence[CalibrationItem], rows: Sequence[Mapping[str, Any]],

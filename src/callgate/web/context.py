@@ -10,6 +10,7 @@ queries, so serialising them costs a local, single-user tool nothing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from callgate.judging.labelling import SessionPlan, reload_set
+from callgate.judging.calibration import kappa_text
+from callgate.judging.labelling import SessionPlan, is_text, reload_set
 from callgate.store.db import Store
 from callgate.web.security import same_token
 from callgate.web.views import Views
@@ -34,6 +36,7 @@ def templates() -> Environment:
                       lstrip_blocks=True)
     env.filters["pct"] = lambda v: "–" if v is None else f"{v:.1f}"
     env.filters["num"] = lambda v, f="{:.2f}": "–" if v is None else f.format(v)
+    env.filters["kappa"] = lambda v, items, f="{:.2f}": kappa_text(v, items, f)
     env.filters["q"] = lambda d: urlencode({k: v for k, v in d.items() if v not in (None, "")},
                                            doseq=True)
     # the page's query with one parameter set (a repeated one, as compare's run, kept)
@@ -63,9 +66,30 @@ def is_api(request: Request) -> bool:
 
 async def read_form(request: Request) -> dict[str, str]:
     """The pages' forms are urlencoded (no file uploads): parsed here, which spares the
-    python-multipart dependency Starlette's request.form() needs."""
-    body = (await request.body()).decode("utf-8", errors="replace")
-    return dict(parse_qsl(body, keep_blank_values=True))
+    python-multipart dependency Starlette's request.form() needs. A form that is not UTF-8
+    text is refused (BadQuery: 400), never kept with its bytes replaced."""
+    try:
+        body = (await request.body()).decode("utf-8")
+        return dict(parse_qsl(body, keep_blank_values=True, errors="strict"))
+    except UnicodeDecodeError:
+        raise BadQuery("the form is not UTF-8 text; nothing was saved") from None
+
+
+async def read_json(request: Request) -> dict[str, Any]:
+    """A JSON object body whose every string can be kept as UTF-8 text, or BadQuery (400)
+    saying why: JSON may escape a lone surrogate ("\\ud800"), which no file or store can
+    hold."""
+    try:
+        fields = json.loads(await request.body())
+    except ValueError:  # not JSON, or not UTF-8
+        raise BadQuery("the body must be a JSON object") from None
+    if not isinstance(fields, dict):
+        raise BadQuery("the body must be a JSON object")
+    for key, value in fields.items():
+        if not (is_text(key) and (not isinstance(value, str) or is_text(value))):
+            raise BadQuery(f"field {key!r} is not UTF-8 text (it holds a lone surrogate); "
+                           "nothing was saved")
+    return fields
 
 
 class Context:

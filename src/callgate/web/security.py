@@ -1,5 +1,6 @@
 """The middlewares every response of `callgate serve` passes: the Server-Timing header, the
-security headers, and the guard on Host (DNS rebinding) and, beyond loopback, on the token."""
+security headers, the guard on Host (DNS rebinding) and, beyond loopback, on the token, and the
+limit on a request's body."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 
 
 async def with_response_headers(app: Any, scope: Any, receive: Any, send: Any,
@@ -143,3 +144,61 @@ class Guard:
                     status_code=401)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+MAX_BODY = 1024 * 1024  # bytes: a label, an undo, an adjudication is well under 10 KiB
+
+
+class BodyLimit:
+    """Reads a request's body before the app does, and answers 413 (one line) once it is over
+    `limit` bytes, by its Content-Length or as its chunks arrive: no route ever holds, parses
+    or stores more than that (a 30 MB note once made every later label reload a 30 MB line).
+    The rest of a refused body is read and dropped, up to `drain` bytes, so that the client,
+    still sending, reads the 413 rather than a reset connection; past that the connection is
+    closed."""
+
+    def __init__(self, app: Any, limit: int = MAX_BODY, drain: int = 64 * MAX_BODY) -> None:
+        self.app, self.limit, self.drain = app, limit, drain
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > self.drain:
+            await self.refuse(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more and size <= self.drain:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            size += len(message.get("body", b""))
+            if size <= self.limit:
+                chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        if size > self.limit:
+            await self.refuse(scope, receive, send)
+            return
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def refuse(self, scope: Any, receive: Any, send: Any) -> None:
+        message = (f"the request body is over {self.limit:,} bytes, the most this server "
+                   "takes; nothing was saved")
+        headers = {"connection": "close"}
+        response: Response = (
+            JSONResponse({"error": message}, status_code=413, headers=headers)
+            if scope.get("path", "").startswith("/api/") else
+            PlainTextResponse(message, status_code=413, headers=headers))
+        await response(scope, receive, send)

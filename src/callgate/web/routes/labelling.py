@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from callgate.judging.calibration_set import NOT_A_PERSON, CalibrationItem, Labels
 from callgate.judging.labelling import adjudicate, label_item, queue_for, undo_label
 from callgate.web import calibration_views as cv
-from callgate.web.context import Context, read_form
+from callgate.web.context import Context, read_form, read_json
 
 LABELS = {"tool_choice": ("pass", "fail"), "arguments": ("pass", "fail", "n/a")}
 
@@ -87,12 +87,14 @@ async def label_page(ctx: Context, request: Request) -> Response:
     if current not in by_id:
         return ctx.not_found(request, f"no item {current} in {name}")
     place = cv.queue_place(order, todo, current, rows, labeller)
-    # Blind: what others said, the file's label and the category stay out of the page
-    # until this person has given their own label.
+    report = cv.progress(items, rows, ctx.store.adjudications(name))
+    # Blind: what others said, the file's label, whether people disagree and the category
+    # stay out of the page until this person has given their own label.
+    conflict = next((c for c in report["conflicts"] if c["item_id"] == current), None)
     return ctx.page(
         "label.html", request, set_name=name, writable=path is not None,
         item=cv.item_view(by_id[current], reveal=place["mine"] is not None), **place,
-        progress=cv.progress(items, rows))
+        progress=report, conflict=conflict)
 
 
 def write_label(ctx: Context, name: str, path: Path | None, fields: Mapping[str, Any]
@@ -143,12 +145,7 @@ async def labels_api(ctx: Context, request: Request) -> Response:
     if not ctx.authorised(request):
         return ctx.refused(request)
     name, path = set_of(ctx, request)
-    try:
-        fields = await request.json()
-    except ValueError:
-        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
-    if not isinstance(fields, dict):
-        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+    fields = await read_json(request)
     row, error = write_label(ctx, name, path, fields)
     if error:
         return JSONResponse({"error": error}, status_code=400)
