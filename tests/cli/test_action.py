@@ -6,6 +6,7 @@ Every workflow and action file is valid against GitHub's own schemas."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -360,3 +361,52 @@ def test_two_pull_requests_one_merged_the_other_gated_again(repo: Repo,
         assert [n for n in listed if n.endswith(".json")] == [f"releases/{repo.base}.json"]
     for job in (gate_a, gate_b, again):
         assert not git("status", "--porcelain", "releases/", cwd=job.workspace), job.workspace
+
+
+@pytest.mark.slow
+def test_the_install_step_installs_every_dependency_at_the_locked_version(
+        tmp_path: Path) -> None:
+    """The action's install script, run by bash as the runner would (offline, from uv's
+    cache): callgate from the action's checkout, litellm, jsonschema and the rest at the
+    versions uv.lock pins."""
+    import shutil
+    import tomllib
+
+    outside = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                              if Path(p) != Path(sys.executable).parent)  # not this venv's
+    found = subprocess.run([shutil.which("python3", path=outside) or "python3", "-c",
+                            "import sys, uv; print(sys.executable)"],
+                           capture_output=True, text=True)
+    if found.returncode != 0 or shutil.which("uv") is None:
+        pytest.skip("needs a python3 with uv installed (as .ci/run installs it)")
+    bin_dir = tmp_path / "python-bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(found.stdout.strip())
+    steps = yaml.safe_load((ROOT / "action.yml").read_text())["runs"]["steps"]
+    script = next(s["run"] for s in steps if s.get("id") == "install")
+    env = {"PATH": f"{bin_dir}:{Path(shutil.which('uv') or '').parent}:/usr/bin:/bin",
+           "HOME": str(tmp_path), "UV_CACHE_DIR": subprocess.run(
+               ["uv", "cache", "dir"], capture_output=True, text=True).stdout.strip(),
+           "UV_OFFLINE": "1", "PIP_NO_INDEX": "1", "UV_TOOL_DIR": str(tmp_path / "tools"),
+           "UV_TOOL_BIN_DIR": str(tmp_path / "bin"), "RUNNER_TEMP": str(tmp_path),
+           "CALLGATE_ROOT": str(ROOT), "CALLGATE_WHEEL": ""}
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+                          env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0 and "offline" in done.stderr.lower():
+        pytest.skip(f"a locked package is not in uv's cache: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr
+    version = subprocess.run([str(tmp_path / "bin/callgate"), "--version"],
+                             capture_output=True, text=True)
+    assert version.stdout.startswith("callgate ")
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    locked = {p["name"]: p["version"] for p in lock["package"] if "version" in p}
+    constraints = (tmp_path / "callgate-constraints.txt").read_text()
+    for name in ("litellm", "jsonschema", "pydantic", "typer"):
+        assert f"\n{name}=={locked[name]}\n" in f"\n{constraints}", name
+    python = next((tmp_path / "tools/callgate/bin").glob("python"))
+    listed = subprocess.run([str(python), "-c", (
+        "import importlib.metadata as m; "
+        "print(m.version('litellm'), m.version('jsonschema'), m.version('pydantic'))")],
+        capture_output=True, text=True)
+    assert listed.stdout.split() == [locked["litellm"], locked["jsonschema"],
+                                     locked["pydantic"]], listed.stderr
