@@ -104,6 +104,7 @@ class Api:
             with urllib.request.urlopen(request, timeout=30) as response:
                 text = response.read()
         except urllib.error.HTTPError as exc:
+            exc.close()
             raise ApiError(exc.code, f"{method} {path}: HTTP {exc.code}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise ApiError(0, f"{method} {path}: {getattr(exc, 'reason', exc)}") from None
