@@ -183,6 +183,24 @@ def test_every_workflow_and_action_is_valid_against_githubs_schemas(tmp_path: Pa
     assert refused.returncode == 1
 
 
+def test_the_ci_guides_gitlab_pipeline_is_valid_against_gitlabs_schema(tmp_path: Path) -> None:
+    guide = (ROOT / "docs/guides/ci.md").read_text()
+    blocks = [b for b in re.findall(r"^```yaml\n(.*?)^```", guide, flags=re.M | re.S)
+              if b.startswith("# .gitlab-ci.yml")]
+    assert len(blocks) == 1
+    pipeline = yaml.safe_load(blocks[0])
+    assert pipeline["release"]["resource_group"] and "--scores-out" not in str(pipeline["gate"])
+    assert "--constraint" in str(pipeline["default"]["before_script"])
+    (tmp_path / ".gitlab-ci.yml").write_text(blocks[0])
+    done = subprocess.run([CHECK_JSONSCHEMA, "--builtin-schema", "vendor.gitlab-ci",
+                           str(tmp_path / ".gitlab-ci.yml")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (tmp_path / ".gitlab-ci.yml").write_text(blocks[0].replace("when: always",
+                                                               "when: sometimes"))
+    assert subprocess.run([CHECK_JSONSCHEMA, "--builtin-schema", "vendor.gitlab-ci",
+                           str(tmp_path / ".gitlab-ci.yml")], capture_output=True).returncode == 1
+
+
 def test_both_actions_install_with_the_same_locked_script() -> None:
     def script(path: Path) -> str:
         steps = yaml.safe_load(path.read_text())["runs"]["steps"]
