@@ -428,3 +428,22 @@ def test_the_install_step_installs_every_dependency_at_the_locked_version(
         capture_output=True, text=True)
     assert listed.stdout.split() == [locked["litellm"], locked["jsonschema"],
                                      locked["pydantic"]], listed.stderr
+
+
+def test_ci_comment_refuses_a_scores_file_that_is_not_json_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from callgate.cli import app
+
+    (tmp_path / "summary.md").write_text("### callgate: gate PASS\n")
+    (tmp_path / "scores.json").write_text("{bad")
+    (tmp_path / "out").write_text("")
+    done = CliRunner().invoke(app, ["ci", "comment", "--summary", str(tmp_path / "summary.md"),
+                                    "--exit-code", "0", "--scores",
+                                    str(tmp_path / "scores.json"), "--no-comment"],
+                              env={"GITHUB_OUTPUT": str(tmp_path / "out")})
+    assert done.exit_code == 2
+    assert done.output.strip().startswith("error: ")
+    assert f"{tmp_path / 'scores.json'}:1: not JSON" in done.output
+    assert len(done.output.strip().splitlines()) == 1
+    assert (tmp_path / "out").read_text() == ""  # nothing half-written

@@ -3,13 +3,13 @@ summary, one pull-request comment), as a command so that it runs, and is tested,
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from callgate.cli.common import _fail
+from callgate.errors import CallgateError
 
 ci_app = typer.Typer(help="CI glue: what the GitHub Action runs after the gate.",
                      no_args_is_help=True)
@@ -40,7 +40,8 @@ def comment_command(
 
     try:
         github.publish(summary, scores, exit_code, key, comment)
-    except (OSError, ValueError) as exc:  # an unreadable summary, scores or event file
-        name = getattr(exc, "filename", None) or (scores if isinstance(exc, json.JSONDecodeError)
-                                                  else summary)
-        raise _fail(f"{name}: {exc}") from None
+    except CallgateError as exc:  # an unreadable scores or event file
+        raise _fail(str(exc)) from None
+    except (OSError, UnicodeDecodeError) as exc:  # the summary, GITHUB_OUTPUT, the summary file
+        raise _fail(f"{getattr(exc, 'filename', None) or summary}: cannot be read or written "
+                    f"({getattr(exc, 'strerror', None) or exc})") from None

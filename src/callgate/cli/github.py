@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from callgate.errors import InputError
+
 MARKER = "<!-- callgate:gate-comment"
 COMMENT_LIMIT = 65_000  # GitHub refuses bodies over 65,536 characters
 OUTCOMES = {0: "pass", 1: "regression", 2: "error", 3: "inconclusive"}
@@ -138,7 +140,7 @@ def pull_request_number(env: Mapping[str, str]) -> int | None:
     path = env.get("GITHUB_EVENT_PATH")
     if not path or not Path(path).is_file():
         return None
-    event = json.loads(Path(path).read_text(encoding="utf-8"))
+    event = _json(Path(path))
     number = (event.get("pull_request") or {}).get("number") or event.get("number")
     return int(number) if number else None
 
@@ -169,6 +171,18 @@ def post_comment(env: Mapping[str, str], body: str, tag: str, echo: Echo) -> str
     return done
 
 
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, f"cannot be read ({exc})") from None
+    except ValueError as exc:
+        raise InputError(path, f"not JSON ({exc})", line=getattr(exc, "lineno", None)) from None
+    if not isinstance(found, dict):
+        raise InputError(path, "not a JSON object")
+    return found
+
+
 def _append(path: str | None, text: str) -> None:
     if path:
         with open(path, "a", encoding="utf-8") as handle:
@@ -182,9 +196,7 @@ def publish(summary_path: Path, scores_path: Path | None, exit_code: int, key: s
     env = os.environ if env is None else env
     summary = summary_path.read_text(encoding="utf-8") if summary_path.is_file() else (
         f"### callgate: no decision (exit code {exit_code}); see the job log\n")
-    scores = None
-    if scores_path is not None and scores_path.is_file():
-        scores = json.loads(scores_path.read_text(encoding="utf-8"))
+    scores = _json(scores_path) if scores_path is not None and scores_path.is_file() else None
     outcome = OUTCOMES.get(exit_code, "error")
     outputs = {"outcome": outcome, "exit-code": str(exit_code), **figures(scores)}
     _append(env.get("GITHUB_OUTPUT"), "".join(f"{k}={v}\n" for k, v in outputs.items()))
