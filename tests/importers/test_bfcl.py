@@ -263,10 +263,10 @@ def test_reading_the_wheel_equals_reading_the_folder(tmp_path: Path) -> None:
 
 
 def test_the_pin_is_the_tested_version() -> None:
-    """README.md, docs/bfcl.md and the committed sample name the version the importer is tested
-    with, and no other."""
+    """docs/guides/suites.md, docs/bfcl.md and the committed sample name the version the
+    importer is tested with, and no other."""
     root = FIXTURES.parents[2]
-    for path in (root / "README.md", root / "docs" / "bfcl.md"):
+    for path in (root / "docs" / "guides" / "suites.md", root / "docs" / "bfcl.md"):
         pins = set(re.findall(r"bfcl-eval==([0-9.]+)", path.read_text(encoding="utf-8")))
         assert pins == {bfcl.TESTED_VERSION}, path
     assert f"version {bfcl.TESTED_VERSION}" in (FIXTURES / "NOTICE").read_text()

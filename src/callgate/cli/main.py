@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from callgate.cli.ci import ci_app
 from callgate.cli.common import EXIT_INPUT, ClickException, _fail, _usage_error
 from callgate.cli.gating import gate, history, report
 from callgate.cli.importing import import_app, suite_app
@@ -56,6 +57,7 @@ def main(
 
 
 app.add_typer(import_app, name="import")
+app.add_typer(ci_app, name="ci")
 app.command()(score)
 app.command()(init)
 app.command()(demo)

@@ -3,7 +3,7 @@
 Everything written is a starting point to edit: a suite of five cases (one expects no call,
 one two parallel calls, one accepts any of several values), recorded responses that score at
 once with no key and no network, a candidates file, the releases folder the gate keeps its
-baselines in, and a GitHub Actions workflow.
+baselines in, and the GitHub Actions workflows (`callgate.cli.workflows`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import contextlib
 import json
 from pathlib import Path
 
+from callgate.cli.workflows import action_ref, workflows
 from callgate.errors import CallgateError
 
 SUITE = "suite"
@@ -135,153 +136,15 @@ with `callgate judge calibrate judges/NAME.toml --set calibration/mine.jsonl`. T
 judge's own set ships with callgate: `--set tool_choice`.
 """
 
-# Where the workflows install callgate from when `callgate init` cannot tell (see install_source).
+# The source `callgate init` fills in when it cannot tell where this callgate came from.
 PLACEHOLDER_SOURCE = "git+https://github.com/OWNER/callgate@COMMIT"
-
-WORKFLOW = f'''\
-name: tool-calling gate
-on: [pull_request]
-permissions:
-  contents: write
-# Where CI installs callgate from (it is not on PyPI): its git repository pinned to a commit
-# (git+https://github.com/OWNER/callgate@1a2b3c4d, your OWNER and commit), or a copy kept in
-# this repository (./tools/callgate).
-env:
-  CALLGATE_SOURCE: "{PLACEHOLDER_SOURCE}"
-jobs:
-  gate:
-    runs-on: ubuntu-latest
-    steps:
-      - uses: actions/checkout@v4
-        with:
-          ref: ${{{{ github.head_ref }}}}
-      - uses: actions/setup-python@v5
-        with:
-          python-version: "3.11"
-      - name: Install callgate (from CALLGATE_SOURCE above)
-        run: |
-          case "$CALLGATE_SOURCE" in *OWNER*|*COMMIT*)
-            echo "::error::set CALLGATE_SOURCE at the top of this workflow"; exit 1;; esac
-          pip install "$CALLGATE_SOURCE"
-      # --agent names what you ship and is gated along; --model is the model id that answered:
-      # change it and the gate compares with my-agent's last release and names the change.
-      - name: Score the candidate's recorded responses
-        run: >
-          callgate score {SUITE} --responses {RESPONSES} --agent my-agent
-          --model example/travel-agent --release "${{{{ github.sha }}}}"
-      # Or ask the model itself (my-agent in callgate.toml; add the key as a repository secret):
-      # - name: Ask the candidate model
-      #   env:
-      #     OPENROUTER_API_KEY: ${{{{ secrets.OPENROUTER_API_KEY }}}}
-      #   run: callgate run {SUITE} --model my-agent --repeats 3 --release "${{{{ github.sha }}}}"
-      - name: Gate against the last kept release
-        run: >
-          callgate gate --agent my-agent --release "${{{{ github.sha }}}}"
-          --baseline releases/ --scores-out "releases/${{{{ github.sha }}}}.json"
-          --junit junit.xml --markdown summary.md
-      - name: Summary
-        if: always()
-        run: cat summary.md >> "$GITHUB_STEP_SUMMARY"
-      - name: An HTML report of the release (chart, figures, flipped cases)
-        if: always()
-        run: >
-          callgate report --html report.html --agent my-agent --release "${{{{ github.sha }}}}"
-          --baseline releases/
-      - uses: actions/upload-artifact@v4
-        if: always()
-        with:
-          name: callgate-report
-          path: report.html
-      - name: Keep the scores with the release
-        if: success()
-        run: |
-          git config user.name callgate && git config user.email callgate@users.noreply.github.com
-          git add releases/ && git commit -m "callgate scores for ${{{{ github.sha }}}}" && git push
-'''
-
-# The same gate when a live run outgrows one runner: N shard jobs each ask the model for their
-# share of the cases (a hash of the case id), a gate job merges the stores and gates the union.
-SHARDED_WORKFLOW = f'''\
-name: tool-calling gate, sharded
-# Run by hand until the suite outgrows one runner; then use `on: [pull_request]` here and
-# remove callgate.yml.
-on: [workflow_dispatch]
-# Where CI installs callgate from (it is not on PyPI): its git repository pinned to a commit
-# (git+https://github.com/OWNER/callgate@1a2b3c4d, your OWNER and commit), or a copy kept in
-# this repository (./tools/callgate).
-env:
-  CALLGATE_SOURCE: "{PLACEHOLDER_SOURCE}"
-jobs:
-  shard:
-    runs-on: ubuntu-latest
-    strategy:
-      fail-fast: false
-      matrix:
-        shard: [1, 2, 3, 4]
-    steps:
-      - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
-        with:
-          python-version: "3.11"
-      - name: Install callgate (from CALLGATE_SOURCE above)
-        run: |
-          case "$CALLGATE_SOURCE" in *OWNER*|*COMMIT*)
-            echo "::error::set CALLGATE_SOURCE at the top of this workflow"; exit 1;; esac
-          pip install "$CALLGATE_SOURCE"
-      - name: Ask the candidate model, this shard's cases only
-        env:
-          OPENROUTER_API_KEY: ${{{{ secrets.OPENROUTER_API_KEY }}}}
-        run: >
-          callgate run {SUITE} --model my-agent --repeats 3 --release "${{{{ github.sha }}}}"
-          --shard ${{{{ matrix.shard }}}}/4 --db shard.db
-      - uses: actions/upload-artifact@v4
-        with:
-          name: store-${{{{ matrix.shard }}}}
-          path: shard.db
-  gate:
-    needs: shard
-    runs-on: ubuntu-latest
-    steps:
-      - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
-        with:
-          python-version: "3.11"
-      - name: Install callgate (from CALLGATE_SOURCE above)
-        run: |
-          case "$CALLGATE_SOURCE" in *OWNER*|*COMMIT*)
-            echo "::error::set CALLGATE_SOURCE at the top of this workflow"; exit 1;; esac
-          pip install "$CALLGATE_SOURCE"
-      - uses: actions/download-artifact@v4
-        with:
-          pattern: store-*
-          path: stores
-      - name: Merge the shards into one release
-        run: callgate merge callgate.db stores/store-*/shard.db
-      - name: Gate (inconclusive, exit 3, if a shard is missing)
-        run: >
-          callgate gate --agent my-agent --release "${{{{ github.sha }}}}"
-          --baseline releases/ --scores-out "releases/${{{{ github.sha }}}}.json"
-          --junit junit.xml --markdown summary.md
-      - name: An HTML report of the merged release
-        if: always()
-        run: >
-          callgate report --html report.html --agent my-agent --release "${{{{ github.sha }}}}"
-          --baseline releases/
-      - uses: actions/upload-artifact@v4
-        if: always()
-        with:
-          name: scores-and-report
-          path: |
-            releases/
-            report.html
-            summary.md
-'''
 
 
 def install_source() -> str:
-    """Where CI can install this callgate from: the git repository and commit it was installed
-    from (pip and uv record them in direct_url.json), else PLACEHOLDER_SOURCE for the user to
-    fill. A local path or an unpinned URL is no source a runner can reach, so it is not used."""
+    """Where this callgate came from, for the workflows' `uses:`: the git repository and commit
+    it was installed from (pip and uv record them in direct_url.json), else PLACEHOLDER_SOURCE
+    for the user to fill. A local path or an unpinned URL is no source a runner can reach, so
+    it is not used."""
     from importlib import metadata
 
     try:
@@ -311,9 +174,7 @@ def scaffold_files() -> dict[str, str]:
         "callgate.toml": CONFIG,
         "releases/.gitkeep": "",
         "calibration/README.md": CALIBRATION_README,
-        ".github/workflows/callgate.yml": WORKFLOW.replace(PLACEHOLDER_SOURCE, source),
-        ".github/workflows/callgate-sharded.yml": SHARDED_WORKFLOW.replace(PLACEHOLDER_SOURCE,
-                                                                           source),
+        **workflows(action_ref(source), SUITE, RESPONSES),
     }
 
 
