@@ -233,7 +233,9 @@ def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_dro
         out.append(("note", f"{side}: the judged attempts are compared as the judge gave them "
                             "on both sides; audit the other release to compare audited "
                             "estimates"))
-        return out, []
+        from callgate.gating.audit_rule import one_sided  # only with an audit
+
+        return out + one_sided(store, run_id, report, base, then, max_drop), []
     from callgate.judging.audit import judged_check
 
     figures = []
