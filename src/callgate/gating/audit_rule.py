@@ -38,6 +38,9 @@ from callgate.store.db import Store
 
 FIGURES = ("right_tool", "right_arguments")
 Reading = tuple[str, str]  # (outcome, message) as decide() takes them
+# Below this TPR + TNR − 1 the audited judge's verdicts say too little about the truth to
+# plan the other side's audit from them (Rogan–Gladen's inversion is unstable near 0).
+MIN_YOUDEN = 0.1
 
 
 class Side(BaseModel):
@@ -96,14 +99,17 @@ def _plan(unaudited: Side, other: Side, table: AuditTable | None, max_drop: floa
     if part is None or part.judged == 0:
         return _Plan(labels=None, text="")
     rates = _error_rates(table) if table is not None and table.n else None
-    passes = part.judged_passes / part.judged
-    if rates is None:
-        share = 0.5  # the judge tells nothing: plan for the labels alone
-        rates = (0.5, 0.5)
-    else:
-        share = min(1.0, max(0.0, (passes + rates[1] - 1) / (rates[0] + rates[1] - 1)))
-    expected = _pct(part.deterministic_right + share * part.judged, part)
     assert other.audited is not None and other.se is not None
+    if rates is None or rates[0] + rates[1] - 1 < MIN_YOUDEN:
+        # The judge tells (almost) nothing: plan for the labels alone at the hardest point,
+        # the unaudited side where the audited one is (no change).
+        rates, share, expected = (0.5, 0.5), 0.5, other.audited
+    else:
+        passes = part.judged_passes / part.judged
+        youden = rates[0] + rates[1] - 1
+        edge = 0.5 / (part.judged + 1)  # never a share whose labels cannot vary
+        share = min(1 - edge, max(edge, (passes + rates[1] - 1) / youden))
+        expected = _pct(part.deterministic_right + share * part.judged, part)
     change = (other.audited - expected) if now_is_audited else (expected - other.audited)
     distance = abs(change + max_drop) / 100
     room = (distance / z) ** 2 - (other.se / 100) ** 2
