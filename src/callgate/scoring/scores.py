@@ -129,6 +129,8 @@ class Scores(BaseModel):
     uncalibrated: bool = False
     # count: server errors after retries were scored as wrong answers (--server-errors count)
     server_errors: ServerErrors = "exclude"
+    # Set when --max-cost / --max-attempts ended a live run before every attempt was called.
+    stopped: str | None = None
 
 
 @dataclass
