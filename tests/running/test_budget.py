@@ -1,7 +1,8 @@
 """`--max-cost` and `--max-attempts`: a live run against the loopback model stops cleanly when
 its budget is reached (every attempt it started finished and stored), within one attempt's
 cost of it, marked so, and resumes calling only what it had not answered; the gate decides on
-what was paired and says the budget ended it."""
+what was paired and says the budget ended it. Cost and latency per right answer are figures
+beside the shares, with their change against the baseline."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from pathlib import Path
 
 import pytest
 from conftest import KEY, KEY_ENV, marker, no_call_case, write_suite
-from live_runs import config, rows, run, settings
+from live_runs import candidate, config, rows, run, settings
 from loopback import Loopback, ok
 
+from callgate import gate_release
+from callgate.report.history import history_rows
+from callgate.running.run import run_live
+from callgate.store.db import Store
 from callgate.suites.suite import load_suite
 
 
@@ -105,3 +110,36 @@ def test_the_cli_stops_on_the_budget_and_the_gate_decides_on_what_was_paired(
     assert any(w.startswith("the budget ended this run (--max-cost $0.045 reached")
                for w in decision["warnings"]), decision
     assert decision["shared_cases"] == 4
+
+
+def test_cost_and_latency_per_right_answer_beside_the_figures_with_their_change(
+    loopback: Loopback, tmp_path: Path
+) -> None:
+    suite = load_suite(_suite(tmp_path, 10))
+    with Store(tmp_path / "callgate.db") as store:
+        loopback.script("[c", ok(content="9 to 5", cost=0.01))
+        first = run_live(suite, candidate(loopback), store, release="r1",
+                         settings=settings(), environ={KEY_ENV: KEY})
+        # r2: the five odd cases make a needless call (wrong), the same price each.
+        loopback.reset()
+        loopback.script("[c", ok(content="9 to 5", cost=0.01))
+        for n in range(1, 10, 2):
+            loopback.script(marker(f"c{n:02d}"), ok(calls=[{
+                "id": "x", "type": "function",
+                "function": {"name": "lookup_order", "arguments": '{"order_id": "ord_1"}'}}],
+                cost=0.01))
+        second = run_live(suite, candidate(loopback), store, release="r2",
+                          settings=settings(cache=False), environ={KEY_ENV: KEY})
+        now, then = second.result.scores, first.result.scores
+        assert then.cost_per_right_usd == pytest.approx(0.01)
+        assert now.cost_per_right_usd == pytest.approx(0.1 / 5)
+        latencies = [r["latency_ms"] for r in store.db.query(
+            "SELECT latency_ms FROM responses WHERE run = ?", [second.result.run_id])]
+        assert now.latency_per_right_ms == pytest.approx(sum(latencies) / 5)
+        assert gate_release(store, "cand", "r1")[0].exit_code == 0
+        decision, _ = gate_release(store, "cand", "r2")
+        assert any(m.startswith("cost per right answer $0.0200 (baseline $0.0100, +100%); "
+                                "latency per right answer ") for m in decision.messages)
+        history = history_rows(store.stored_runs("cand"))
+        assert history[-1].cost_per_right_usd == pytest.approx(0.02)
+        assert history[-1].change_cost_per_right_pct == pytest.approx(100)

@@ -175,6 +175,11 @@ def decide_release(
                       not_whole=incomplete(run) or _first_but_partial(stopped, base),
                       other_agent=other, new_agent=new_agent,
                       pairs=pairs)
+    from callgate.gating.costs import per_right_line
+
+    line = per_right_line(run.scores or {}, base_run.scores if base_run is not None else None)
+    if line is not None:
+        decision = decision.model_copy(update={"messages": [*decision.messages, line]})
     return decision, current
 
 
