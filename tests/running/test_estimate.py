@@ -172,3 +172,13 @@ def test_the_cli_estimate_calls_nothing_and_prints_json(
     assert text.returncode == 0, text.stderr
     assert "nothing was called" in text.stdout and "10 to make" in text.stdout
     assert server.requests == []
+
+
+def test_a_target_is_counted_in_attempts_not_tokens(tmp_path: Path) -> None:
+    suite = load_suite(_suite(tmp_path, 4))
+    with Store(tmp_path / "callgate.db") as store:
+        found = estimate_run(suite, Candidate(target="python:my_agent:answer"), store,
+                             settings(repeats=3))
+    assert (found.attempts, found.to_call, found.prompt_tokens, found.usd) == (12, 12, None,
+                                                                               None)
+    assert "its own loop" in found.notes[0] and "prompt tokens: unknown" in found.text()

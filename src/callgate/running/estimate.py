@@ -85,17 +85,12 @@ def estimate_run(suite: Suite, candidate: Candidate, store: Store,
                  settings: RunSettings) -> RunEstimate:
     """The run `run_live` would make with these settings, counted and priced, calling
     nothing."""
+    if candidate.target is not None:
+        return _target_estimate(suite, candidate, store, settings)
     route = route_for(candidate)
     notes: list[str] = []
-    attempts, conversations = [], []
-    if candidate.target is None:
-        attempts = plan(suite, route, settings.repeats)
-        conversations = plan_conversations(suite, settings.repeats)
-    else:
-        notes.append("a target runs its own loop: its calls and tokens are its own, only the "
-                     "attempts are counted")
-        attempts = []
-        conversations = []
+    attempts = plan(suite, route, settings.repeats)
+    conversations = plan_conversations(suite, settings.repeats)
     if settings.shard is not None:
         attempts = [a for a in attempts if settings.shard.holds(a.case_id)]
         conversations = [c for c in conversations if settings.shard.holds(c.case_id)]
@@ -110,36 +105,49 @@ def estimate_run(suite: Suite, candidate: Candidate, store: Store,
 
     talks = asyncio.run(unfinished()) if conversations else []
     planned = len(attempts) + len(conversations)
-    if candidate.target is not None:
-        planned = len(suite.cases) * settings.repeats
-    making = len(to_call) + len(talks) if candidate.target is None else planned
-    total, answers = store.completion_tokens_of(candidate.name)
-    if answers:
-        per = total / answers
-        source = f"the mean of {answers} stored answers of agent {candidate.name}"
-    else:
-        per = float(DEFAULT_COMPLETION_TOKENS)
-        source = f"default {DEFAULT_COMPLETION_TOKENS}: no stored answer of {candidate.name}"
+    making = len(to_call) + len(talks)
+    per, source = _completion_per_attempt(store, candidate.name)
     completion = round(per * making)
-    prompt: int | None = None
-    usd, price_source = None, "not priced: a target"
-    if candidate.target is None:
-        litellm, count = _counter(route.model)
-        by_body: dict[str, int] = {}
-        prompt = 0
-        for body in [a.body for a in to_call] + [route.body(c.messages, c.tools) for c in talks]:
-            text = json.dumps(body, sort_keys=True)
-            if text not in by_body:
-                by_body[text] = count(body)
-            prompt += by_body[text]
-        if talks:
-            notes.append(f"{len(talks)} attempts are conversations: only their first request "
-                         "is counted (later turns depend on the answers)")
-        usd = _price(litellm, route.model, prompt, completion)
-        price_source = ("litellm's offline price map" if usd is not None else
-                        f"{route.model} is not in litellm's offline price map")
+    litellm, count = _counter(route.model)
+    by_body: dict[str, int] = {}
+    prompt = 0
+    for body in [a.body for a in to_call] + [route.body(c.messages, c.tools) for c in talks]:
+        text = json.dumps(body, sort_keys=True)
+        if text not in by_body:
+            by_body[text] = count(body)
+        prompt += by_body[text]
+    if talks:
+        notes.append(f"{len(talks)} attempts are conversations: only their first request "
+                     "is counted (later turns depend on the answers)")
+    usd = _price(litellm, route.model, prompt, completion)
+    price_source = ("litellm's offline price map" if usd is not None else
+                    f"{route.model} is not in litellm's offline price map")
     return RunEstimate(candidate=candidate.name, model=candidate.model, attempts=planned,
                        cached=planned - making, to_call=making, prompt_tokens=prompt,
                        completion_tokens_per_attempt=per, completion_source=source,
                        completion_tokens=completion, usd=usd, price_source=price_source,
                        notes=notes)
+
+
+def _completion_per_attempt(store: Store, agent: str) -> tuple[float, str]:
+    total, answers = store.completion_tokens_of(agent)
+    if answers:
+        return total / answers, f"the mean of {answers} stored answers of agent {agent}"
+    return (float(DEFAULT_COMPLETION_TOKENS),
+            f"default {DEFAULT_COMPLETION_TOKENS}: no stored answer of {agent}")
+
+
+def _target_estimate(suite: Suite, candidate: Candidate, store: Store,
+                     settings: RunSettings) -> RunEstimate:
+    """A target runs its own loop: its attempts are counted, its tokens are its own."""
+    cases = [c for c in suite.cases if settings.shard is None or settings.shard.holds(c)]
+    planned = len(cases) * settings.repeats
+    per, source = _completion_per_attempt(store, candidate.name)
+    return RunEstimate(candidate=candidate.name, model=candidate.model, attempts=planned,
+                       cached=0, to_call=planned, prompt_tokens=None,
+                       completion_tokens_per_attempt=per, completion_source=source,
+                       completion_tokens=round(per * planned), usd=None,
+                       price_source="not priced: a target's calls are its own",
+                       notes=["a target runs its own loop: its calls and tokens are its own, "
+                              "only the attempts are counted (its stored answers are not "
+                              "looked up)"])
