@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -130,6 +130,20 @@ def run_command(
             help="Retries for the whole run (default: one per attempt called, at least 20).",
         ),
     ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option("--max-cost",
+                     help="USD: start no attempt that would take this run's spend past it."),
+    ] = None,
+    max_attempts: Annotated[
+        int | None,
+        typer.Option("--max-attempts", min=1,
+                     help="Call at most this many attempts (stored answers do not count)."),
+    ] = None,
+    estimate: Annotated[
+        bool,
+        typer.Option("--estimate", help="Print what the run would call and cost; call nothing."),
+    ] = False,
     judge: JudgeOption = None,
     uncalibrated: UncalibratedOption = False,
     judge_api_base: JudgeApiBaseOption = None,
@@ -159,6 +173,8 @@ def run_command(
 
     err = Console(stderr=True)
     _check_counts(repeats, concurrency)
+    if max_cost is not None and not max_cost > 0:
+        raise _fail(f"--max-cost {max_cost}: give a budget above 0 USD")
     try:
         only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
@@ -208,7 +224,12 @@ def run_command(
             shard=only,
             server_errors=server_errors,
             max_excluded=max_excluded,
+            max_cost=max_cost,
+            max_attempts=max_attempts,
         )
+        if estimate:
+            _print_estimate(suite, candidate, settings, db, as_json)
+            return
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
@@ -246,6 +267,9 @@ def run_command(
             f"stored as run {result.run_id} in {db}",
             highlight=False,
         )
+    if live.budget:
+        err.print(f"[yellow]budget:[/yellow] {live.budget}. The answers are stored; run the "
+                  "same command again (with a larger budget) to resume.", highlight=False)
     if live.stopped == "interrupted":
         done = live.cached + live.called
         err.print(
@@ -260,6 +284,20 @@ def run_command(
             "was sent. Fix the cause and run the same command again to resume."
         )
     _exit_if_not_a_result(result.not_a_result)
+
+
+def _print_estimate(suite: Any, candidate: Any, settings: Any, db: Path, as_json: bool) -> None:
+    """`run --estimate`: the run's plan read against the store, priced offline; no call."""
+    from callgate.running.estimate import estimate_run
+    from callgate.store.db import Store
+
+    with Store(db) as store:
+        found = estimate_run(suite, candidate, store, settings)
+    if as_json:
+        json.dump(found.model_dump(mode="json"), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        Console().print(found.text(), highlight=False)
 
 
 def _blank_refused(value: str | None) -> str | None:

@@ -165,12 +165,31 @@ def decide_release(
     readings, audited = judged_checks(store, run.id, base, max_drop)
     now, then, pairs = (paired_releases(store, run, current, base_run, base)
                         if base is not None else (current, None, None))
+    stopped = (run.scores or {}).get("stopped")
+    if stopped:  # a live run's --max-cost / --max-attempts: the decision is on what it paired
+        skipped = [f"the budget ended this run ({stopped}): the decision is over the cases "
+                   "paired so far", *skipped]
     decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
                       judged_checks=readings, audited_figures=audited,
-                      not_whole=incomplete(run), other_agent=other, new_agent=new_agent,
+                      not_whole=incomplete(run) or _first_but_partial(stopped, base),
+                      other_agent=other, new_agent=new_agent,
                       pairs=pairs)
+    from callgate.gating.costs import per_right_line
+
+    line = per_right_line(run.scores or {}, base_run.scores if base_run is not None else None)
+    if line is not None:
+        decision = decision.model_copy(update={"messages": [*decision.messages, line]})
     return decision, current
+
+
+def _first_but_partial(stopped: str | None, base: ReleaseScores | None) -> str | None:
+    """A run the budget ended has no baseline to pair with: it cannot pass as a first release
+    (it would be the next one's baseline with only the cases it reached)."""
+    if not stopped or base is not None:
+        return None
+    return (f"the budget ended this run ({stopped}) and it has no baseline: a first release is "
+            "whole; run the same command again to finish it")
 
 
 def stored_estimates(store: Store, release: ReleaseScores) -> dict[str, Any] | None:
@@ -233,7 +252,9 @@ def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_dro
         out.append(("note", f"{side}: the judged attempts are compared as the judge gave them "
                             "on both sides; audit the other release to compare audited "
                             "estimates"))
-        return out, []
+        from callgate.gating.audit_rule import one_sided  # only with an audit
+
+        return out + one_sided(store, run_id, report, base, then, max_drop), []
     from callgate.judging.audit import judged_check
 
     figures = []

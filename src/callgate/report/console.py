@@ -111,6 +111,10 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
                 for _, s in columns
             ],
         ),
+        ("cost per right answer USD", [_num(s.cost_per_right_usd, "{:.4f}")
+                                       for _, s in columns]),
+        ("latency per right answer ms", [_num(s.latency_per_right_ms, "{:.0f}")
+                                         for _, s in columns]),
     ]
     for name, cells in rows:
         table.add_row(name, *cells)

@@ -48,6 +48,12 @@ class HistoryRow(BaseModel):
     # `checks+judge` (judged attempts counted as the judge said), or `checks+judge, audited`
     # (a person audited a sample; `callgate judge audit RUN` gives the ppi++ estimates).
     estimator: str = "checks"
+    # Cost (USD) and latency (ms) per right answer (scoring.scores), and their change in percent
+    # since the previous release on the suite; None when unknown.
+    cost_per_right_usd: float | None = None
+    latency_per_right_ms: float | None = None
+    change_cost_per_right_pct: float | None = None
+    change_latency_per_right_pct: float | None = None
 
 
 def _pct(figures: Mapping[str, Any] | None, name: str) -> float | None:
@@ -71,6 +77,7 @@ def history_rows(runs: Iterable[StoredRun], audited: Container[int] = ()) -> lis
     the previous release on the same suite. `audited`: the ids of runs with a judge audit."""
     rows: list[HistoryRow] = []
     previous: dict[str, dict[str, Any]] = {}
+    previous_scores: dict[str, Mapping[str, Any]] = {}
     for run in runs:
         scores = run.scores or {}
         figures = scores["figures"]
@@ -87,9 +94,21 @@ def history_rows(runs: Iterable[StoredRun], audited: Container[int] = ()) -> lis
             uncalibrated=bool(scores.get("uncalibrated", False)),
             gate=run.gate["outcome"] if run.gate else None,
             estimator=estimator_of(scores, run.id in audited),
+            **_per_right(scores, previous_scores.get(run.suite_name)),
         ))
         previous[run.suite_name] = figures
+        previous_scores[run.suite_name] = scores
     return rows
+
+
+def _per_right(scores: Mapping[str, Any], before: Mapping[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, short in (("cost_per_right_usd", "cost"), ("latency_per_right_ms", "latency")):
+        now, then = scores.get(key), (before or {}).get(key)
+        out[key] = now
+        out[f"change_{short}_per_right_pct"] = (100 * (now - then) / then
+                                                if now is not None and then else None)
+    return out
 
 
 def history_document(agent: str, rows: Iterable[HistoryRow]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from callgate.models.pacing import CEILING, START, Pacers
 from callgate.models.pricing import Pricing
 from callgate.models.providers import Client, make_client
 from callgate.models.routes import ModelRoute, api_key, route_for
+from callgate.running.budget import Budget
 from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
@@ -73,6 +74,7 @@ class LiveRun:
     # What limited the judge's calls: the candidate's pacer when they share an endpoint; None
     # when no judge call was sent.
     judge_pacing: dict[str, Any] | None = None
+    budget: str | None = None  # --max-cost / --max-attempts ended the run before the plan did
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -90,6 +92,7 @@ class LiveRun:
             "stopped": self.stopped,
             "pacing": self.pacing,
             "judge_pacing": self.judge_pacing,
+            "budget_stop": self.budget,
         }
 
 
@@ -199,7 +202,8 @@ class LiveRunner:
                                 server_errors=settings.server_errors,
                                 max_excluded=settings.max_excluded, decided_by="run")
             record = RunRecord(recorder, self.counters)
-            scores = await self._fill(work, caller, cache, record)
+            budget = Budget(settings.max_cost, settings.max_attempts, self.counters)
+            scores = await self._fill(work, caller, cache, record, budget)
         finally:
             if isinstance(caller, Caller) and self.client is None:
                 await caller.client.aclose()
@@ -238,6 +242,7 @@ class LiveRunner:
             stopped=self.switch.reason,
             pacing=caller.pacer.figures() if isinstance(caller, Caller) else None,
             judge_pacing=self.judge.model.pacing() if self.judge and self.judge.model else None,
+            budget=_budget_stop(budget, len(work.to_call)),
         )
 
     async def _look_up(
@@ -307,7 +312,7 @@ class LiveRunner:
 
     async def _fill(
         self, work: _Work, caller: Caller | TargetCaller | None, cache: AnswerCache,
-        record: RunRecord
+        record: RunRecord, budget: Budget
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
         recorder, counters = record.recorder, self.counters
@@ -338,6 +343,12 @@ class LiveRunner:
                 record.called(outcome, await checked(outcome.response))
             progress.update(task, advance=1, errors=counters.errors, spend=counters.spend_text())
 
+        async def budgeted(item: PlannedAttempt | Conversation) -> None:
+            try:
+                await answer(item)
+            finally:
+                await budget.finish()
+
         with progress:
             for attempt, row in work.hits:
                 record.stored(attempt, row)
@@ -350,10 +361,11 @@ class LiveRunner:
                 if work.to_call:
                     await call_concurrently(
                         work.to_call,
-                        answer,
+                        budgeted if budget.active else answer,
                         concurrency=self._in_flight(caller),
                         stop=self.switch,
                         commit_loop=cache.commit_loop,
+                        admit=budget.admit if budget.active else None,
                     )
                 await recorder.judge_pending()
                 completed = True
@@ -368,8 +380,15 @@ class LiveRunner:
                     # Marked first: partial scores never serve as a baseline, nor replace the
                     # release's earlier finished run (the store keeps that one).
                     self.store.set_run_status(recorder.run_id, "interrupted")
-                scores = recorder.finish()
+                scores = recorder.finish(stopped=_budget_stop(budget, len(work.to_call)))
         return scores
+
+
+def _budget_stop(budget: Budget, to_call: int) -> str | None:
+    """Why the budget ended the run, when it did before every attempt was called."""
+    if budget.reason is None or budget.started >= to_call:
+        return None
+    return f"{budget.reason}; {budget.started} of {to_call} attempts called"
 
 
 def run_live(

@@ -32,3 +32,7 @@ class RunSettings(BaseModel):
     max_excluded: float | None = Field(
         None, ge=0, le=1, description="a finished run with a larger share of its attempts "
         "excluded is stored marked not a result (scoring.result); None: never marked")
+    max_cost: float | None = Field(
+        None, gt=0, description="USD: start no attempt that would take the spend past it")
+    max_attempts: int | None = Field(
+        None, ge=1, description="call at most this many attempts (the store's do not count)")

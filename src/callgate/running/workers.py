@@ -21,14 +21,17 @@ async def call_concurrently(
     concurrency: int,
     stop: StopSwitch,
     commit_loop: Callable[[], Coroutine[Any, Any, None]],
+    admit: Callable[[], Awaitable[bool]] | None = None,
 ) -> None:
     """Await `answer` for every item, at most `concurrency` at once, until all are answered or
-    the run is stopped (then the answers in flight are abandoned); `commit_loop` runs beside."""
+    the run is stopped (then the answers in flight are abandoned); `commit_loop` runs beside.
+    `admit` (a budget) is awaited before each item: False ends the worker, letting the answers
+    in flight finish."""
     queue = iter(items)
 
     async def worker() -> None:
         for item in queue:  # one shared iterator: each worker takes the next item
-            if stop.is_set():
+            if stop.is_set() or (admit is not None and not await admit()):
                 return
             await answer(item)
 

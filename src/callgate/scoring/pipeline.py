@@ -205,9 +205,11 @@ class Recorder:
         for _, response, body, verdict in waiting:
             self._record(response, body, verdict)
 
-    def finish(self, status: str = "done") -> Scores:
+    def finish(self, status: str = "done", stopped: str | None = None) -> Scores:
         """Write the last rows and the scores, and set the run's status (and, for a finished
-        run that is mostly excluded attempts, its "not a result" record) in the same step."""
+        run that is mostly excluded attempts, its "not a result" record) in the same step.
+        `stopped`: the budget ended the run before every attempt was called; kept in the
+        scores, and the run is not released until a gate decides on what it paired."""
         if self._awaiting_judge:
             raise RuntimeError("judge_pending() or keep_unjudged() must run before finish()")
         self.flush()
@@ -225,6 +227,16 @@ class Recorder:
         if status == "done" and self.max_excluded is not None:
             record = not_a_result(self.decided_by, scores.attempts, scores.excluded,
                                   self.max_excluded)
+        if stopped is not None:
+            scores = scores.model_copy(update={"stopped": stopped})
+            if status == "done" and record is None:
+                record = GateRecord(outcome="inconclusive", released=False,
+                                    decided_by=self.decided_by,
+                                    max_excluded=(self.max_excluded if self.max_excluded
+                                                  is not None else DEFAULT_MAX_EXCLUDED),
+                                    messages=[f"the budget ended the run ({stopped}): gate it "
+                                              "to decide on the cases paired so far, or run "
+                                              "the same command again to resume"])
         ended = self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status,
                                       record.model_dump_json() if record is not None else None)
         self.not_a_result = record if ended == "done" else None

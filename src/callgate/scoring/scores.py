@@ -129,6 +129,13 @@ class Scores(BaseModel):
     uncalibrated: bool = False
     # count: server errors after retries were scored as wrong answers (--server-errors count)
     server_errors: ServerErrors = "exclude"
+    # Set when --max-cost / --max-attempts ended a live run before every attempt was called.
+    stopped: str | None = None
+    # What one right answer (an attempt with the right arguments) cost and took: the run's
+    # spend and the attempts' summed latency over the right answers. None when some cost (or
+    # latency) is unknown, or no answer was right.
+    cost_per_right_usd: float | None = None
+    latency_per_right_ms: float | None = None
 
 
 @dataclass
@@ -216,6 +223,7 @@ class ScoreBuilder:
 
     def build(self) -> Scores:
         latencies = sorted(self.latencies)
+        right = sum(tally[0] for tally in self.per_case.values())
         total, tags = _Tally(), defaultdict[str, _Tally](_Tally)
         for case_id, tally in self.per_case.items():
             total.add_case(tally)
@@ -237,6 +245,10 @@ class ScoreBuilder:
             latency_p50_ms=percentile(latencies, 50),
             latency_p95_ms=percentile(latencies, 95),
             providers=dict(sorted(self.providers.items())),
+            cost_per_right_usd=(self.cost / right if right and self.cost_known
+                                and not self.cost_unknown else None),
+            latency_per_right_ms=(sum(latencies) / right
+                                  if right and len(latencies) == self.attempts else None),
         )
 
 

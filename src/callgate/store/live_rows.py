@@ -32,6 +32,15 @@ class LiveRows(StoreBase):
             found.update((row["key"], row) for row in rows)
         return found
 
+    def completion_tokens_of(self, agent: str) -> tuple[int, int]:
+        """The completion tokens the agent's stored answers reported: (sum, answers)."""
+        row = self.db.execute(
+            "SELECT COALESCE(SUM(responses.completion_tokens), 0), COUNT(*) FROM responses "
+            "JOIN runs ON runs.id = responses.run WHERE runs.agent = ? "
+            "AND responses.completion_tokens IS NOT NULL AND responses.error_kind IS NULL",
+            [agent]).fetchone()
+        return int(row[0]), int(row[1])
+
     def live_request(self, key: str) -> str | None:
         """The request stored with one cached answer (a target's conversation keeps there the
         transcript the next user turn's request is built from)."""
