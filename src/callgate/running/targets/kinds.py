@@ -17,8 +17,10 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urljoin
 
 from callgate.errors import CallgateError
+from callgate.models.bounded import ReplyTooLarge, origin, read_body
 from callgate.models.targets import TargetSpec
 from callgate.reading import JSONLimitError, loads
 from callgate.running.targets.contract import HELLO, MalformedReply, reported_version
@@ -32,6 +34,8 @@ LINE_LIMIT = 64 * 1024 * 1024  # the longest reply line a command target may wri
 # start alone can take longer than --timeout allows a request.
 START_TIMEOUT = 60.0
 MESSAGE_LIMIT = 300
+MAX_REDIRECTS = 5  # on the target's own origin
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 class TargetFailure(Exception):
@@ -143,13 +147,18 @@ class PythonTarget:
 
 
 class HttpTarget:
-    """One JSON POST per attempt to the target's URL; the hello is a POST too."""
+    """One JSON POST per attempt to the target's URL; the hello is a POST too. A redirect is
+    followed only on the target's own origin (scheme, host and port): the case's messages are
+    never re-sent to a listener the user did not name. The body is read up to REPLY_LIMIT."""
 
     name = "http"
 
-    def __init__(self, spec: TargetSpec, concurrency: int) -> None:
+    def __init__(self, spec: TargetSpec, concurrency: int, key: str | None = None) -> None:
         self._url = spec.address
         self._limit = concurrency
+        self._headers = {"Content-Type": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
         self._session: aiohttp.ClientSession | None = None
 
     async def version(self, timeout: float) -> str | None:
@@ -163,13 +172,12 @@ class HttpTarget:
                 connector=aiohttp.TCPConnector(limit=self._limit), raise_for_status=False)
         data = json.dumps(request, ensure_ascii=False).encode()
         try:
-            async with self._session.post(
-                self._url, data=data, headers={"Content-Type": "application/json"},
-                timeout=aiohttp.ClientTimeout(total=timeout),
-            ) as answer:
-                status, body = answer.status, await answer.read()
+            async with asyncio.timeout(timeout):
+                status, body = await self._post(self._session, data, timeout)
         except TimeoutError:
             raise TargetFailure(f"no reply within {timeout:g} s", retryable=True) from None
+        except ReplyTooLarge as exc:
+            raise TargetFailure(str(exc), retryable=False) from None
         except aiohttp.ClientError as exc:
             raise TargetFailure(f"unreachable: {type(exc).__name__}: {_short(str(exc))}",
                                 retryable=True) from None
@@ -178,6 +186,29 @@ class HttpTarget:
             raise TargetFailure(f"answered HTTP {status}: {text}".rstrip(": "),
                                 retryable=status >= 500 or status in (408, 429))
         return _json(body, "the reply body")
+
+    async def _post(self, session: aiohttp.ClientSession, data: bytes, timeout: float
+                    ) -> tuple[int, bytes]:
+        """The status and body of the POST, redirects on the target's origin followed."""
+        import aiohttp
+
+        url = self._url
+        for _ in range(MAX_REDIRECTS + 1):
+            async with session.post(url, data=data, headers=self._headers,
+                                    timeout=aiohttp.ClientTimeout(total=timeout),
+                                    allow_redirects=False) as answer:
+                if answer.status not in REDIRECTS:
+                    return answer.status, await read_body(answer)
+                location = answer.headers.get("Location", "")
+            if not location:
+                raise TargetFailure(f"answered HTTP {answer.status} with no Location",
+                                    retryable=False)
+            url = urljoin(url, location)
+            if origin(url) != origin(self._url):
+                raise TargetFailure(
+                    f"answered HTTP {answer.status} to {_short(location)}: a redirect off the "
+                    "target's origin (scheme, host, port) is not followed", retryable=False)
+        raise TargetFailure(f"more than {MAX_REDIRECTS} redirects", retryable=False)
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -301,9 +332,12 @@ class CommandTarget:
         self._running.clear()
 
 
-def open_target(spec: TargetSpec, concurrency: int) -> Target:
+def open_target(spec: TargetSpec, concurrency: int, key: str | None = None) -> Target:
+    """The target a spec names; `key` is sent to an HTTP target (api_key_env's value)."""
+    if spec.kind == "http":
+        return HttpTarget(spec, concurrency, key)
     kinds: dict[str, Callable[[TargetSpec, int], Target]] = {
-        "python": PythonTarget, "http": HttpTarget, "cmd": CommandTarget}
+        "python": PythonTarget, "cmd": CommandTarget}
     return kinds[spec.kind](spec, concurrency)
 
 
