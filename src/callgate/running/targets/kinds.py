@@ -1,30 +1,22 @@
-"""The three kinds of target, behind one interface (`Target`): `ask` sends one attempt's request
-and returns the reply as JSON-like data, or raises `TargetFailure` (crashed, timed out, said
-nothing readable), classified as retryable or not; `version` is what the target reports in
-answer to the hello. Retrying is the caller's job, as for a model's client."""
+"""The kinds of target behind one interface (`Target`): an HTTP endpoint and a pool of JSON
+Lines processes here, a Python function in `inprocess`. `ask` sends one attempt's request and
+returns the reply as JSON-like data, or raises `TargetFailure` (crashed, timed out, said nothing
+readable), classified as retryable or not; `version` is what the target reports in answer to the
+hello. Retrying is the caller's job, as for a model's client."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib
-import inspect
 import json
-import os
-import sys
 import time
 from collections import deque
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urljoin
 
-from callgate.errors import CallgateError
 from callgate.models.bounded import ReplyTooLarge, origin, read_body
 from callgate.models.targets import TargetSpec
 from callgate.reading import JSONLimitError, loads
 from callgate.running.targets.contract import HELLO, MalformedReply, reported_version
-from callgate.running.threads import DaemonThreads
 
 if TYPE_CHECKING:
     import aiohttp
@@ -56,7 +48,8 @@ class Target(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _short(text: str) -> str:
+def short(text: str) -> str:
+    """A message on one line, at most MESSAGE_LIMIT characters."""
     text = " ".join(text.split())
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + "…"
 
@@ -65,85 +58,7 @@ def _json(raw: bytes | str, what: str) -> Any:
     try:
         return loads(raw.decode() if isinstance(raw, bytes) else raw)
     except (ValueError, JSONLimitError) as exc:  # JSONDecodeError and UnicodeDecodeError too
-        raise MalformedReply(f"{what} is not JSON ({_short(str(exc))})") from None
-
-
-class _Raised(Exception):
-    """A TimeoutError the agent raised itself: not callgate's timeout."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-async def _own_timeouts(call: Any) -> Any:
-    try:
-        return await call
-    except TimeoutError as exc:
-        raise _Raised(exc) from None
-
-
-def _called(function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    """A sync target's call, on its thread; its own TimeoutError is not callgate's."""
-    try:
-        return function(**kwargs)
-    except TimeoutError as exc:
-        raise _Raised(exc) from None
-
-
-class PythonTarget:
-    """A function called in this process with messages=, tools= and metadata= keywords: awaited
-    when it is async, else run on one of `concurrency` daemon threads."""
-
-    name = "python"
-
-    def __init__(self, spec: TargetSpec, concurrency: int) -> None:
-        if os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())  # as `python -m` would: the project's own modules
-        try:
-            self._module = importlib.import_module(spec.module)
-        except Exception as exc:  # the agent's import failing is the agent's, named as such
-            raise CallgateError(f"--target {spec.text}: cannot import {spec.module}: "
-                                f"{type(exc).__name__}: {_short(str(exc))}") from None
-        function = getattr(self._module, spec.function, None)
-        if not callable(function):
-            raise CallgateError(f"--target {spec.text}: {spec.module} has no function "
-                                f"{spec.function}")
-        self._function: Callable[..., Any] = function
-        self._async = inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
-            type(function).__call__)
-        self._threads = None if self._async else DaemonThreads(concurrency, "callgate-target")
-
-    async def version(self, timeout: float) -> str | None:
-        """The function's `callgate_version`, else the module's `__version__`, else a hash of
-        the module's source, so an edit of the module asks again."""
-        for found in (getattr(self._function, "callgate_version", None),
-                      getattr(self._module, "__version__", None)):
-            if found is not None:
-                return str(found)
-        source = getattr(self._module, "__file__", None)
-        if source is None:
-            return None
-        return "source:" + hashlib.sha256(Path(source).read_bytes()).hexdigest()[:16]
-
-    async def ask(self, request: dict[str, Any], timeout: float) -> Any:
-        try:
-            if self._threads is None:
-                return await asyncio.wait_for(_own_timeouts(self._function(**request)), timeout)
-            return await asyncio.wait_for(self._threads.run(_called, self._function, request),
-                                          timeout)
-        except TimeoutError:
-            if self._threads is not None:
-                self._threads.add()  # the hung call keeps its thread
-            raise TargetFailure(f"no reply within {timeout:g} s", retryable=True) from None
-        except Exception as exc:
-            error = exc.error if isinstance(exc, _Raised) else exc
-            raise TargetFailure(f"raised {type(error).__name__}: {_short(str(error))}",
-                                retryable=True) from None
-
-    async def aclose(self) -> None:
-        if self._threads is not None:
-            self._threads.close()
+        raise MalformedReply(f"{what} is not JSON ({short(str(exc))})") from None
 
 
 class HttpTarget:
@@ -179,10 +94,10 @@ class HttpTarget:
         except ReplyTooLarge as exc:
             raise TargetFailure(str(exc), retryable=False) from None
         except aiohttp.ClientError as exc:
-            raise TargetFailure(f"unreachable: {type(exc).__name__}: {_short(str(exc))}",
+            raise TargetFailure(f"unreachable: {type(exc).__name__}: {short(str(exc))}",
                                 retryable=True) from None
         if status != 200:
-            text = _short(body.decode("utf-8", "replace"))
+            text = short(body.decode("utf-8", "replace"))
             raise TargetFailure(f"answered HTTP {status}: {text}".rstrip(": "),
                                 retryable=status >= 500 or status in (408, 429))
         return _json(body, "the reply body")
@@ -206,7 +121,7 @@ class HttpTarget:
             url = urljoin(url, location)
             if origin(url) != origin(self._url):
                 raise TargetFailure(
-                    f"answered HTTP {answer.status} to {_short(location)}: a redirect off the "
+                    f"answered HTTP {answer.status} to {short(location)}: a redirect off the "
                     "target's origin (scheme, host, port) is not followed", retryable=False)
         raise TargetFailure(f"more than {MAX_REDIRECTS} redirects", retryable=False)
 
@@ -244,7 +159,7 @@ class _Process:
             await asyncio.wait_for(self._reader, 1)
         except TimeoutError:
             return "closed its stdout"
-        last = f": {_short(self.stderr[-1])}" if self.stderr else ""
+        last = f": {short(self.stderr[-1])}" if self.stderr else ""
         return f"exited with code {code}{last}"
 
     async def stop(self) -> None:
@@ -330,15 +245,6 @@ class CommandTarget:
         self._idle.clear()
         await asyncio.gather(*(process.stop() for process in self._running))
         self._running.clear()
-
-
-def open_target(spec: TargetSpec, concurrency: int, key: str | None = None) -> Target:
-    """The target a spec names; `key` is sent to an HTTP target (api_key_env's value)."""
-    if spec.kind == "http":
-        return HttpTarget(spec, concurrency, key)
-    kinds: dict[str, Callable[[TargetSpec, int], Target]] = {
-        "python": PythonTarget, "cmd": CommandTarget}
-    return kinds[spec.kind](spec, concurrency)
 
 
 def elapsed_ms(started: float) -> float:

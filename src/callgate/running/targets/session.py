@@ -26,7 +26,7 @@ from callgate.models.config import Candidate
 from callgate.models.recorded_lines import failure_line
 from callgate.models.replies import ProviderFailure
 from callgate.models.retry import RetryPolicy
-from callgate.models.targets import parse_target
+from callgate.models.targets import TargetSpec, parse_target
 from callgate.reading import canonical_json
 from callgate.redaction import clean, secrets_in
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
@@ -39,12 +39,28 @@ from callgate.running.targets.contract import (
     transcript_line,
     user_turn_of,
 )
-from callgate.running.targets.kinds import Target, TargetFailure, elapsed_ms, open_target
+from callgate.running.targets.inprocess import PythonTarget
+from callgate.running.targets.kinds import (
+    CommandTarget,
+    HttpTarget,
+    Target,
+    TargetFailure,
+    elapsed_ms,
+)
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite
 
 TARGET_ERROR = "target_error"
 SHOWN_ERRORS = 5  # target errors printed as they happen; the rest are in the verdicts
+def open_target(spec: TargetSpec, concurrency: int, key: str | None = None) -> Target:
+    """The target a spec names; `key` is sent to an HTTP target (api_key_env's value)."""
+    if spec.kind == "http":
+        return HttpTarget(spec, concurrency, key)
+    if spec.kind == "python":
+        return PythonTarget(spec, concurrency)
+    return CommandTarget(spec, concurrency)
+
+
 class TargetSession:
     """The target of one run, and what its identity and version make of each attempt."""
 
@@ -139,6 +155,7 @@ class TargetCaller:
         self.console = console
         self._retries_left = retry_budget
         self._shown = 0
+        self._warned = 0
 
     async def call(self, attempt: PlannedAttempt) -> AttemptOutcome:
         return (await self.call_turn(attempt))[0]
@@ -170,6 +187,8 @@ class TargetCaller:
                 transcript, extra = reply_transcript(reply, attempt.body["messages"])
                 line = transcript_line(attempt.case_id, attempt.repeat, transcript, extra,
                                        elapsed_ms(sent))
+                if "note" in line:  # its cost or usage was not one: the answer is kept
+                    self._warn(f"{_where(attempt)}: {line['note']}")
                 return (AttemptOutcome(attempt, parse_response(line), line_text(line), tries),
                         transcript)
             except TargetFailure as exc:
@@ -187,6 +206,12 @@ class TargetCaller:
             self._retries_left -= 1
             self.counters.retries += 1
             await asyncio.sleep(self.policy.delay(tries, None, self.rng))
+
+    def _warn(self, message: str) -> None:
+        self._warned += 1
+        if self._warned <= SHOWN_ERRORS:
+            self.console.print(f"[yellow]warning:[/yellow] {escape(clean(message))}",
+                               highlight=False, soft_wrap=True)
 
     def _show(self, message: str) -> None:
         """One stderr line for each of the first target errors, naming the case."""
