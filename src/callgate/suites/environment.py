@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 import sys
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -30,8 +31,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.errors import InputError
 from callgate.reading import validate
+from callgate.redaction import clean, secrets_in
 from callgate.suites import bfcl_environment as bfcl
-from callgate.suites.mcp_tools import DEFAULT_TIMEOUT, McpFailure, McpServer, parse_command
+from callgate.suites.mcp_tools import (
+    DEFAULT_TIMEOUT,
+    MAX_TIMEOUT,
+    McpFailure,
+    McpServer,
+    parse_command,
+)
 
 
 class ToolError(Exception):
@@ -39,7 +47,12 @@ class ToolError(Exception):
 
 
 class EnvironmentError_(Exception):  # not the builtin EnvironmentError (an OSError alias)
-    """The environment itself failed: a bug or bad state, not something the model did."""
+    """The environment itself failed: a bug or bad state, not something the model did. Its
+    message goes through callgate.redaction's rule: the environment is the suite's code, and
+    what it raised may quote a key or hold terminal escapes."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(clean(message, secrets_in(os.environ)))
 
 
 class Environment(Protocol):
@@ -301,7 +314,8 @@ class McpSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     mcp: str = Field(min_length=1)
     state: str | None = Field(None, min_length=1)  # the tool that returns the server's state
-    timeout: float = Field(DEFAULT_TIMEOUT, gt=0)
+    # Seconds; bounded, since 1e400 reads as infinity and a thread's wait refuses that much.
+    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
 
 
 class McpEnvironments:
@@ -353,7 +367,8 @@ class McpEnvironment:
         try:
             server.start()
         except McpFailure as exc:
-            raise EnvironmentError_(f"MCP server {factory.spec.mcp!r}: {exc}") from None
+            hint = "; raise the environment's \"timeout\" in suite.json" if exc.slow_start else ""
+            raise EnvironmentError_(f"MCP server {factory.spec.mcp!r}: {exc}{hint}") from None
         self._server = server
         weakref.finalize(self, server.close)
 
