@@ -106,3 +106,27 @@ def test_run_json_stays_json_and_an_exit_at_import_is_one_line(
     assert at_import.stderr.strip() == (
         "error: --target python:exits_at_import:answer: cannot import exits_at_import: it "
         "called sys.exit(5) while being imported")
+
+
+GRANDPARENT = '''
+import json, subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])  # holds our pipes
+sys.path.insert(0, sys.argv[1])
+from unruly_agents import call
+for line in sys.stdin:
+    request = json.loads(line)
+    reply = {"version": "1"} if "hello" in request else call(request["messages"])
+    print(json.dumps(reply), flush=True)
+'''
+
+
+@pytest.mark.slow
+def test_a_command_targets_grandchild_holding_the_pipes_prints_no_traceback(
+    tmp_path: Path, callgate_exe: str, cli_env: dict[str, str]
+) -> None:
+    (tmp_path / "grandparent.py").write_text(GRANDPARENT)
+    suite = write_suite(tmp_path / "suite", [lookup_case("a")])
+    done = callgate(callgate_exe, cli_env, tmp_path, "run", str(suite), "--target",
+                    f"cmd:{sys.executable} grandparent.py {TESTS}", "--db", "t.db", "-k", "1")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Event loop is closed" not in done.stderr

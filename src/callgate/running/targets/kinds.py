@@ -7,7 +7,10 @@ hello. Retrying is the caller's job, as for a model's client."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
@@ -163,6 +166,9 @@ class _Process:
         return f"exited with code {code}{last}"
 
     async def stop(self) -> None:
+        """Close its stdin, wait up to 2 s, kill it; then end what it started (its process
+        group), since a grandchild holding the pipes open keeps their transports alive past
+        the run's event loop ("Event loop is closed" tracebacks at exit)."""
         if self.process.returncode is None:
             if self.process.stdin is not None:
                 self.process.stdin.close()
@@ -171,7 +177,15 @@ class _Process:
             except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
-        self._reader.cancel()
+        with contextlib.suppress(OSError):  # the group is gone already
+            os.killpg(self.process.pid, signal.SIGKILL)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._reader), 1)
+        except (TimeoutError, asyncio.CancelledError, ValueError):
+            self._reader.cancel()
+        transport = getattr(self.process, "_transport", None)  # asyncio keeps it private
+        if transport is not None:
+            transport.close()
 
 
 class CommandTarget:
@@ -193,7 +207,7 @@ class CommandTarget:
             process = await asyncio.create_subprocess_exec(
                 *self._spec.argv, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                limit=LINE_LIMIT)
+                limit=LINE_LIMIT, start_new_session=True)  # its own group: stop() ends it all
         except OSError as exc:
             raise TargetFailure(f"could not start {self._spec.argv[0]}: {exc.strerror or exc}",
                                 retryable=False) from None
