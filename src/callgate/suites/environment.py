@@ -33,6 +33,7 @@ from callgate.errors import InputError
 from callgate.reading import validate
 from callgate.redaction import clean, secrets_in
 from callgate.suites import bfcl_environment as bfcl
+from callgate.suites.environment_guard import Guarded, Hung
 from callgate.suites.mcp_tools import (
     DEFAULT_TIMEOUT,
     MAX_TIMEOUT,
@@ -193,10 +194,16 @@ def state_hash(state: Any) -> str:
 
 
 def fresh(factory: EnvironmentFactory, state: Mapping[str, Any]) -> Environment:
+    """A new environment in the state given. A Python environment is made (and later called)
+    on a thread of its own, each step bounded by `environment_guard.TIMEOUT`."""
     try:
-        return factory(copy.deepcopy(dict(state)))
+        if isinstance(factory, McpEnvironments | bfcl.BfclEnvironments):
+            return factory(copy.deepcopy(dict(state)))
+        return Guarded(factory, copy.deepcopy(dict(state)))
     except EnvironmentError_:
         raise
+    except Hung as exc:
+        raise EnvironmentError_(f"the environment could not start: {exc}") from None
     except Exception as exc:
         raise EnvironmentError_(f"the environment could not start: {exc!r}") from exc
 
@@ -209,6 +216,8 @@ def _tool_of(env: Environment, name: str) -> Callable[..., Any] | None:
         return None if name == env.state_tool else partial(env.call, name)
     if isinstance(env, bfcl.BfclEnvironment):  # every name is answered, as BFCL answers it
         return partial(env.call, name)
+    if isinstance(env, Guarded):
+        env = env.inner
     method = getattr(env, name, None)
     if method is None or name.startswith("_") or name == "state" or not callable(method):
         return None
@@ -232,11 +241,14 @@ def call_tool(env: Environment, name: str, arguments: Mapping[str, Any]) -> Any:
     except ValueError:  # no signature to read (a builtin): let the call itself decide
         pass
     try:
-        answer = method(**arguments)
+        answer = (env.run(method, arguments, name) if isinstance(env, Guarded)
+                  else method(**arguments))
     except ToolError as exc:
         return {"error": str(exc)}
     except EnvironmentError_:
         raise
+    except Hung as exc:
+        raise EnvironmentError_(str(exc)) from None
     except Exception as exc:
         raise EnvironmentError_(f"{name} failed: {exc!r}") from exc
     try:
@@ -250,6 +262,8 @@ def snapshot(env: Environment) -> dict[str, Any]:
     """A copy of the state as JSON reads it back (state() may hand out its live object)."""
     try:
         return json.loads(json.dumps(env.state()))
+    except Hung as exc:
+        raise EnvironmentError_(str(exc)) from None
     except Exception as exc:
         raise EnvironmentError_(f"state() failed or is not JSON: {exc!r}") from exc
 
