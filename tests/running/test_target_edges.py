@@ -22,6 +22,7 @@ from target_servers import Hostile
 from callgate.errors import CallgateError
 from callgate.models import bounded
 from callgate.models.config import Candidate
+from callgate.models.replies import ProviderFailure
 from callgate.models.targets import parse_target
 from callgate.redaction import clean, credential_in
 from callgate.running.targets.kinds import HttpTarget, TargetFailure
@@ -179,3 +180,10 @@ def test_an_http_target_gets_the_key_api_key_env_names(tmp_path: Path) -> None:
     with pytest.raises(CallgateError, match="AGENT_KEY: the variable is not set"):
         TargetSession(Candidate(target="http://127.0.0.1:9/agent", api_key_env="AGENT_KEY"), 1,
                       environ={})
+
+
+def test_an_endpoints_failure_message_goes_through_the_rule_too() -> None:
+    """A model's or judge's endpoint error (ProviderFailure), as every client builds it."""
+    key = marker_key()
+    failure = ProviderFailure("server_error", f"upstream said {key} {ESCAPES}")
+    assert not leaks(key, {"message": failure.message}) and "\x1b" not in failure.message
