@@ -103,7 +103,14 @@ class _AgentLoop:
         return False
 
     def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)  # once it is free again
+        """Cancel what runs on it, then stop it (once it is free again: a blocked loop runs
+        this when, if ever, the agent's call returns)."""
+        def shutdown() -> None:
+            for task in asyncio.all_tasks(self.loop):
+                task.cancel()
+            self.loop.call_soon(self.loop.stop)
+
+        self.loop.call_soon_threadsafe(shutdown)
 
 
 class PythonTarget:
