@@ -53,6 +53,9 @@ agent: dict[str, Any] = {}  # the agent's own route and client (one per event lo
 async def model_agent(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                       metadata: dict[str, Any]) -> dict[str, Any]:
     route = agent["route"]
+    if "client" not in agent:  # made on the target's own event loop, as a real agent's is
+        agent["client"] = LeanClient(route, "bench-key", agent["concurrency"])
+        agent["loop"] = asyncio.get_running_loop()
     sent = await agent["client"].send(route.body(messages, tools), 60)
     assert isinstance(sent, Reply), sent
     return {"message": sent.body["choices"][0]["message"], "usage": sent.body.get("usage")}
@@ -82,19 +85,25 @@ def measure(name: str, candidate: Candidate, suite_root: Path, repeats: int, con
                             environ={KEY_ENV: "bench-key"}, console=console,
                             keep_verdicts=False)
 
-        async def run() -> Any:
-            agent["client"] = LeanClient(agent["route"], "bench-key", concurrency)
-            try:
-                return await runner.run()
-            finally:
-                await agent["client"].aclose()
-
+        agent["concurrency"] = concurrency
         cpu, wall = cpu_seconds(), time.perf_counter()
-        live = asyncio.run(run())
+        live = asyncio.run(runner.run())
         wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+        _close_agent_client()
     assert live.called == repeats * len(suite.cases), live.summary()
     assert live.provider_errors == 0, live.summary()
     return wall, cpu
+
+
+def _close_agent_client() -> None:
+    """Close the agent's client on its loop, once the run has stopped that loop."""
+    client, loop = agent.pop("client", None), agent.pop("loop", None)
+    if client is None or loop is None or loop.is_closed():
+        return
+    while loop.is_running():
+        time.sleep(0.01)
+    loop.run_until_complete(client.aclose())
+    loop.close()
 
 
 def candidates(url: str) -> dict[str, Candidate]:

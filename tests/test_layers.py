@@ -24,7 +24,7 @@ SRC = Path(callgate.__file__).parent
 
 # Lowest first. Packages on one line are siblings: neither imports the other.
 LAYERS: list[tuple[str, ...]] = [
-    ("callgate.version", "callgate.errors", "callgate.toml_lines"),
+    ("callgate.version", "callgate.errors", "callgate.toml_lines", "callgate.redaction"),
     ("callgate.reading", "callgate.stats"),
     ("callgate.store",),
     ("callgate.suites",),

@@ -21,9 +21,9 @@ from callgate.errors import CallgateError, InputError
 from callgate.models.config import Candidate, resolve_candidate
 from callgate.models.retry import RetryPolicy
 from callgate.models.targets import parse_target
+from callgate.redaction import MIN_CUT
 from callgate.running.run import LiveRun, LiveRunner, run_live
 from callgate.running.targets.contract import MalformedReply, reply_line
-from callgate.running.targets.session import MIN_CUT
 from callgate.scoring.exclusion import excluded_share
 from callgate.store.db import Store
 from callgate.suites.responses import Response, parse_response
@@ -253,7 +253,7 @@ def test_no_secret_of_the_environment_reaches_the_store_through_a_target(
                                                         "2 tries)")
     for path in tmp_path.rglob("callgate.db*"):
         assert secret.encode() not in path.read_bytes()
-    with pytest.raises(InputError, match="'api-key' reads as a credential") as refused:
+    with pytest.raises(InputError, match="'api-key', which reads as a credential") as refused:
         resolve_candidate("x", overrides={"target": f"cmd:agent --api-key={secret}"})
     assert secret not in str(refused.value)
 

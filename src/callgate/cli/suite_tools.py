@@ -23,17 +23,19 @@ McpOption = Annotated[str | None, typer.Option(
     "--mcp", metavar="COMMAND",
     help="The MCP server to start over stdio, as one string (\"python server.py --flag\"); "
          "default: the one suite.json's environment names.")]
-TimeoutOption = Annotated[float, typer.Option(
-    "--timeout", min=0.1, help="Seconds the server may take to start, and to list its tools.")]
+TimeoutOption = Annotated[float | None, typer.Option(
+    "--timeout", min=0.1, max=86400.0,
+    help="Seconds the server may take to start, and to list its tools (default: the "
+         "environment's timeout in suite.json, else 30).")]
 CheckOption = Annotated[bool, typer.Option(
     "--check", help="Write nothing: exit 1 naming the tools whose snapshot differs from the "
                     "server (for CI).")]
 
 
-def tools_command(suite: SuiteArgument, mcp: McpOption = None, timeout: TimeoutOption = 30.0,
+def tools_command(suite: SuiteArgument, mcp: McpOption = None, timeout: TimeoutOption = None,
                   check: CheckOption = False) -> None:
     """Snapshot an MCP server's tools (name, description, inputSchema) into SUITE/tools.json."""
-    from callgate.suites.mcp_tools import McpFailure, McpServer, parse_command
+    from callgate.suites.mcp_tools import DEFAULT_TIMEOUT, McpFailure, McpServer, parse_command
 
     try:
         if not suite.is_dir():
@@ -47,11 +49,15 @@ def tools_command(suite: SuiteArgument, mcp: McpOption = None, timeout: TimeoutO
             words = parse_command(command)
         except ValueError as exc:
             raise _fail(f"--mcp: {exc}") from None
+        if timeout is None:
+            timeout = spec.timeout if spec is not None else DEFAULT_TIMEOUT
         try:
             with McpServer(words, cwd=suite, timeout=timeout) as server:
                 listed = server.list_tools()
         except McpFailure as exc:
-            raise _fail(f"--mcp {command!r}: {exc}") from None
+            hint = (f"; give it longer with --timeout (now {timeout:g} s), or the environment's "
+                    '"timeout" in suite.json' if exc.slow_start else "")
+            raise _fail(f"--mcp {command!r}: {exc}{hint}") from None
         state_tool = spec.state if spec is not None else None
         catalogue = [tool.as_catalogue_entry() for tool in listed if tool.name != state_tool]
         if check:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from callgate.errors import InputError
 from callgate.models.targets import parse_target
 from callgate.reading import JSONLimitError, loads, reading_toml, validate
+from callgate.redaction import looks_secret
 
 DEFAULT_CONFIG = Path("callgate.toml")
 FLAGS = "command line"
@@ -73,28 +74,12 @@ RESERVED = {
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # `extra` goes into every request record stored: parameters (and headers) whose names read as
-# credentials are refused. Words of a name (snake, kebab or camel case) checked; counts such as
-# max_tokens are "tokens", not "token".
-_SECRET_WORDS = frozenset({
-    "key", "keys", "apikey", "secret", "secrets", "token", "password", "passwd", "passphrase",
-    "authorization", "auth", "credential", "credentials", "bearer", "cookie",
-})
-NOT_SECRETS = frozenset({"prompt_cache_key", "stop_token_ids", "allowed_token_ids"})
+# credentials are refused (callgate.redaction.looks_secret, the one rule).
 HEADER_PARAMS = ("extra_headers", "headers")
 USE_KEY_ENV = (
     "would be stored with every request; put the key in an environment variable and give "
     "that variable's name in api_key_env"
 )
-
-
-def looks_secret(name: str) -> bool:
-    """True when a parameter or header name reads as a credential (api_key, X-Api-Key,
-    aws_secret_access_key, Authorization, ...)."""
-    if name in NOT_SECRETS:
-        return False
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
-    words = [word for word in re.split(r"[^a-z0-9]+", spaced) if word]
-    return any(word in _SECRET_WORDS or word.endswith(("key", "secret")) for word in words)
 
 
 def refuse_non_json(params: Mapping[str, Any]) -> None:
@@ -136,7 +121,8 @@ class ProviderRouting(BaseModel):
 class Candidate(BaseModel):
     """One model under test and the exact conditions it is called under."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A refused value may be the key itself (a target spec, extra): never echoed in an error.
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
     # The agent: the stable name releases are filed under and gated along (a model change
     # keeps it); `run --agent` overrides it.
     name: str = Field(min_length=1, description="the agent runs are filed under; default: model")
@@ -204,14 +190,7 @@ class Candidate(BaseModel):
     def _target_spec(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        spec = parse_target(value)
-        for word in spec.argv if spec.kind == "cmd" else ():
-            name = word.lstrip("-").partition("=")[0]
-            if word.startswith("-") and looks_secret(name):
-                # Never echo the value: it may be the secret.
-                raise ValueError(f"the option {name!r} reads as a credential, and the command "
-                                 "is stored with every run and request: let the agent read its "
-                                 "key from an environment variable")
+        spec = parse_target(value)  # refuses a spec that carries a credential
         return spec.text
 
     @field_validator("api_base")
@@ -233,6 +212,8 @@ class Candidate(BaseModel):
     def _consistent(self) -> Candidate:
         if self.target is not None:
             for name in ("api_base", "api_key_env", "provider"):
+                if name == "api_key_env" and self.target.startswith(("http://", "https://")):
+                    continue  # the variable whose key is sent to the HTTP target
                 if getattr(self, name) is not None:
                     raise _FieldError(name, "does not apply to a target, which calls its own "
                                             "model: configure it in the agent")

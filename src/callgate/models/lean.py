@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from callgate.errors import InputError
+from callgate.models.bounded import ReplyTooLarge, read_body
 from callgate.models.config import FLAGS
 from callgate.models.replies import (
     ProviderFailure,
@@ -22,12 +23,12 @@ from callgate.models.replies import (
     ms_since,
     parse_rate_limits,
     parse_retry_after,
-    redact,
     shorten,
     timeout_message,
 )
 from callgate.models.routes import LEAN_BASES, ModelRoute
 from callgate.reading import loads
+from callgate.redaction import clean, without_secrets
 
 if TYPE_CHECKING:  # imported where a request is sent: scoring recorded answers never needs it
     import aiohttp
@@ -94,19 +95,21 @@ class LeanClient:
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=timeout),
             ) as response:
-                raw = await response.read()
+                raw = await read_body(response)
                 status = response.status
                 headers = response.headers
+        except ReplyTooLarge as exc:
+            return ProviderFailure("bad_response", str(exc), latency_ms=ms_since(started))
         except TimeoutError:
             return ProviderFailure("timeout", timeout_message(timeout),
                                    latency_ms=ms_since(started))
         except aiohttp.ClientError as exc:
-            message = redact(f"{type(exc).__name__}: {exc}", self._key)
+            message = clean(f"{type(exc).__name__}: {exc}", [self._key])
             return ProviderFailure("connection", shorten(message), latency_ms=ms_since(started))
         latency = ms_since(started)
         text = raw.decode("utf-8", errors="replace")
         if self._key and self._key in text:
-            text = redact(text, self._key)
+            text = without_secrets(text, [self._key])
         try:
             payload = loads(text, constants=True)  # NaN costs are cleaned in reply_line
         except ValueError as exc:  # not JSON, or nested too deep to read

@@ -22,11 +22,11 @@ from callgate.models.replies import (
     ms_since,
     parse_rate_limits,
     parse_retry_after,
-    redact,
     shorten,
     timeout_message,
 )
 from callgate.models.routes import ModelRoute
+from callgate.redaction import clean, without_secrets
 from callgate.suites.responses import TOKEN_FIELDS
 
 
@@ -102,7 +102,7 @@ class LitellmClient:
         if self._key:
             text = json.dumps(payload)
             if self._key in text:
-                payload = json.loads(redact(text, self._key))
+                payload = json.loads(without_secrets(text, [self._key]))
         # litellm keeps the provider's headers (rate limits included) beside the body.
         hidden = getattr(response, "_hidden_params", None)
         headers = hidden.get("additional_headers") if isinstance(hidden, dict) else None
@@ -124,7 +124,7 @@ class LitellmClient:
             kind = classify_status(status)
         if isinstance(exc, lt.ContentPolicyViolationError):
             kind = "refused"
-        message = redact(_litellm_message(exc), self._key)
+        message = clean(_litellm_message(exc), [self._key])
         return ProviderFailure(
             kind,
             shorten(message),

@@ -2,10 +2,10 @@
 completion JSON and its latency) or a `ProviderFailure` classified by kind (rate limit, server
 error, timeout, auth, ...), with which kinds are worth retrying (`RETRYABLE`) and which stop the
 run (`FATAL`). Also the helpers both clients use to build failures: the kind of an HTTP status,
-the wait a `Retry-After` header asks for, the message of an error body, and the shortening and
-redaction that keep an API key out of every message, and what a reply's rate-limit headers say
-is left (`RateLimits`), in the spellings of OpenAI, OpenRouter, Anthropic and the IETF draft
-that gateways in front of vLLM send.
+the wait a `Retry-After` header asks for, the message of an error body, the shortening of a
+message (callgate.redaction keeps keys and terminal control out of it), and what a reply's
+rate-limit headers say is left (`RateLimits`), in the spellings of OpenAI, OpenRouter,
+Anthropic and the IETF draft that gateways in front of vLLM send.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from callgate.redaction import clean
+
 RETRYABLE = frozenset({"rate_limit", "server_error", "timeout", "connection", "bad_response"})
 # Failures that every further attempt would repeat: the run stops at the first one.
 FATAL = frozenset({"auth", "payment", "not_found"})
 MESSAGE_LIMIT = 500
-REDACTED = "[redacted]"
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,11 @@ class ProviderFailure:
     retry_after: float | None = None
     latency_ms: float | None = None
     limits: RateLimits | None = None
+
+    def __post_init__(self) -> None:
+        # What an endpoint (a model's, a judge's, a target's) said, as it may be shown and
+        # stored: keys and terminal control out (the one rule, callgate.redaction).
+        object.__setattr__(self, "message", clean(self.message))
 
     @property
     def retryable(self) -> bool:
@@ -211,10 +217,6 @@ def error_message(data: Any) -> str | None:
         if isinstance(inner, str):
             return inner
     return None
-
-
-def redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, REDACTED) if secret and secret in text else text
 
 
 def shorten(text: str) -> str:

@@ -7,6 +7,7 @@ backing off."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -56,17 +57,28 @@ class StopSwitch:
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.reason: str | None = None
 
     def stop(self, reason: str = "interrupted") -> None:
+        """Safe from any thread (an in-process target's code runs on threads of its own)."""
         if self.reason is None:
             self.reason = reason
-        self._event.set()
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self._loop is not None and running is not self._loop:
+            with contextlib.suppress(RuntimeError):  # its loop closed: the run is over
+                self._loop.call_soon_threadsafe(self._event.set)
+        else:
+            self._event.set()
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self.reason is not None
 
     async def wait(self) -> None:
+        self._loop = asyncio.get_running_loop()
         await self._event.wait()
 
 

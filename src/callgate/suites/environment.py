@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 import sys
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -30,8 +31,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.errors import InputError
 from callgate.reading import validate
+from callgate.redaction import clean, secrets_in
 from callgate.suites import bfcl_environment as bfcl
-from callgate.suites.mcp_tools import DEFAULT_TIMEOUT, McpFailure, McpServer, parse_command
+from callgate.suites.environment_guard import Guarded, Hung
+from callgate.suites.mcp_tools import (
+    DEFAULT_TIMEOUT,
+    MAX_TIMEOUT,
+    McpFailure,
+    McpServer,
+    parse_command,
+)
 
 
 class ToolError(Exception):
@@ -39,7 +48,12 @@ class ToolError(Exception):
 
 
 class EnvironmentError_(Exception):  # not the builtin EnvironmentError (an OSError alias)
-    """The environment itself failed: a bug or bad state, not something the model did."""
+    """The environment itself failed: a bug or bad state, not something the model did. Its
+    message goes through callgate.redaction's rule: the environment is the suite's code, and
+    what it raised may quote a key or hold terminal escapes."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(clean(message, secrets_in(os.environ)))
 
 
 class Environment(Protocol):
@@ -180,10 +194,16 @@ def state_hash(state: Any) -> str:
 
 
 def fresh(factory: EnvironmentFactory, state: Mapping[str, Any]) -> Environment:
+    """A new environment in the state given. A Python environment is made (and later called)
+    on a thread of its own, each step bounded by `environment_guard.TIMEOUT`."""
     try:
-        return factory(copy.deepcopy(dict(state)))
+        if isinstance(factory, McpEnvironments | bfcl.BfclEnvironments):
+            return factory(copy.deepcopy(dict(state)))
+        return Guarded(factory, copy.deepcopy(dict(state)))
     except EnvironmentError_:
         raise
+    except Hung as exc:
+        raise EnvironmentError_(f"the environment could not start: {exc}") from None
     except Exception as exc:
         raise EnvironmentError_(f"the environment could not start: {exc!r}") from exc
 
@@ -196,6 +216,8 @@ def _tool_of(env: Environment, name: str) -> Callable[..., Any] | None:
         return None if name == env.state_tool else partial(env.call, name)
     if isinstance(env, bfcl.BfclEnvironment):  # every name is answered, as BFCL answers it
         return partial(env.call, name)
+    if isinstance(env, Guarded):
+        env = env.inner
     method = getattr(env, name, None)
     if method is None or name.startswith("_") or name == "state" or not callable(method):
         return None
@@ -219,11 +241,14 @@ def call_tool(env: Environment, name: str, arguments: Mapping[str, Any]) -> Any:
     except ValueError:  # no signature to read (a builtin): let the call itself decide
         pass
     try:
-        answer = method(**arguments)
+        answer = (env.run(method, arguments, name) if isinstance(env, Guarded)
+                  else method(**arguments))
     except ToolError as exc:
         return {"error": str(exc)}
     except EnvironmentError_:
         raise
+    except Hung as exc:
+        raise EnvironmentError_(str(exc)) from None
     except Exception as exc:
         raise EnvironmentError_(f"{name} failed: {exc!r}") from exc
     try:
@@ -237,6 +262,8 @@ def snapshot(env: Environment) -> dict[str, Any]:
     """A copy of the state as JSON reads it back (state() may hand out its live object)."""
     try:
         return json.loads(json.dumps(env.state()))
+    except Hung as exc:
+        raise EnvironmentError_(str(exc)) from None
     except Exception as exc:
         raise EnvironmentError_(f"state() failed or is not JSON: {exc!r}") from exc
 
@@ -301,7 +328,8 @@ class McpSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     mcp: str = Field(min_length=1)
     state: str | None = Field(None, min_length=1)  # the tool that returns the server's state
-    timeout: float = Field(DEFAULT_TIMEOUT, gt=0)
+    # Seconds; bounded, since 1e400 reads as infinity and a thread's wait refuses that much.
+    timeout: float = Field(DEFAULT_TIMEOUT, gt=0, le=MAX_TIMEOUT, allow_inf_nan=False)
 
 
 class McpEnvironments:
@@ -353,7 +381,8 @@ class McpEnvironment:
         try:
             server.start()
         except McpFailure as exc:
-            raise EnvironmentError_(f"MCP server {factory.spec.mcp!r}: {exc}") from None
+            hint = "; raise the environment's \"timeout\" in suite.json" if exc.slow_start else ""
+            raise EnvironmentError_(f"MCP server {factory.spec.mcp!r}: {exc}{hint}") from None
         self._server = server
         weakref.finalize(self, server.close)
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import logging
+import os
 import shlex
 import tempfile
 import threading
@@ -25,13 +27,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from callgate.redaction import clean, secrets_in
+
 DEFAULT_TIMEOUT = 30.0  # seconds for the server to start and for each request it answers
+MAX_TIMEOUT = 86400.0  # a day: more is a typo (1e400 reads as infinity), and threads refuse it
 
 _T = TypeVar("_T")
 
 
 class McpFailure(Exception):
-    """The MCP server did not start, died or did not answer: never the model's fault."""
+    """The MCP server did not start, died or did not answer: never the model's fault. Its
+    message is one line, through callgate.redaction's rule (a server's words may quote a key
+    or hold terminal escapes). `slow_start`: it did not start within the timeout."""
+
+    def __init__(self, message: str, *, slow_start: bool = False) -> None:
+        super().__init__(clean(" ".join(message.split()), secrets_in(os.environ)))
+        self.slow_start = slow_start
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,10 @@ def _private_loop() -> asyncio.AbstractEventLoop:
     global _loop
     with _loop_lock:
         if _loop is None:
+            # The SDK logs a line it cannot read with its traceback; with no handler set up,
+            # Python's last resort prints it on stderr. What a server did wrong reaches the
+            # user as McpFailure's one line instead.
+            logging.getLogger("mcp").addHandler(logging.NullHandler())
             loop = asyncio.new_event_loop()
             threading.Thread(target=loop.run_forever, name="callgate-mcp", daemon=True).start()
             _loop = loop
@@ -78,10 +93,16 @@ def _private_loop() -> asyncio.AbstractEventLoop:
 
 
 def _reason(exc: BaseException) -> str:
-    """The innermost cause of an SDK failure (anyio wraps them in exception groups)."""
+    """The innermost cause of an SDK failure (anyio wraps them in exception groups), on one
+    line: an answer the SDK's models refuse is named by its first wrong field."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    text = str(exc).strip()
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and type(exc).__name__ == "ValidationError":
+        first = errors()[0] if errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ())) or "the answer"
+        return f"the server's answer is not MCP: {where}: {first.get('msg', 'invalid')}"
+    text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -110,14 +131,14 @@ class McpServer:
         try:
             self._ready.result(self.timeout)
         except concurrent.futures.TimeoutError:
-            why = f"the server did not start within {self.timeout:g} s"
+            why, slow = f"the server did not start within {self.timeout:g} s", True
         except Exception as exc:
-            why = f"the server did not start: {_reason(exc)}"
+            why, slow = f"the server did not start: {_reason(exc)}", False
         else:
             return self
         why += self._stderr_tail()
         self.close()
-        raise McpFailure(why)
+        raise McpFailure(why, slow_start=slow)
 
     async def _serve(self) -> None:
         from mcp.client.session import ClientSession
@@ -156,6 +177,7 @@ class McpServer:
 
         tools: list[McpTool] = []
         cursor: str | None = None
+        seen: set[str] = set()
         while True:
             params = PaginatedRequestParams(cursor=cursor) if cursor else None
             page = self._request(self._session.list_tools(params=params), "tools/list")
@@ -163,6 +185,10 @@ class McpServer:
             cursor = page.next_cursor
             if not cursor:
                 return tools
+            if cursor in seen:  # the same page again: it would never end
+                raise McpFailure(f"tools/list: the server gave the cursor {cursor[:60]!r} "
+                                 f"twice, after {len(tools)} tools; stopped there")
+            seen.add(cursor)
 
     def call_tool(self, name: str, arguments: Mapping[str, Any]) -> ToolReply:
         result = self._request(self._session.call_tool(name, dict(arguments)),

@@ -7,8 +7,10 @@ Pure functions: a reply that breaks the contract raises `MalformedReply`."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+from callgate.suites.responses import INT64_MAX, TOKEN_FIELDS
 from callgate.suites.suite import Case
 
 PROTOCOL = 1
@@ -103,13 +105,56 @@ def _unwrapped(reply: Any) -> tuple[Any, dict[str, Any]]:
                              "and may hold usage, cost and provider)")
     if ("message" in reply) == ("messages" in reply):
         raise MalformedReply("a reply holds either message or messages")
-    extra = {key: reply[key] for key in ("usage", "cost", "provider") if key in reply}
+    extra = _sane({key: reply[key] for key in ("usage", "cost", "provider") if key in reply})
     if "messages" in reply:
         return reply["messages"], extra
     message = reply["message"]
     if not isinstance(message, dict):
         raise MalformedReply(f"message: must be an object, not {_described(message)}")
     return {"role": "assistant", **message}, extra
+
+
+def _sane(extra: dict[str, Any]) -> dict[str, Any]:
+    """A reply's usage, cost and provider with what is not a count, an amount or a name taken
+    as unknown, and a `note` saying so: the agent's bookkeeping never costs its answer."""
+    notes = []
+    cost = extra.get("cost")
+    if "cost" in extra and cost is not None and not _amount(cost):
+        del extra["cost"]
+        notes.append(f"cost {_shown(cost)} is not an amount in USD; kept as unknown")
+    usage = extra.get("usage")
+    if isinstance(usage, dict):
+        counts = dict(usage)
+        for key, value in usage.items():
+            if key in TOKEN_FIELDS and value is not None and not _count(value):
+                counts[key] = None
+                notes.append(f"usage.{key} {_shown(value)} is not a token count; kept as unknown")
+            elif key == "cost" and value is not None and not _amount(value):
+                counts[key] = None
+                notes.append(f"usage.cost {_shown(value)} is not an amount; kept as unknown")
+        extra["usage"] = counts
+    elif "usage" in extra:
+        del extra["usage"]
+        notes.append(f"usage {_shown(usage)} is not an object; kept as unknown")
+    if "provider" in extra and not isinstance(extra["provider"], str):
+        del extra["provider"]
+        notes.append("provider is not a string; left out")
+    if notes:
+        extra["note"] = "; ".join(notes)
+    return extra
+
+
+def _amount(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value >= 0)
+
+
+def _count(value: Any) -> bool:
+    return (_amount(value) and float(value).is_integer() and value <= INT64_MAX)
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:40]
 
 
 SHAPES = ('{"message": {...}}, {"messages": [...]}, an assistant message (role assistant) or '

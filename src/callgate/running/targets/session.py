@@ -22,12 +22,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from callgate.errors import CallgateError
-from callgate.models.config import Candidate, looks_secret
+from callgate.models.config import Candidate
 from callgate.models.recorded_lines import failure_line
-from callgate.models.replies import REDACTED, ProviderFailure
+from callgate.models.replies import ProviderFailure
 from callgate.models.retry import RetryPolicy
-from callgate.models.targets import parse_target
+from callgate.models.targets import TargetSpec, parse_target
 from callgate.reading import canonical_json
+from callgate.redaction import clean, secrets_in
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
 from callgate.running.counters import RunCounters
 from callgate.running.plan import Conversation, PlannedAttempt, later_turns
@@ -38,44 +39,26 @@ from callgate.running.targets.contract import (
     transcript_line,
     user_turn_of,
 )
-from callgate.running.targets.kinds import Target, TargetFailure, elapsed_ms, open_target
+from callgate.running.targets.inprocess import PythonTarget
+from callgate.running.targets.kinds import (
+    CommandTarget,
+    HttpTarget,
+    Target,
+    TargetFailure,
+    elapsed_ms,
+)
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite
 
 TARGET_ERROR = "target_error"
 SHOWN_ERRORS = 5  # target errors printed as they happen; the rest are in the verdicts
-MIN_SECRET = 8  # shorter values of secret-named variables are not looked for
-
-
-def secrets_of(environ: Mapping[str, str]) -> list[str]:
-    """The values of the environment variables whose names read as credentials: an agent's
-    error (an exception, its last stderr line, an HTTP body) may quote its key."""
-    found = {value for name, value in environ.items()
-             if looks_secret(name) and len(value) >= MIN_SECRET}
-    return sorted(found, key=len, reverse=True)
-
-
-def redacted(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = _cut_secret(text.replace(secret, REDACTED), secret)
-    return text
-
-
-CUT = "…"  # where the target kinds shortened a long message
-MIN_CUT = 4  # a shorter head of a secret says nothing worth hiding
-
-
-def _cut_secret(text: str, secret: str) -> str:
-    """Hide the head of a secret that a shortened message cut off just before its `…`."""
-    at = text.find(CUT)
-    while at != -1:
-        for length in range(min(len(secret) - 1, at), MIN_CUT - 1, -1):
-            if text.endswith(secret[:length], 0, at):
-                text = text[:at - length] + REDACTED + text[at:]
-                at += len(REDACTED) - length
-                break
-        at = text.find(CUT, at + 1)
-    return text
+def open_target(spec: TargetSpec, concurrency: int, key: str | None = None) -> Target:
+    """The target a spec names; `key` is sent to an HTTP target (api_key_env's value)."""
+    if spec.kind == "http":
+        return HttpTarget(spec, concurrency, key)
+    if spec.kind == "python":
+        return PythonTarget(spec, concurrency)
+    return CommandTarget(spec, concurrency)
 
 
 class TargetSession:
@@ -84,11 +67,21 @@ class TargetSession:
     def __init__(self, candidate: Candidate, concurrency: int,
                  environ: Mapping[str, str] | None = None) -> None:
         assert candidate.target is not None
-        self.spec = parse_target(candidate.target)
-        self.secrets = secrets_of(os.environ if environ is None else environ)
+        environ = os.environ if environ is None else environ
+        self.secrets = secrets_in(environ)
+        try:  # a spec holding the value of a secret-named variable is refused too
+            self.spec = parse_target(candidate.target, self.secrets)
+        except ValueError as exc:
+            raise CallgateError(f"--target: {exc}") from None
+        key = environ.get(candidate.api_key_env) if candidate.api_key_env else None
+        if candidate.api_key_env and not key:
+            raise CallgateError(f"--api-key-env {candidate.api_key_env}: the variable is not set")
         self.model = candidate.model
         self.given_version = candidate.target_version
-        self.target: Target = open_target(self.spec, concurrency)
+        try:
+            self.target: Target = open_target(self.spec, concurrency, key)
+        except CallgateError as exc:  # the agent's import error may quote its key
+            raise CallgateError(clean(str(exc), self.secrets)) from None
         self.version = ""
 
     async def open(self, timeout: float) -> None:
@@ -101,7 +94,7 @@ class TargetSession:
             version = await self.target.version(timeout)
         except (TargetFailure, MalformedReply) as exc:
             raise CallgateError(f"--target {self.spec.text}: the hello failed: "
-                                f"{redacted(str(exc), self.secrets)}") from None
+                                f"{clean(str(exc), self.secrets)}") from None
         if version is None:
             raise CallgateError(
                 f"--target {self.spec.text} reported no version: answer the hello with "
@@ -162,6 +155,7 @@ class TargetCaller:
         self.console = console
         self._retries_left = retry_budget
         self._shown = 0
+        self._warned = 0
 
     async def call(self, attempt: PlannedAttempt) -> AttemptOutcome:
         return (await self.call_turn(attempt))[0]
@@ -193,6 +187,8 @@ class TargetCaller:
                 transcript, extra = reply_transcript(reply, attempt.body["messages"])
                 line = transcript_line(attempt.case_id, attempt.repeat, transcript, extra,
                                        elapsed_ms(sent))
+                if "note" in line:  # its cost or usage was not one: the answer is kept
+                    self._warn(f"{_where(attempt)}: {line['note']}")
                 return (AttemptOutcome(attempt, parse_response(line), line_text(line), tries),
                         transcript)
             except TargetFailure as exc:
@@ -202,7 +198,7 @@ class TargetCaller:
             note = "" if not failure.retryable else self.policy.give_up(
                 tries, self._retries_left, time.monotonic() - started, None)
             if note is not None:
-                message = redacted(f"{_where(attempt)}: {failure}{note}", self.session.secrets)
+                message = clean(f"{_where(attempt)}: {failure}{note}", self.session.secrets)
                 line = failure_line(attempt.case_id, attempt.repeat, ProviderFailure(
                     TARGET_ERROR, message, latency_ms=elapsed_ms(sent)))
                 return (AttemptOutcome(attempt, parse_response(line), line_text(line), tries),
@@ -210,6 +206,12 @@ class TargetCaller:
             self._retries_left -= 1
             self.counters.retries += 1
             await asyncio.sleep(self.policy.delay(tries, None, self.rng))
+
+    def _warn(self, message: str) -> None:
+        self._warned += 1
+        if self._warned <= SHOWN_ERRORS:
+            self.console.print(f"[yellow]warning:[/yellow] {escape(clean(message))}",
+                               highlight=False, soft_wrap=True)
 
     def _show(self, message: str) -> None:
         """One stderr line for each of the first target errors, naming the case."""
