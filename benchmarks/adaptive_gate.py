@@ -1,0 +1,106 @@
+"""The adaptive gate (`run --until-decided`) against fixed repeats, on a simulated model whose
+answers are right with a per-case probability (seeded): how often each declares a regression
+under no change (with peeking at every round: the false-regression rate, which must stay at or
+under alpha) and under a true 5-point drop (power), and how many attempts each makes.
+
+    uv run python benchmarks/adaptive_gate.py [--runs 1000] [--cases 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Sequence
+
+from callgate.gating.adaptive import until_decided
+from callgate.gating.sequential import drop_of, read
+
+FIGURES = ("right_arguments",)
+
+
+def population(rng: random.Random, cases: int) -> list[float]:
+    """Per-case probabilities of a right answer: most cases stable (almost always right or
+    wrong), a third flaky."""
+    out = []
+    for _ in range(cases):
+        u = rng.random()
+        out.append(0.97 if u < 0.45 else 0.03 if u < 0.70 else rng.uniform(0.2, 0.8))
+    return out
+
+
+def worse(p: Sequence[float], points: float) -> list[float]:
+    """The same cases with the mean rate `points` lower (each case scaled down)."""
+    scale = 1 - points / 100 / (sum(p) / len(p))
+    return [q * scale for q in p]
+
+
+def tallies(rng: random.Random, p: Sequence[float], k: int) -> dict[str, tuple[int, int, int]]:
+    out = {}
+    for i, q in enumerate(p):
+        right = sum(rng.random() < q for _ in range(k))
+        out[f"c{i}"] = (k, right, right)
+    return out
+
+
+def adaptive(rng: random.Random, base: dict, theta: Sequence[float], k: int, rounds: int,
+             per_round: int, stop_on_pass: bool) -> tuple[str, int]:
+    first = tallies(rng, theta, k)
+
+    def ask(ids: Sequence[str]):
+        for case_id in ids:
+            right = rng.random() < theta[int(case_id[1:])]
+            yield case_id, right, right
+
+    out = until_decided(base, first, ask, figures=FIGURES, max_rounds=rounds,
+                        per_round=per_round, stop_on_pass=stop_on_pass)
+    return out.tier, k * len(theta) + out.extra_attempts
+
+
+def fixed(rng: random.Random, base: dict, theta: Sequence[float], k: int) -> tuple[str, int]:
+    from callgate.gating.adaptive import pairs_of
+
+    now = tallies(rng, theta, k)
+    drop = drop_of(pairs_of(base, now), "right_arguments")
+    assert drop is not None
+    return read("right_arguments", drop, 2.0).tier, k * len(theta)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--cases", type=int, default=400)
+    parser.add_argument("--baseline-repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=6)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    n = args.cases
+    print(f"{args.runs} seeded runs, {n} cases, baseline {args.baseline_repeats} repeats, "
+          "margin 2 points, alpha 0.05 (one-sided)")
+    for label, points in (("no change", 0.0), ("drop = margin (2)", 2.0),
+                          ("true 5-point drop", 5.0)):
+        rows = []
+        for design in ("fixed k=1", "fixed k=2", "fixed k=3", "fixed k=4",
+                       "adaptive k=1", "adaptive k=1 peeking"):
+            regressions = attempts = 0
+            for seed in range(args.runs):
+                rng = random.Random(seed)
+                p = population(rng, n)
+                theta = worse(p, points) if points else p
+                base = tallies(rng, p, args.baseline_repeats)
+                if design.startswith("fixed"):
+                    tier, used = fixed(rng, base, theta, int(design[-1]))
+                else:
+                    tier, used = adaptive(rng, base, theta, 1, args.rounds, n // 2,
+                                          stop_on_pass="peeking" not in design)
+                regressions += tier == "regression"
+                attempts += used
+            rows.append((design, regressions / args.runs, attempts / args.runs))
+        print(f"\n{label}:")
+        for design, rate, mean_attempts in rows:
+            print(f"  {design:22s} regression {rate:6.1%}   attempts {mean_attempts:7.0f}")
+    print(f"\n{time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
