@@ -225,7 +225,10 @@ class Recorder:
         if status == "done" and self.max_excluded is not None:
             record = not_a_result(self.decided_by, scores.attempts, scores.excluded,
                                   self.max_excluded)
-        ended = self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status,
+        document = scores.model_dump(mode="json")
+        if self.suite.gate_figures is not None:  # the suite's gated figures, for the gate
+            document["gate_figures"] = list(self.suite.gate_figures)
+        ended = self.store.finish_run(self.run_id, document, status,
                                       record.model_dump_json() if record is not None else None)
         self.not_a_result = record if ended == "done" else None
         return scores
