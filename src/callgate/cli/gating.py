@@ -168,7 +168,9 @@ def history(
             if agents:
                 name = agents.pop()
                 runs = store.stored_runs(name, suite)
-        rows = history_rows(runs, {run.id for run in runs if store.audit(run.id)})
+        rows = history_rows(runs, {run.id for run in runs if store.audit(run.id)},
+                            {run.id: len(store.mixed_tallies(run.id)) for run in runs
+                             if store.has_case_tallies(run.id)})
     if not rows:
         raise _fail(f"no stored release of agent {name!r}" + (f" on {suite}" if suite else ""))
     if as_json:
@@ -180,6 +182,10 @@ def history(
         if index:
             console.print()
         console.print(table)
+    flaky = [f"{row.release} {row.flaky}" for row in rows if row.flaky]
+    if flaky:  # never silently: the cases whose repeats disagreed, per release
+        console.print("flaky cases (a verdict differed between repeats): " + ", ".join(flaky),
+                      highlight=False, soft_wrap=True)
 
 
 def report(

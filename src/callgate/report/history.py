@@ -48,6 +48,8 @@ class HistoryRow(BaseModel):
     # `checks+judge` (judged attempts counted as the judge said), or `checks+judge, audited`
     # (a person audited a sample; `callgate judge audit RUN` gives the ppi++ estimates).
     estimator: str = "checks"
+    # Cases whose repeats disagreed in this release (flaky: gating.flaky); None: not known
+    flaky: int | None = None
 
 
 def _pct(figures: Mapping[str, Any] | None, name: str) -> float | None:
@@ -66,9 +68,11 @@ def estimator_of(scores: Mapping[str, Any], audited: bool) -> str:
     return "checks+judge, audited" if audited else "checks+judge"
 
 
-def history_rows(runs: Iterable[StoredRun], audited: Container[int] = ()) -> list[HistoryRow]:
+def history_rows(runs: Iterable[StoredRun], audited: Container[int] = (),
+                 flaky: Mapping[int, int] | None = None) -> list[HistoryRow]:
     """Rows for finished runs given oldest first (Store.stored_runs), each with its change since
-    the previous release on the same suite. `audited`: the ids of runs with a judge audit."""
+    the previous release on the same suite. `audited`: the ids of runs with a judge audit;
+    `flaky`: each run's number of flaky cases, by run id."""
     rows: list[HistoryRow] = []
     previous: dict[str, dict[str, Any]] = {}
     for run in runs:
@@ -87,6 +91,7 @@ def history_rows(runs: Iterable[StoredRun], audited: Container[int] = ()) -> lis
             uncalibrated=bool(scores.get("uncalibrated", False)),
             gate=run.gate["outcome"] if run.gate else None,
             estimator=estimator_of(scores, run.id in audited),
+            flaky=(flaky or {}).get(run.id),
         ))
         previous[run.suite_name] = figures
     return rows
