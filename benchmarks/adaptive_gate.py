@@ -1,7 +1,9 @@
 """The adaptive gate (`run --until-decided`) against fixed repeats, on a simulated model whose
 answers are right with a per-case probability (seeded): how often each declares a regression
-under no change (with peeking at every round: the false-regression rate, which must stay at or
-under alpha) and under a true 5-point drop (power), and how many attempts each makes.
+under no change and at a drop of exactly the margin (with peeking at every round: the
+false-regression rate, which must stay at or under alpha), and under a true 5-point drop
+(power), and how many attempts each makes. "points": the playbook's rule on the same data, as
+the reference.
 
     uv run python benchmarks/adaptive_gate.py [--runs 1000] [--cases 400]
 """
@@ -17,6 +19,9 @@ from callgate.gating.adaptive import until_decided
 from callgate.gating.sequential import drop_of, read
 
 FIGURES = ("right_arguments",)
+DESIGNS = ("points k=1", "points k=3", "fixed k=1", "fixed k=2", "fixed k=3", "fixed k=4",
+           "adaptive k=1, 3 rounds", "adaptive k=1, 6 rounds", "adaptive k=2, 4 rounds",
+           "adaptive k=1, 6 rounds, peeking")
 
 
 def population(rng: random.Random, cases: int) -> list[float]:
@@ -57,12 +62,17 @@ def adaptive(rng: random.Random, base: dict, theta: Sequence[float], k: int, rou
     return out.tier, k * len(theta) + out.extra_attempts
 
 
-def fixed(rng: random.Random, base: dict, theta: Sequence[float], k: int) -> tuple[str, int]:
+def fixed(rng: random.Random, base: dict, theta: Sequence[float], k: int,
+          points: bool = False) -> tuple[str, int]:
+    """k repeats of every case and one look: the statistical rule, or the playbook's point
+    rule (a regression whenever the drop is over the margin)."""
     from callgate.gating.adaptive import pairs_of
 
     now = tallies(rng, theta, k)
     drop = drop_of(pairs_of(base, now), "right_arguments")
     assert drop is not None
+    if points:
+        return ("regression" if drop.drop > 2.0 + 1e-9 else "pass"), k * len(theta)
     return read("right_arguments", drop, 2.0).tier, k * len(theta)
 
 
@@ -71,7 +81,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--cases", type=int, default=400)
     parser.add_argument("--baseline-repeats", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--designs", default=",".join(DESIGNS),
+                        help="comma-separated, of: " + "; ".join(DESIGNS))
     args = parser.parse_args()
     started = time.perf_counter()
     n = args.cases
@@ -80,25 +91,27 @@ def main() -> None:
     for label, points in (("no change", 0.0), ("drop = margin (2)", 2.0),
                           ("true 5-point drop", 5.0)):
         rows = []
-        for design in ("fixed k=1", "fixed k=2", "fixed k=3", "fixed k=4",
-                       "adaptive k=1", "adaptive k=1 peeking"):
+        for design in [d.strip() for d in args.designs.split(",") if d.strip()]:
             regressions = attempts = 0
             for seed in range(args.runs):
                 rng = random.Random(seed)
                 p = population(rng, n)
                 theta = worse(p, points) if points else p
                 base = tallies(rng, p, args.baseline_repeats)
-                if design.startswith("fixed"):
-                    tier, used = fixed(rng, base, theta, int(design[-1]))
-                else:
-                    tier, used = adaptive(rng, base, theta, 1, args.rounds, n // 2,
+                if design.startswith(("fixed", "points")):
+                    tier, used = fixed(rng, base, theta, int(design[-1]),
+                                       points=design.startswith("points"))
+                else:  # "adaptive k=K, R rounds[, peeking]": rounds of one attempt a case
+                    k = int(design.split("k=")[1].split(",")[0])
+                    rounds = int(design.split(", ")[1].split()[0])
+                    tier, used = adaptive(rng, base, theta, k, rounds, n,
                                           stop_on_pass="peeking" not in design)
                 regressions += tier == "regression"
                 attempts += used
             rows.append((design, regressions / args.runs, attempts / args.runs))
         print(f"\n{label}:")
         for design, rate, mean_attempts in rows:
-            print(f"  {design:22s} regression {rate:6.1%}   attempts {mean_attempts:7.0f}")
+            print(f"  {design:32s} regression {rate:6.1%}   attempts {mean_attempts:7.0f}")
     print(f"\n{time.perf_counter() - started:.1f} s")
 
 

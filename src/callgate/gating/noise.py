@@ -6,18 +6,34 @@ tell", never a pass into a failure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, TypeVar
 
 from callgate.gating.cases import Paired
 from callgate.gating.flaky import FlakyCase, flaky_note
 from callgate.gating.quarantine import Quarantined, quarantine_note
 from callgate.gating.sequential import Rule, drop_of, read
 
-if TYPE_CHECKING:
-    from callgate.gating.decision import FigureCheck
 
+class _Check(Protocol):
+    """What is read of a decision's FigureCheck (not imported: decision imports this)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def failed(self) -> bool: ...
+    @property
+    def mcnemar_p(self) -> float | None: ...
+    @property
+    def flipped_worse(self) -> int: ...
+    @property
+    def flipped_better(self) -> int: ...
+    def model_copy(self: C, *, update: Mapping[str, Any] | None = None,
+                   deep: bool = False) -> C: ...
+
+
+C = TypeVar("C", bound=_Check)
 ALL_FIGURES = ("right_tool", "right_arguments")
 
 
@@ -43,8 +59,8 @@ def _label(name: str) -> str:
     return name.replace("_", " ")
 
 
-def apply_noise(checks: list[FigureCheck], pairs: Paired, max_drop: float, noise: Noise,
-                shared: int) -> tuple[list[FigureCheck], Said]:
+def apply_noise(checks: list[C], pairs: Paired, max_drop: float, noise: Noise,
+                shared: int) -> tuple[list[C], Said]:
     """The checks with their paired test, failed as the rule says; and what to tell."""
     said = Said([], [], [])
     out = []
@@ -59,11 +75,10 @@ def apply_noise(checks: list[FigureCheck], pairs: Paired, max_drop: float, noise
     return out, said
 
 
-def _one(check: FigureCheck, pairs: Paired, max_drop: float, noise: Noise,
-         said: Said) -> FigureCheck:
+def _one(check: C, pairs: Paired, max_drop: float, noise: Noise, said: Said) -> C:
     drop = drop_of(pairs.counts, check.name)
     reading = read(check.name, drop, max_drop) if drop is not None else None
-    update: dict[str, object] = {"gated": check.name in noise.gated}
+    update: dict[str, Any] = {"gated": check.name in noise.gated}
     if reading is not None:
         update.update(paired_drop=reading.drop.drop, paired_se=reading.drop.se,
                       p_margin=reading.p_value, tier=reading.tier)
