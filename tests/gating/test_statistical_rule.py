@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from releases import release
 
 from callgate.gating.decision import decide
@@ -136,7 +137,6 @@ def test_suite_json_names_the_gated_figures_and_the_store_keeps_them(tmp_path: P
 
 
 def test_a_bad_gate_field_names_the_file_and_field(tmp_path: Path) -> None:
-    import pytest
     from conftest import lookup_case, write_suite
 
     from callgate.errors import InputError
@@ -148,3 +148,36 @@ def test_a_bad_gate_field_names_the_file_and_field(tmp_path: Path) -> None:
         load_suite(suite_dir)
     text = str(error.value)
     assert "suite.json" in text and "gate.figures" in text and ":2" in text
+
+
+@pytest.mark.slow
+def test_the_gate_command_takes_the_rule_and_the_quarantine(tmp_path: Path, callgate_exe: str,
+                                                           cli_env: dict[str, str]) -> None:
+    import subprocess
+
+    db = _write(tmp_path, {}, None)  # right tool falls 4 points on 100 single answers
+
+    def gate(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([callgate_exe, "gate", "--model", "m", "--release", "r2",
+                               "--db", str(db), *args], capture_output=True, text=True,
+                              env=cli_env, cwd=tmp_path, timeout=120)
+
+    by_points = gate()
+    assert by_points.returncode == 1, by_points.stderr
+    assert "not significant" in by_points.stdout
+    statistical = gate("--rule", "statistical")
+    assert statistical.returncode == 3, statistical.stderr
+    assert "cannot tell" in statistical.stdout
+    (tmp_path / "callgate.toml").write_text('[gate]\nrule = "statistical"\n')
+    assert gate().returncode == 3  # [gate] rule
+    quarantine = tmp_path / "quarantine.toml"
+    quarantine.write_text("".join(f'[[quarantine]]\ncase = "c{i:02d}"\nreason = "moved"\n'
+                                  'by = "ops"\n' for i in range(86, 90)))
+    left_out = gate("--rule", "points", "--quarantine", str(quarantine))
+    assert left_out.returncode == 0, left_out.stdout
+    assert "4 case(s) quarantined" in left_out.stdout
+    quarantine.write_text('[[quarantine]]\ncase = "c86"\nby = "ops"\n')
+    bad = gate("--quarantine", str(quarantine))
+    assert bad.returncode == 2
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert "quarantine.toml" in bad.stderr and "reason" in bad.stderr
