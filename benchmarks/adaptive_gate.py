@@ -24,13 +24,14 @@ DESIGNS = ("points k=1", "points k=3", "fixed k=1", "fixed k=2", "fixed k=3", "f
            "adaptive k=1, 6 rounds, peeking")
 
 
-def population(rng: random.Random, cases: int) -> list[float]:
+def population(rng: random.Random, cases: int, flaky: float = 0.3) -> list[float]:
     """Per-case probabilities of a right answer: most cases stable (almost always right or
-    wrong), a third flaky."""
+    wrong, 9 to 5), a share `flaky` right with a probability between 20% and 80%."""
     out = []
+    right = (1 - flaky) * 9 / 14
     for _ in range(cases):
         u = rng.random()
-        out.append(0.97 if u < 0.45 else 0.03 if u < 0.70 else rng.uniform(0.2, 0.8))
+        out.append(0.97 if u < right else 0.03 if u < 1 - flaky else rng.uniform(0.2, 0.8))
     return out
 
 
@@ -81,21 +82,25 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--cases", type=int, default=400)
     parser.add_argument("--baseline-repeats", type=int, default=5)
-    parser.add_argument("--designs", default=",".join(DESIGNS),
-                        help="comma-separated, of: " + "; ".join(DESIGNS))
+    parser.add_argument("--flaky", type=float, default=0.3, help="share of flaky cases")
+    parser.add_argument("--scenarios", default="0,2,5",
+                        help="true drops in points, comma-separated")
+    parser.add_argument("--designs", default=";".join(DESIGNS),
+                        help="separated by semicolons, of: " + "; ".join(DESIGNS))
     args = parser.parse_args()
     started = time.perf_counter()
     n = args.cases
-    print(f"{args.runs} seeded runs, {n} cases, baseline {args.baseline_repeats} repeats, "
-          "margin 2 points, alpha 0.05 (one-sided)")
-    for label, points in (("no change", 0.0), ("drop = margin (2)", 2.0),
-                          ("true 5-point drop", 5.0)):
+    print(f"{args.runs} seeded runs, {n} cases ({args.flaky:.0%} flaky), baseline "
+          f"{args.baseline_repeats} repeats, margin 2 points, alpha 0.05 (one-sided)")
+    names = {0.0: "no change", 2.0: "drop = margin (2)"}
+    for points in [float(x) for x in args.scenarios.split(",")]:
+        label = names.get(points, f"true {points:g}-point drop")
         rows = []
-        for design in [d.strip() for d in args.designs.split(",") if d.strip()]:
+        for design in [d.strip() for d in args.designs.split(";") if d.strip()]:
             regressions = attempts = 0
             for seed in range(args.runs):
                 rng = random.Random(seed)
-                p = population(rng, n)
+                p = population(rng, n, args.flaky)
                 theta = worse(p, points) if points else p
                 base = tallies(rng, p, args.baseline_repeats)
                 if design.startswith(("fixed", "points")):
