@@ -182,10 +182,10 @@ def history(
         if index:
             console.print()
         console.print(table)
-    flaky = [f"{row.release} {row.flaky}" for row in rows if row.flaky]
-    if flaky:  # never silently: the cases whose repeats disagreed, per release
-        console.print("flaky cases (a verdict differed between repeats): " + ", ".join(flaky),
-                      highlight=False, soft_wrap=True)
+    flaky = [f"{row.release[:12]} {row.flaky}" for row in rows if row.flaky]
+    if flaky:  # never silently, beside the table (stdout stays the table): per release
+        Console(stderr=True).print("flaky cases (a verdict differed between repeats): "
+                                   + ", ".join(flaky), highlight=False)
 
 
 def report(
