@@ -65,6 +65,7 @@ def test_every_category_imports_as_a_valid_suite(suites: dict[str, Path], catego
     never = {n["id"] for n in meta["source"]["never_right"]}
     assert never == {c.id for c in suite.cases.values() if c.never_right is not None}
     assert suite.name == f"bfcl-{category}"
+    assert suite.gate_figures == ("right_arguments",)  # BFCL's accuracy is right arguments
     language = bfcl.language_of(category)
     assert suite.match.model_copy(update={"source_types": {}}) == MatchRules.model_validate(
         bfcl.MATCH_RULES)

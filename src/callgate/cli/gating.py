@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from callgate.cli.common import (
     check_output,
 )
 from callgate.errors import CallgateError
+
+if TYPE_CHECKING:
+    from callgate.gating.quarantine import GateSettings, Quarantined
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 
 
@@ -52,6 +55,16 @@ def gate(
     markdown: Annotated[Path | None, typer.Option("--markdown",
                                                   help="Write a Markdown summary here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+    rule: Annotated[str | None, typer.Option(
+        "--rule", help="points (the playbook's: fail on a drop of more than --max-drop, the "
+                       "default) or statistical (fail only when the paired test is sure; "
+                       "docs/noise.md). Default: [gate] rule in callgate.toml.")] = None,
+    quarantine: Annotated[Path | None, typer.Option(
+        "--quarantine", help="A file of [[quarantine]] entries (case, reason, by) left out "
+                             "of the gate, besides callgate.toml's [gate] quarantine.")] = None,
+    config: Annotated[Path, typer.Option(
+        "--config", help="callgate.toml, for its [gate] table (absent: defaults).")
+    ] = Path("callgate.toml"),
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive.
@@ -75,6 +88,7 @@ def gate(
                          makes_folder=option == "--scores-out")
             written.append(out)
     try:
+        settings, left_out = gate_rules(config, rule, quarantine)
         if not db.exists():
             raise CallgateError(f"{db}: no such database; score the release first")
         with Store(db) as store:
@@ -84,7 +98,8 @@ def gate(
                                     f"{run.model!r}, not {model!r}")
             decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
                                             max_excluded=max_excluded,
-                                            baseline_agent=baseline_agent, new_agent=new_agent)
+                                            baseline_agent=baseline_agent, new_agent=new_agent,
+                                            rule=settings.rule, quarantine=left_out)
             if scores_out is not None or junit is not None:  # the only outputs with every case
                 current = with_cases(store, run, current)
             missing_shards = incomplete(run)
@@ -106,6 +121,23 @@ def gate(
         Console(stderr=True).print(f"[yellow]inconclusive:[/yellow] {escape(missing_shards)}",
                                    highlight=False, soft_wrap=True)
     raise typer.Exit(decision.exit_code)
+
+
+def gate_rules(config: Path, rule: str | None, quarantine: Path | None
+               ) -> tuple[GateSettings, list[Quarantined]]:
+    """callgate.toml's [gate] table with --rule over it, and the quarantine entries of both."""
+    from callgate.gating.quarantine import gate_settings, quarantine_file
+    from callgate.gating.sequential import RULES
+
+    settings = gate_settings(config)
+    if rule is not None:
+        if rule not in RULES:
+            raise CallgateError(f"--rule {rule}: give one of {', '.join(RULES)}")
+        settings = settings.model_copy(update={"rule": rule})
+    entries = list(settings.quarantine)
+    if quarantine is not None:
+        entries += quarantine_file(quarantine)
+    return settings, entries
 
 
 def history(
@@ -136,7 +168,9 @@ def history(
             if agents:
                 name = agents.pop()
                 runs = store.stored_runs(name, suite)
-        rows = history_rows(runs, {run.id for run in runs if store.audit(run.id)})
+        rows = history_rows(runs, {run.id for run in runs if store.audit(run.id)},
+                            {run.id: len(store.mixed_tallies(run.id)) for run in runs
+                             if store.has_case_tallies(run.id)})
     if not rows:
         raise _fail(f"no stored release of agent {name!r}" + (f" on {suite}" if suite else ""))
     if as_json:
@@ -148,6 +182,10 @@ def history(
         if index:
             console.print()
         console.print(table)
+    flaky = [f"{row.release[:12]} {row.flaky}" for row in rows if row.flaky]
+    if flaky:  # never silently, beside the table (stdout stays the table): per release
+        Console(stderr=True).print("flaky cases (a verdict differed between repeats): "
+                                   + ", ".join(flaky), highlight=False)
 
 
 def report(

@@ -151,6 +151,18 @@ def run_command(
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
     shard: ShardOption = None,
     server_errors: ServerErrorsOption = "exclude",
+    until_decided: Annotated[bool | None, typer.Option(
+        "--until-decided/--fixed-repeats",
+        help="After the first round, re-ask only the cases that decide the gate against the "
+             "release's baseline, until the paired test is sure or --max-rounds end; exit 0 "
+             "pass, 1 regression, 3 cannot tell (docs/noise.md). Default: [gate] adaptive.")
+    ] = None,
+    max_rounds: Annotated[int | None, typer.Option(
+        "--max-rounds", min=1, max=50,
+        help="With --until-decided: rounds at most, the first included (default: [gate] "
+             "max_rounds, else 3).")] = None,
+    max_drop: Annotated[float, typer.Option(
+        "--max-drop", min=0.0, help="With --until-decided: the allowed drop in points.")] = 2.0,
 ) -> None:
     """Call a model, or the agent under test (--target), on every case (repeats × cases), then
     check, score and store as `score` does.
@@ -162,10 +174,11 @@ def run_command(
     Answers are stored as they arrive: run the same command again to resume, or to re-score
     with zero calls.
     """
+    from callgate.cli.until_decided import until_decided as decide_adaptively
+    from callgate.gating.quarantine import gate_settings
     from callgate.models.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
     from callgate.models.retry import RetryPolicy
-    from callgate.report.console import print_run, run_document
-    from callgate.running.run import run_live
+    from callgate.running.run import LiveRun, run_live
     from callgate.running.settings import RunSettings
     from callgate.store.db import Store
     from callgate.suites.shard import parse_shard
@@ -230,19 +243,25 @@ def run_command(
         if estimate:
             _print_estimate(suite, candidate, settings, db, as_json)
             return
+        gate = gate_settings(config_path or DEFAULT_CONFIG)
+        adaptive = None
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
                                   concurrency=concurrency)
-            live = run_live(
-                suite,
-                candidate,
-                store,
-                release=release,
-                settings=settings,
-                keep_verdicts=as_json,
-                judge=step,
-            )
+
+            def run_once(with_settings: RunSettings) -> LiveRun:
+                return run_live(suite, candidate, store, release=release,
+                                settings=with_settings, keep_verdicts=as_json, judge=step)
+
+            if until_decided if until_decided is not None else gate.adaptive:
+                adaptive = decide_adaptively(
+                    store, suite, candidate.name, release, settings, run_once,
+                    margin=max_drop, max_rounds=max_rounds or gate.max_rounds,
+                    max_excluded=max_excluded)
+                live = adaptive.live
+            else:
+                live = run_once(settings)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -251,11 +270,21 @@ def run_command(
             "Run the same command again to resume."
         )
         raise typer.Exit(130) from None
+    _report_live(live, adaptive, bool(candidate.target), db, as_json)
+
+
+def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool) -> None:
+    """What `run` prints once the run is over (a LiveRun), and the exit code it ends with."""
+    from callgate.report.console import print_run, run_document
+
+    err = Console(stderr=True)
     result = live.result
     print_judge_pacing(live.judge_pacing)
     if as_json:
         document = run_document(result)
         document["live"] = live.summary()
+        if adaptive is not None:
+            document["until_decided"] = adaptive.document()
         json.dump(document, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
@@ -263,7 +292,7 @@ def run_command(
         Console().print(
             f"{live.called} attempt(s) called, {live.cached} from the store, "
             f"{live.retries} retries, {live.provider_errors} "
-            f"{'target' if candidate.target else 'provider'} error(s); "
+            f"{'target' if target else 'provider'} error(s); "
             f"stored as run {result.run_id} in {db}",
             highlight=False,
         )
@@ -284,6 +313,12 @@ def run_command(
             "was sent. Fix the cause and run the same command again to resume."
         )
     _exit_if_not_a_result(result.not_a_result)
+    if adaptive is not None:
+        if not as_json:
+            for index, text in enumerate(adaptive.lines()):
+                Console().print(("" if index == 0 else "  ") + text, highlight=False,
+                                soft_wrap=True)
+        raise typer.Exit(adaptive.exit_code)
 
 
 def _print_estimate(suite: Any, candidate: Any, settings: Any, db: Path, as_json: bool) -> None:

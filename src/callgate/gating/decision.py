@@ -11,10 +11,14 @@ from operator import itemgetter
 from typing import Annotated, Any, Literal, NamedTuple
 
 import orjson
-from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from callgate.gating.cases import Paired
+from callgate.gating.flaky import FlakyCase
+from callgate.gating.noise import Noise, apply_noise
+from callgate.gating.quarantine import Quarantined, quarantine_note
 from callgate.gating.scores_file import RELEASED, ReleaseScores
+from callgate.gating.sequential import Rule, Tier
 from callgate.gating.statistics import (
     detectable_drop_paired,
     detectable_drop_unpaired,
@@ -43,6 +47,13 @@ class FigureCheck(BaseModel):
     flipped_better: int
     detectable_drop_paired: float | None  # points
     detectable_drop_unpaired: float | None  # points
+    # the statistical rule's reading (gating.noise): the paired drop of the case rates, its
+    # standard error, the one-sided p of "the drop is at most max_drop", the tier
+    gated: bool = True
+    paired_drop: float | None = None
+    paired_se: float | None = None
+    p_margin: float | None = None
+    tier: Tier | None = None
 
 
 class CaseChange(NamedTuple):
@@ -62,6 +73,12 @@ def _a_change(value: Any) -> Any:
 
 CaseChanges = list[Annotated[CaseChange, BeforeValidator(_a_change),
                              PlainSerializer(CaseChange._asdict)]]
+
+
+def _a_flaky(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return FlakyCase(**value)
+    return value
 
 
 class OtherAgent(BaseModel):
@@ -98,6 +115,10 @@ class GateDecision(BaseModel):
     excluded_share: float
     messages: list[str]
     warnings: list[str]
+    rule: Rule = "points"
+    flaky: list[Annotated[FlakyCase, BeforeValidator(_a_flaky),
+                          PlainSerializer(FlakyCase._asdict)]] = Field(default_factory=list)
+    quarantined: list[Quarantined] = Field(default_factory=list)
 
 
 def decision_json(decision: GateDecision) -> dict[str, Any]:
@@ -136,6 +157,7 @@ def decide(
     other_agent: OtherAgent | None = None,
     new_agent: bool = False,
     pairs: Paired | None = None,
+    noise: Noise = Noise(),
 ) -> GateDecision:
     """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
     `baseline_notes` (releases passed over as baselines) are shown among the warnings.
@@ -157,19 +179,27 @@ def decide(
     common: dict[str, Any] = {
         "agent": current.agent, "model": current.model, "release": current.release,
         "suite_name": current.suite_name, "max_drop": max_drop,
-        "excluded_share": current.excluded_share, "new_agent": new_agent}
+        "excluded_share": current.excluded_share, "new_agent": new_agent, "rule": noise.rule,
+        "flaky": list(noise.flaky), "quarantined": list(noise.quarantined)}
     if baseline is None:
+        notes.warnings += [n for n in [quarantine_note(noise.quarantined)] if n]
         return _first_release(current, who, notes, first, bool(passed_over), other_agent,
                               new_agent, common)
 
     lineage = _lineage(current, baseline, notes)
     now_suite, then_suite = _suite(current), _suite(baseline)
     if pairs is None:
-        pairs = Paired.of(baseline.cases, current.cases, then_suite & now_suite)
+        left_out = {q.case for q in noise.quarantined}
+        pairs = Paired.of(_without(baseline.cases, left_out), _without(current.cases, left_out),
+                          (then_suite & now_suite) - left_out)
     pairing = _pairing(current, baseline, pairs, (now_suite, then_suite), max_excluded, notes)
-    checks = judge_as_given(_figure_checks(pairs, max_drop, notes), audited_figures)
+    checks, said = apply_noise(
+        judge_as_given(_figure_checks(pairs, max_drop, notes), audited_figures), pairs,
+        max_drop, noise, pairing.shared)
+    notes.inconclusive += said.inconclusive
+    notes.warnings += said.warnings
     worse, better = pairs.changes()
-    messages = _check_messages(checks, max_drop, audited_figures)
+    messages = _check_messages(checks, max_drop, audited_figures) + said.messages
     judged_regression = _judged_readings(judged_checks, messages, notes)
     outcome = _outcome(not_whole, any(c.failed for c in checks) or judged_regression,
                        notes.inconclusive)
@@ -186,6 +216,10 @@ def decide(
     change = partial(tuple.__new__, CaseChange)
     return decision.model_copy(update={"worse": list(map(change, worse)),
                                        "better": list(map(change, better))})
+
+
+def _without(cases: Mapping[str, Any], left_out: set[str]) -> Mapping[str, Any]:
+    return {k: v for k, v in cases.items() if k not in left_out} if left_out else cases
 
 
 @dataclass

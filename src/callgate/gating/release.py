@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from callgate.errors import CallgateError
+from callgate.gating.cases import Paired
 from callgate.gating.decision import (
     DEFAULT_MAX_DROP,
     GateDecision,
@@ -27,7 +28,11 @@ from callgate.gating.finding import (
     paired_releases,
     with_cases,
 )
+from callgate.gating.flaky import FlakyCase, flaky_cases, flaky_of_stored
+from callgate.gating.noise import Noise, gated_figures
+from callgate.gating.quarantine import Quarantined, for_suite
 from callgate.gating.scores_file import ReleaseScores, release_from_run
+from callgate.gating.sequential import Rule
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.stats import Z95
 from callgate.store.db import Store
@@ -47,6 +52,8 @@ def gate_release(
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
     baseline_agent: str | None = None,
     new_agent: bool = False,
+    rule: Rule = "points",
+    quarantine: Sequence[Quarantined] = (),
 ) -> tuple[GateDecision, ReleaseScores]:
     """Decide whether `release` of `agent` may ship, and record the decision in the store.
 
@@ -62,6 +69,9 @@ def gate_release(
         baseline_agent: compare with this other agent's last released release instead.
         new_agent: the release starts a new agent's line on purpose: with no baseline of its
             own it is a first release even where another agent has released (recorded so).
+        rule: "points" (the playbook's: fail on a drop of more than max_drop) or
+            "statistical" (fail only when the paired test is sure; docs/noise.md).
+        quarantine: cases left out of the gate (gating.quarantine), listed on the decision.
 
     Returns the decision (`decision.exit_code`: 0 pass, 1 regression, 3 inconclusive) and the
     release's scores with the decision recorded (`scores.to_json()` is its scores file). A
@@ -71,7 +81,7 @@ def gate_release(
     run = find_current(store, agent, release, suite)
     decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
                                     max_excluded=max_excluded, baseline_agent=baseline_agent,
-                                    new_agent=new_agent)
+                                    new_agent=new_agent, rule=rule, quarantine=quarantine)
     return decision, with_cases(store, run, current)
 
 
@@ -84,16 +94,20 @@ def record_gate(
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
     baseline_agent: str | None = None,
     new_agent: bool = False,
+    rule: Rule = "points",
+    quarantine: Sequence[Quarantined] = (),
 ) -> tuple[GateDecision, ReleaseScores]:
     """gate_release on the run found (find_current): the decision, recorded, and the
-    release's scores with it but without its cases (with_cases adds them)."""
+    release's scores with it but without its cases (with_cases adds them). `rule`: the
+    playbook's point rule or the statistical one (docs/noise.md); `quarantine`: cases left
+    out of the gate, each listed on the decision."""
     decision, current = decide_release(store, run, baseline=baseline, max_drop=max_drop,
                                        max_excluded=max_excluded, baseline_agent=baseline_agent,
-                                       new_agent=new_agent)
+                                       new_agent=new_agent, rule=rule, quarantine=quarantine)
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
     store.set_run_gate(run.id, record.model_dump_json())
-    if baseline == "auto":  # kept for the pages, which show the store's decision
+    if baseline == "auto" and rule == "points" and not quarantine:  # the pages' decision
         store.save_gate_decision(run.id, decision_key(store, run, max_drop, max_excluded),
                                  decision.model_dump_json())
     return decision, current.model_copy(update={"gate": record,
@@ -109,6 +123,8 @@ def decide_release(
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
     baseline_agent: str | None = None,
     new_agent: bool = False,
+    rule: Rule = "points",
+    quarantine: Sequence[Quarantined] = (),
 ) -> tuple[GateDecision, ReleaseScores]:
     """The gate's decision on a stored run, by the same rules as `gate_release` (baseline,
     agents, audited estimates, missing shards), without recording it: what `serve` and
@@ -163,24 +179,41 @@ def decide_release(
         if found is not None:
             base = base.model_copy(update={"estimates": found})
     readings, audited = judged_checks(store, run.id, base, max_drop)
-    now, then, pairs = (paired_releases(store, run, current, base_run, base)
-                        if base is not None else (current, None, None))
+    left_out = tuple(for_suite(quarantine, run.suite_name).values())
+    now, then, pairs = _paired(store, run, current, base_run, base, bool(left_out))
     stopped = (run.scores or {}).get("stopped")
     if stopped:  # a live run's --max-cost / --max-attempts: the decision is on what it paired
         skipped = [f"the budget ended this run ({stopped}): the decision is over the cases "
                    "paired so far", *skipped]
+    noise = Noise(rule=rule, gated=gated_figures((run.scores or {}).get("gate_figures")),
+                  flaky=tuple(_flaky(store, run, base_run, now, then, pairs)),
+                  quarantined=left_out)
     decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
                       judged_checks=readings, audited_figures=audited,
                       not_whole=incomplete(run) or _first_but_partial(stopped, base),
-                      other_agent=other, new_agent=new_agent,
-                      pairs=pairs)
+                      other_agent=other, new_agent=new_agent, pairs=pairs, noise=noise)
     from callgate.gating.costs import per_right_line
 
     line = per_right_line(run.scores or {}, base_run.scores if base_run is not None else None)
     if line is not None:
         decision = decision.model_copy(update={"messages": [*decision.messages, line]})
     return decision, current
+
+
+def _paired(store: Store, run: StoredRun, current: ReleaseScores, base_run: StoredRun | None,
+            base: ReleaseScores | None, case_by_case: bool,
+            ) -> tuple[ReleaseScores, ReleaseScores | None, Paired | None]:
+    """The release and its baseline as the gate pairs them; `case_by_case` (a quarantine
+    leaves cases out) reads the baseline's cases one by one instead of from its tallies."""
+    if base is None:
+        return current, None, None
+    if not case_by_case:
+        return paired_releases(store, run, current, base_run, base)
+    now, then, pairs = paired_releases(store, run, current, None, base)
+    if base_run is not None:
+        then = with_cases(store, base_run, base)
+    return now, then, pairs
 
 
 def _first_but_partial(stopped: str | None, base: ReleaseScores | None) -> str | None:
@@ -190,6 +223,26 @@ def _first_but_partial(stopped: str | None, base: ReleaseScores | None) -> str |
         return None
     return (f"the budget ended this run ({stopped}) and it has no baseline: a first release is "
             "whole; run the same command again to finish it")
+
+
+def _flaky(store: Store, run: StoredRun, base_run: StoredRun | None, now: ReleaseScores,
+           then: ReleaseScores | None, pairs: Paired | None) -> list[FlakyCase]:
+    """The flaky cases of the release, with the baseline's attempts where it ran with the same
+    model and parameters (identical inputs)."""
+    same = then is not None and then.model == now.model and then.model_params == now.model_params
+    if pairs is not None and base_run is not None:
+        return flaky_of_stored(store.mixed_tallies(run.id),
+                               store.mixed_tallies(base_run.id) if same else (),
+                               pairs.changed, same)
+    if not now.cases:
+        if store.has_case_tallies(run.id):
+            return flaky_of_stored(store.mixed_tallies(run.id), (), (), False)
+        now = with_cases(store, run, now)
+    tally = {c: (r.trials, r.right_tool, r.right_arguments) for c, r in now.cases.items()}
+    if then is None or not same:
+        return flaky_cases(tally)
+    return flaky_cases(tally, {c: (r.trials, r.right_tool, r.right_arguments)
+                               for c, r in then.cases.items()})
 
 
 def stored_estimates(store: Store, release: ReleaseScores) -> dict[str, Any] | None:

@@ -256,6 +256,7 @@ class Candidate(BaseModel):
 class ConfigFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     candidates: list[Candidate] = Field(min_length=1)
+    gate: dict[str, Any] | None = None  # `callgate gate`'s settings (gating.quarantine)
 
     @field_validator("candidates")
     @classmethod

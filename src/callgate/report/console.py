@@ -273,6 +273,8 @@ def gate_table(decision: GateDecision) -> Table:
         ("change (points)", [("[red]" if c.failed else "") + _points(c.change)
                              for c in decision.checks]),
         ("McNemar p", [_p(c.mcnemar_p) for c in decision.checks]),
+        ("p, drop ≤ allowed", [_p(c.p_margin) + ("" if c.gated else " (not gated)")
+                               for c in decision.checks]),
         ("cases worse / better", [f"{c.flipped_worse} / {c.flipped_better}"
                                   for c in decision.checks]),
         ("detectable drop, paired", [f"{_points(c.detectable_drop_paired)} pts"

@@ -54,6 +54,8 @@ class HistoryRow(BaseModel):
     latency_per_right_ms: float | None = None
     change_cost_per_right_pct: float | None = None
     change_latency_per_right_pct: float | None = None
+    # Cases whose repeats disagreed in this release (flaky: gating.flaky); None: not known
+    flaky: int | None = None
 
 
 def _pct(figures: Mapping[str, Any] | None, name: str) -> float | None:
@@ -72,9 +74,11 @@ def estimator_of(scores: Mapping[str, Any], audited: bool) -> str:
     return "checks+judge, audited" if audited else "checks+judge"
 
 
-def history_rows(runs: Iterable[StoredRun], audited: Container[int] = ()) -> list[HistoryRow]:
+def history_rows(runs: Iterable[StoredRun], audited: Container[int] = (),
+                 flaky: Mapping[int, int] | None = None) -> list[HistoryRow]:
     """Rows for finished runs given oldest first (Store.stored_runs), each with its change since
-    the previous release on the same suite. `audited`: the ids of runs with a judge audit."""
+    the previous release on the same suite. `audited`: the ids of runs with a judge audit;
+    `flaky`: each run's number of flaky cases, by run id."""
     rows: list[HistoryRow] = []
     previous: dict[str, dict[str, Any]] = {}
     previous_scores: dict[str, Mapping[str, Any]] = {}
@@ -95,6 +99,7 @@ def history_rows(runs: Iterable[StoredRun], audited: Container[int] = ()) -> lis
             gate=run.gate["outcome"] if run.gate else None,
             estimator=estimator_of(scores, run.id in audited),
             **_per_right(scores, previous_scores.get(run.suite_name)),
+            flaky=(flaky or {}).get(run.id),
         ))
         previous[run.suite_name] = figures
         previous_scores[run.suite_name] = scores

@@ -160,12 +160,21 @@ class LiveRunner:
     async def _run(self, target: TargetSession | None) -> LiveRun:
         settings, shard = self.settings, self.settings.shard
         route = route_for(self.candidate)
+        most = max([settings.repeats, *settings.case_repeats.values()])
         if target is None:
-            attempts = plan(self.suite, route, settings.repeats)
-            conversations = plan_conversations(self.suite, settings.repeats)
+            attempts = plan(self.suite, route, most)
+            conversations = plan_conversations(self.suite, most)
         else:
             await target.open(settings.timeout)
-            attempts, conversations = target.plan(self.suite, settings.repeats)
+            attempts, conversations = target.plan(self.suite, most)
+        if most > settings.repeats:  # some cases asked more often (run --until-decided)
+            wanted = settings.case_repeats
+
+            def asked(item: PlannedAttempt | Conversation) -> bool:
+                return item.repeat < wanted.get(item.case_id, settings.repeats)
+
+            attempts = [a for a in attempts if asked(a)]
+            conversations = [c for c in conversations if asked(c)]
         if shard is not None:
             attempts = [a for a in attempts if shard.holds(a.case_id)]
             conversations = [c for c in conversations if shard.holds(c.case_id)]

@@ -6,6 +6,8 @@ Checked at the boundary (pydantic), so a bad value is refused before any call is
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.checks.verdict import ServerErrors
@@ -17,6 +19,10 @@ from callgate.suites.shard import Shard
 class RunSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     repeats: int = Field(3, ge=1, le=MAX_REPEATS)
+    # More repeats for some cases (an adaptive run's re-asked cases, `run --until-decided`):
+    # case id -> repeats, above `repeats`; the first repeats come from the store
+    case_repeats: dict[str, Annotated[int, Field(ge=1, le=MAX_REPEATS)]] = Field(
+        default_factory=dict)
     concurrency: int | None = Field(
         None, ge=1, le=MAX_CONCURRENCY,
         description="requests in flight, exactly; None adapts to the provider (models.pacing)")

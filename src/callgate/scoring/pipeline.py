@@ -237,7 +237,10 @@ class Recorder:
                                     messages=[f"the budget ended the run ({stopped}): gate it "
                                               "to decide on the cases paired so far, or run "
                                               "the same command again to resume"])
-        ended = self.store.finish_run(self.run_id, scores.model_dump(mode="json"), status,
+        document = scores.model_dump(mode="json")
+        if self.suite.gate_figures is not None:  # the suite's gated figures, for the gate
+            document["gate_figures"] = list(self.suite.gate_figures)
+        ended = self.store.finish_run(self.run_id, document, status,
                                       record.model_dump_json() if record is not None else None)
         self.not_a_result = record if ended == "done" else None
         return scores

@@ -76,6 +76,15 @@ class GateRows(StoreBase):
             "SELECT case_id, trials, right_tool, right_arguments, excluded, reason "
             "FROM case_tallies WHERE run = ?", [run_id]).fetchall()
 
+    def mixed_tallies(self, run_id: int) -> list[tuple[str, int, int, int]]:
+        """The run's cases whose repeats disagree on a figure (flaky within the run): case id,
+        scored attempts, right tool, right arguments; by case id."""
+        return self.db.execute(
+            "SELECT case_id, trials, right_tool, right_arguments FROM case_tallies "
+            "WHERE run = ? AND trials > 1 AND ((right_tool > 0 AND right_tool < trials) "
+            "OR (right_arguments > 0 AND right_arguments < trials)) ORDER BY case_id",
+            [run_id]).fetchall()
+
     def has_case_tallies(self, run_id: int) -> bool:
         return self.db.execute("SELECT 1 FROM case_tallies WHERE run = ? LIMIT 1",
                                [run_id]).fetchone() is not None

@@ -90,6 +90,9 @@ class Suite:
     environment: EnvironmentFactory | None = field(default=None, repr=False)
     environment_spec: str | dict[str, Any] | None = None  # module:Class or {"mcp": ...}
     defaults: SuiteDefaults | None = None  # suite.json's shared system message and tools
+    # suite.json's `gate.figures`: the figures the gate fails on (None: both); verdicts do
+    # not depend on it, so the fingerprint leaves it out
+    gate_figures: tuple[str, ...] | None = None
 
     @cached_property
     def parameter_schemas(self) -> dict[str, dict[str, Any]]:
@@ -210,7 +213,8 @@ def load_cases(
 
 # What suite.json may hold (docs/formats.md); source and skipped are written by importers.
 SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "system", "tools", "source",
-                     "skipped")
+                     "skipped", "gate")
+GATE_FIGURES = ("right_tool", "right_arguments")
 
 
 def _suite_json(meta_path: Path) -> dict[str, Any]:
@@ -232,6 +236,21 @@ def _suite_json(meta_path: Path) -> dict[str, Any]:
     if "name" in meta and (not isinstance(meta["name"], str) or not meta["name"]):
         raise InputError(meta_path, "must be a non-empty string", field="name")
     return meta
+
+
+def _gate_figures(meta: dict[str, Any], meta_path: Path) -> tuple[str, ...] | None:
+    """suite.json's `"gate": {"figures": [...]}`: which of the two shares the gate fails on."""
+    if "gate" not in meta:
+        return None
+    gate = meta["gate"]
+    if not isinstance(gate, dict) or set(gate) - {"figures"}:
+        raise InputError(meta_path, 'must be an object {"figures": [...]}', field="gate")
+    figures = gate.get("figures")
+    if (not isinstance(figures, list) or not figures
+            or any(f not in GATE_FIGURES for f in figures) or len(set(figures)) < len(figures)):
+        raise InputError(meta_path, f"must list {' and/or '.join(GATE_FIGURES)}, each once",
+                         field="gate.figures")
+    return tuple(figures)
 
 
 def _suite_defaults(meta: dict[str, Any], meta_path: Path, tools: Mapping[str, Tool]
@@ -285,6 +304,7 @@ def load_suite(path: Path | str) -> Suite:
             for tool_name, tool in tools.items()
         }
     defaults = _suite_defaults(meta, meta_path, tools)
+    gate_figures = _gate_figures(meta, meta_path)
     functions = SuiteFunctions(root)
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment, match,
                                   functions, defaults)
@@ -314,6 +334,7 @@ def load_suite(path: Path | str) -> Suite:
         environment=environment,
         environment_spec=environment_spec,
         defaults=defaults,
+        gate_figures=gate_figures,
     )
 
 

@@ -169,7 +169,8 @@ def release_summary(run: StoredRun, release: ReleaseScores, decision: GateDecisi
         "checks": checks,
         "worse": dumped["worse"], "better": dumped["better"],
         "messages": decision.messages, "warnings": decision.warnings,
-        "uncalibrated": release.uncalibrated,
+        "uncalibrated": release.uncalibrated, "flaky": dumped.get("flaky", []),
+        "quarantined": dumped.get("quarantined", []),
     }
 
 

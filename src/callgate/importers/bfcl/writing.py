@@ -123,7 +123,9 @@ def import_category(
             for case in converted.cases:
                 handle.write(json.dumps(case, ensure_ascii=False) + "\n")
         (staging / "suite.json").write_text(
-            json.dumps(converted.meta, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+            # BFCL's accuracy is right arguments: the figure an imported suite gates on
+            json.dumps({"gate": {"figures": ["right_arguments"]}, **converted.meta}, indent=2,
+                       ensure_ascii=False) + "\n", encoding="utf-8"
         )
         load_suite(staging)  # with the wheel as read; then named as the suite will find it
         if wheel is not None and environment is not None:
