@@ -27,7 +27,7 @@ from loopback import Loopback
 from stores import legacy_store
 
 from callgate.store.db import Store
-from callgate.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from callgate.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 
@@ -395,7 +395,8 @@ def test_the_migration_is_a_named_step_applied_once(tmp_path: Path) -> None:
     with Store(db, notify=notices.append):
         pass
     assert len(notices) == 1
-    assert marks(db)[2] == ["m001_tables", "m002_runs_without_unique_release", "m003_run_owners",
+    assert marks(db)[2] == [m.__name__ for m in MIGRATIONS]  # each applied, in order
+    assert marks(db)[2][:11] == ["m001_tables", "m002_runs_without_unique_release", "m003_run_owners",
                             "m004_runs_gate_column", "m005_audits",
                             "m006_runs_shard_columns", "m007_audit_item_skips",
                             "m008_runs_agent_columns", "m009_run_pacing",

@@ -20,6 +20,8 @@ from callgate.gating.statistics import (
     detectable_drop_unpaired,
     mcnemar_exact,
 )
+from callgate.gating.surface_diff import SurfaceDiff, summary
+from callgate.gating.surface_gate import compared_pairs, release_diff, shown_diff
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Share, agent_label
@@ -98,6 +100,9 @@ class GateDecision(BaseModel):
     excluded_share: float
     messages: list[str]
     warnings: list[str]
+    # What changed in the tool surface since the baseline (gating/surface_diff.py), and the
+    # cases left out because their expectation changed; None: nothing to say.
+    tool_surface: SurfaceDiff | None = None
 
 
 def decision_json(decision: GateDecision) -> dict[str, Any]:
@@ -164,9 +169,10 @@ def decide(
 
     lineage = _lineage(current, baseline, notes)
     now_suite, then_suite = _suite(current), _suite(baseline)
-    if pairs is None:
-        pairs = Paired.of(baseline.cases, current.cases, then_suite & now_suite)
-    pairing = _pairing(current, baseline, pairs, (now_suite, then_suite), max_excluded, notes)
+    surface = release_diff(baseline, current)
+    pairs = compared_pairs(baseline, current, then_suite & now_suite, surface, pairs)
+    pairing = _pairing(current, baseline, pairs, (now_suite, then_suite), max_excluded, notes,
+                       summary(surface))
     checks = judge_as_given(_figure_checks(pairs, max_drop, notes), audited_figures)
     worse, better = pairs.changes()
     messages = _check_messages(checks, max_drop, audited_figures)
@@ -182,6 +188,8 @@ def decide(
         suite_changed=pairing.suite_changed, checks=checks,
         worse=[], better=[], messages=first + lineage + messages + notes.inconclusive,
         warnings=notes.warnings, **common,
+        tool_surface=shown_diff(surface, baseline, current, pairing.suite_changed,
+                                [c for c, _ in worse], [c for c, _ in better]),
     ))
     change = partial(tuple.__new__, CaseChange)
     return decision.model_copy(update={"worse": list(map(change, worse)),
@@ -298,9 +306,11 @@ def _suite(release: ReleaseScores) -> set[str]:
 
 
 def _pairing(current: ReleaseScores, baseline: ReleaseScores, pairs: Paired,
-             suites: tuple[set[str], set[str]], max_excluded: float, notes: _Notes) -> _Pairing:
+             suites: tuple[set[str], set[str]], max_excluded: float, notes: _Notes,
+             surface: str = "") -> _Pairing:
     """The cases both releases scored, what the suite gained and lost (`suites`: its case ids
-    now and then), and what that says about the comparison."""
+    now and then), and what that says about the comparison (`surface`: what changed in the
+    tool surface, in a clause)."""
     now_suite, then_suite = suites
     added = sorted(now_suite - then_suite)
     removed = sorted(then_suite - now_suite)
@@ -320,7 +330,8 @@ def _pairing(current: ReleaseScores, baseline: ReleaseScores, pairs: Paired,
     if suite_changed:
         notes.warnings.append(
             f"the suite changed since {baseline.release}: comparing on the {shared} cases "
-            f"both scored ({len(added)} added, {len(removed)} removed)")
+            f"both scored ({len(added)} added, {len(removed)} removed)"
+            + (f"; {surface}" if surface else ""))
     if current.judge_fingerprint != baseline.judge_fingerprint:
         notes.warnings.append(
             f"the judge differs: baseline {baseline.judge_fingerprint or 'none'}, "

@@ -28,6 +28,7 @@ from callgate.gating.finding import (
     with_cases,
 )
 from callgate.gating.scores_file import ReleaseScores, release_from_run
+from callgate.gating.surface_gate import release_diff
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.stats import Z95
 from callgate.store.db import Store
@@ -165,6 +166,10 @@ def decide_release(
     readings, audited = judged_checks(store, run.id, base, max_drop)
     now, then, pairs = (paired_releases(store, run, current, base_run, base)
                         if base is not None else (current, None, None))
+    if pairs is not None and base is not None and base_run is not None and release_diff(
+            base, current).expectation_changed:  # left out of the pairs: counted case by case
+        now, then, pairs = (with_cases(store, run, now), with_cases(store, base_run, base),
+                            None)
     decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
                       judged_checks=readings, audited_figures=audited,

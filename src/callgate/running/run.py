@@ -43,6 +43,7 @@ from callgate.scoring.scores import Scores
 from callgate.store.db import Store
 from callgate.suites.responses import Response
 from callgate.suites.suite import Suite
+from callgate.suites.surface import surface_json
 from callgate.version import __version__
 
 if TYPE_CHECKING:  # the judge is loaded where a run uses one
@@ -193,6 +194,7 @@ class LiveRunner:
                     self.judge.judge.fingerprint if self.judge else None,
                     shard=(shard.index, shard.count) if shard else None,
                     model=self.candidate.model, model_params=self.candidate.parameters(),
+                    tool_surface=surface_json(self.suite),
                 )
             recorder = Recorder(self.suite, self.store, run_id,
                                 keep_verdicts=self.keep_verdicts, judge=self.judge,

@@ -23,6 +23,7 @@ from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, read_response_lines
 from callgate.suites.shard import Shard
 from callgate.suites.suite import Case, Suite, case_tags
+from callgate.suites.surface import surface_json
 from callgate.version import __version__
 
 # The judge is loaded only where a run uses one: scoring recorded answers without a judge does
@@ -283,7 +284,8 @@ def score_responses(
     new_suite = store.save_suite(suite)
     run_id = store.replace_run(suite, agent or model, release, source, __version__, fingerprint,
                                shard=(shard.index, shard.count) if shard else None,
-                               model=model, model_params=model_params)
+                               model=model, model_params=model_params,
+                               tool_surface=surface_json(suite))
     if shard is not None:
         responses = ((r, b) for r, b in responses if shard.holds(r.case_id))
     recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge,

@@ -239,10 +239,12 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         *,
         model: str | None = None,
         model_params: Mapping[str, Any] | None = None,
+        tool_surface: str | None = None,
     ) -> int:
         """Create the run row for (suite, agent, release), with status "running"; `model` is
         the model id it runs with (default: the agent's name), `model_params` the parameters
-        it is called with; `shard` is (K, N) for a run of shard K of N.
+        it is called with; `shard` is (K, N) for a run of shard K of N; `tool_surface` the
+        suite's tool surface as JSON (callgate.suites.surface.surface_json).
 
         An earlier run of the release is not dropped here: it stays, and stays the one that
         find_run() and runs() see, until this run finishes (finish_run with status "done").
@@ -254,6 +256,9 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             if shard is not None:
                 self.db.execute("UPDATE runs SET shard_count = ?, shards = ? WHERE id = ?",
                                 [shard[1], json.dumps([shard[0]]), run_id])
+            if tool_surface is not None:
+                self.db.execute("UPDATE runs SET tool_surface = ? WHERE id = ?",
+                                [tool_surface, run_id])
             return run_id
 
     def _insert_run(

@@ -338,6 +338,17 @@ def m011_attempt_marks(conn: sqlite3.Connection) -> None:
         write_attempt_marks(conn, run_id)
 
 
+
+@migration
+def m012_runs_tool_surface(conn: sqlite3.Connection) -> None:
+    """runs.tool_surface: the tool surface the run was made with (JSON,
+    callgate.suites.surface.ToolSurface: each tool's description and parameters, the system
+    prompt, an MCP snapshot's server, each case's expectation digest), so the gate can name
+    what a release changed. NULL for runs made before (the gate says it is not recorded)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "tool_surface" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN tool_surface TEXT")
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
