@@ -396,11 +396,11 @@ def test_the_migration_is_a_named_step_applied_once(tmp_path: Path) -> None:
         pass
     assert len(notices) == 1
     assert marks(db)[2] == [m.__name__ for m in MIGRATIONS]  # each applied, in order
-    assert marks(db)[2][:11] == ["m001_tables", "m002_runs_without_unique_release", "m003_run_owners",
-                            "m004_runs_gate_column", "m005_audits",
-                            "m006_runs_shard_columns", "m007_audit_item_skips",
-                            "m008_runs_agent_columns", "m009_run_pacing",
-                            "m010_case_tallies", "m011_attempt_marks"]
+    assert marks(db)[2][:11] == ["m001_tables", "m002_runs_without_unique_release",
+                                 "m003_run_owners", "m004_runs_gate_column", "m005_audits",
+                                 "m006_runs_shard_columns", "m007_audit_item_skips",
+                                 "m008_runs_agent_columns", "m009_run_pacing",
+                                 "m010_case_tallies", "m011_attempt_marks"]
 
 
 # ----------------------------------------------------------------- concurrent writers
