@@ -175,7 +175,21 @@ def decide_release(
                       judged_checks=readings, audited_figures=audited,
                       not_whole=incomplete(run), other_agent=other, new_agent=new_agent,
                       pairs=pairs)
+    weak = probe_warning(store.suite_probe(run.suite))
+    if weak:
+        decision = decision.model_copy(update={"warnings": [*decision.warnings, weak]})
     return decision, current
+
+
+def probe_warning(weak: Mapping[str, str] | None, shown: int = 5) -> str | None:
+    """The gate's warning about the suite's cases that cannot gate (found by the probe when it
+    was first scored), None when there are none or it was not probed."""
+    if not weak:
+        return None
+    first = "; ".join(f"{case_id} ({reason})" for case_id, reason in list(weak.items())[:shown])
+    more = f"; and {len(weak) - shown} more" if len(weak) > shown else ""
+    return (f"{len(weak)} case(s) of the suite cannot tell a good agent from a bad one "
+            f"(callgate suite check --probe lists why): {first}{more}")
 
 
 def stored_estimates(store: Store, release: ReleaseScores) -> dict[str, Any] | None:

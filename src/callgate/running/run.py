@@ -39,6 +39,7 @@ from callgate.running.targets.session import TargetCaller, TargetSession
 from callgate.running.targets.turns import converse_target
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
+from callgate.scoring.probing import keep_probe
 from callgate.scoring.scores import Scores
 from callgate.store.db import Store
 from callgate.suites.responses import Response
@@ -168,6 +169,7 @@ class LiveRunner:
             attempts = [a for a in attempts if shard.holds(a.case_id)]
             conversations = [c for c in conversations if shard.holds(c.case_id)]
         self.store.save_suite(self.suite)
+        keep_probe(self.store, self.suite)
         cache = AnswerCache(
             self.store,
             read=settings.cache or settings.offline,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from callgate.checks.check import check_response
 from callgate.checks.verdict import ServerErrors, Verdict
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.probing import keep_probe
 from callgate.scoring.result import GateRecord, not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
@@ -282,6 +283,7 @@ def score_responses(
     result" (inconclusive, never a baseline): `RunResult.not_a_result` holds the record."""
     fingerprint = judge.fingerprint if judge else None
     new_suite = store.save_suite(suite)
+    keep_probe(store, suite)
     run_id = store.replace_run(suite, agent or model, release, source, __version__, fingerprint,
                                shard=(shard.index, shard.count) if shard else None,
                                model=model, model_params=model_params,

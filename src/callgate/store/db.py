@@ -219,6 +219,18 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             )
         return True
 
+    def set_suite_probe(self, fingerprint: str, weak: Mapping[str, str]) -> None:
+        """Keep the probe's weak cases (case id -> reason) with the suite."""
+        with self.atomic():
+            self.db.execute("UPDATE suites SET probe = ? WHERE fingerprint = ?",
+                            [json.dumps(dict(weak), ensure_ascii=False), fingerprint])
+
+    def suite_probe(self, fingerprint: str) -> dict[str, str] | None:
+        """The probe's weak cases kept with the suite, None when it was not probed."""
+        row = self.db.execute("SELECT probe FROM suites WHERE fingerprint = ?",
+                              [fingerprint]).fetchone()
+        return json.loads(row[0]) if row is not None and row[0] is not None else None
+
     def discard_suite_if_unused(self, fingerprint: str) -> None:
         """Delete a suite and its cases that no run refers to (after a run that failed)."""
         with self.atomic():
