@@ -288,7 +288,8 @@ def test_a_store_locked_by_a_long_write_waits_then_names_the_holder(
          "import sqlite3, sys, time\n"
          f"conn = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
          "conn.execute('BEGIN IMMEDIATE')\n"
-         "conn.execute(\"INSERT INTO suites VALUES ('x', 'x', 'x', '[]', 'x')\")\n"
+         "conn.execute(\"INSERT INTO suites (fingerprint, name, path, tools, loaded_at) "
+         "VALUES ('x', 'x', 'x', '[]', 'x')\")\n"
          "print('holding', flush=True)\n"
          "time.sleep(60)\n"],
         stdout=subprocess.PIPE, text=True)
