@@ -19,8 +19,9 @@ from factories import line, message, tool_call, write_lines
 from rich.console import Console
 
 from callgate.gating.decision import decision_json
+from callgate.gating.finding import with_cases
 from callgate.gating.release import gate_release
-from callgate.gating.scores_file import read_release_file
+from callgate.gating.scores_file import read_release_file, release_from_run
 from callgate.gating.surface_diff import parameter_changes, surface_diff, word_diff
 from callgate.report.console import gate_markdown, print_gate
 from callgate.scoring.pipeline import score_file
@@ -136,7 +137,12 @@ def test_the_surface_is_kept_with_the_run(two_releases: Path) -> None:
         kept = ToolSurface.model_validate_json(run.row["tool_surface"])
     assert sorted(kept.tools) == sorted(t["function"]["name"] for t in tools_2())
     assert kept.system == SYSTEM_2 and kept.mcp_server == {"name": "travel-mcp", "version": "1.1"}
-    assert kept.expectations["email-0"][1:] == ["send_message"]
+    assert kept.expectations == {}  # made from the cases the store keeps, when needed
+    with Store(two_releases) as store:
+        scores = with_cases(store, run, release_from_run(run, ()))
+    assert scores.tool_surface is not None
+    assert scores.tool_surface.expectations["email-0"][1:] == ["send_message"]
+    assert scores.tool_surface.expectations["hello"][1:] == []
 
 
 def test_the_gate_names_each_change(two_releases: Path) -> None:

@@ -26,6 +26,7 @@ from callgate.gating.finding import (
     other_agent_in_store,
     paired_releases,
     with_cases,
+    with_expectations,
 )
 from callgate.gating.scores_file import ReleaseScores, release_from_run
 from callgate.gating.surface_gate import release_diff
@@ -163,6 +164,11 @@ def decide_release(
         found = stored_estimates(store, base)
         if found is not None:
             base = base.model_copy(update={"estimates": found})
+    if base is not None and base.suite_fingerprint != current.suite_fingerprint:
+        # the suites differ: which cases changed their expectation (from the stored cases)
+        current = with_expectations(store, current, run.suite)
+        if base_run is not None:
+            base = with_expectations(store, base, base_run.suite)
     readings, audited = judged_checks(store, run.id, base, max_drop)
     now, then, pairs = (paired_releases(store, run, current, base_run, base)
                         if base is not None else (current, None, None))

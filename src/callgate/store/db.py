@@ -231,6 +231,12 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
                               [fingerprint]).fetchone()
         return json.loads(row[0]) if row is not None and row[0] is not None else None
 
+    def case_expectations(self, fingerprint: str) -> list[tuple[str, str | None, str | None]]:
+        """Each case of the suite with its expectation and never_right, as JSON text."""
+        return [tuple(row) for row in self.db.execute(
+            "SELECT case_id, json_extract(body, '$.expect'), "
+            "json_extract(body, '$.never_right') FROM cases WHERE suite = ?", [fingerprint])]
+
     def discard_suite_if_unused(self, fingerprint: str) -> None:
         """Delete a suite and its cases that no run refers to (after a run that failed)."""
         with self.atomic():

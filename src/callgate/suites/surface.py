@@ -6,8 +6,11 @@ Kept with every run, so the gate can say what a release changed (gating/surface_
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from collections import Counter
 from collections.abc import Mapping
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +23,7 @@ if TYPE_CHECKING:
 # suite.json's `source` may name the MCP server its tools.json was snapshotted from:
 # {"mcp_server": {"name": ..., "version": ...}} (written by `callgate suite tools`).
 MCP_SERVER_KEY = "mcp_server"
+SYSTEM_SAMPLE = 1000  # cases read for the system prompt most of them open with
 
 
 class SurfaceTool(BaseModel):
@@ -29,9 +33,10 @@ class SurfaceTool(BaseModel):
 
 
 class ToolSurface(BaseModel):
-    """What the model is shown, by tool name, and each case's expectation as a digest with the
-    tool names it names apart (`[digest, tool, ...]`), so a renamed tool does not count as a
-    changed expectation."""
+    """What the model is shown, by tool name; with `expectations`, each case's expectation as
+    a digest with the tool names it names apart (`[digest, tool, ...]`, expectation_key), so a
+    renamed tool does not count as a changed expectation. A run keeps the surface without
+    them (the store has its cases); a scores file carries them."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     tools: dict[str, SurfaceTool]
@@ -62,41 +67,28 @@ def _system_of(raw: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _abstracted(value: Any, names: list[str]) -> Any:
-    """The expectation with every tool name it holds replaced by its place in `names`."""
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if key == "tool" and isinstance(item, str):
-                names.append(item)
-                out[key] = len(names) - 1
-            elif key == "per_tool" and isinstance(item, Mapping):
-                ordered = sorted(item)
-                names.extend(ordered)
-                out[key] = [[len(names) - len(ordered) + i, item[k]]
-                            for i, k in enumerate(ordered)]
-            else:
-                out[key] = _abstracted(item, names)
-        return out
-    if isinstance(value, list):
-        return [_abstracted(item, names) for item in value]
-    return value
+_TOOL = re.compile(r'"tool":"((?:[^"\\]|\\.)*)"')
 
 
-def expectation_key(raw: Mapping[str, Any]) -> list[str]:
-    """A case's expectation (and its never_right) as `[digest, tool, ...]`."""
+def expectation_key(expect: str | None, never_right: str | None = None) -> list[str]:
+    """A case's expectation (its JSON text, as the store keeps it) and its never_right, as
+    `[digest, tool, ...]`: the digest with the tool names it names taken out, then those
+    names in order."""
     names: list[str] = []
-    body = _abstracted({"expect": raw.get("expect"), "never_right": raw.get("never_right")},
-                       names)
-    digest = hashlib.sha256(canonical_json(body).encode()).hexdigest()[:16]
-    return [digest, *names]
+
+    def numbered(found: re.Match[str]) -> str:
+        names.append(json.loads(f'"{found.group(1)}"'))
+        return f'"tool":{len(names) - 1}'
+
+    body = _TOOL.sub(numbered, expect or "null") + "\x00" + (never_right or "")
+    return [hashlib.sha256(body.encode()).hexdigest()[:16], *names]
 
 
 def surface_of(raw_tools: list[dict[str, Any]], raw_cases: Mapping[str, Mapping[str, Any]],
                meta: Mapping[str, Any] | None = None) -> ToolSurface:
     """The surface of a suite's tools.json (`raw_tools`), cases (as applied, suite.json's
-    system message in them) and suite.json (`meta`). The system prompt is the one most cases
-    open with (suite.json's, where it gives one)."""
+    system message in them) and suite.json (`meta`). The system prompt is suite.json's, else
+    the one most of the first SYSTEM_SAMPLE cases open with."""
     tools = {}
     for entry in raw_tools:
         function = entry.get("function") if isinstance(entry, Mapping) else None
@@ -105,12 +97,10 @@ def surface_of(raw_tools: list[dict[str, Any]], raw_cases: Mapping[str, Mapping[
                 description=function.get("description") or "",
                 parameters=dict(function.get("parameters") or {}))
     systems: Counter[str] = Counter()
-    expectations = {}
-    for case_id, raw in raw_cases.items():
+    for raw in islice(raw_cases.values(), SYSTEM_SAMPLE):
         system = _system_of(raw)
         if system is not None:
             systems[system] += 1
-        expectations[case_id] = expectation_key(raw)
     meta = meta or {}
     given = meta.get("system")
     system_text = (_text(given.get("content")) if isinstance(given, Mapping)
@@ -121,8 +111,7 @@ def surface_of(raw_tools: list[dict[str, Any]], raw_cases: Mapping[str, Mapping[
     server = source.get(MCP_SERVER_KEY) if isinstance(source, Mapping) else None
     mcp_server = ({str(k): str(v) for k, v in server.items()} if isinstance(server, Mapping)
                   else None)
-    return ToolSurface(tools=tools, system=system_text, mcp_server=mcp_server,
-                       expectations=expectations)
+    return ToolSurface(tools=tools, system=system_text, mcp_server=mcp_server)
 
 
 def suite_surface(suite: Suite) -> ToolSurface:
@@ -137,5 +126,7 @@ def suite_surface(suite: Suite) -> ToolSurface:
 
 
 def surface_json(suite: Suite) -> str:
-    """suite_surface as the JSON text runs.tool_surface keeps."""
-    return canonical_json(suite_surface(suite).model_dump(mode="json", exclude_none=True))
+    """suite_surface as the JSON text runs.tool_surface keeps (without the expectations: the
+    store keeps the cases)."""
+    return canonical_json(suite_surface(suite).model_dump(
+        mode="json", exclude_none=True, exclude={"expectations"}))
