@@ -25,9 +25,10 @@ def probe(suite: Suite, progress: Callable[[int], None] | None = None) -> ProbeR
 
 
 def keep_probe(store: Store, suite: Suite) -> None:
-    """Probe a suite not probed before (small enough, its environment not an MCP server, which
-    every probe would call) and keep what it found with the suite."""
-    if len(suite.cases) > PROBE_WHEN_SCORED or isinstance(suite.environment_spec, dict):
+    """Probe a suite not probed before (small enough, and without an environment: every made-up
+    answer would run the suite's own code or call its MCP server, in the scoring process) and
+    keep what it found with the suite."""
+    if len(suite.cases) > PROBE_WHEN_SCORED or suite.environment is not None:
         return
     if store.suite_probe(suite.fingerprint) is not None:
         return
