@@ -27,7 +27,7 @@ from loopback import Loopback
 from stores import legacy_store
 
 from callgate.store.db import Store
-from callgate.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from callgate.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 
 CALLGATE = str(Path(sys.executable).with_name("callgate"))
 
@@ -288,7 +288,8 @@ def test_a_store_locked_by_a_long_write_waits_then_names_the_holder(
          "import sqlite3, sys, time\n"
          f"conn = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
          "conn.execute('BEGIN IMMEDIATE')\n"
-         "conn.execute(\"INSERT INTO suites VALUES ('x', 'x', 'x', '[]', 'x')\")\n"
+         "conn.execute(\"INSERT INTO suites (fingerprint, name, path, tools, loaded_at) "
+         "VALUES ('x', 'x', 'x', '[]', 'x')\")\n"
          "print('holding', flush=True)\n"
          "time.sleep(60)\n"],
         stdout=subprocess.PIPE, text=True)
@@ -395,11 +396,12 @@ def test_the_migration_is_a_named_step_applied_once(tmp_path: Path) -> None:
     with Store(db, notify=notices.append):
         pass
     assert len(notices) == 1
-    assert marks(db)[2] == ["m001_tables", "m002_runs_without_unique_release", "m003_run_owners",
-                            "m004_runs_gate_column", "m005_audits",
-                            "m006_runs_shard_columns", "m007_audit_item_skips",
-                            "m008_runs_agent_columns", "m009_run_pacing",
-                            "m010_case_tallies", "m011_attempt_marks"]
+    assert marks(db)[2] == [m.__name__ for m in MIGRATIONS]  # each applied, in order
+    assert marks(db)[2][:11] == ["m001_tables", "m002_runs_without_unique_release",
+                                 "m003_run_owners", "m004_runs_gate_column", "m005_audits",
+                                 "m006_runs_shard_columns", "m007_audit_item_skips",
+                                 "m008_runs_agent_columns", "m009_run_pacing",
+                                 "m010_case_tallies", "m011_attempt_marks"]
 
 
 # ----------------------------------------------------------------- concurrent writers

@@ -83,7 +83,12 @@ def test_snapshot_round_trip_and_check(tmp_path: Path, callgate_exe: str,
     written = json.loads((suite / "tools.json").read_text())
     assert written == listed
     assert written[:3] == SERVED_TOOLS
-    assert sorted(p.name for p in suite.iterdir()) == ["mcp_server.py", "tools.json"]
+    assert sorted(p.name for p in suite.iterdir()) == ["mcp_server.py", "suite.json",
+                                                        "tools.json"]
+    # the server's name and version, kept for the tool surface a release runs with
+    served = json.loads((suite / "suite.json").read_text())["source"]["mcp_server"]
+    assert served == {"name": "orders", "version": served["version"]}
+    assert "from orders" in done.stdout
 
     same = callgate(callgate_exe, cli_env, "suite", "tools", str(suite), "--check",
                     "--mcp", server_command())

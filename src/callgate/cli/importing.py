@@ -13,6 +13,7 @@ from callgate.errors import CallgateError
 
 if TYPE_CHECKING:  # imported in the commands, so that --help stays fast
     from callgate.importers.bfcl.writing import ImportResult
+    from callgate.suites.suite import Suite
 
 suite_app = typer.Typer(help="Work with suites (tool catalogue + cases).", no_args_is_help=True)
 
@@ -20,6 +21,10 @@ suite_app = typer.Typer(help="Work with suites (tool catalogue + cases).", no_ar
 @suite_app.command("check")
 def suite_check(
     path: Annotated[Path, typer.Argument(help="Suite directory (tools.json + cases.jsonl).")],
+    probe: Annotated[bool, typer.Option(
+        "--probe", help="Also answer every case with made-up answers through the real checks "
+                        "(doing nothing, its oracle, perturbed oracles) and list the cases "
+                        "that cannot tell a good agent from a bad one (docs/probe.md).")] = False,
 ) -> None:
     """Load a suite, check every tool schema and case, and print what it covers."""
     from callgate.suites.suite import lint, load_suite
@@ -42,6 +47,25 @@ def suite_check(
     typer.echo("tags: " + (", ".join(f"{k} {v}" for k, v in sorted(tags.items())) or "none"))
     for warning in lint(suite):
         typer.echo(f"warning: {warning}")
+    if probe:
+        _print_probe(suite)
+
+
+def _print_probe(suite: Suite) -> None:
+    from callgate.scoring.probing import probe
+
+    report = probe(suite)
+    weak = report.reasons()
+    skipped = len({f.case_id for f in report.not_probed})
+    typer.echo(f"probe: {report.cases} cases, {report.cases - skipped} probed, "
+               f"{report.answers} made-up answers checked: {len(weak)} case(s) cannot tell a "
+               "good agent from a bad one" + (":" if weak else ""))
+    for finding in report.weak:
+        typer.echo(f"  {finding.case_id}: {finding.probe}: {finding.reason}")
+    if report.not_probed:
+        typer.echo(f"not probed ({skipped}):")
+        for finding in report.not_probed:
+            typer.echo(f"  {finding.case_id}: {finding.reason}")
 
 
 import_app = typer.Typer(help="Import suites from public benchmarks.", no_args_is_help=True)

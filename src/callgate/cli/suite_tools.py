@@ -54,6 +54,7 @@ def tools_command(suite: SuiteArgument, mcp: McpOption = None, timeout: TimeoutO
         try:
             with McpServer(words, cwd=suite, timeout=timeout) as server:
                 listed = server.list_tools()
+                server_info = server.server_info
         except McpFailure as exc:
             hint = (f"; give it longer with --timeout (now {timeout:g} s), or the environment's "
                     '"timeout" in suite.json' if exc.slow_start else "")
@@ -64,10 +65,33 @@ def tools_command(suite: SuiteArgument, mcp: McpOption = None, timeout: TimeoutO
             _check(suite / "tools.json", catalogue)
             return
         _write(suite / "tools.json", catalogue)
+        if server_info is not None:
+            _record_server(suite / "suite.json", server_info)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     shown = f" (not {state_tool}, suite.json's state tool)" if state_tool else ""
-    typer.echo(f"wrote {suite / 'tools.json'}: {len(catalogue)} tools{shown}")
+    served = (" from " + " ".join(filter(None, server_info.values())) if server_info else "")
+    typer.echo(f"wrote {suite / 'tools.json'}: {len(catalogue)} tools{shown}{served}")
+
+
+def _record_server(meta_path: Path, server_info: dict[str, str]) -> None:
+    """suite.json's source.mcp_server: the server the snapshot came from, its name and version
+    (the tool surface a release runs with names it; gating/surface_diff.py)."""
+    from callgate.reading import read_json
+    from callgate.suites.surface import MCP_SERVER_KEY
+
+    meta = read_json(meta_path) if meta_path.is_file() else {}
+    if not isinstance(meta, dict):
+        raise InputError(meta_path, "must be a JSON object")
+    source = meta.get("source", {})
+    if not isinstance(source, dict):
+        return  # a source another program wrote: left as it is
+    meta["source"] = {**source, MCP_SERVER_KEY: server_info}
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=meta_path.parent,
+                                     prefix=".suite.json.", suffix=".tmp", delete=False) as out:
+        json.dump(meta, out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    os.replace(out.name, meta_path)
 
 
 def _suite_mcp(suite: Path) -> McpSpec | None:

@@ -24,6 +24,8 @@ from callgate.gating.statistics import (
     detectable_drop_unpaired,
     mcnemar_exact,
 )
+from callgate.gating.surface_diff import SurfaceDiff, summary
+from callgate.gating.surface_gate import compared_pairs, release_diff, shown_diff
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Share, agent_label
@@ -119,6 +121,9 @@ class GateDecision(BaseModel):
     flaky: list[Annotated[FlakyCase, BeforeValidator(_a_flaky),
                           PlainSerializer(FlakyCase._asdict)]] = Field(default_factory=list)
     quarantined: list[Quarantined] = Field(default_factory=list)
+    # What changed in the tool surface since the baseline (gating/surface_diff.py), and the
+    # cases left out because their expectation changed; None: nothing to say.
+    tool_surface: SurfaceDiff | None = None
 
 
 def decision_json(decision: GateDecision) -> dict[str, Any]:
@@ -188,11 +193,12 @@ def decide(
 
     lineage = _lineage(current, baseline, notes)
     now_suite, then_suite = _suite(current), _suite(baseline)
-    if pairs is None:
-        left_out = {q.case for q in noise.quarantined}
-        pairs = Paired.of(_without(baseline.cases, left_out), _without(current.cases, left_out),
-                          (then_suite & now_suite) - left_out)
-    pairing = _pairing(current, baseline, pairs, (now_suite, then_suite), max_excluded, notes)
+    surface = release_diff(baseline, current)
+    left_out = {q.case for q in noise.quarantined}
+    pairs = compared_pairs(baseline, current, (then_suite & now_suite) - left_out, surface, pairs,
+                           left_out)
+    pairing = _pairing(current, baseline, pairs, (now_suite, then_suite), max_excluded, notes,
+                       summary(surface))
     checks, said = apply_noise(
         judge_as_given(_figure_checks(pairs, max_drop, notes), audited_figures), pairs,
         max_drop, noise, pairing.shared)
@@ -212,14 +218,12 @@ def decide(
         suite_changed=pairing.suite_changed, checks=checks,
         worse=[], better=[], messages=first + lineage + messages + notes.inconclusive,
         warnings=notes.warnings, **common,
+        tool_surface=shown_diff(surface, baseline, current, pairing.suite_changed,
+                                [c for c, _ in worse], [c for c, _ in better]),
     ))
     change = partial(tuple.__new__, CaseChange)
     return decision.model_copy(update={"worse": list(map(change, worse)),
                                        "better": list(map(change, better))})
-
-
-def _without(cases: Mapping[str, Any], left_out: set[str]) -> Mapping[str, Any]:
-    return {k: v for k, v in cases.items() if k not in left_out} if left_out else cases
 
 
 @dataclass
@@ -332,9 +336,11 @@ def _suite(release: ReleaseScores) -> set[str]:
 
 
 def _pairing(current: ReleaseScores, baseline: ReleaseScores, pairs: Paired,
-             suites: tuple[set[str], set[str]], max_excluded: float, notes: _Notes) -> _Pairing:
+             suites: tuple[set[str], set[str]], max_excluded: float, notes: _Notes,
+             surface: str = "") -> _Pairing:
     """The cases both releases scored, what the suite gained and lost (`suites`: its case ids
-    now and then), and what that says about the comparison."""
+    now and then), and what that says about the comparison (`surface`: what changed in the
+    tool surface, in a clause)."""
     now_suite, then_suite = suites
     added = sorted(now_suite - then_suite)
     removed = sorted(then_suite - now_suite)
@@ -354,7 +360,8 @@ def _pairing(current: ReleaseScores, baseline: ReleaseScores, pairs: Paired,
     if suite_changed:
         notes.warnings.append(
             f"the suite changed since {baseline.release}: comparing on the {shared} cases "
-            f"both scored ({len(added)} added, {len(removed)} removed)")
+            f"both scored ({len(added)} added, {len(removed)} removed)"
+            + (f"; {surface}" if surface else ""))
     if current.judge_fingerprint != baseline.judge_fingerprint:
         notes.warnings.append(
             f"the judge differs: baseline {baseline.judge_fingerprint or 'none'}, "

@@ -21,6 +21,7 @@ from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
 from callgate.suites.shard import incomplete
+from callgate.suites.surface import expectation_key
 
 
 def stored_release(store: Store, run: StoredRun) -> ReleaseScores:
@@ -35,8 +36,20 @@ def with_cases(store: Store, run: StoredRun, scores: ReleaseScores,
     if suite_cases is None:
         suite_cases = store.suite_case_ids(run.suite)
     # both as read (the store's case ids come sorted), not validated again one by one
-    return scores.model_copy(update={"cases": stored_cases(store, run.id),
-                                     "suite_cases": list(suite_cases)})
+    return with_expectations(store, scores, run.suite).model_copy(update={
+        "cases": stored_cases(store, run.id), "suite_cases": list(suite_cases)})
+
+
+def with_expectations(store: Store, scores: ReleaseScores, suite: str) -> ReleaseScores:
+    """`scores` with its tool surface's expectation digests, made from the cases of `suite`
+    the store keeps (a run keeps its surface without them)."""
+    surface = scores.tool_surface
+    if surface is None or surface.expectations:
+        return scores
+    keys = {case_id: expectation_key(expect, never)
+            for case_id, expect, never in store.case_expectations(suite)}
+    return scores.model_copy(update={
+        "tool_surface": surface.model_copy(update={"expectations": keys})})
 
 
 def stored_cases(store: Store, run_id: int) -> dict[str, CaseRecord]:

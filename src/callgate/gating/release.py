@@ -27,12 +27,14 @@ from callgate.gating.finding import (
     other_agent_in_store,
     paired_releases,
     with_cases,
+    with_expectations,
 )
 from callgate.gating.flaky import FlakyCase, flaky_cases, flaky_of_stored
 from callgate.gating.noise import Noise, gated_figures
 from callgate.gating.quarantine import Quarantined, for_suite
 from callgate.gating.scores_file import ReleaseScores, release_from_run
 from callgate.gating.sequential import Rule
+from callgate.gating.surface_gate import release_diff
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.stats import Z95
 from callgate.store.db import Store
@@ -178,9 +180,16 @@ def decide_release(
         found = stored_estimates(store, base)
         if found is not None:
             base = base.model_copy(update={"estimates": found})
+    if base is not None and base.suite_fingerprint != current.suite_fingerprint:
+        # the suites differ: which cases changed their expectation (from the stored cases)
+        current = with_expectations(store, current, run.suite)
+        if base_run is not None:
+            base = with_expectations(store, base, base_run.suite)
     readings, audited = judged_checks(store, run.id, base, max_drop)
     left_out = tuple(for_suite(quarantine, run.suite_name).values())
-    now, then, pairs = _paired(store, run, current, base_run, base, bool(left_out))
+    case_by_case = bool(left_out) or (base is not None and bool(
+        release_diff(base, current).expectation_changed))  # cases left out of the pairs
+    now, then, pairs = _paired(store, run, current, base_run, base, case_by_case)
     stopped = (run.scores or {}).get("stopped")
     if stopped:  # a live run's --max-cost / --max-attempts: the decision is on what it paired
         skipped = [f"the budget ended this run ({stopped}): the decision is over the cases "
@@ -193,26 +202,37 @@ def decide_release(
                       judged_checks=readings, audited_figures=audited,
                       not_whole=incomplete(run) or _first_but_partial(stopped, base),
                       other_agent=other, new_agent=new_agent, pairs=pairs, noise=noise)
+    return _with_notes(decision, store, run, base_run), current
+
+
+def _with_notes(decision: GateDecision, store: Store, run: StoredRun,
+                base_run: StoredRun | None) -> GateDecision:
+    """The decision with what it does not decide on: cost and latency per right answer against
+    the baseline, and the suite's cases that cannot gate (the probe's)."""
     from callgate.gating.costs import per_right_line
 
     line = per_right_line(run.scores or {}, base_run.scores if base_run is not None else None)
     if line is not None:
         decision = decision.model_copy(update={"messages": [*decision.messages, line]})
-    return decision, current
+    weak = probe_warning(store.suite_probe(run.suite))
+    if weak:
+        decision = decision.model_copy(update={"warnings": [*decision.warnings, weak]})
+    return decision
 
 
 def _paired(store: Store, run: StoredRun, current: ReleaseScores, base_run: StoredRun | None,
             base: ReleaseScores | None, case_by_case: bool,
             ) -> tuple[ReleaseScores, ReleaseScores | None, Paired | None]:
-    """The release and its baseline as the gate pairs them; `case_by_case` (a quarantine
-    leaves cases out) reads the baseline's cases one by one instead of from its tallies."""
+    """The release and its baseline as the gate pairs them; `case_by_case` (a quarantine, or
+    cases whose expectation changed, leave cases out) reads both releases' cases one by one
+    instead of pairing their tallies in the store."""
     if base is None:
         return current, None, None
     if not case_by_case:
         return paired_releases(store, run, current, base_run, base)
     now, then, pairs = paired_releases(store, run, current, None, base)
     if base_run is not None:
-        then = with_cases(store, base_run, base)
+        now, then, pairs = with_cases(store, run, now), with_cases(store, base_run, base), None
     return now, then, pairs
 
 
@@ -243,6 +263,17 @@ def _flaky(store: Store, run: StoredRun, base_run: StoredRun | None, now: Releas
         return flaky_cases(tally)
     return flaky_cases(tally, {c: (r.trials, r.right_tool, r.right_arguments)
                                for c, r in then.cases.items()})
+
+
+def probe_warning(weak: Mapping[str, str] | None, shown: int = 5) -> str | None:
+    """The gate's warning about the suite's cases that cannot gate (found by the probe when it
+    was first scored), None when there are none or it was not probed."""
+    if not weak:
+        return None
+    first = "; ".join(f"{case_id} ({reason})" for case_id, reason in list(weak.items())[:shown])
+    more = f"; and {len(weak) - shown} more" if len(weak) > shown else ""
+    return (f"{len(weak)} case(s) of the suite cannot tell a good agent from a bad one "
+            f"(callgate suite check --probe lists why): {first}{more}")
 
 
 def stored_estimates(store: Store, release: ReleaseScores) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too
 from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Figures
 from callgate.store.rows import StoredRun
+from callgate.suites.surface import ToolSurface
 from callgate.version import __version__
 
 FORMAT: Final = "callgate.release/1"
@@ -77,6 +78,9 @@ class ReleaseScores(BaseModel):
     # estimator (audit.estimates_document). Absent: `figures` count the judge's verdicts as
     # given.
     estimates: dict[str, Any] | None = None
+    # The tool surface the release ran with (suites/surface.py): what the gate diffs against
+    # the baseline's. Absent: kept by an older callgate.
+    tool_surface: ToolSurface | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -128,7 +132,14 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         cases=case_records(verdicts),
         suite_cases=sorted(suite_cases),
         gate=gate_of(run),
+        tool_surface=tool_surface_of(run),
     )
+
+
+def tool_surface_of(run: StoredRun) -> ToolSurface | None:
+    """The tool surface kept with a stored run (None for a run made before it was kept)."""
+    text = run.row.get("tool_surface")
+    return ToolSurface.model_validate_json(text) if text else None
 
 
 def gate_of(run: StoredRun) -> GateRecord | None:

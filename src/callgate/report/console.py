@@ -296,6 +296,9 @@ def print_gate(decision: GateDecision, console: Console | None = None) -> None:
         console.print(f"  {escape(text)}", highlight=False)
     if decision.checks:
         console.print(gate_table(decision))
+    from callgate.report.surface_section import print_surface  # the gate's own, loaded here
+
+    print_surface(decision, console)
     if decision.worse:
         console.print(f"[bold]passed in {escape(decision.baseline_release or '')}, fail now "
                       f"({len(decision.worse)}):[/bold]")
@@ -332,6 +335,9 @@ def gate_markdown(decision: GateDecision) -> str:
             out.append(f"| {c.name.replace('_', ' ')} | {_share(c.baseline)} | "
                        f"{_share(c.current)} | {_points(c.change)}{mark} | {_p(c.mcnemar_p)} | "
                        f"{_points(c.detectable_drop_paired)} |")
+    from callgate.report.surface_section import surface_markdown  # the gate's own
+
+    out += surface_markdown(decision)
     if decision.worse:
         out += ["", f"**Passed in {decision.baseline_release}, fail now "
                     f"({len(decision.worse)})**", ""]

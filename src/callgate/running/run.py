@@ -40,10 +40,12 @@ from callgate.running.targets.session import TargetCaller, TargetSession
 from callgate.running.targets.turns import converse_target
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
+from callgate.scoring.probing import keep_probe
 from callgate.scoring.scores import Scores
 from callgate.store.db import Store
 from callgate.suites.responses import Response
 from callgate.suites.suite import Suite
+from callgate.suites.surface import surface_json
 from callgate.version import __version__
 
 if TYPE_CHECKING:  # the judge is loaded where a run uses one
@@ -179,6 +181,7 @@ class LiveRunner:
             attempts = [a for a in attempts if shard.holds(a.case_id)]
             conversations = [c for c in conversations if shard.holds(c.case_id)]
         self.store.save_suite(self.suite)
+        keep_probe(self.store, self.suite)
         cache = AnswerCache(
             self.store,
             read=settings.cache or settings.offline,
@@ -205,6 +208,7 @@ class LiveRunner:
                     self.judge.judge.fingerprint if self.judge else None,
                     shard=(shard.index, shard.count) if shard else None,
                     model=self.candidate.model, model_params=self.candidate.parameters(),
+                    tool_surface=surface_json(self.suite),
                 )
             recorder = Recorder(self.suite, self.store, run_id,
                                 keep_verdicts=self.keep_verdicts, judge=self.judge,

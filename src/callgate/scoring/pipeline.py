@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from callgate.checks.check import check_response
 from callgate.checks.verdict import ServerErrors, Verdict
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.probing import keep_probe
 from callgate.scoring.result import GateRecord, not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
@@ -23,6 +24,7 @@ from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, read_response_lines
 from callgate.suites.shard import Shard
 from callgate.suites.suite import Case, Suite, case_tags
+from callgate.suites.surface import surface_json
 from callgate.version import __version__
 
 # The judge is loaded only where a run uses one: scoring recorded answers without a judge does
@@ -296,9 +298,11 @@ def score_responses(
     result" (inconclusive, never a baseline): `RunResult.not_a_result` holds the record."""
     fingerprint = judge.fingerprint if judge else None
     new_suite = store.save_suite(suite)
+    keep_probe(store, suite)
     run_id = store.replace_run(suite, agent or model, release, source, __version__, fingerprint,
                                shard=(shard.index, shard.count) if shard else None,
-                               model=model, model_params=model_params)
+                               model=model, model_params=model_params,
+                               tool_surface=surface_json(suite))
     if shard is not None:
         responses = ((r, b) for r, b in responses if shard.holds(r.case_id))
     recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge,

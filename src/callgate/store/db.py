@@ -219,6 +219,24 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             )
         return True
 
+    def set_suite_probe(self, fingerprint: str, weak: Mapping[str, str]) -> None:
+        """Keep the probe's weak cases (case id -> reason) with the suite."""
+        with self.atomic():
+            self.db.execute("UPDATE suites SET probe = ? WHERE fingerprint = ?",
+                            [json.dumps(dict(weak), ensure_ascii=False), fingerprint])
+
+    def suite_probe(self, fingerprint: str) -> dict[str, str] | None:
+        """The probe's weak cases kept with the suite, None when it was not probed."""
+        row = self.db.execute("SELECT probe FROM suites WHERE fingerprint = ?",
+                              [fingerprint]).fetchone()
+        return json.loads(row[0]) if row is not None and row[0] is not None else None
+
+    def case_expectations(self, fingerprint: str) -> list[tuple[str, str | None, str | None]]:
+        """Each case of the suite with its expectation and never_right, as JSON text."""
+        return [tuple(row) for row in self.db.execute(
+            "SELECT case_id, json_extract(body, '$.expect'), "
+            "json_extract(body, '$.never_right') FROM cases WHERE suite = ?", [fingerprint])]
+
     def discard_suite_if_unused(self, fingerprint: str) -> None:
         """Delete a suite and its cases that no run refers to (after a run that failed)."""
         with self.atomic():
@@ -239,10 +257,12 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         *,
         model: str | None = None,
         model_params: Mapping[str, Any] | None = None,
+        tool_surface: str | None = None,
     ) -> int:
         """Create the run row for (suite, agent, release), with status "running"; `model` is
         the model id it runs with (default: the agent's name), `model_params` the parameters
-        it is called with; `shard` is (K, N) for a run of shard K of N.
+        it is called with; `shard` is (K, N) for a run of shard K of N; `tool_surface` the
+        suite's tool surface as JSON (callgate.suites.surface.surface_json).
 
         An earlier run of the release is not dropped here: it stays, and stays the one that
         find_run() and runs() see, until this run finishes (finish_run with status "done").
@@ -254,6 +274,9 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             if shard is not None:
                 self.db.execute("UPDATE runs SET shard_count = ?, shards = ? WHERE id = ?",
                                 [shard[1], json.dumps([shard[0]]), run_id])
+            if tool_surface is not None:
+                self.db.execute("UPDATE runs SET tool_surface = ? WHERE id = ?",
+                                [tool_surface, run_id])
             return run_id
 
     def _insert_run(

@@ -116,10 +116,11 @@ class MergeRecords(StoreBase):
             cursor = self.db.execute(
                 "INSERT INTO runs (suite_name, suite, agent, model, model_params, release, "
                 "source, created_at, callgate_version, judge_fingerprint, status, shard_count, "
-                "shards) VALUES (?,?,?,?,?,?,?,?,?,?,'done',?,?)",
-                [run[c] for c in ("suite_name", "suite", "agent", "model", "model_params",
-                                  "release", "source", "created_at", "callgate_version",
-                                  "judge_fingerprint", "shard_count", "shards")])
+                "shards, tool_surface) VALUES (?,?,?,?,?,?,?,?,?,?,'done',?,?,?)",
+                [run.get(c) for c in ("suite_name", "suite", "agent", "model", "model_params",
+                                      "release", "source", "created_at", "callgate_version",
+                                      "judge_fingerprint", "shard_count", "shards",
+                                      "tool_surface")])
             assert cursor.lastrowid is not None  # an INSERT just ran
             target = self.run(int(cursor.lastrowid))
             assert target is not None

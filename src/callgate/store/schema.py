@@ -338,6 +338,27 @@ def m011_attempt_marks(conn: sqlite3.Connection) -> None:
         write_attempt_marks(conn, run_id)
 
 
+
+@migration
+def m012_runs_tool_surface(conn: sqlite3.Connection) -> None:
+    """runs.tool_surface: the tool surface the run was made with (JSON,
+    callgate.suites.surface.ToolSurface: each tool's description and parameters, the system
+    prompt, an MCP snapshot's server, each case's expectation digest), so the gate can name
+    what a release changed. NULL for runs made before (the gate says it is not recorded)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "tool_surface" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN tool_surface TEXT")
+
+
+@migration
+def m013_suites_probe(conn: sqlite3.Connection) -> None:
+    """suites.probe: the cases of the suite that cannot tell a good agent from a bad one, as
+    found by the probe (checks/probe.py) when the suite was first scored (JSON: case id ->
+    reason); NULL when it was not probed. The gate warns with it."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(suites)")}
+    if "probe" not in columns:
+        conn.execute("ALTER TABLE suites ADD COLUMN probe TEXT")
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 

@@ -125,6 +125,8 @@ class McpServer:
         self._session: Any = None
         self._task: concurrent.futures.Future[None] | None = None
         self._closed = False
+        # What the server said it is when the session started: {"name", "version"}.
+        self.server_info: dict[str, str] | None = None
 
     def start(self) -> McpServer:
         self._task = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
@@ -150,7 +152,10 @@ class McpServer:
         try:
             async with stdio_client(params, errlog=self._errlog) as (read, write), \
                     ClientSession(read, write) as session:
-                await session.initialize()
+                started = await session.initialize()
+                info = getattr(started, "server_info", None)
+                if info is not None:
+                    self.server_info = {"name": str(info.name), "version": str(info.version)}
                 self._session = session
                 self._ready.set_result(None)
                 await self._closing.wait()
