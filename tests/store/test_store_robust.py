@@ -399,7 +399,7 @@ def test_the_migration_is_a_named_step_applied_once(tmp_path: Path) -> None:
                             "m004_runs_gate_column", "m005_audits",
                             "m006_runs_shard_columns", "m007_audit_item_skips",
                             "m008_runs_agent_columns", "m009_run_pacing",
-                            "m010_case_tallies", "m011_attempt_marks"]
+                            "m010_case_tallies", "m011_attempt_marks", "m012_first_tools"]
 
 
 # ----------------------------------------------------------------- concurrent writers
@@ -529,7 +529,7 @@ def _suite_for_runs(tmp_path: Path):
 
 def _attempt_rows(run_id: int) -> tuple[list[tuple], list[tuple]]:
     response = (run_id, "ord", 0, "tool_calls", None, None, None, None, None, None, "{}")
-    verdict = (run_id, "ord", 0, "scored", "right", "", "right", None, "", 1, 1, 1)
+    verdict = (run_id, "ord", 0, "scored", "right", "", "right", None, "", 1, 1, 1, "lookup_order")
     return [response], [verdict]
 
 

@@ -28,6 +28,8 @@ from callgate.gating.finding import (
     with_cases,
 )
 from callgate.gating.scores_file import ReleaseScores, release_from_run
+from callgate.gating.slices import SliceRule
+from callgate.gating.what_to_fix import read_what_to_fix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.stats import Z95
 from callgate.store.db import Store
@@ -47,6 +49,7 @@ def gate_release(
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
     baseline_agent: str | None = None,
     new_agent: bool = False,
+    slice_rule: SliceRule | None = None,
 ) -> tuple[GateDecision, ReleaseScores]:
     """Decide whether `release` of `agent` may ship, and record the decision in the store.
 
@@ -62,6 +65,8 @@ def gate_release(
         baseline_agent: compare with this other agent's last released release instead.
         new_agent: the release starts a new agent's line on purpose: with no baseline of its
             own it is a first release even where another agent has released (recorded so).
+        slice_rule: the opt-in slice rule (gating/slices.py): which slices are gated, at what
+            family-wise error rate; a slice it fails fails the gate.
 
     Returns the decision (`decision.exit_code`: 0 pass, 1 regression, 3 inconclusive) and the
     release's scores with the decision recorded (`scores.to_json()` is its scores file). A
@@ -71,7 +76,7 @@ def gate_release(
     run = find_current(store, agent, release, suite)
     decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
                                     max_excluded=max_excluded, baseline_agent=baseline_agent,
-                                    new_agent=new_agent)
+                                    new_agent=new_agent, slice_rule=slice_rule)
     return decision, with_cases(store, run, current)
 
 
@@ -84,17 +89,19 @@ def record_gate(
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
     baseline_agent: str | None = None,
     new_agent: bool = False,
+    slice_rule: SliceRule | None = None,
 ) -> tuple[GateDecision, ReleaseScores]:
     """gate_release on the run found (find_current): the decision, recorded, and the
     release's scores with it but without its cases (with_cases adds them)."""
     decision, current = decide_release(store, run, baseline=baseline, max_drop=max_drop,
                                        max_excluded=max_excluded, baseline_agent=baseline_agent,
-                                       new_agent=new_agent)
+                                       new_agent=new_agent, slice_rule=slice_rule)
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
     store.set_run_gate(run.id, record.model_dump_json())
     if baseline == "auto":  # kept for the pages, which show the store's decision
-        store.save_gate_decision(run.id, decision_key(store, run, max_drop, max_excluded),
+        store.save_gate_decision(run.id, decision_key(store, run, max_drop, max_excluded,
+                                                      slice_rule=slice_rule),
                                  decision.model_dump_json())
     return decision, current.model_copy(update={"gate": record,
                                                 "estimates": audited_estimates(store, run.id)})
@@ -109,6 +116,7 @@ def decide_release(
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
     baseline_agent: str | None = None,
     new_agent: bool = False,
+    slice_rule: SliceRule | None = None,
 ) -> tuple[GateDecision, ReleaseScores]:
     """The gate's decision on a stored run, by the same rules as `gate_release` (baseline,
     agents, audited estimates, missing shards), without recording it: what `serve` and
@@ -119,7 +127,7 @@ def decide_release(
         store: the store holding the run.
         run: the stored run (Store.stored_run / find_current).
         baseline: "auto", or the path of a scores file or a folder of them.
-        max_drop, max_excluded, baseline_agent, new_agent: as for gate_release.
+        max_drop, max_excluded, baseline_agent, new_agent, slice_rule: as for gate_release.
     Raises CallgateError when --new-agent and --baseline-agent are both given, when the
     agent already has a baseline (a new line cannot start twice), or when the named
     baseline agent has no released release on the suite."""
@@ -165,11 +173,13 @@ def decide_release(
     readings, audited = judged_checks(store, run.id, base, max_drop)
     now, then, pairs = (paired_releases(store, run, current, base_run, base)
                         if base is not None else (current, None, None))
+    fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop)
+           if then is not None else None)
     decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
                       judged_checks=readings, audited_figures=audited,
                       not_whole=incomplete(run), other_agent=other, new_agent=new_agent,
-                      pairs=pairs)
+                      pairs=pairs, what_to_fix=fix)
     return decision, current
 
 
@@ -282,7 +292,8 @@ def recorded_decision(store: Store, run: StoredRun, *,
 
 def decision_key(store: Store, run: StoredRun, max_drop: float,
                  max_excluded: float,
-                 suite_runs: Sequence[StoredRun] | None = None) -> str:
+                 suite_runs: Sequence[StoredRun] | None = None,
+                 slice_rule: SliceRule | None = None) -> str:
     """A digest of what the store-baseline decision on a finished run depends on: the run (its
     verdicts never change under its id; its shards and scores may, by a merge), the earlier
     runs on its suite, of every agent (its baseline, or another agent's release that makes a
@@ -302,5 +313,7 @@ def decision_key(store: Store, run: StoredRun, max_drop: float,
         "audit": store.audit(run.id),
         "audit_items": store.audit_items(run.id),
     }
+    if slice_rule is not None and slice_rule.active:  # the default decision's key unchanged
+        parts["slice_rule"] = slice_rule.model_dump()
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

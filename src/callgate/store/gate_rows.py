@@ -47,6 +47,29 @@ _DIFFERING = (
     "ORDER BY o.case_id")
 
 
+# The slices of the gate (gating/slices.py): the marks of a suite's cases that name one
+# (store/web_rows.py: `expect:TOOL`, `tag:TAG`), read by a range of the primary key.
+_SLICE_MARKS = ("m.suite = ?3 AND ((m.mark >= 'expect:' AND m.mark < 'expect;') "
+                "OR (m.mark >= 'tag:' AND m.mark < 'tag;'))")
+# Per slice, the cases both runs scored, counted by (tally then, tally now). case_marks is read
+# first (CROSS JOIN): each of its rows is two lookups in case_tallies' primary key.
+_SLICE_PAIRS = (
+    "SELECT m.mark, o.trials, o.right_tool, o.right_arguments, n.trials, n.right_tool, "
+    "n.right_arguments, COUNT(*) FROM case_marks AS m "
+    "CROSS JOIN case_tallies AS o ON o.run = ?1 AND o.case_id = m.case_id "
+    "CROSS JOIN case_tallies AS n ON n.run = ?2 AND n.case_id = m.case_id "
+    f"WHERE {_SLICE_MARKS} AND o.trials > 0 AND n.trials > 0 GROUP BY 1, 2, 3, 4, 5, 6, 7")
+# Per slice and first-called tool, a run's scored attempts and their calls.
+_SLICE_ATTEMPTS = (
+    "SELECT m.mark, v.first_tool, COUNT(*), SUM(v.calls) FROM case_marks AS m "
+    "CROSS JOIN verdicts AS v ON v.run = ?1 AND v.case_id = m.case_id "
+    f"WHERE {_SLICE_MARKS.replace('?3', '?2')} AND v.status = 'scored' GROUP BY 1, 2")
+_ARGUMENT_FAILURES = (
+    "SELECT arguments, schema_kind, arguments_reason, COUNT(*) FROM verdicts "
+    f"WHERE {_ONE_RUN} AND status = 'scored' AND right_tool AND NOT right_arguments "
+    "GROUP BY 1, 2, 3")
+
+
 class GateRows(StoreBase):
     """Store methods for the gate (a mixin of Store)."""
 
@@ -92,3 +115,25 @@ class GateRows(StoreBase):
             "SELECT trials, right_tool, right_arguments, COUNT(*) FROM case_tallies "
             "WHERE run = ? AND trials > 0 GROUP BY 1, 2, 3", [before]).fetchall()
         return counted, self.db.execute(_DIFFERING, [before, after]).fetchall()
+
+
+    def slice_marks(self, suite: str) -> list[tuple[str, str]]:
+        """The suite's (mark, case id) rows that name a slice; empty when it is not marked."""
+        return self.db.execute("SELECT m.mark, m.case_id FROM case_marks AS m WHERE "
+                               + _SLICE_MARKS.replace("?3", "?1"), [suite]).fetchall()
+
+    def slice_pairs(self, before: int, after: int, suite: str) -> list[tuple[Any, ...]]:
+        """Per slice mark of `suite` (the second run's), the cases both runs' kept tallies
+        scored, counted by tally: (mark, trials, right tool, right arguments then, the same
+        now, cases)."""
+        return self.db.execute(_SLICE_PAIRS, [before, after, suite]).fetchall()
+
+    def slice_attempts(self, run_id: int, suite: str) -> list[tuple[str, str | None, int, int]]:
+        """Per slice mark of `suite` and first-called tool ('' none, None not kept), the run's
+        scored attempts and their calls."""
+        return self.db.execute(_SLICE_ATTEMPTS, [run_id, suite]).fetchall()
+
+    def argument_failures(self, run_id: int) -> list[tuple[str | None, str | None, str, int]]:
+        """The run's scored attempts with the right tool and wrong arguments, counted by
+        (arguments verdict, schema kind, arguments reason)."""
+        return self.db.execute(_ARGUMENT_FAILURES, [run_id]).fetchall()

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from callgate.store.web_rows import write_attempt_marks
+from callgate.store.web_rows import mark_expected, write_attempt_marks
 
 # A release may have several rows while it is re-run: the earlier finished run stays until the
 # new one finishes, and the reads see only the newest finished row of a (suite, agent, release).
@@ -338,6 +338,20 @@ def m011_attempt_marks(conn: sqlite3.Connection) -> None:
         write_attempt_marks(conn, run_id)
 
 
+@migration
+def m012_first_tools(conn: sqlite3.Connection) -> None:
+    """verdicts.first_tool: the catalogue name of a scored attempt's first call ('' for none;
+    NULL in runs scored before it), and `expect:` marks of every marked suite's cases (the
+    tool each case expects first, store/web_rows.py): what the gate's slices per expected tool
+    and its confusion table are counted from."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(verdicts)")}
+    if "first_tool" not in columns:
+        conn.execute("ALTER TABLE verdicts ADD COLUMN first_tool TEXT")
+    for (suite,) in conn.execute(
+            "SELECT suite FROM case_marks WHERE mark = '' AND case_id = ''").fetchall():
+        mark_expected(conn, suite)
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
@@ -370,6 +384,7 @@ VERDICT_COLUMNS = (
     "calls",
     "right_tool",
     "right_arguments",
+    "first_tool",  # migration m012
 )
 
 # The rows the other writers take, in their order: each is built by name in store/rows.py
