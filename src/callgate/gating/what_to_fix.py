@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from callgate.gating.cases import CaseRecord, Tally
+from callgate.gating.cases import CaseRecord, Tally, kept_records, tally
 from callgate.gating.confusion import Confusion, argument_problems, confusion, counted_cells
 from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.slices import (
@@ -104,6 +104,6 @@ def read_what_to_fix(store: Store, run: StoredRun, base_run: StoredRun | None,
 
 
 def _records(store: Store, run: StoredRun) -> dict[str, CaseRecord]:
-    from callgate.gating.finding import stored_cases  # finding imports the decision
-
-    return stored_cases(store, run.id)
+    """As finding.stored_cases (which imports the decision, which imports this module)."""
+    kept = store.case_tallies(run.id)
+    return kept_records(kept) if kept else tally(store.gate_rows(run.id))
