@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -21,6 +21,9 @@ from callgate.cli.common import (
     check_output,
 )
 from callgate.errors import CallgateError
+
+if TYPE_CHECKING:
+    from callgate.gating.slices import SliceRule
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 
 
@@ -52,6 +55,17 @@ def gate(
     markdown: Annotated[Path | None, typer.Option("--markdown",
                                                   help="Write a Markdown summary here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+    per_tool: Annotated[bool, typer.Option(
+        "--per-tool", help="Also gate each expected tool's slice (Holm-corrected; "
+                           "docs/what-to-fix.md).")] = False,
+    per_tag: Annotated[list[str] | None, typer.Option(
+        "--per-tag", help="Also gate this tag's slice (repeatable; 'all': every tag).")] = None,
+    slice_alpha: Annotated[float | None, typer.Option(
+        "--slice-alpha", min=0.0, max=1.0,
+        help="Family-wise error rate of the slice rule (default 0.05).")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="callgate.toml whose [gate] sets the slice rule (default: "
+                         "./callgate.toml if present); flags add to it.")] = None,
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive.
@@ -66,6 +80,10 @@ def gate(
     from callgate.suites.shard import incomplete
 
     name = _agent_named(agent, model)
+    try:
+        rule = slice_rule_of(config, per_tool, per_tag or [], slice_alpha)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
     baseline_file = Path(baseline) if baseline != "auto" else None
     written: list[Path] = []
     for option, out in (("--scores-out", scores_out), ("--junit", junit),
@@ -84,7 +102,8 @@ def gate(
                                     f"{run.model!r}, not {model!r}")
             decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
                                             max_excluded=max_excluded,
-                                            baseline_agent=baseline_agent, new_agent=new_agent)
+                                            baseline_agent=baseline_agent, new_agent=new_agent,
+                                            slice_rule=rule)
             if scores_out is not None or junit is not None:  # the only outputs with every case
                 current = with_cases(store, run, current)
             missing_shards = incomplete(run)
@@ -106,6 +125,24 @@ def gate(
         Console(stderr=True).print(f"[yellow]inconclusive:[/yellow] {escape(missing_shards)}",
                                    highlight=False, soft_wrap=True)
     raise typer.Exit(decision.exit_code)
+
+
+def slice_rule_of(config: Path | None, per_tool: bool, per_tag: list[str],
+                  alpha: float | None) -> SliceRule | None:
+    """The slice rule from callgate.toml's [gate] (the one given, or ./callgate.toml) and the
+    flags, which add slices to it and set its error rate; None when nothing is gated."""
+    from callgate.gating.slices import SliceRule
+    from callgate.models.config import DEFAULT_CONFIG, GateSection, load_gate_section
+
+    path = config if config is not None else DEFAULT_CONFIG if DEFAULT_CONFIG.exists() else None
+    section = load_gate_section(path) if path is not None else GateSection()
+    if alpha is not None and not 0 < alpha < 1:
+        raise CallgateError(f"--slice-alpha {alpha:g}: a family-wise error rate is above 0 "
+                            "and below 1")
+    rule = SliceRule(per_tool=per_tool or section.per_tool,
+                     per_tag=sorted({*section.per_tag, *per_tag}),
+                     alpha=section.alpha if alpha is None else alpha)
+    return rule if rule.active else None
 
 
 def history(

@@ -272,9 +272,21 @@ class Candidate(BaseModel):
         return block
 
 
+class GateSection(BaseModel):
+    """`[gate]` of callgate.toml: the opt-in slice rule of `callgate gate` (docs/what-to-fix.md):
+    gate every expected tool's slice, the slices of these tags ("all": every tag), at this
+    family-wise error rate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    per_tool: bool = False
+    per_tag: list[str] = Field(default_factory=list)
+    alpha: float = Field(default=0.05, gt=0, lt=1)
+
+
 class ConfigFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     candidates: list[Candidate] = Field(min_length=1)
+    gate: GateSection | None = None
 
     @field_validator("candidates")
     @classmethod
@@ -295,6 +307,14 @@ def load_config(path: Path | str) -> ConfigFile:
     source = Path(path)
     with reading_toml(source) as raw:
         return validate(ConfigFile, raw, source)
+
+
+def load_gate_section(path: Path | str) -> GateSection:
+    """The `[gate]` table of a callgate.toml (defaults without one; candidates not required).
+    Raises InputError naming the file, line and field."""
+    source = Path(path)
+    with reading_toml(source) as raw:
+        return validate(GateSection, raw.get("gate", {}), source, prefix="gate.")
 
 
 def parse_params(items: Sequence[str]) -> dict[str, Any]:
