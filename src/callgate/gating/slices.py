@@ -7,7 +7,8 @@ margin AND that figure's paired test rejects after Holm's correction over every 
 gated slice (two a slice: right tool and right arguments), so the chance that any slice fails
 when nothing changed is at most alpha. A gated slice that did not fail, and whose paired cases
 cannot see a drop of the margin (80% power at the level Holm's first step uses, alpha / tests,
-at its observed flip rate), says "cannot tell". The rule only adds failures to the overall one.
+at its observed flip share or the margin, whichever is larger: a drop of the margin flips at
+least that share), says "cannot tell". The rule only adds failures to the overall one.
 """
 
 from __future__ import annotations
@@ -147,9 +148,13 @@ def _figure(then: float | None, now: float | None, flips: tuple[int, int], cases
         worse=worse, better=better, detectable_drop=_detectable(cases, worse + better, alpha))
 
 
-def _detectable(cases: int, flips: int, alpha: float) -> float | None:
-    # with no flip observed, one is assumed (as the overall figures do): an optimistic bound
-    drop = detectable_drop_paired(cases, max(flips, 1) / cases, alpha) if cases else None
+def _detectable(cases: int, flips: int, alpha: float, floor: float = 0.0) -> float | None:
+    """The smallest drop (points) `cases` paired cases detect with 80% power at level alpha,
+    at their observed flip share (one flip assumed when none was seen, as the overall
+    figures do) or `floor` (a share) when larger: a drop of d needs at least d flipping."""
+    if not cases:
+        return None
+    drop = detectable_drop_paired(cases, max(max(flips, 1) / cases, floor), alpha)
     return None if drop is None else 100 * drop
 
 
@@ -175,7 +180,8 @@ def gate_slices(slices: Sequence[SliceFigures], rule: SliceRule, max_drop: float
             holm_p = adjusted.get((i, name))
             fig = fig.model_copy(update={
                 "holm_p": holm_p,
-                "detectable_drop": _detectable(s.cases, fig.worse + fig.better, level)})
+                "detectable_drop": _detectable(s.cases, fig.worse + fig.better, level,
+                                               max_drop / 100)})
             figures[name] = fig
             dropped = fig.change is not None and -fig.change > max_drop + EPSILON
             if dropped and holm_p is not None and holm_p <= rule.alpha:
