@@ -18,7 +18,10 @@ from rich.console import Console
 
 from callgate.gating.release import gate_release
 from callgate.gating.slices import SliceRule
+from callgate.gating.what_to_fix import slice_history
 from callgate.report.console import gate_junit, gate_markdown, print_gate
+from callgate.report.history import history_rows
+from callgate.report.slice_history import slice_history_document, slice_history_tables
 from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store
 from callgate.suites.suite import load_suite
@@ -201,3 +204,25 @@ def test_the_cli_names_what_to_fix(tmp_path: Path) -> None:
     bad = cli80("gate", "--agent", "weather-bot", "--release", "r2", cwd=tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.startswith("error: callgate.toml:3: gate.alpha: ")
+
+
+def test_history_by_tool_pairs_each_release_with_the_one_before(store_path: Path) -> None:
+    with Store(store_path) as store:
+        runs = store.stored_runs("weather-bot", None)
+        rows = history_rows(runs)
+        slices = slice_history(store, runs)
+    first, second = ({s.name: s for s in found if s.kind == "tool"} for found in slices)
+    assert first["get_weather"].right_tool.current == pytest.approx(100 * 59 / 60)
+    assert first["get_weather"].right_tool.change is None  # nothing before it
+    weather = second["get_weather"].right_tool
+    assert weather.change == pytest.approx(-40.0) and (weather.worse, weather.better) == (24, 0)
+    assert weather.mcnemar_p == pytest.approx(2 * 0.5 ** 24)
+    console = Console(record=True, width=80, color_system=None)
+    for table in slice_history_tables("weather-bot", rows, slices, "tool"):
+        console.print(table)
+    text = console.export_text()
+    assert max(map(len, text.splitlines())) <= 80
+    block = text[text.index("get_weather"):text.index("search_web")]
+    assert "-40.0" in block and "1.2e-07" in block
+    doc = slice_history_document("weather-bot", rows, slices, "tag")
+    assert [s["name"] for s in doc["releases"][1]["slices"]] == ["chat", "other", "weather"]

@@ -23,7 +23,8 @@ from callgate.cli.common import (
 from callgate.errors import CallgateError
 
 if TYPE_CHECKING:
-    from callgate.gating.slices import SliceRule
+    from callgate.gating.slices import SliceFigures, SliceRule
+    from callgate.report.history import HistoryRow
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 
 
@@ -151,6 +152,9 @@ def history(
     suite: Annotated[str | None, typer.Option("--suite", help="Only this suite.")] = None,
     db: DbOption = Path("callgate.db"),
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
+    by: Annotated[str | None, typer.Option(
+        "--by", help="tool or tag: each release's figures per expected tool or per tag, "
+                     "paired with the previous release.")] = None,
 ) -> None:
     """The figures of every stored release of an agent, oldest first, with the change and
     the model each ran with.
@@ -161,6 +165,8 @@ def history(
     from callgate.store.db import Store
 
     name = _agent_named(agent, model)
+    if by not in (None, "tool", "tag"):
+        raise _fail(f"--by {by!r}: expected tool or tag")
     if not db.exists():
         raise _fail(f"{db}: no such database")
     with Store(db) as store:
@@ -174,6 +180,11 @@ def history(
                 name = agents.pop()
                 runs = store.stored_runs(name, suite)
         rows = history_rows(runs, {run.id for run in runs if store.audit(run.id)})
+        if by is not None and rows:
+            from callgate.gating.what_to_fix import slice_history
+
+            _print_slice_history(name, rows, slice_history(store, runs), by, as_json)
+            return
     if not rows:
         raise _fail(f"no stored release of agent {name!r}" + (f" on {suite}" if suite else ""))
     if as_json:
@@ -182,6 +193,22 @@ def history(
         return
     console = Console()
     for index, table in enumerate(history_tables(name, rows)):
+        if index:
+            console.print()
+        console.print(table)
+
+
+def _print_slice_history(name: str, rows: list[HistoryRow], slices: list[list[SliceFigures]],
+                         by: str, as_json: bool) -> None:
+    from callgate.report.slice_history import slice_history_document, slice_history_tables
+
+    if as_json:
+        json.dump(slice_history_document(name, rows, slices, by), sys.stdout, indent=2,
+                  sort_keys=True)
+        sys.stdout.write("\n")
+        return
+    console = Console()
+    for index, table in enumerate(slice_history_tables(name, rows, slices, by)):
         if index:
             console.print()
         console.print(table)

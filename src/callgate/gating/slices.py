@@ -3,9 +3,10 @@ releases share, paired like the overall figures: each slice's shares then and no
 change, the exact McNemar p-value of its flips, and calls per task; and the opt-in slice rule.
 
 The slice rule (issue 33): a gated slice fails when one of its figures dropped more than the
-margin AND that figure's paired test rejects after Holm's correction over every test of every
-gated slice (two a slice: right tool and right arguments), so the chance that any slice fails
-when nothing changed is at most alpha. A gated slice that did not fail, and whose paired cases
+margin AND that figure's paired test of a drop (the one-sided exact McNemar test: a slice only
+fails on a drop) rejects after Holm's correction over every test of every gated slice (two a
+slice: right tool and right arguments), so the chance that any slice fails when nothing changed
+is at most alpha. A gated slice that did not fail, and whose paired cases
 cannot see a drop of the margin (80% power at the level Holm's first step uses, alpha / tests,
 at its observed flip share or the margin, whichever is larger: a drop of the margin flips at
 least that share), says "cannot tell". The rule only adds failures to the overall one.
@@ -73,7 +74,7 @@ class SliceFigure(BaseModel):
     worse: int  # cases that passed this figure then and fail it now
     better: int
     detectable_drop: float | None  # points; 80% power at the slice rule's level
-    holm_p: float | None = None  # when gated
+    holm_p: float | None = None  # when gated: the one-sided test of a drop, Holm-adjusted
 
 
 class SliceFigures(BaseModel):
@@ -158,15 +159,21 @@ def _detectable(cases: int, flips: int, alpha: float, floor: float = 0.0) -> flo
     return None if drop is None else 100 * drop
 
 
+def drop_p(worse: int, better: int) -> float:
+    """The one-sided exact McNemar p-value of a drop: P(X >= worse) for X ~ Binomial(worse +
+    better, 1/2), half the two-sided one when more cases got worse; 1 (a bound) otherwise."""
+    return mcnemar_exact(worse, better) / 2 if worse > better else 1.0
+
+
 def gate_slices(slices: Sequence[SliceFigures], rule: SliceRule, max_drop: float
                 ) -> tuple[list[SliceFigures], SliceGate]:
     """Apply the slice rule: the slices with each gated one's Holm p-values and verdict, and
     what the rule decided."""
     gated = [i for i, s in enumerate(slices) if rule.gates(s.kind, s.name) and s.cases]
-    tests = [(i, name) for i in gated for name in FIGURES
-             if slices[i].figure(name).mcnemar_p is not None]
-    adjusted = dict(zip(tests, holm_adjusted([slices[i].figure(n).mcnemar_p or 1.0
-                                              for i, n in tests]), strict=True))
+    tests = [(i, name) for i in gated for name in FIGURES]
+    adjusted = dict(zip(tests, holm_adjusted([
+        drop_p(slices[i].figure(n).worse, slices[i].figure(n).better) for i, n in tests]),
+        strict=True))
     level = rule.alpha / max(len(tests), 1)  # what Holm's first step asks of a p-value
     out = list(slices)
     failed: list[str] = []
@@ -195,8 +202,9 @@ def gate_slices(slices: Sequence[SliceFigures], rule: SliceRule, max_drop: float
         elif verdict == "cannot tell":
             cannot_tell.append(s.label)
         out[i] = s.model_copy(update={**figures, "gated": True, "verdict": verdict})
-    statement = (f"slice rule: {len(gated)} slice(s) gated, {len(tests)} paired tests "
-                 f"(right tool and right arguments per slice), Holm-corrected: the chance that "
+    statement = (f"slice rule: {len(gated)} slice(s) gated, {len(tests)} paired tests of a "
+                 "drop (one-sided exact McNemar, right tool and right arguments per slice), "
+                 "Holm-corrected: the chance that "
                  f"any slice fails when nothing changed is at most {rule.alpha:.0%}; a slice "
                  f"fails when a figure drops more than {max_drop:g} points and its test "
                  "rejects")

@@ -14,6 +14,7 @@ from callgate.gating.cases import CaseRecord, Tally, kept_records, tally
 from callgate.gating.confusion import Confusion, argument_problems, confusion, counted_cells
 from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.slices import (
+    SliceFigure,
     SliceFigures,
     SliceGate,
     SliceRule,
@@ -107,3 +108,42 @@ def _records(store: Store, run: StoredRun) -> dict[str, CaseRecord]:
     """As finding.stored_cases (which imports the decision, which imports this module)."""
     kept = store.case_tallies(run.id)
     return kept_records(kept) if kept else tally(store.gate_rows(run.id))
+
+
+def slice_history(store: Store, runs: Sequence[StoredRun]) -> list[list[SliceFigures]]:
+    """Per run (oldest first, as Store.stored_runs gives them), its slices against the
+    previous run of the same suite name, paired on the cases both scored (the first run of a
+    suite against itself: its own figures, no change). Runs without kept tallies (finished
+    before they were kept) have none."""
+    out: list[list[SliceFigures]] = []
+    previous: dict[str, StoredRun] = {}
+    for run in runs:
+        before = previous.get(run.suite_name, run)
+        previous[run.suite_name] = run
+        if not (store.has_case_tallies(run.id) and store.has_case_tallies(before.id)):
+            out.append([])
+            continue
+        pairs: dict[str, Counter[tuple[Tally, Tally]]] = {}
+        for mark, *tallies, cases in store.slice_pairs(before.id, run.id, run.suite):
+            pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
+        attempts: dict[str, list[int]] = {}
+        for side, rows in ((0, store.slice_attempts(before.id, before.suite)),
+                           (2, store.slice_attempts(run.id, run.suite))):
+            for mark, _, number, calls in rows:
+                counts = attempts.setdefault(mark, [0, 0, 0, 0])
+                counts[side] += number
+                counts[side + 1] += calls or 0
+        slices = slice_figures(pairs, {k: (v[0], v[1], v[2], v[3]) for k, v in attempts.items()})
+        if before is run:  # a first release: its figures, nothing to change from
+            slices = [_first(s) for s in slices]
+        out.append(slices)
+    return out
+
+
+def _first(s: SliceFigures) -> SliceFigures:
+    def alone(figure: SliceFigure) -> SliceFigure:
+        return figure.model_copy(update={"baseline": None, "change": None, "mcnemar_p": None})
+
+    return s.model_copy(update={"right_tool": alone(s.right_tool),
+                                "right_arguments": alone(s.right_arguments),
+                                "baseline_calls_per_task": None})
