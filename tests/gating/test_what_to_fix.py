@@ -226,3 +226,16 @@ def test_history_by_tool_pairs_each_release_with_the_one_before(store_path: Path
     assert "-40.0" in block and "1.2e-07" in block
     doc = slice_history_document("weather-bot", rows, slices, "tag")
     assert [s["name"] for s in doc["releases"][1]["slices"]] == ["chat", "other", "weather"]
+
+
+def test_the_html_report_leads_with_what_to_fix(store_path: Path) -> None:
+    from callgate.web.report_html import html_report_text
+
+    with Store(store_path) as store:
+        page = html_report_text(store, "weather-bot", "r2", None)
+    section = page[page.index('<section id="what-to-fix">'):]
+    section = section[:section.index("</section>")]
+    assert f"<li>{MOVED}</li>" in section
+    assert "<td>get_weather</td><td class=\"num\">60</td>" in section
+    assert "<code>send_email.subject</code>: missing (schema) in 2 attempt(s)" in section
+    assert page.index("what-to-fix") < page.index("Per tag</h2>")
