@@ -166,7 +166,7 @@ def test_the_slice_rule_adds_the_failure_the_overall_rule_lets_pass(store_path: 
     verdicts = {s.label: s.verdict for s in fix.slices if s.gated}
     assert "tag weather" not in verdicts
     # 250 cases cannot see a 2-point drop at 5% / 16 (5 of 250 flipping worse and none
-    # better, a 2-point drop, has p 0.0625 even alone): they cannot tell, and do not fail
+    # better, a 2-point drop, has one-sided p 0.031 even alone): they cannot tell
     assert {label for label, verdict in verdicts.items() if verdict == "cannot tell"} == (
         set(verdicts) - {"tool get_weather"})
     assert gate_markdown(decision).splitlines()[4:6] == [
