@@ -16,6 +16,8 @@ from console80 import cli80
 from factories import case, line, message, tool_call, write_lines, write_suite
 from rich.console import Console
 
+from callgate.gating.confusion import reading
+from callgate.gating.holm import holm_adjusted, tarone_count, tarone_holm_adjusted
 from callgate.gating.release import gate_release
 from callgate.gating.slices import SliceRule
 from callgate.gating.what_to_fix import slice_history
@@ -162,6 +164,8 @@ def test_the_slice_rule_adds_the_failure_the_overall_rule_lets_pass(store_path: 
     assert fix is not None and fix.slice_gate is not None
     assert fix.slice_gate.failed == ["tool get_weather"]
     assert fix.slice_gate.gated == 8 and fix.slice_gate.tests == 16  # 6 tools, no call, chat
+    # only get_weather's two tests have flips enough to reject (send_email's 2: p 1/4 at best)
+    assert fix.slice_gate.corrected == 2
     assert "at most 5%" in fix.slice_gate.statement
     verdicts = {s.label: s.verdict for s in fix.slices if s.gated}
     assert "tag weather" not in verdicts
@@ -239,3 +243,121 @@ def test_the_html_report_leads_with_what_to_fix(store_path: Path) -> None:
     assert "<td>get_weather</td><td class=\"num\">60</td>" in section
     assert "<code>send_email.subject</code>: missing (schema) in 2 attempt(s)" in section
     assert page.index("what-to-fix") < page.index("Per tag</h2>")
+
+
+def test_holm_steps_down_and_tarone_leaves_out_tests_that_cannot_reject() -> None:
+    assert holm_adjusted([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # 3 flips give p 1/8 at best: above 5% / K for any K, never tested
+    assert tarone_count([2 ** -20, 2 ** -3, 2 ** -3, 1.0], 0.05) == 1
+    adjusted, tested = tarone_holm_adjusted([0.001, 0.2, 0.03], [2 ** -20, 2 ** -3, 2 ** -6],
+                                            0.05)
+    assert tested == 2 and adjusted == pytest.approx([0.002, 1.0, 0.03])
+
+
+@pytest.mark.parametrize(("verdict", "kind", "reason", "read"), [
+    ("wrong_value", None, 'get_weather.city: expected "Paris", got "Lyon"',
+     ("get_weather", "city", "wrong value")),
+    ("wrong_value", None, "get_weather.city: expected \"Paris\", got nothing (left out)",
+     ("get_weather", "city", "missing")),
+    ("schema_violation", "missing_required",
+     "turn 2: send_email: missing required argument 'subject'",
+     ("send_email", "subject", "missing (schema)")),
+    ("schema_violation", "unknown_param", "send_email: 'cc' is not a parameter of send_email",
+     ("send_email", "cc", "schema: unknown parameter")),
+    ("schema_violation", "bad_enum", "cancel_order.reason: 'x' is not one of ['a']",
+     ("cancel_order", "reason", "schema: bad enum")),
+    ("invalid_json", None, "call 1 (start_return): arguments are not valid JSON: Expecting",
+     ("start_return", "(arguments)", "invalid JSON")),
+    ("wrong_value", None, "no matching call", None),
+])
+def test_an_argument_reason_reads_as_tool_key_and_how(verdict: str, kind: str | None,
+                                                      reason: str, read: Any) -> None:
+    assert reading(verdict, kind, reason) == read
+
+
+LONG_MODEL = "openrouter/anthropic/claude-sonnet-4.5-20250929-with-a-long-route-name"
+
+
+@pytest.fixture(scope="module")
+def two_agents(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    """weather-bot's r1 (model m) and r2 (model m2, the rewritten description), and a second
+    agent with a long model id, on one suite."""
+    root = tmp_path_factory.mktemp("two-agents")
+    project(root)
+    db = root / "callgate.db"
+    ids = {}
+    with Store(db) as store:
+        for release, model, agent in (("r1", "m", "weather-bot"), ("r2", "m2", "weather-bot"),
+                                       ("v1", LONG_MODEL, "customer-support-assistant")):
+            suite = load_suite(root / ("suite1" if release != "r2" else "suite2"))
+            ids[release] = score_file(suite, root / f"r{1 if release != 'r2' else 2}.jsonl",
+                                      store, model=model, release=release,
+                                      agent=agent).run_id
+        gate_release(store, "weather-bot", "r1")
+    return db, ids
+
+
+@pytest.mark.slow
+def test_the_compare_pages_name_releases_by_agent_with_the_model_beside(
+        two_agents: tuple[Path, dict[str, int]]) -> None:
+    from urllib.parse import urlencode
+
+    from webserver import Server
+
+    db, ids = two_agents
+    server = Server(db)
+    try:
+        status, page = server.get("/compare?" + urlencode({"run": [ids["r1"], ids["r2"]]},
+                                                          doseq=True))
+        assert status == 200
+        head = page[page.index("<h1>"):page.index("</h1>")]
+        assert "weather-bot r2" in head and "(m2)" in head and "weather-bot r1" in head
+        assert f"<li>{MOVED}</li>" in page  # the comparison names what moved
+        agents = server.json("/api/compare?suite=weather")["models"]
+        assert [(a["agent"], a["model"], a["release"]) for a in agents] == [
+            ("customer-support-assistant", LONG_MODEL, "v1"), ("weather-bot", "m2", "r2")]
+        status, page = server.get("/compare?suite=weather")
+        link = "/compare?" + urlencode({"run": [agents[0]["run_id"], agents[1]["run_id"]]},
+                                       doseq=True)
+        assert f'href="{link.replace("&", "&amp;")}"' in page
+        assert "weather-bot</a> <span class=\"muted small\">(m2)</span>" in page
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+@pytest.mark.skipif(not (Path("/usr/bin/chromium").exists()
+                         and Path("/usr/bin/chromedriver").exists()),
+                    reason="needs /usr/bin/chromium and /usr/bin/chromedriver")
+def test_the_index_reads_on_a_390_px_phone(two_agents: tuple[Path, dict[str, int]],
+                                           tmp_path: Path) -> None:
+    from browser_driver import start_browser
+    from webserver import Server
+
+    db, _ = two_agents
+    browser: Any = start_browser(tmp_path / "profile")
+    server = Server(db)
+    try:
+        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": False})
+        browser.get(server.base + "/")
+        scroll, client = browser.execute_script(
+            "const e = document.scrollingElement; return [e.scrollWidth, e.clientWidth]")
+        assert scroll <= client  # no sideways scrolling
+        # every cell of the table is a line across the screen, not a letter-wide column
+        widths = browser.execute_script(
+            "return [...document.querySelectorAll('table.index td')].map("
+            "c => c.getBoundingClientRect().width)")
+        assert widths and min(widths) > 300
+        text = browser.execute_script(
+            "return document.querySelector('table.index').innerText")
+        assert LONG_MODEL in text and "customer-support-assistant" in text
+        label = browser.execute_script(  # the header is a label before each cell
+            "return getComputedStyle(document.querySelector('table.index td'), '::before')"
+            ".content")
+        assert label == '"agent: "'
+
+    finally:
+        server.stop()
+        browser.quit()

@@ -23,3 +23,29 @@ def holm_adjusted(p_values: Sequence[float]) -> list[float]:
 def holm_rejects(p_values: Sequence[float], alpha: float) -> list[bool]:
     """Which tests Holm's method rejects at family-wise error rate alpha."""
     return [p <= alpha for p in holm_adjusted(p_values)]
+
+
+def tarone_count(min_p_values: Sequence[float], alpha: float) -> int:
+    """Tarone's K (Tarone 1990) for discrete tests: the smallest K with at most K tests whose
+    smallest attainable p-value is at most alpha / K. A test that cannot reach alpha / K can
+    never reject, so only those K need correcting for."""
+    m = len(min_p_values)
+    for k in range(1, m + 1):
+        if sum(p <= alpha / k for p in min_p_values) <= k:
+            return k
+    return m
+
+
+def tarone_holm_adjusted(p_values: Sequence[float], min_p_values: Sequence[float],
+                         alpha: float) -> tuple[list[float], int]:
+    """Holm's method over the tests that can reach significance (Tarone's set: the tests whose
+    smallest attainable p-value is at most alpha / K), and K; the others get 1 (they are not
+    tested). The set depends only on what each test's smallest attainable p-value depends on
+    (for McNemar's test, the number of flipped cases, which the exact test conditions on), so
+    the family-wise error rate stays at most alpha."""
+    k = tarone_count(min_p_values, alpha)
+    tested = [i for i, p in enumerate(min_p_values) if p <= alpha / k]
+    adjusted = [1.0] * len(p_values)
+    for index, value in zip(tested, holm_adjusted([p_values[i] for i in tested]), strict=True):
+        adjusted[index] = value
+    return adjusted, len(tested)

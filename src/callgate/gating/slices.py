@@ -4,12 +4,15 @@ change, the exact McNemar p-value of its flips, and calls per task; and the opt-
 
 The slice rule (issue 33): a gated slice fails when one of its figures dropped more than the
 margin AND that figure's paired test of a drop (the one-sided exact McNemar test: a slice only
-fails on a drop) rejects after Holm's correction over every test of every gated slice (two a
-slice: right tool and right arguments), so the chance that any slice fails when nothing changed
-is at most alpha. A gated slice that did not fail, and whose paired cases
-cannot see a drop of the margin (80% power at the level Holm's first step uses, alpha / tests,
-at its observed flip share or the margin, whichever is larger: a drop of the margin flips at
-least that share), says "cannot tell". The rule only adds failures to the overall one.
+fails on a drop) rejects after Holm's correction over the tests of every gated slice (two a
+slice: right tool and right arguments), so the chance that any slice fails when nothing
+changed is at most alpha. Tests whose flipped cases are too few ever to reach significance
+(Tarone 1990: n flips give p 2^-n at best) are left out of the correction: they cannot reject
+anyway, and counting them would only cost the others power. A gated slice that did not fail,
+and whose paired cases cannot see a drop of the margin (80% power at the level Holm's first
+step uses, alpha / the tests corrected, at its observed flip share or the margin, whichever is
+larger: a drop of the margin flips at least that share), says "cannot tell". The rule only
+adds failures to the overall one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.gating.cases import CaseRecord, Figure, Paired, Tally
-from callgate.gating.holm import holm_adjusted
+from callgate.gating.holm import tarone_holm_adjusted
 from callgate.gating.statistics import detectable_drop_paired, mcnemar_exact
 
 DEFAULT_ALPHA = 0.05
@@ -107,6 +110,7 @@ class SliceGate(BaseModel):
     rule: SliceRule
     gated: int
     tests: int
+    corrected: int  # the tests that can reach significance, Holm-corrected (Tarone's set)
     failed: list[str]  # slice labels
     cannot_tell: list[str]
     statement: str
@@ -171,10 +175,12 @@ def gate_slices(slices: Sequence[SliceFigures], rule: SliceRule, max_drop: float
     what the rule decided."""
     gated = [i for i, s in enumerate(slices) if rule.gates(s.kind, s.name) and s.cases]
     tests = [(i, name) for i in gated for name in FIGURES]
-    adjusted = dict(zip(tests, holm_adjusted([
-        drop_p(slices[i].figure(n).worse, slices[i].figure(n).better) for i, n in tests]),
-        strict=True))
-    level = rule.alpha / max(len(tests), 1)  # what Holm's first step asks of a p-value
+    flips = [(slices[i].figure(n).worse, slices[i].figure(n).better) for i, n in tests]
+    # a test of n flipped cases can reach p 2^-n at best (all of them worse)
+    holm, tested = tarone_holm_adjusted([drop_p(w, b) for w, b in flips],
+                                        [0.5 ** (w + b) for w, b in flips], rule.alpha)
+    adjusted = dict(zip(tests, holm, strict=True))
+    level = rule.alpha / max(tested, 1)  # what Holm's first step asks of a p-value
     out = list(slices)
     failed: list[str] = []
     cannot_tell: list[str] = []
@@ -204,12 +210,13 @@ def gate_slices(slices: Sequence[SliceFigures], rule: SliceRule, max_drop: float
         out[i] = s.model_copy(update={**figures, "gated": True, "verdict": verdict})
     statement = (f"slice rule: {len(gated)} slice(s) gated, {len(tests)} paired tests of a "
                  "drop (one-sided exact McNemar, right tool and right arguments per slice), "
-                 "Holm-corrected: the chance that "
+                 f"Holm-corrected over the {tested} with enough flipped cases to reject "
+                 "(Tarone): the chance that "
                  f"any slice fails when nothing changed is at most {rule.alpha:.0%}; a slice "
                  f"fails when a figure drops more than {max_drop:g} points and its test "
                  "rejects")
-    return out, SliceGate(rule=rule, gated=len(gated), tests=len(tests), failed=failed,
-                          cannot_tell=cannot_tell, statement=statement)
+    return out, SliceGate(rule=rule, gated=len(gated), tests=len(tests), corrected=tested,
+                          failed=failed, cannot_tell=cannot_tell, statement=statement)
 
 
 def slice_pairs_of(marks: Iterable[tuple[str, str]], before: Mapping[str, CaseRecord],
