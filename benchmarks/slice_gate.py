@@ -4,8 +4,8 @@ rate it states, and does it find a real drop in one slice?
 Usage: uv run python benchmarks/slice_gate.py [RUNS] [--seed N]
 
 Each run builds 20 slices of 200 paired cases, one attempt a case, the right tool and the right
-arguments decided together (the two figures of a slice are then one test twice: Holm counts
-40 tests, which is conservative). A case passes in the baseline with probability 0.85; in the
+arguments decided together (the two figures of a slice are then one test twice: 40 tests,
+which is conservative). A case passes in the baseline with probability 0.85; in the
 release, 1% (then 2%) of a slice's cases flip from pass to fail and as many from fail to pass
 (background noise that keeps the share where it was). Under the null nothing else changes; in
 the drop scenario one slice loses 10 more points (10% of its cases flip from pass to fail on
@@ -83,8 +83,8 @@ def main() -> None:
     runs = int(numbers[0]) if numbers else 1000
     rng = random.Random(seed)
     print(f"slice rule: {SLICES} slices of {CASES} paired cases, baseline pass rate {PASS:.0%}; "
-          f"margin {MARGIN:g} points, alpha {ALPHA:g}, Holm over {2 * SLICES} tests; {runs} "
-          f"runs a scenario, seed {seed}")
+          f"margin {MARGIN:g} points, alpha {ALPHA:g}, {2 * SLICES} tests (Holm over those "
+          f"that can reject, Tarone's set); {runs} runs a scenario, seed {seed}")
     for noise in NOISES:
         start = time.perf_counter()
         null = [run(rng, False, noise) for _ in range(runs)]
