@@ -361,3 +361,24 @@ def test_the_index_reads_on_a_390_px_phone(two_agents: tuple[Path, dict[str, int
     finally:
         server.stop()
         browser.quit()
+
+
+def test_the_kept_slice_counts_pair_the_cases_as_counting_every_case_does(
+        store_path: Path) -> None:
+    from collections import Counter
+
+    from callgate.gating.cases import Paired
+    from callgate.gating.what_to_fix import kept_slice_pairs
+
+    with Store(store_path) as store:
+        runs = {r.release: r for r in store.stored_runs("weather-bot", None)}
+        before, after = runs["r1"], runs["r2"]
+        assert before.suite != after.suite  # the description changed: another fingerprint
+        counted, differing = store.paired_tallies(before.id, after.id,
+                                                  (before.suite, after.suite))
+        kept = kept_slice_pairs(store, before, Paired.counted(counted, differing))
+        every: dict[str, Counter[Any]] = {}
+        for mark, *tallies, cases in store.slice_pairs(before.id, after.id, after.suite):
+            every.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
+    assert kept == every
+    assert kept["expect:get_weather"][(1, 1, 1), (1, 0, 0)] == 24

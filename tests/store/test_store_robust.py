@@ -399,7 +399,8 @@ def test_the_migration_is_a_named_step_applied_once(tmp_path: Path) -> None:
                             "m004_runs_gate_column", "m005_audits",
                             "m006_runs_shard_columns", "m007_audit_item_skips",
                             "m008_runs_agent_columns", "m009_run_pacing",
-                            "m010_case_tallies", "m011_attempt_marks", "m012_first_tools"]
+                            "m010_case_tallies", "m011_attempt_marks", "m012_first_tools",
+                            "m013_slice_tallies"]
 
 
 # ----------------------------------------------------------------- concurrent writers

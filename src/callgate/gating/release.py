@@ -173,7 +173,7 @@ def decide_release(
     readings, audited = judged_checks(store, run.id, base, max_drop)
     now, then, pairs = (paired_releases(store, run, current, base_run, base)
                         if base is not None else (current, None, None))
-    fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop)
+    fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop, pairs)
            if then is not None else None)
     decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from callgate.gating.cases import CaseRecord, Tally, kept_records, tally
+from callgate.gating.cases import CaseRecord, Paired, Tally, kept_records, tally
 from callgate.gating.confusion import Confusion, argument_problems, confusion, counted_cells
 from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.slices import (
@@ -23,6 +23,7 @@ from callgate.gating.slices import (
     slice_pairs_of,
 )
 from callgate.store.db import Store
+from callgate.store.gate_rows import MARK_SEPARATOR
 from callgate.store.rows import StoredRun
 from callgate.store.web_rows import tool_names
 
@@ -60,14 +61,20 @@ def build_what_to_fix(pairs: dict[str, Counter[tuple[Tally, Tally]]],
 
 def read_what_to_fix(store: Store, run: StoredRun, base_run: StoredRun | None,
                      current: ReleaseScores, baseline: ReleaseScores, rule: SliceRule | None,
-                     max_drop: float) -> WhatToFix:
+                     max_drop: float, pairs_: Paired | None = None) -> WhatToFix:
     """What to fix between a stored release and its baseline (a stored run, `base_run`, or a
     scores file: `baseline`, with its cases). `current`: the release's scores, with its cases
-    when the gate read them (not paired in the store)."""
+    when the gate read them (not paired in the store). `pairs_`: the cases paired in the store
+    with their marks (finding.paired_releases); with both runs' slice counts kept, the slices
+    are counted from those and the cases that changed, not from every case."""
     notes = []
-    if base_run is not None and store.has_case_tallies(run.id) and store.has_case_tallies(
+    pairs: dict[str, Counter[tuple[Tally, Tally]]]
+    if (base_run is not None and pairs_ is not None and store.has_slice_tallies(run.id)
+            and store.has_slice_tallies(base_run.id)):
+        pairs = kept_slice_pairs(store, base_run, pairs_)
+    elif base_run is not None and store.has_case_tallies(run.id) and store.has_case_tallies(
             base_run.id):
-        pairs: dict[str, Counter[tuple[Tally, Tally]]] = {}
+        pairs = {}
         for mark, *tallies, cases in store.slice_pairs(base_run.id, run.id, run.suite):
             pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
     else:
@@ -75,8 +82,8 @@ def read_what_to_fix(store: Store, run: StoredRun, base_run: StoredRun | None,
         before = baseline.cases if base_run is None else (baseline.cases
                                                           or _records(store, base_run))
         pairs = slice_pairs_of(store.slice_marks(run.suite), before, after)
-    now_rows = store.slice_attempts(run.id, run.suite)
-    then_rows = store.slice_attempts(base_run.id, base_run.suite) if base_run else []
+    now_rows = _slice_calls(store, run)
+    then_rows = _slice_calls(store, base_run) if base_run else []
     attempts: dict[str, list[int]] = {}
     for side, rows in ((0, then_rows), (2, now_rows)):
         for mark, _, number, calls in rows:
@@ -102,6 +109,42 @@ def read_what_to_fix(store: Store, run: StoredRun, base_run: StoredRun | None,
     table = confusion(then_cells, now_cells, problems, known)
     return build_what_to_fix(pairs, {k: (v[0], v[1], v[2], v[3]) for k, v in attempts.items()},
                              table, rule, max_drop, notes)
+
+
+def _slice_calls(store: Store, run: StoredRun) -> list[tuple[str, str | None, int, int]]:
+    if store.has_slice_tallies(run.id):
+        return store.kept_slice_calls(run.id)
+    return store.slice_attempts(run.id, run.suite)
+
+
+def kept_slice_pairs(store: Store, base_run: StoredRun, pairs: Paired
+                     ) -> dict[str, Counter[tuple[Tally, Tally]]]:
+    """Each slice's paired cases counted by (tally then, tally now) as Paired.counted counts
+    the whole: the baseline's kept counts by slice, the cases whose tally differs now taken
+    out under the baseline suite's marks, and those scored now put back under the release
+    suite's (the marks end each row: Store.paired_tallies with `marks`). A case marked alike
+    in both suites (its expectation unchanged) stays in its slices; one whose expectation
+    changed moves with it."""
+    out: dict[str, Counter[tuple[Tally, Tally]]] = {}
+    for mark, trials, tool, arguments, cases in store.kept_slice_tallies(base_run.id):
+        if mark not in out:
+            out[mark] = Counter()
+        out[mark][(trials, tool, arguments), (trials, tool, arguments)] += cases
+    # counted by the marks' joined text first: a suite has few distinct sets of marks
+    taken = Counter((row[11], row[1:4]) for row in pairs.changed + pairs.dropped)
+    put = Counter((row[12] if row[12] is not None else row[11], row[1:4], row[6:9])
+                  for row in pairs.changed)
+    for (marks, then), number in taken.items():
+        for mark in (marks or "").split(MARK_SEPARATOR) if marks else ():
+            if mark not in out:
+                out[mark] = Counter()
+            out[mark][then, then] -= number
+    for (marks, then, now), number in put.items():
+        for mark in marks.split(MARK_SEPARATOR) if marks else ():
+            if mark not in out:
+                out[mark] = Counter()
+            out[mark][then, now] += number
+    return {mark: +found for mark, found in out.items()}
 
 
 def _records(store: Store, run: StoredRun) -> dict[str, CaseRecord]:

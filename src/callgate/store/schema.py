@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from callgate.store.gate_rows import write_slice_tallies
 from callgate.store.web_rows import mark_expected, write_attempt_marks
 
 # A release may have several rows while it is re-run: the earlier finished run stays until the
@@ -350,6 +351,40 @@ def m012_first_tools(conn: sqlite3.Connection) -> None:
     for (suite,) in conn.execute(
             "SELECT suite FROM case_marks WHERE mark = '' AND case_id = ''").fetchall():
         mark_expected(conn, suite)
+
+
+@migration
+def m013_slice_tallies(conn: sqlite3.Connection) -> None:
+    """What the gate's slices read instead of joining every case (store/gate_rows.py): per
+    finished run and slice mark, its cases counted by tally (slice_tallies), its scored
+    attempts and their calls by first-called tool (slice_calls), its attempts with the right
+    tool and wrong arguments by reason (argument_failures), each case's slice marks
+    (case_tallies.marks), all written with a run's scores; and an index of a suite's marks by
+    case. The finished runs of an older store are counted here."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS slice_tallies ("
+        "run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, mark TEXT NOT NULL, "
+        "trials INTEGER NOT NULL, right_tool INTEGER NOT NULL, "
+        "right_arguments INTEGER NOT NULL, cases INTEGER NOT NULL)")
+    conn.execute("CREATE INDEX IF NOT EXISTS slice_tallies_by_run ON slice_tallies (run)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS slice_calls ("
+        "run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, mark TEXT NOT NULL, "
+        "first_tool TEXT, attempts INTEGER NOT NULL, calls INTEGER NOT NULL)")
+    conn.execute("CREATE INDEX IF NOT EXISTS slice_calls_by_run ON slice_calls (run)")
+    conn.execute("CREATE INDEX IF NOT EXISTS case_marks_by_case ON case_marks (suite, case_id)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS argument_failures ("
+        "run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, arguments TEXT, "
+        "schema_kind TEXT, reason TEXT, attempts INTEGER NOT NULL)")
+    conn.execute("CREATE INDEX IF NOT EXISTS argument_failures_by_run "
+                 "ON argument_failures (run)")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(case_tallies)")}
+    if "marks" not in columns:  # a case's slice marks, joined by char(31)
+        conn.execute("ALTER TABLE case_tallies ADD COLUMN marks TEXT")
+    for (run_id,) in conn.execute(
+            "SELECT DISTINCT run FROM case_tallies").fetchall():
+        write_slice_tallies(conn, run_id)
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
