@@ -170,8 +170,7 @@ def slice_history(store: Store, runs: Sequence[StoredRun]) -> list[list[SliceFig
         for mark, *tallies, cases in store.slice_pairs(before.id, run.id, run.suite):
             pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
         attempts: dict[str, list[int]] = {}
-        for side, rows in ((0, store.slice_attempts(before.id, before.suite)),
-                           (2, store.slice_attempts(run.id, run.suite))):
+        for side, rows in ((0, _slice_calls(store, before)), (2, _slice_calls(store, run))):
             for mark, _, number, calls in rows:
                 counts = attempts.setdefault(mark, [0, 0, 0, 0])
                 counts[side] += number
