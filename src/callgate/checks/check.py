@@ -115,6 +115,7 @@ def check_response(
             tool_reason=f"environment error, not the model's: {failure}",
         )
 
+    first = calls[0].name if calls else ""
     if hit_limit:
         args_verdict, kind, reason = problems or ("not_applicable", None, "")
         return Verdict(
@@ -122,6 +123,7 @@ def check_response(
             status="scored",
             calls=len(calls),
             tool="turn_limit",
+            first_tool=first,
             tool_reason=f"still calling tools at turn {case.max_turns} of max_turns "
             f"{case.max_turns}" + (f" (user turn {call_turns[-1] + 1})" if case.user_turns
                                    and call_turns else ""),
@@ -135,9 +137,9 @@ def check_response(
     verdict = CHECKS[expect.type](attempt, expect)
     if case.never_right is not None and verdict.right_arguments:
         return verdict.model_copy(update={
-            "right_arguments": False, "arguments": "wrong_value",
+            "right_arguments": False, "arguments": "wrong_value", "first_tool": first,
             "arguments_reason": f"no answer can be right here: {case.never_right}"})
-    return verdict
+    return verdict.model_copy(update={"first_tool": first})
 
 
 def counted_server_error(base: dict[str, Any], case: Case, error: ProviderError) -> Verdict:
@@ -154,7 +156,7 @@ def counted_server_error(base: dict[str, Any], case: Case, error: ProviderError)
     if error.message:
         reason += f"; {error.message}"
     return Verdict(**base, status="scored", tool=tool, tool_reason=reason,
-                   arguments="not_applicable")
+                   arguments="not_applicable", first_tool="")
 
 
 def check(suite: Suite, response: Response) -> Verdict:

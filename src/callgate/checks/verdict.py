@@ -43,6 +43,10 @@ class Verdict(BaseModel):
     right_tool: bool = False
     right_arguments: bool = False
     state_hash: str | None = None  # the final state's SHA-256, for final_state expectations
+    # The catalogue name of the first call made ("" for none) on a scored attempt; None where
+    # no answer was read (excluded) or in a store scored before it was kept. The gate's
+    # confusion table (expected tool x first-called tool) is counted from it.
+    first_tool: str | None = None
 
     @property
     def reason(self) -> str:

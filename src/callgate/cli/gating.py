@@ -24,6 +24,8 @@ from callgate.errors import CallgateError
 
 if TYPE_CHECKING:
     from callgate.gating.quarantine import GateSettings, Quarantined
+    from callgate.gating.slices import SliceFigures, SliceRule
+    from callgate.report.history import HistoryRow
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 
 
@@ -65,6 +67,14 @@ def gate(
     config: Annotated[Path, typer.Option(
         "--config", help="callgate.toml, for its [gate] table (absent: defaults).")
     ] = Path("callgate.toml"),
+    per_tool: Annotated[bool, typer.Option(
+        "--per-tool", help="Also gate each expected tool's slice (Holm-corrected; "
+                           "docs/what-to-fix.md).")] = False,
+    per_tag: Annotated[list[str] | None, typer.Option(
+        "--per-tag", help="Also gate this tag's slice (repeatable; 'all': every tag).")] = None,
+    slice_alpha: Annotated[float | None, typer.Option(
+        "--slice-alpha", min=0.0, max=1.0,
+        help="Family-wise error rate of the slice rule (default 0.05).")] = None,
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive.
@@ -89,6 +99,7 @@ def gate(
             written.append(out)
     try:
         settings, left_out = gate_rules(config, rule, quarantine)
+        slices = slice_rule_of(settings, per_tool, per_tag or [], slice_alpha)
         if not db.exists():
             raise CallgateError(f"{db}: no such database; score the release first")
         with Store(db) as store:
@@ -99,7 +110,8 @@ def gate(
             decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
                                             max_excluded=max_excluded,
                                             baseline_agent=baseline_agent, new_agent=new_agent,
-                                            rule=settings.rule, quarantine=left_out)
+                                            rule=settings.rule, quarantine=left_out,
+                                            slice_rule=slices)
             if scores_out is not None or junit is not None:  # the only outputs with every case
                 current = with_cases(store, run, current)
             missing_shards = incomplete(run)
@@ -140,12 +152,30 @@ def gate_rules(config: Path, rule: str | None, quarantine: Path | None
     return settings, entries
 
 
+def slice_rule_of(section: GateSettings, per_tool: bool, per_tag: list[str],
+                  alpha: float | None) -> SliceRule | None:
+    """The slice rule from callgate.toml's [gate] and the flags, which add slices to it and
+    set its error rate; None when nothing is gated."""
+    from callgate.gating.slices import SliceRule
+
+    if alpha is not None and not 0 < alpha < 1:
+        raise CallgateError(f"--slice-alpha {alpha:g}: a family-wise error rate is above 0 "
+                            "and below 1")
+    rule = SliceRule(per_tool=per_tool or section.per_tool,
+                     per_tag=sorted({*section.per_tag, *per_tag}),
+                     alpha=section.alpha if alpha is None else alpha)
+    return rule if rule.active else None
+
+
 def history(
     model: NamedModelOption = None,
     agent: NamedAgentOption = None,
     suite: Annotated[str | None, typer.Option("--suite", help="Only this suite.")] = None,
     db: DbOption = Path("callgate.db"),
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
+    by: Annotated[str | None, typer.Option(
+        "--by", help="tool or tag: each release's figures per expected tool or per tag, "
+                     "paired with the previous release.")] = None,
 ) -> None:
     """The figures of every stored release of an agent, oldest first, with the change and
     the model each ran with.
@@ -156,6 +186,8 @@ def history(
     from callgate.store.db import Store
 
     name = _agent_named(agent, model)
+    if by not in (None, "tool", "tag"):
+        raise _fail(f"--by {by!r}: expected tool or tag")
     if not db.exists():
         raise _fail(f"{db}: no such database")
     with Store(db) as store:
@@ -171,6 +203,11 @@ def history(
         rows = history_rows(runs, {run.id for run in runs if store.audit(run.id)},
                             {run.id: len(store.mixed_tallies(run.id)) for run in runs
                              if store.has_case_tallies(run.id)})
+        if by is not None and rows:
+            from callgate.gating.what_to_fix import slice_history
+
+            _print_slice_history(name, rows, slice_history(store, runs), by, as_json)
+            return
     if not rows:
         raise _fail(f"no stored release of agent {name!r}" + (f" on {suite}" if suite else ""))
     if as_json:
@@ -186,6 +223,22 @@ def history(
     if flaky:  # never silently, beside the table (stdout stays the table): per release
         Console(stderr=True).print("flaky cases (a verdict differed between repeats): "
                                    + ", ".join(flaky), highlight=False)
+
+
+def _print_slice_history(name: str, rows: list[HistoryRow], slices: list[list[SliceFigures]],
+                         by: str, as_json: bool) -> None:
+    from callgate.report.slice_history import slice_history_document, slice_history_tables
+
+    if as_json:
+        json.dump(slice_history_document(name, rows, slices, by), sys.stdout, indent=2,
+                  sort_keys=True)
+        sys.stdout.write("\n")
+        return
+    console = Console()
+    for index, table in enumerate(slice_history_tables(name, rows, slices, by)):
+        if index:
+            console.print()
+        console.print(table)
 
 
 def report(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Container, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import compress
 from operator import attrgetter, itemgetter
@@ -122,6 +122,9 @@ class Paired:
     changed: list[PairedRow]  # by case id, each with both records
     unscored: list[str]  # sorted
     scored_before: int  # cases the baseline scored that are in both suites
+    # counted in the store: the baseline's scored cases with no scored attempt now, with both
+    # records (what gating/what_to_fix.py's slices take out of the baseline's counts)
+    dropped: list[PairedRow] = field(default_factory=list, compare=False)
 
     @property
     def shared(self) -> int:
@@ -158,7 +161,8 @@ class Paired:
                     if not row[6] and (in_suites is None or row[0] in in_suites)]
         shared = +counts  # the pairs no case is left in dropped
         return cls(counts=shared, changed=changed, unscored=unscored,
-                   scored_before=sum(shared.values()) + len(unscored))
+                   scored_before=sum(shared.values()) + len(unscored),
+                   dropped=[row for row in differing if not row[6]])
 
     def flipped(self, figure: Figure) -> tuple[int, int]:
         """How many cases passed `figure` before and fail it now, and how many failed it

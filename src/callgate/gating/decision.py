@@ -26,6 +26,7 @@ from callgate.gating.statistics import (
 )
 from callgate.gating.surface_diff import SurfaceDiff, summary
 from callgate.gating.surface_gate import compared_pairs, release_diff, shown_diff
+from callgate.gating.what_to_fix import WhatToFix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Share, agent_label
@@ -124,6 +125,7 @@ class GateDecision(BaseModel):
     # What changed in the tool surface since the baseline (gating/surface_diff.py), and the
     # cases left out because their expectation changed; None: nothing to say.
     tool_surface: SurfaceDiff | None = None
+    what_to_fix: WhatToFix | None = None  # slices, confusion table, slice rule (issue 33)
 
 
 def decision_json(decision: GateDecision) -> dict[str, Any]:
@@ -163,6 +165,7 @@ def decide(
     new_agent: bool = False,
     pairs: Paired | None = None,
     noise: Noise = Noise(),
+    what_to_fix: WhatToFix | None = None,
 ) -> GateDecision:
     """Apply the rule. Regression wins over inconclusive; inconclusive is never green.
     `baseline_notes` (releases passed over as baselines) are shown among the warnings.
@@ -175,7 +178,9 @@ def decide(
     say, and the first message. Without a baseline, `other_agent` (another agent's newest
     released release on the suite) makes the release inconclusive, unless `new_agent` says it
     starts a line on purpose. `pairs`: the releases' cases paired already (counted in the
-    store); without, they are paired from the releases' `cases`."""
+    store); without, they are paired from the releases' `cases`. `what_to_fix`: the slices
+    and confusion table (gating/what_to_fix.py); a slice its rule failed fails the gate too
+    (it only adds failures)."""
     who = agent_label(current.agent, current.model)
     passed_over = list(baseline_notes)
     notes = _Notes(inconclusive=_standing(current, max_excluded), warnings=list(passed_over))
@@ -207,8 +212,9 @@ def decide(
     worse, better = pairs.changes()
     messages = _check_messages(checks, max_drop, audited_figures) + said.messages
     judged_regression = _judged_readings(judged_checks, messages, notes)
-    outcome = _outcome(not_whole, any(c.failed for c in checks) or judged_regression,
-                       notes.inconclusive)
+    slice_failed = _slice_messages(what_to_fix, messages)
+    outcome = _outcome(not_whole, any(c.failed for c in checks) or judged_regression
+                       or slice_failed, notes.inconclusive)
     # the flipped cases put in as built (tens of thousands), the rest validated
     decision = GateDecision.model_validate(dict(
         outcome=outcome, exit_code=EXIT_CODES[outcome], baseline_release=baseline.release,
@@ -217,7 +223,7 @@ def decide(
         added_cases=pairing.added, removed_cases=pairing.removed,
         suite_changed=pairing.suite_changed, checks=checks,
         worse=[], better=[], messages=first + lineage + messages + notes.inconclusive,
-        warnings=notes.warnings, **common,
+        warnings=notes.warnings, what_to_fix=what_to_fix, **common,
         tool_surface=shown_diff(surface, baseline, current, pairing.suite_changed,
                                 [c for c, _ in worse], [c for c, _ in better]),
     ))
@@ -438,6 +444,16 @@ def _check_messages(checks: list[FigureCheck], max_drop: float,
             + (" (judged attempts as the judge gave them; the audited estimates below decide)"
                if check.name in audited else ""))
     return messages
+
+
+def _slice_messages(what_to_fix: WhatToFix | None, messages: list[str]) -> bool:
+    """The slice rule's statement and failures among the messages; True when a slice failed."""
+    gate = what_to_fix.slice_gate if what_to_fix is not None else None
+    if gate is None:
+        return False
+    messages.append(gate.statement)
+    messages += [f"slice {label} — REGRESSION (slice rule)" for label in gate.failed]
+    return bool(gate.failed)
 
 
 def _judged_readings(judged_checks: Iterable[tuple[str, str]], messages: list[str],

@@ -77,7 +77,9 @@ def paired_releases(store: Store, run: StoredRun, current: ReleaseScores,
             current = current.model_copy(update={"suite_cases": now_ids})
             baseline = baseline.model_copy(update={"suite_cases": then_ids})
             in_suites = set(now_ids) & set(then_ids)
-        counted, differing = store.paired_tallies(baseline_run.id, run.id)
+        # each differing case with its slice marks, for the gate's slices (what_to_fix.py)
+        counted, differing = store.paired_tallies(baseline_run.id, run.id,
+                                                  (baseline_run.suite, run.suite))
         return current, baseline, Paired.counted(counted, differing, in_suites)
     ids = {suite: store.suite_case_ids(suite) for suite in suites}
     current = with_cases(store, run, current, ids[run.suite])

@@ -35,13 +35,18 @@ class Quarantined(BaseModel):
 
 
 class GateSettings(BaseModel):
-    """callgate.toml's `[gate]` table."""
+    """callgate.toml's `[gate]` table: the rule and the adaptive run (docs/noise.md), the
+    quarantine, and the opt-in slice rule (docs/what-to-fix.md: gate every expected tool's
+    slice, the slices of these tags, "all" for every tag, at this family-wise error rate)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     rule: Rule = "points"
     adaptive: bool = False
     max_rounds: int = Field(default=3, ge=1, le=50)
     quarantine: list[Quarantined] = Field(default_factory=list)
+    per_tool: bool = False
+    per_tag: list[str] = Field(default_factory=list)
+    alpha: float = Field(default=0.05, gt=0, lt=1)
 
 
 class QuarantineFile(BaseModel):

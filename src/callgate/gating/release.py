@@ -34,7 +34,9 @@ from callgate.gating.noise import Noise, gated_figures
 from callgate.gating.quarantine import Quarantined, for_suite
 from callgate.gating.scores_file import ReleaseScores, release_from_run
 from callgate.gating.sequential import Rule
+from callgate.gating.slices import SliceRule
 from callgate.gating.surface_gate import release_diff
+from callgate.gating.what_to_fix import read_what_to_fix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.stats import Z95
 from callgate.store.db import Store
@@ -56,6 +58,7 @@ def gate_release(
     new_agent: bool = False,
     rule: Rule = "points",
     quarantine: Sequence[Quarantined] = (),
+    slice_rule: SliceRule | None = None,
 ) -> tuple[GateDecision, ReleaseScores]:
     """Decide whether `release` of `agent` may ship, and record the decision in the store.
 
@@ -74,6 +77,8 @@ def gate_release(
         rule: "points" (the playbook's: fail on a drop of more than max_drop) or
             "statistical" (fail only when the paired test is sure; docs/noise.md).
         quarantine: cases left out of the gate (gating.quarantine), listed on the decision.
+        slice_rule: the opt-in slice rule (gating/slices.py): which slices are gated, at what
+            family-wise error rate; a slice it fails fails the gate.
 
     Returns the decision (`decision.exit_code`: 0 pass, 1 regression, 3 inconclusive) and the
     release's scores with the decision recorded (`scores.to_json()` is its scores file). A
@@ -83,7 +88,8 @@ def gate_release(
     run = find_current(store, agent, release, suite)
     decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
                                     max_excluded=max_excluded, baseline_agent=baseline_agent,
-                                    new_agent=new_agent, rule=rule, quarantine=quarantine)
+                                    new_agent=new_agent, rule=rule, quarantine=quarantine,
+                                    slice_rule=slice_rule)
     return decision, with_cases(store, run, current)
 
 
@@ -98,6 +104,7 @@ def record_gate(
     new_agent: bool = False,
     rule: Rule = "points",
     quarantine: Sequence[Quarantined] = (),
+    slice_rule: SliceRule | None = None,
 ) -> tuple[GateDecision, ReleaseScores]:
     """gate_release on the run found (find_current): the decision, recorded, and the
     release's scores with it but without its cases (with_cases adds them). `rule`: the
@@ -105,12 +112,14 @@ def record_gate(
     out of the gate, each listed on the decision."""
     decision, current = decide_release(store, run, baseline=baseline, max_drop=max_drop,
                                        max_excluded=max_excluded, baseline_agent=baseline_agent,
-                                       new_agent=new_agent, rule=rule, quarantine=quarantine)
+                                       new_agent=new_agent, rule=rule, quarantine=quarantine,
+                                       slice_rule=slice_rule)
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
     store.set_run_gate(run.id, record.model_dump_json())
     if baseline == "auto" and rule == "points" and not quarantine:  # the pages' decision
-        store.save_gate_decision(run.id, decision_key(store, run, max_drop, max_excluded),
+        store.save_gate_decision(run.id, decision_key(store, run, max_drop, max_excluded,
+                                                      slice_rule=slice_rule),
                                  decision.model_dump_json())
     return decision, current.model_copy(update={"gate": record,
                                                 "estimates": audited_estimates(store, run.id)})
@@ -127,6 +136,7 @@ def decide_release(
     new_agent: bool = False,
     rule: Rule = "points",
     quarantine: Sequence[Quarantined] = (),
+    slice_rule: SliceRule | None = None,
 ) -> tuple[GateDecision, ReleaseScores]:
     """The gate's decision on a stored run, by the same rules as `gate_release` (baseline,
     agents, audited estimates, missing shards), without recording it: what `serve` and
@@ -137,7 +147,7 @@ def decide_release(
         store: the store holding the run.
         run: the stored run (Store.stored_run / find_current).
         baseline: "auto", or the path of a scores file or a folder of them.
-        max_drop, max_excluded, baseline_agent, new_agent: as for gate_release.
+        max_drop, max_excluded, baseline_agent, new_agent, slice_rule: as for gate_release.
     Raises CallgateError when --new-agent and --baseline-agent are both given, when the
     agent already has a baseline (a new line cannot start twice), or when the named
     baseline agent has no released release on the suite."""
@@ -197,11 +207,14 @@ def decide_release(
     noise = Noise(rule=rule, gated=gated_figures((run.scores or {}).get("gate_figures")),
                   flaky=tuple(_flaky(store, run, base_run, now, then, pairs)),
                   quarantined=left_out)
+    fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop, pairs)
+           if then is not None else None)
     decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,
                       judged_checks=readings, audited_figures=audited,
                       not_whole=incomplete(run) or _first_but_partial(stopped, base),
-                      other_agent=other, new_agent=new_agent, pairs=pairs, noise=noise)
+                      other_agent=other, new_agent=new_agent, pairs=pairs, noise=noise,
+                      what_to_fix=fix)
     return _with_notes(decision, store, run, base_run), current
 
 
@@ -387,7 +400,8 @@ def recorded_decision(store: Store, run: StoredRun, *,
 
 def decision_key(store: Store, run: StoredRun, max_drop: float,
                  max_excluded: float,
-                 suite_runs: Sequence[StoredRun] | None = None) -> str:
+                 suite_runs: Sequence[StoredRun] | None = None,
+                 slice_rule: SliceRule | None = None) -> str:
     """A digest of what the store-baseline decision on a finished run depends on: the run (its
     verdicts never change under its id; its shards and scores may, by a merge), the earlier
     runs on its suite, of every agent (its baseline, or another agent's release that makes a
@@ -407,5 +421,7 @@ def decision_key(store: Store, run: StoredRun, max_drop: float,
         "audit": store.audit(run.id),
         "audit_items": store.audit_items(run.id),
     }
+    if slice_rule is not None and slice_rule.active:  # the default decision's key unchanged
+        parts["slice_rule"] = slice_rule.model_dump()
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

@@ -256,7 +256,9 @@ class Candidate(BaseModel):
 class ConfigFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     candidates: list[Candidate] = Field(min_length=1)
-    gate: dict[str, Any] | None = None  # `callgate gate`'s settings (gating.quarantine)
+    # `[gate]`: callgate gate's settings, checked by gating.quarantine.gate_settings (rule,
+    # adaptive, quarantine, the slice rule)
+    gate: dict[str, Any] | None = None
 
     @field_validator("candidates")
     @classmethod

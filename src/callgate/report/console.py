@@ -12,6 +12,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from callgate.report.what_to_fix import (
+    fix_headline,
+    fix_junit,
+    fix_markdown,
+    fix_markdown_lead,
+    print_fix,
+)
 from callgate.scoring.exclusion import COUNTED_APART
 from callgate.scoring.scores import Scores, Share, agent_label
 
@@ -243,13 +250,14 @@ def _p(value: float | None) -> str:
     return "–" if value is None else f"{value:.3g}"
 
 
-def gate_lines(decision: GateDecision) -> list[str]:
-    """The decision and its explanation as plain lines (shared by text and Markdown)."""
+def gate_lines(decision: GateDecision, fix: bool = True) -> list[str]:
+    """The decision and its explanation as plain lines (shared by text and Markdown); `fix`:
+    with what to fix first (the Markdown leads with its own)."""
     d = decision
     head = (f"gate {OUTCOME_WORDS[d.outcome]}: {agent_label(d.agent, d.model)} {d.release} on "
             f"{d.suite_name}"
             + (f" vs {d.baseline_release} ({d.baseline_source})" if d.baseline_release else ""))
-    lines = [head, *d.messages]
+    lines = [head, *(fix_headline(d) if fix else []), *d.messages]
     if d.baseline_release:
         lines.append(f"paired cases: {d.shared_cases}; excluded attempts now: "
                      f"{d.excluded_share:.1%}")
@@ -296,6 +304,7 @@ def print_gate(decision: GateDecision, console: Console | None = None) -> None:
         console.print(f"  {escape(text)}", highlight=False)
     if decision.checks:
         console.print(gate_table(decision))
+    print_fix(decision, console)
     from callgate.report.surface_section import print_surface  # the gate's own, loaded here
 
     print_surface(decision, console)
@@ -323,8 +332,8 @@ TERMINAL_CASES = 100
 
 def gate_markdown(decision: GateDecision) -> str:
     """For a CI step summary or a pull-request comment."""
-    lines = gate_lines(decision)
-    out = [f"### callgate: {lines[0]}", ""]
+    lines = gate_lines(decision, fix=False)
+    out = [f"### callgate: {lines[0]}", "", *fix_markdown_lead(decision)]
     out += [f"- {text}" for text in lines[1:]]
     if decision.checks:
         out += ["", "| figure | baseline % [95% CI] | now % [95% CI] | change (pts) | "
@@ -335,6 +344,7 @@ def gate_markdown(decision: GateDecision) -> str:
             out.append(f"| {c.name.replace('_', ' ')} | {_share(c.baseline)} | "
                        f"{_share(c.current)} | {_points(c.change)}{mark} | {_p(c.mcnemar_p)} | "
                        f"{_points(c.detectable_drop_paired)} |")
+    out += fix_markdown(decision)
     from callgate.report.surface_section import surface_markdown  # the gate's own
 
     out += surface_markdown(decision)
@@ -381,6 +391,7 @@ def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
             ET.SubElement(element, "failure", type="regression",
                           message=f"{check.name} fell {-(check.change or 0.0):.1f} points, "
                                   f"more than {decision.max_drop:g}")
+    gate_failures += fix_junit(gate, decision)
     if decision.outcome == "inconclusive":  # no result: an error, never a passing test
         element = ET.SubElement(gate, "testcase", name="inconclusive",
                                 classname=JUNIT_CLASS)

@@ -408,6 +408,7 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         )
         self.save_case_tallies(run_id)  # with the scores: finishing and merging both write them
         self.save_attempt_marks(run_id)
+        self.save_slice_tallies(run_id)  # after the marks: the slices are counted by them
 
     # ----------------------------------------------------------------- reads
 

@@ -3,6 +3,7 @@ each finished run's per-case tallies of them."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from callgate.store.base import StoreBase
@@ -36,6 +37,8 @@ _TALLY = (
 
 CaseTally = tuple[str, int, int, int, int, str]
 
+MARK_SEPARATOR = "\x1f"  # between a case's slice marks in case_tallies.marks
+
 # The baseline's scored cases whose tally differs now, or that have none (no row, or no scored
 # attempt): one lookup a case in the primary key, and only those cases read out.
 _DIFFERING = (
@@ -45,6 +48,65 @@ _DIFFERING = (
     "WHERE o.run = ?1 AND o.trials > 0 AND (n.trials IS NULL OR n.trials != o.trials "
     "OR n.right_tool != o.right_tool OR n.right_arguments != o.right_arguments) "
     "ORDER BY o.case_id")
+
+
+# The slices of the gate (gating/slices.py): the marks of a suite's cases that name one
+# (store/web_rows.py: `expect:TOOL`, `tag:TAG`), read by a range of the primary key.
+_SLICE_MARKS = ("m.suite = ?3 AND ((m.mark >= 'expect:' AND m.mark < 'expect;') "
+                "OR (m.mark >= 'tag:' AND m.mark < 'tag;'))")
+# Per slice, the cases both runs scored, counted by (tally then, tally now). case_marks is read
+# first (CROSS JOIN): each of its rows is two lookups in case_tallies' primary key.
+_SLICE_PAIRS = (
+    "SELECT m.mark, o.trials, o.right_tool, o.right_arguments, n.trials, n.right_tool, "
+    "n.right_arguments, COUNT(*) FROM case_marks AS m "
+    "CROSS JOIN case_tallies AS o ON o.run = ?1 AND o.case_id = m.case_id "
+    "CROSS JOIN case_tallies AS n ON n.run = ?2 AND n.case_id = m.case_id "
+    f"WHERE {_SLICE_MARKS} AND o.trials > 0 AND n.trials > 0 GROUP BY 1, 2, 3, 4, 5, 6, 7")
+# Per slice and first-called tool, a run's scored attempts and their calls.
+_SLICE_ATTEMPTS = (
+    "SELECT m.mark, v.first_tool, COUNT(*), SUM(v.calls) FROM case_marks AS m "
+    "CROSS JOIN verdicts AS v ON v.run = ?1 AND v.case_id = m.case_id "
+    f"WHERE {_SLICE_MARKS.replace('?3', '?2')} AND v.status = 'scored' GROUP BY 1, 2")
+_ARGUMENT_FAILURES = (
+    "SELECT arguments, schema_kind, arguments_reason, COUNT(*) FROM verdicts "
+    f"WHERE {_ONE_RUN} AND status = 'scored' AND right_tool AND NOT right_arguments "
+    "GROUP BY 1, 2, 3")
+
+# Kept when a run's scores are written (write_slice_tallies), so the gate reads a few rows:
+# per slice mark, the run's cases counted by tally, and its attempts by first-called tool.
+_SUITE_OF = "(SELECT suite FROM runs WHERE id = ?1)"
+_SAVE_SLICE_TALLIES = (
+    "INSERT INTO slice_tallies (run, mark, trials, right_tool, right_arguments, cases) "
+    "SELECT ?1, m.mark, t.trials, t.right_tool, t.right_arguments, COUNT(*) "
+    "FROM case_marks AS m CROSS JOIN case_tallies AS t ON t.run = ?1 AND t.case_id = m.case_id "
+    f"WHERE {_SLICE_MARKS.replace('?3', _SUITE_OF)} AND t.trials > 0 GROUP BY 2, 3, 4, 5")
+_SAVE_SLICE_CALLS = (
+    "INSERT INTO slice_calls (run, mark, first_tool, attempts, calls) "
+    "SELECT ?1, m.mark, v.first_tool, COUNT(*), SUM(v.calls) FROM case_marks AS m "
+    "CROSS JOIN verdicts AS v ON v.run = ?1 AND v.case_id = m.case_id "
+    f"WHERE {_SLICE_MARKS.replace('?3', _SUITE_OF)} AND v.status = 'scored' GROUP BY 2, 3")
+
+
+_SAVE_CASE_MARKS = (
+    "UPDATE case_tallies SET marks = (SELECT group_concat(m.mark, char(31)) FROM case_marks "
+    "AS m INDEXED BY case_marks_by_case WHERE m.suite = " + _SUITE_OF + " AND m.case_id = "
+    "case_tallies.case_id AND ((m.mark >= 'expect:' AND m.mark < 'expect;') OR "
+    "(m.mark >= 'tag:' AND m.mark < 'tag;'))) WHERE run = ?1")
+
+
+def write_slice_tallies(conn: sqlite3.Connection, run_id: int) -> None:
+    """Keep the run's slice counts, each case's marks and its argument failures (replacing
+    earlier ones), in the caller's transaction: after its case tallies and its suite's marks."""
+    for table in ("slice_tallies", "slice_calls", "argument_failures"):
+        conn.execute(f"DELETE FROM {table} WHERE run = ?", [run_id])
+    conn.execute(_SAVE_SLICE_TALLIES, [run_id])
+    conn.execute(_SAVE_SLICE_CALLS, [run_id])
+    conn.execute(_SAVE_CASE_MARKS, [run_id])
+    conn.execute("INSERT INTO argument_failures (run, arguments, schema_kind, reason, "
+                 f"attempts) SELECT ?1, {_ARGUMENT_FAILURES[len('SELECT '):]}", [run_id])
+
+
+
 
 
 class GateRows(StoreBase):
@@ -89,15 +151,67 @@ class GateRows(StoreBase):
         return self.db.execute("SELECT 1 FROM case_tallies WHERE run = ? LIMIT 1",
                                [run_id]).fetchone() is not None
 
-    def paired_tallies(self, before: int, after: int
+    def paired_tallies(self, before: int, after: int, marks: tuple[str, str] | None = None
                        ) -> tuple[list[tuple[int, int, int, int]], list[tuple[Any, ...]]]:
         """Two runs' kept tallies side by side, for the gate, without reading every case out:
         the first run's scored cases counted by (trials, right tool, right arguments), as
         those three and the count; and, by case id, each of its scored cases whose tally
         differs in the second run or that the second has no scored attempt of: the case id,
         then its five tally fields (as case_tallies) in the first run and in the second
-        (None when the second has no tally of it)."""
+        (None when the second has no tally of it). `marks`: two suites (the first run's and
+        the second's), whose slice marks of each differing case end its row, each joined by
+        MARK_SEPARATOR (the second None when the suites are one)."""
         counted = self.db.execute(
             "SELECT trials, right_tool, right_arguments, COUNT(*) FROM case_tallies "
             "WHERE run = ? AND trials > 0 GROUP BY 1, 2, 3", [before]).fetchall()
-        return counted, self.db.execute(_DIFFERING, [before, after]).fetchall()
+        if marks is None:
+            return counted, self.db.execute(_DIFFERING, [before, after]).fetchall()
+        then_suite, now_suite = marks
+        query = _DIFFERING.replace(" FROM case_tallies AS o", ", o.marks, "
+                                   + ("n.marks" if now_suite != then_suite else "NULL")
+                                   + " FROM case_tallies AS o", 1)
+        return counted, self.db.execute(query, [before, after]).fetchall()
+
+
+    def slice_marks(self, suite: str) -> list[tuple[str, str]]:
+        """The suite's (mark, case id) rows that name a slice; empty when it is not marked."""
+        return self.db.execute("SELECT m.mark, m.case_id FROM case_marks AS m WHERE "
+                               + _SLICE_MARKS.replace("?3", "?1"), [suite]).fetchall()
+
+    def slice_pairs(self, before: int, after: int, suite: str) -> list[tuple[Any, ...]]:
+        """Per slice mark of `suite` (the second run's), the cases both runs' kept tallies
+        scored, counted by tally: (mark, trials, right tool, right arguments then, the same
+        now, cases)."""
+        return self.db.execute(_SLICE_PAIRS, [before, after, suite]).fetchall()
+
+    def slice_attempts(self, run_id: int, suite: str) -> list[tuple[str, str | None, int, int]]:
+        """Per slice mark of `suite` and first-called tool ('' none, None not kept), the run's
+        scored attempts and their calls."""
+        return self.db.execute(_SLICE_ATTEMPTS, [run_id, suite]).fetchall()
+
+    def argument_failures(self, run_id: int) -> list[tuple[str | None, str | None, str, int]]:
+        """The run's scored attempts with the right tool and wrong arguments, counted by
+        (arguments verdict, schema kind, arguments reason): kept with its scores, else
+        counted from its verdicts."""
+        if self.has_slice_tallies(run_id):
+            return self.db.execute("SELECT arguments, schema_kind, reason, attempts FROM "
+                                   "argument_failures WHERE run = ?", [run_id]).fetchall()
+        return self.db.execute(_ARGUMENT_FAILURES, [run_id]).fetchall()
+
+    def save_slice_tallies(self, run_id: int) -> None:
+        write_slice_tallies(self.db.conn, run_id)
+
+    def kept_slice_tallies(self, run_id: int) -> list[tuple[str, int, int, int, int]]:
+        """The run's kept slice counts: (mark, trials, right tool, right arguments, cases)."""
+        return self.db.execute("SELECT mark, trials, right_tool, right_arguments, cases "
+                               "FROM slice_tallies WHERE run = ?", [run_id]).fetchall()
+
+    def kept_slice_calls(self, run_id: int) -> list[tuple[str, str | None, int, int]]:
+        """The run's kept (mark, first-called tool, scored attempts, their calls)."""
+        return self.db.execute("SELECT mark, first_tool, attempts, calls FROM slice_calls "
+                               "WHERE run = ?", [run_id]).fetchall()
+
+    def has_slice_tallies(self, run_id: int) -> bool:
+        return self.db.execute("SELECT 1 FROM slice_calls WHERE run = ? LIMIT 1",
+                               [run_id]).fetchone() is not None
+

@@ -8,7 +8,8 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from callgate.store.web_rows import write_attempt_marks
+from callgate.store.gate_rows import write_slice_tallies
+from callgate.store.web_rows import mark_expected, write_attempt_marks
 
 # A release may have several rows while it is re-run: the earlier finished run stays until the
 # new one finishes, and the reads see only the newest finished row of a (suite, agent, release).
@@ -338,7 +339,6 @@ def m011_attempt_marks(conn: sqlite3.Connection) -> None:
         write_attempt_marks(conn, run_id)
 
 
-
 @migration
 def m012_runs_tool_surface(conn: sqlite3.Connection) -> None:
     """runs.tool_surface: the tool surface the run was made with (JSON,
@@ -358,6 +358,55 @@ def m013_suites_probe(conn: sqlite3.Connection) -> None:
     columns = {row[1] for row in conn.execute("PRAGMA table_info(suites)")}
     if "probe" not in columns:
         conn.execute("ALTER TABLE suites ADD COLUMN probe TEXT")
+
+
+@migration
+def m014_first_tools(conn: sqlite3.Connection) -> None:
+    """verdicts.first_tool: the catalogue name of a scored attempt's first call ('' for none;
+    NULL in runs scored before it), and `expect:` marks of every marked suite's cases (the
+    tool each case expects first, store/web_rows.py): what the gate's slices per expected tool
+    and its confusion table are counted from."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(verdicts)")}
+    if "first_tool" not in columns:
+        conn.execute("ALTER TABLE verdicts ADD COLUMN first_tool TEXT")
+    for (suite,) in conn.execute(
+            "SELECT suite FROM case_marks WHERE mark = '' AND case_id = ''").fetchall():
+        mark_expected(conn, suite)
+
+
+@migration
+def m015_slice_tallies(conn: sqlite3.Connection) -> None:
+    """What the gate's slices read instead of joining every case (store/gate_rows.py): per
+    finished run and slice mark, its cases counted by tally (slice_tallies), its scored
+    attempts and their calls by first-called tool (slice_calls), its attempts with the right
+    tool and wrong arguments by reason (argument_failures), each case's slice marks
+    (case_tallies.marks), all written with a run's scores; and an index of a suite's marks by
+    case. The finished runs of an older store are counted here."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS slice_tallies ("
+        "run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, mark TEXT NOT NULL, "
+        "trials INTEGER NOT NULL, right_tool INTEGER NOT NULL, "
+        "right_arguments INTEGER NOT NULL, cases INTEGER NOT NULL)")
+    conn.execute("CREATE INDEX IF NOT EXISTS slice_tallies_by_run ON slice_tallies (run)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS slice_calls ("
+        "run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, mark TEXT NOT NULL, "
+        "first_tool TEXT, attempts INTEGER NOT NULL, calls INTEGER NOT NULL)")
+    conn.execute("CREATE INDEX IF NOT EXISTS slice_calls_by_run ON slice_calls (run)")
+    conn.execute("CREATE INDEX IF NOT EXISTS case_marks_by_case ON case_marks (suite, case_id)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS argument_failures ("
+        "run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, arguments TEXT, "
+        "schema_kind TEXT, reason TEXT, attempts INTEGER NOT NULL)")
+    conn.execute("CREATE INDEX IF NOT EXISTS argument_failures_by_run "
+                 "ON argument_failures (run)")
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(case_tallies)")}
+    if "marks" not in columns:  # a case's slice marks, joined by char(31)
+        conn.execute("ALTER TABLE case_tallies ADD COLUMN marks TEXT")
+    for (run_id,) in conn.execute(
+            "SELECT DISTINCT run FROM case_tallies").fetchall():
+        write_slice_tallies(conn, run_id)
+
 
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
@@ -391,6 +440,7 @@ VERDICT_COLUMNS = (
     "calls",
     "right_tool",
     "right_arguments",
+    "first_tool",  # migration m012
 )
 
 # The rows the other writers take, in their order: each is built by name in store/rows.py

@@ -25,6 +25,19 @@ _SUITE_MARKED = "SELECT 1 FROM case_marks WHERE suite = ? AND mark = '' AND case
 _CASE_TAGS = ("INSERT OR IGNORE INTO case_marks (suite, mark, case_id) "
               "SELECT ?1, 'tag:' || tag.value, c.case_id FROM cases AS c, json_each(c.tags) "
               "AS tag WHERE c.suite = ?1")
+# The tool a case expects first, as mark `expect:TOOL` (`expect:` for no call; `expect:*KIND`
+# for an expectation that names no single tool first: judge, any_call, BFCL multi-turn, or one
+# given by the suite's defaults). Slices and the confusion table of the gate read it.
+_EXPECTS = (
+    "CASE json_extract(c.body, '$.expect.type') WHEN 'no_call' THEN '' "
+    "WHEN 'calls' THEN json_extract(c.body, '$.expect.calls[0].tool') "
+    "WHEN 'alternatives' THEN json_extract(c.body, '$.expect.alternatives[0][0].tool') "
+    "WHEN 'trajectory' THEN json_extract(c.body, '$.expect.calls[0].tool') "
+    "WHEN 'final_state' THEN COALESCE(json_extract(c.body, '$.expect.calls[0].tool'), "
+    "json_extract(c.body, '$.expect.per_turn[0][0].tool'), '') END")
+_CASE_EXPECTS = ("INSERT OR IGNORE INTO case_marks (suite, mark, case_id) "
+                 f"SELECT ?1, 'expect:' || COALESCE({_EXPECTS}, '*' || c.expect_type), "
+                 "c.case_id FROM cases AS c WHERE c.suite = ?1")
 _CASE_MARK = "INSERT OR IGNORE INTO case_marks (suite, mark, case_id) VALUES (?, ?, ?)"
 _ATTEMPT_TOOL = ("INSERT OR IGNORE INTO attempt_tools (run, tool, case_id, repeat) "
                  "VALUES (?, ?, ?, ?)")
@@ -61,6 +74,7 @@ def mark_cases(conn: sqlite3.Connection, suite: str, tools: list[str]) -> None:
     if conn.execute(_SUITE_MARKED, [suite]).fetchone():
         return
     conn.execute(_CASE_TAGS, [suite])
+    mark_expected(conn, suite)
     needles = [(tool, tool_needle(tool)) for tool in tools]
     conn.executemany(_CASE_MARK, (
         (suite, f"tool:{tool}", case_id)
@@ -68,6 +82,11 @@ def mark_cases(conn: sqlite3.Connection, suite: str, tools: list[str]) -> None:
                                           [suite])
         for tool in _named(body, needles)))
     conn.execute(_CASE_MARK, [suite, "", ""])
+
+
+def mark_expected(conn: sqlite3.Connection, suite: str) -> None:
+    """Mark each of the suite's cases with the tool it expects first (`expect:` marks)."""
+    conn.execute(_CASE_EXPECTS, [suite])
 
 
 def write_attempt_marks(conn: sqlite3.Connection, run_id: int) -> None:

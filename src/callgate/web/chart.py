@@ -307,9 +307,12 @@ def draw_models(rows: Sequence[dict[str, Any]], title: str, layout: ModelsLayout
            'of each model\'s newest release">', f"<title>{escape(title)}</title>", *legend]
     for index, row in enumerate(rows):
         top = first + index * row_h
-        out.append(f'<g class="model" data-model="{escape(row["model"])}">'
+        agent = row.get("agent") or row["model"]  # named by agent, its model beside it
+        name = agent if agent == row["model"] else f"{agent} ({row['model']})"
+        out.append(f'<g class="model" data-agent="{escape(agent)}" '
+                   f'data-model="{escape(row["model"])}">'
                    f'<text class="release-name" x="{MODEL_LEFT}" y="{top + 13}">'
-                   f'{escape(row["model"])} {escape(row["release"])}</text>')
+                   f'{escape(name)} {escape(row["release"])}</text>')
         for offset, (key, label, colour) in enumerate(SERIES):
             pct = row["figures"][key]["pct"]
             y = top + 18 + offset * (BAR_H + 4)
@@ -318,7 +321,7 @@ def draw_models(rows: Sequence[dict[str, Any]], title: str, layout: ModelsLayout
             if pct is not None:
                 out.append(f'<rect class="bar bar-{key}" x="{MODEL_LEFT}" y="{y}" '
                            f'width="{_fmt(plot_w * pct / 100)}" height="{BAR_H}" '
-                           f'fill="{colour}"><title>{escape(row["model"])}: {label} '
+                           f'fill="{colour}"><title>{escape(name)}: {label} '
                            f'{pct:.1f}</title></rect>')
             out.append(f'<text class="value" x="{MODEL_LEFT + plot_w + 6}" y="{y + 11}">'
                        f'{"–" if pct is None else f"{pct:.1f}"}</text>')

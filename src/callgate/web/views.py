@@ -18,6 +18,7 @@ from callgate.gating.decision import GateDecision, decide, decision_json
 from callgate.gating.finding import stored_release
 from callgate.gating.release import decide_release, decision_key, recorded_decision
 from callgate.gating.scores_file import ReleaseScores
+from callgate.gating.what_to_fix import read_what_to_fix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
@@ -116,11 +117,14 @@ class Views:
         both scored): the decision kept for `after` when `before` is its baseline, else
         decided now (which reads both runs' verdicts)."""
         _, kept = self.decision(after)
-        if (kept.baseline_release == before.release and before.model == after.model
+        if (kept.baseline_release == before.release
+                and kept.baseline_agent in (None, before.agent)
                 and before.suite_name == after.suite_name):
             return kept
-        return decide(stored_release(self.store, after), stored_release(self.store, before),
-                      max_drop=self.max_drop, max_excluded=self.max_excluded)
+        now, then = stored_release(self.store, after), stored_release(self.store, before)
+        fix = read_what_to_fix(self.store, after, before, now, then, None, self.max_drop)
+        return decide(now, then, max_drop=self.max_drop, max_excluded=self.max_excluded,
+                      what_to_fix=fix)
 
     def answers(self, run_id: int, case_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
         """Each case's first answer in a run: its assistant turns with their calls."""
@@ -128,11 +132,12 @@ class Views:
                 for case_id, body in self.store.first_responses(run_id, case_ids).items()}
 
     def suite_models(self, suite_name: str) -> list[dict[str, Any]]:
-        """The newest release of every model on a suite, with its figures and decision."""
+        """The newest release of every agent on a suite (with the model it ran with), with
+        its figures and decision."""
         newest: dict[str, StoredRun] = {}
         runs = self.store.stored_runs(suite_name=suite_name)
         for run in runs:
-            newest[run.model] = run  # oldest first: the last one is the newest
+            newest[run.agent] = run  # oldest first: the last one is the newest
         return [release_summary(run, *self.decision(run, runs))
                 for _, run in sorted(newest.items())]
 

@@ -1,0 +1,191 @@
+"""What to fix (issue 33): the figures per slice (expected tool, tag) with their paired change,
+the confusion table of expected × first-called tool with its moved cells, the argument keys
+that went wrong, and the opt-in slice rule's decision. Built by the pure functions of
+gating/slices.py and gating/confusion.py from the store's counts (read here)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from callgate.gating.cases import CaseRecord, Paired, Tally, kept_records, tally
+from callgate.gating.confusion import Confusion, argument_problems, confusion, counted_cells
+from callgate.gating.scores_file import ReleaseScores
+from callgate.gating.slices import (
+    SliceFigure,
+    SliceFigures,
+    SliceGate,
+    SliceRule,
+    gate_slices,
+    slice_figures,
+    slice_pairs_of,
+)
+from callgate.store.db import Store
+from callgate.store.gate_rows import MARK_SEPARATOR
+from callgate.store.rows import StoredRun
+from callgate.store.web_rows import tool_names
+
+
+class WhatToFix(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    slices: list[SliceFigures] = Field(default_factory=list)
+    confusion: Confusion | None = None
+    slice_gate: SliceGate | None = None  # with a slice rule
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def failed(self) -> list[str]:
+        return self.slice_gate.failed if self.slice_gate else []
+
+    def headline(self) -> list[str]:
+        """What to fix, first: the slices that failed, then the calls that moved."""
+        lines = [f"slice {label} failed the slice rule" for label in self.failed]
+        if self.confusion is not None:
+            lines += [moved.words for moved in self.confusion.moved]
+        return lines
+
+
+def build_what_to_fix(pairs: dict[str, Counter[tuple[Tally, Tally]]],
+                      attempts: dict[str, tuple[int, int, int, int]], confusion_: Confusion |
+                      None, rule: SliceRule | None, max_drop: float, notes: Sequence[str] = ()
+                      ) -> WhatToFix:
+    """The pure assembly: slices, the slice rule when one is given, the confusion table."""
+    slices = slice_figures(pairs, attempts)
+    gate = None
+    if rule is not None and rule.active:
+        slices, gate = gate_slices(slices, rule, max_drop)
+    return WhatToFix(slices=slices, confusion=confusion_, slice_gate=gate, notes=list(notes))
+
+
+def read_what_to_fix(store: Store, run: StoredRun, base_run: StoredRun | None,
+                     current: ReleaseScores, baseline: ReleaseScores, rule: SliceRule | None,
+                     max_drop: float, pairs_: Paired | None = None) -> WhatToFix:
+    """What to fix between a stored release and its baseline (a stored run, `base_run`, or a
+    scores file: `baseline`, with its cases). `current`: the release's scores, with its cases
+    when the gate read them (not paired in the store). `pairs_`: the cases paired in the store
+    with their marks (finding.paired_releases); with both runs' slice counts kept, the slices
+    are counted from those and the cases that changed, not from every case."""
+    notes = []
+    pairs: dict[str, Counter[tuple[Tally, Tally]]]
+    if (base_run is not None and pairs_ is not None and store.has_slice_tallies(run.id)
+            and store.has_slice_tallies(base_run.id)):
+        pairs = kept_slice_pairs(store, base_run, pairs_)
+    elif base_run is not None and store.has_case_tallies(run.id) and store.has_case_tallies(
+            base_run.id):
+        pairs = {}
+        for mark, *tallies, cases in store.slice_pairs(base_run.id, run.id, run.suite):
+            pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
+    else:
+        after = current.cases or _records(store, run)
+        before = baseline.cases if base_run is None else (baseline.cases
+                                                          or _records(store, base_run))
+        pairs = slice_pairs_of(store.slice_marks(run.suite), before, after)
+    now_rows = _slice_calls(store, run)
+    then_rows = _slice_calls(store, base_run) if base_run else []
+    attempts: dict[str, list[int]] = {}
+    for side, rows in ((0, then_rows), (2, now_rows)):
+        for mark, _, number, calls in rows:
+            counts = attempts.setdefault(mark, [0, 0, 0, 0])
+            counts[side] += number
+            counts[side + 1] += calls or 0
+    catalogue = set(tool_names(store.suite_tools(run.suite)))
+    now_cells, known = counted_cells(now_rows, catalogue)
+    then_cells: Counter[tuple[str, str]] = Counter()
+    if base_run is not None:
+        base_catalogue = set(tool_names(store.suite_tools(base_run.suite)))
+        then_cells, then_known = counted_cells(then_rows, base_catalogue)
+        known = known and then_known
+    else:
+        known = False
+        notes.append("the baseline is a scores file, which keeps no first calls: the "
+                     "confusion table shows this release only, and no moved cells")
+    if not known and base_run is not None:
+        notes.append("a release scored before callgate kept each attempt's first call has no "
+                     "confusion table cells of its own: score it again to compare them")
+    problems = argument_problems(store.argument_failures(base_run.id) if base_run else [],
+                                 store.argument_failures(run.id))
+    table = confusion(then_cells, now_cells, problems, known)
+    return build_what_to_fix(pairs, {k: (v[0], v[1], v[2], v[3]) for k, v in attempts.items()},
+                             table, rule, max_drop, notes)
+
+
+def _slice_calls(store: Store, run: StoredRun) -> list[tuple[str, str | None, int, int]]:
+    if store.has_slice_tallies(run.id):
+        return store.kept_slice_calls(run.id)
+    return store.slice_attempts(run.id, run.suite)
+
+
+def kept_slice_pairs(store: Store, base_run: StoredRun, pairs: Paired
+                     ) -> dict[str, Counter[tuple[Tally, Tally]]]:
+    """Each slice's paired cases counted by (tally then, tally now) as Paired.counted counts
+    the whole: the baseline's kept counts by slice, the cases whose tally differs now taken
+    out under the baseline suite's marks, and those scored now put back under the release
+    suite's (the marks end each row: Store.paired_tallies with `marks`). A case marked alike
+    in both suites (its expectation unchanged) stays in its slices; one whose expectation
+    changed moves with it."""
+    out: dict[str, Counter[tuple[Tally, Tally]]] = {}
+    for mark, trials, tool, arguments, cases in store.kept_slice_tallies(base_run.id):
+        if mark not in out:
+            out[mark] = Counter()
+        out[mark][(trials, tool, arguments), (trials, tool, arguments)] += cases
+    # counted by the marks' joined text first: a suite has few distinct sets of marks
+    taken = Counter((row[11], row[1:4]) for row in pairs.changed + pairs.dropped)
+    put = Counter((row[12] if row[12] is not None else row[11], row[1:4], row[6:9])
+                  for row in pairs.changed)
+    for (marks, then), number in taken.items():
+        for mark in (marks or "").split(MARK_SEPARATOR) if marks else ():
+            if mark not in out:
+                out[mark] = Counter()
+            out[mark][then, then] -= number
+    for (marks, then, now), number in put.items():
+        for mark in marks.split(MARK_SEPARATOR) if marks else ():
+            if mark not in out:
+                out[mark] = Counter()
+            out[mark][then, now] += number
+    return {mark: +found for mark, found in out.items()}
+
+
+def _records(store: Store, run: StoredRun) -> dict[str, CaseRecord]:
+    """As finding.stored_cases (which imports the decision, which imports this module)."""
+    kept = store.case_tallies(run.id)
+    return kept_records(kept) if kept else tally(store.gate_rows(run.id))
+
+
+def slice_history(store: Store, runs: Sequence[StoredRun]) -> list[list[SliceFigures]]:
+    """Per run (oldest first, as Store.stored_runs gives them), its slices against the
+    previous run of the same suite name, paired on the cases both scored (the first run of a
+    suite against itself: its own figures, no change). Runs without kept tallies (finished
+    before they were kept) have none."""
+    out: list[list[SliceFigures]] = []
+    previous: dict[str, StoredRun] = {}
+    for run in runs:
+        before = previous.get(run.suite_name, run)
+        previous[run.suite_name] = run
+        if not (store.has_case_tallies(run.id) and store.has_case_tallies(before.id)):
+            out.append([])
+            continue
+        pairs: dict[str, Counter[tuple[Tally, Tally]]] = {}
+        for mark, *tallies, cases in store.slice_pairs(before.id, run.id, run.suite):
+            pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
+        attempts: dict[str, list[int]] = {}
+        for side, rows in ((0, _slice_calls(store, before)), (2, _slice_calls(store, run))):
+            for mark, _, number, calls in rows:
+                counts = attempts.setdefault(mark, [0, 0, 0, 0])
+                counts[side] += number
+                counts[side + 1] += calls or 0
+        slices = slice_figures(pairs, {k: (v[0], v[1], v[2], v[3]) for k, v in attempts.items()})
+        if before is run:  # a first release: its figures, nothing to change from
+            slices = [_first(s) for s in slices]
+        out.append(slices)
+    return out
+
+
+def _first(s: SliceFigures) -> SliceFigures:
+    def alone(figure: SliceFigure) -> SliceFigure:
+        return figure.model_copy(update={"baseline": None, "change": None, "mcnemar_p": None})
+
+    return s.model_copy(update={"right_tool": alone(s.right_tool),
+                                "right_arguments": alone(s.right_arguments),
+                                "baseline_calls_per_task": None})
