@@ -79,21 +79,14 @@ def _bfcl_decode(harness: Any, names: dict[str, str], message: dict[str, Any]) -
     return decoded
 
 
-def bfcl_rates(tmp: Path, only_right: bool, rounds: int = 3) -> BfclRates:
-    """Checks per CPU second of callgate and of BFCL (with and without its decoding).
-
-    The same responses (each BFCL fixture case answered right and perturbed in the ways the
-    tests use; with `only_right`, only the right answers) go through callgate's
-    `check_response` (JSON, schema + values, no store) and through what BFCL runs on an
-    OpenAI-style FC response: its decoding (json.loads of each call's arguments, the format
-    check) and its own `ast_checker`. Responses BFCL rejects while decoding never reach its
-    checker and are left out of its count. Best of `rounds` for each, alternating, in CPU
-    time.
-    """
-    harness = load_harness()
-    ast_checker = harness.load_ast_checker()
+def bfcl_workload(
+    tmp: Path, only_right: bool, harness: Any, ast_checker: Any
+) -> tuple[list[tuple[Any, Any, Any]], list[tuple[Any, ...]], int]:
+    """The responses of `bfcl_rates` (also benchmarks/check_instructions.py): callgate's
+    (case, response, (schemas, validators, rules)), BFCL's (functions, names, message, ground
+    truth, category) for those its decoding accepts, and how many verdicts differ."""
     reference = harness.Reference(ast_checker)
-    ours: list[tuple[Any, Any, Any]] = []  # (case, response, schemas, validators, rules)
+    ours: list[tuple[Any, Any, Any]] = []  # (case, response, (schemas, validators, rules))
     theirs: list[tuple[Any, ...]] = []
     differ = 0
     for category in BFCL_CATEGORIES:
@@ -121,6 +114,23 @@ def bfcl_rates(tmp: Path, only_right: bool, rounds: int = 3) -> BfclRates:
                     continue  # BFCL rejects it before its checker runs
                 theirs.append((functions, names, message, answer.ground_truth, category))
 
+    return ours, theirs, differ
+
+
+def bfcl_rates(tmp: Path, only_right: bool, rounds: int = 3) -> BfclRates:
+    """Checks per CPU second of callgate and of BFCL (with and without its decoding).
+
+    The same responses (each BFCL fixture case answered right and perturbed in the ways the
+    tests use; with `only_right`, only the right answers) go through callgate's
+    `check_response` (JSON, schema + values, no store) and through what BFCL runs on an
+    OpenAI-style FC response: its decoding (json.loads of each call's arguments, the format
+    check) and its own `ast_checker`. Responses BFCL rejects while decoding never reach its
+    checker and are left out of its count. Best of `rounds` for each, alternating, in CPU
+    time.
+    """
+    harness = load_harness()
+    ast_checker = harness.load_ast_checker()
+    ours, theirs, differ = bfcl_workload(tmp, only_right, harness, ast_checker)
     passes = 20  # each timed run long enough for the CPU clock
 
     def run_ours() -> None:
