@@ -64,10 +64,28 @@ def right_single_call(
         return None
     schema = schemas.get(expected.tool)
     if matcher(expected, rules, schema).matches(call):
-        return Verdict(**base, status="scored", calls=1, tool="right", arguments="right",
-                       right_tool=True, right_arguments=True)
+        return _right_verdict(base)
     # What check_values says of one expected call and one call of its tool that do not match.
     mismatch = value_mismatch(expected, call, rules, schema) or (
         f"call {call.index + 1} ({call.name}) matches no expected call"
         if expect.mode == "subset" else f"{expected.tool}: arguments do not match")
     return scored_verdict(base, 1, "right", "", None, lambda: mismatch)
+
+
+# The right verdict of right_single_call, validated once: each attempt's is a copy with its
+# case_id and repeat (both read from a validated Response), built as pydantic's model_copy
+# builds one, at half the cost of validating the same fields again.
+_RIGHT = Verdict(case_id="", repeat=0, status="scored", calls=1, tool="right",
+                 arguments="right", right_tool=True, right_arguments=True)
+_new, _set = object.__new__, object.__setattr__
+
+
+def _right_verdict(base: dict[str, Any]) -> Verdict:
+    fields = _RIGHT.__dict__.copy()
+    fields.update(base)
+    verdict = _new(Verdict)
+    _set(verdict, "__dict__", fields)
+    _set(verdict, "__pydantic_fields_set__", set(_RIGHT.__pydantic_fields_set__))
+    _set(verdict, "__pydantic_extra__", None)
+    _set(verdict, "__pydantic_private__", None)
+    return verdict
