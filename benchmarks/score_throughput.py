@@ -12,7 +12,9 @@ through the installed CLI, as a user runs it (the "mixed workload" of issue 13).
 Also, measured in the same run: callgate's in-process check rate beside BFCL's own checker
 (vendored in tests/fixtures/bfcl) on the same BFCL responses, and strict trajectory matching
 on one turn of 50 same-name calls (more sizes: benchmarks/trajectory_speed.py; peak RSS as
-the suite and the attempts grow: benchmarks/score_memory.py).
+the suite and the attempts grow: benchmarks/score_memory.py). The check rates in CPU time are
+noisy on a shared machine: benchmarks/check_instructions.py counts instructions per check on
+the same responses instead.
 """
 
 from __future__ import annotations
