@@ -12,7 +12,9 @@ through the installed CLI, as a user runs it (the "mixed workload" of issue 13).
 Also, measured in the same run: callgate's in-process check rate beside BFCL's own checker
 (vendored in tests/fixtures/bfcl) on the same BFCL responses, and strict trajectory matching
 on one turn of 50 same-name calls (more sizes: benchmarks/trajectory_speed.py; peak RSS as
-the suite and the attempts grow: benchmarks/score_memory.py).
+the suite and the attempts grow: benchmarks/score_memory.py). The check rates in CPU time are
+noisy on a shared machine: benchmarks/check_instructions.py counts instructions per check on
+the same responses instead.
 """
 
 from __future__ import annotations
@@ -79,21 +81,14 @@ def _bfcl_decode(harness: Any, names: dict[str, str], message: dict[str, Any]) -
     return decoded
 
 
-def bfcl_rates(tmp: Path, only_right: bool, rounds: int = 3) -> BfclRates:
-    """Checks per CPU second of callgate and of BFCL (with and without its decoding).
-
-    The same responses (each BFCL fixture case answered right and perturbed in the ways the
-    tests use; with `only_right`, only the right answers) go through callgate's
-    `check_response` (JSON, schema + values, no store) and through what BFCL runs on an
-    OpenAI-style FC response: its decoding (json.loads of each call's arguments, the format
-    check) and its own `ast_checker`. Responses BFCL rejects while decoding never reach its
-    checker and are left out of its count. Best of `rounds` for each, alternating, in CPU
-    time.
-    """
-    harness = load_harness()
-    ast_checker = harness.load_ast_checker()
+def bfcl_workload(
+    tmp: Path, only_right: bool, harness: Any, ast_checker: Any
+) -> tuple[list[tuple[Any, Any, Any]], list[tuple[Any, ...]], int]:
+    """The responses of `bfcl_rates` (also benchmarks/check_instructions.py): callgate's
+    (case, response, (schemas, validators, rules)), BFCL's (functions, names, message, ground
+    truth, category) for those its decoding accepts, and how many verdicts differ."""
     reference = harness.Reference(ast_checker)
-    ours: list[tuple[Any, Any, Any]] = []  # (case, response, schemas, validators, rules)
+    ours: list[tuple[Any, Any, Any]] = []  # (case, response, (schemas, validators, rules))
     theirs: list[tuple[Any, ...]] = []
     differ = 0
     for category in BFCL_CATEGORIES:
@@ -121,6 +116,23 @@ def bfcl_rates(tmp: Path, only_right: bool, rounds: int = 3) -> BfclRates:
                     continue  # BFCL rejects it before its checker runs
                 theirs.append((functions, names, message, answer.ground_truth, category))
 
+    return ours, theirs, differ
+
+
+def bfcl_rates(tmp: Path, only_right: bool, rounds: int = 3) -> BfclRates:
+    """Checks per CPU second of callgate and of BFCL (with and without its decoding).
+
+    The same responses (each BFCL fixture case answered right and perturbed in the ways the
+    tests use; with `only_right`, only the right answers) go through callgate's
+    `check_response` (JSON, schema + values, no store) and through what BFCL runs on an
+    OpenAI-style FC response: its decoding (json.loads of each call's arguments, the format
+    check) and its own `ast_checker`. Responses BFCL rejects while decoding never reach its
+    checker and are left out of its count. Best of `rounds` for each, alternating, in CPU
+    time.
+    """
+    harness = load_harness()
+    ast_checker = harness.load_ast_checker()
+    ours, theirs, differ = bfcl_workload(tmp, only_right, harness, ast_checker)
     passes = 20  # each timed run long enough for the CPU clock
 
     def run_ours() -> None:
@@ -234,7 +246,8 @@ def main() -> None:
         print(f"  callgate check_response  : {rates.callgate:,.0f} checks per CPU second "
               "(JSON, schema + values)")
         print(f"  BFCL decode + ast_checker: {rates.bfcl:,.0f} checks per CPU second, same run")
-        print(f"  ratio callgate / BFCL    : {rates.callgate / rates.bfcl:.2f}  (goal >= 1.0)")
+        goal = 1.0 if only_right else 0.5
+        print(f"  ratio callgate / BFCL    : {rates.callgate / rates.bfcl:.2f}  (goal >= {goal})")
         print(f"  (ast_checker alone, calls decoded beforehand: {rates.checker_alone:,.0f}/s, "
               f"ratio {rates.callgate / rates.checker_alone:.2f})")
     print(f"trajectory, 50 same-name calls in one turn: strict {strict_ms:.1f} ms, unordered "

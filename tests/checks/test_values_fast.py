@@ -108,3 +108,48 @@ def test_a_copy_with_other_arguments_gets_its_own_matcher() -> None:
     other = call.model_copy(update={"args": ExpectedCall(tool="f", args={"n": 2}).args})
     assert value_mismatch(other, given) is None
     assert value_mismatch(call, given) == "f.n: expected 1, got 2"
+
+
+def test_the_fast_right_verdict_is_the_validated_one() -> None:
+    from callgate.checks.kinds.calls import _right_verdict
+    from callgate.checks.verdict import Verdict
+
+    fast = _right_verdict({"case_id": "c7", "repeat": 3})
+    built = Verdict(case_id="c7", repeat=3, status="scored", calls=1, tool="right",
+                    arguments="right", right_tool=True, right_arguments=True)
+    assert fast == built and hash(fast) == hash(built)
+    assert list(fast.model_dump().items()) == list(built.model_dump().items())
+    assert fast.model_fields_set == built.model_fields_set
+    assert fast.model_dump_json() == built.model_dump_json()
+    assert fast.model_copy(update={"repeat": 4}) == built.model_copy(update={"repeat": 4})
+    assert _right_verdict({"case_id": "c8", "repeat": 0}).case_id == "c8"  # no shared state
+    assert fast.case_id == "c7"
+
+
+@pytest.mark.parametrize("mode", ["strict", "unordered", "superset", "subset"])
+@pytest.mark.parametrize("rules", [MatchRules(), MatchRules(unlisted_args="reject"),
+                                   MatchRules(values="bfcl")])
+@pytest.mark.parametrize("arguments", [{"city": "Paris"}, {"city": "Rome"}, {},
+                                       {"city": "Paris", "unit": "c"}, {"city": 3}])
+def test_the_one_call_fast_path_decides_as_the_full_path(
+    mode: str, rules: MatchRules, arguments: dict[str, Any]
+) -> None:
+    from callgate.checks.attempt import Attempt
+    from callgate.checks.kinds import calls as calls_kind
+    from callgate.suites.suite import Case
+
+    case = Case.model_validate({
+        "id": "c1", "messages": [{"role": "user", "content": "weather?"}],
+        "expect": {"type": "calls", "mode": mode,
+                   "calls": [{"tool": "weather", "args": {"city": "Paris"}}]}})
+    schemas = {"weather": {"type": "object", "properties": {"city": {"type": "string"},
+                                                            "unit": {"type": "string"}}}}
+    made = [ParsedCall(0, "weather", arguments, None)]
+    base = {"case_id": "c1", "repeat": 2}
+    fast = calls_kind.right_single_call(base, case, made, None, rules, schemas)
+    attempt = Attempt(base, case, made, [0], None, rules, schemas, {}, None, None, None)
+    full = calls_kind.check(attempt, case.expect)
+    assert fast is not None
+    assert fast == full and fast.model_dump() == full.model_dump()
+    assert calls_kind.right_single_call(base, case, [made[0], made[0]], None, rules,
+                                        schemas) is None  # two calls: the full path

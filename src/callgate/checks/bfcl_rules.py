@@ -34,6 +34,8 @@ _PY_TYPES: dict[str, type] = {
 # ast_checker.py:29 (NESTED_CONVERSION_TYPE_LIST): Java and JavaScript types whose items the
 # converter converts by the items' declared type.
 NESTED_CONVERSION_TYPES = ("Array", "ArrayList", "array")
+# What BFCL's checker raises on malformed input (a value that is then not accepted).
+_RAISES = (AttributeError, KeyError, TypeError, IndexError, ValueError, NotImplementedError)
 _STANDARDIZE = re.compile(r"[ \,\.\/\-\_\*\^]")
 
 
@@ -106,26 +108,62 @@ def _std(value: Any) -> Any:
     return standardize(value) if type(value) == str else value  # noqa: E721
 
 
-def _list_ok(value: list[Any], answers: Sequence[Any]) -> bool:
+def _list_candidates(answers: Sequence[Any]) -> list[list[Any]] | None:
+    """The answers of `_list_ok`, normalised once; None where BFCL's code raises on them."""
+    try:
+        return [[_std(answer[j]) for j in range(len(answer))] for answer in answers]
+    except _RAISES:
+        return None
+
+
+def _list_ok(value: list[Any], candidates: list[list[Any]] | None) -> bool:
     """ast_checker.py:204-235: strings among the items normalised, then list equality.
+    `candidates` are the answers normalised (`_list_candidates`).
 
     An answer "" iterates as no items, so it accepts the empty list.
     """
-    normalised = [_std(item) for item in value]
-    candidates = [[_std(answer[j]) for j in range(len(answer))] for answer in answers]
-    return normalised in candidates
+    if candidates is None:
+        return False
+    return [_std(item) for item in value] in candidates
 
 
-def _dict_ok(value: dict[str, Any], answers: Sequence[Any]) -> bool:
+class _Raise:
+    """What a normalised answer holds where BFCL's code raised on normalising it."""
+
+
+def _std_answer(answer: Any) -> Any:
+    """An answer object of `_dict_ok` with each key's accepted values normalised once (a
+    `_Raise` where that raises); the answer itself when it is not a dict."""
+    if type(answer) is not dict:
+        return answer
+    out: dict[Any, Any] = {}
+    for key, accepted in answer.items():
+        try:
+            out[key] = [_std(a) for a in accepted]
+        except _RAISES:
+            out[key] = _Raise()
+    return out
+
+
+def _dict_ok(value: dict[str, Any], answers: Sequence[Any],
+             normalised: Sequence[Any] | None = None) -> bool:
     """ast_checker.py:238-298: every key given is an answer key with a matching value, and
     every answer key left out has "" among its values. Values that are strings are normalised;
-    anything else is compared with Python's ==."""
-    for answer in answers:
+    anything else is compared with Python's ==. `normalised`: `_std_answer` of each answer."""
+    if normalised is None:
+        normalised = [_std_answer(answer) for answer in answers]
+    for answer, std in zip(answers, normalised, strict=True):
         if answer == "":
             continue
         valid = True
         for key, item in value.items():
-            if key not in answer or _std(item) not in [_std(a) for a in answer[key]]:
+            if key not in answer:
+                valid = False
+                break
+            accepted = std[key] if type(std) is dict else [_std(a) for a in answer[key]]
+            if type(accepted) is _Raise:
+                raise TypeError(key)
+            if _std(item) not in accepted:
                 valid = False
                 break
         # BFCL checks the missing keys even after a failed value (no effect on the verdict).
@@ -138,12 +176,15 @@ def _dict_ok(value: dict[str, Any], answers: Sequence[Any]) -> bool:
     return False
 
 
-def _list_dict_ok(value: list[Any], answers: Sequence[Any]) -> bool:
-    """ast_checker.py:301-330: same length as an answer, each object as its counterpart."""
-    for answer in answers:
+def _list_dict_ok(value: list[Any], answers: Sequence[Any],
+                  normalised: Sequence[Any]) -> bool:
+    """ast_checker.py:301-330: same length as an answer, each object as its counterpart.
+    `normalised`: for each answer, `_std_answer` of each of its items (None: not a list)."""
+    for answer, std in zip(answers, normalised, strict=True):
         if len(value) != len(answer):
             continue
-        if all(_dict_ok(value[i], [answer[i]]) for i in range(len(value))):
+        if all(_dict_ok(value[i], [answer[i]], None if std is None else [std[i]])
+               for i in range(len(value))):
             return True
     return False
 
@@ -167,8 +208,8 @@ class ParamRule:
     """`param_matches` for one parameter, with what depends only on its schema and answers
     worked out once: the checks keep one per expected argument and ask it for every attempt."""
 
-    __slots__ = ("answer_type", "answers", "convert", "expected", "nested", "source",
-                 "strings")
+    __slots__ = ("answer_type", "answers", "convert", "expected", "list_answers", "nested",
+                 "object_answers", "source", "strings")
 
     def __init__(
         self,
@@ -189,6 +230,17 @@ class ParamRule:
         self.answer_type = _answer_type(answers)
         # ast_checker.py:185-201: a string matches when normalised among the normalised answers.
         self.strings = [standardize(a) for a in answers if type(a) == str]  # noqa: E721
+        # The answers of the list and object rules, normalised once (ast_checker.py normalises
+        # them again for every value).
+        self.list_answers: list[list[Any]] | None = None
+        self.object_answers: list[Any] = []
+        if self.expected is list and self.nested is dict:
+            self.object_answers = [[_std_answer(item) for item in answer]
+                                   if type(answer) is list else None for answer in answers]
+        elif self.expected is list:
+            self.list_answers = _list_candidates(answers)
+        elif self.expected is dict:
+            self.object_answers = [_std_answer(answer) for answer in answers]
 
     def _source_types(self, source: Mapping[str, str]) -> None:
         """ast_checker.py:404-436: a Java or JavaScript parameter is sent as a string and
@@ -204,8 +256,7 @@ class ParamRule:
     def matches(self, value: Any) -> bool:
         try:
             return self._matches(value)
-        except (AttributeError, KeyError, TypeError, IndexError, ValueError,
-                NotImplementedError):
+        except _RAISES:
             return False  # BFCL's checker would raise here: the value is not accepted
 
     def _matches(self, value: Any) -> bool:
@@ -225,11 +276,11 @@ class ParamRule:
             return False
         if not is_variable:
             if expected is dict:
-                return _dict_ok(value, answers)
+                return _dict_ok(value, answers, self.object_answers)
             if expected is list and self.nested is dict:
-                return _list_dict_ok(value, answers)
+                return _list_dict_ok(value, answers, self.object_answers)
             if expected is str:
                 return standardize(value) in self.strings
             if expected is list:
-                return _list_ok(value, answers)
+                return _list_ok(value, self.list_answers)
         return value in answers

@@ -20,6 +20,7 @@ from jsonschema import Draft7Validator
 
 from callgate.checks.attempt import Attempt
 from callgate.checks.kinds import CHECKS, bfcl_multi_turn
+from callgate.checks.kinds.calls import right_single_call
 from callgate.checks.parsing import parse_calls
 from callgate.checks.replay import Replay, agent_run
 from callgate.checks.schema import argument_problems
@@ -132,6 +133,10 @@ def check_response(
             arguments_reason=reason,
         )
 
+    fast = None if environment is not None else right_single_call(base, case, calls, problems,
+                                                                   rules, schemas)
+    if fast is not None:
+        return fast
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
                       environment, replayed, failure, call_turns)
     verdict = CHECKS[expect.type](attempt, expect)
