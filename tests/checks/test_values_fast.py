@@ -153,3 +153,25 @@ def test_the_one_call_fast_path_decides_as_the_full_path(
     assert fast == full and fast.model_dump() == full.model_dump()
     assert calls_kind.right_single_call(base, case, [made[0], made[0]], None, rules,
                                         schemas) is None  # two calls: the full path
+
+
+def test_every_verdict_names_its_first_call_fast_path_or_not() -> None:
+    """The confusion table reads each verdict's first call: the one-call fast path gives it
+    as the full path does (an attempt's first call, '' for none)."""
+    from paths import EXAMPLES
+
+    from callgate.checks.check import check
+    from callgate.suites.responses import read_responses
+    from callgate.suites.suite import load_suite
+
+    suite = load_suite(EXAMPLES / "order_support")
+    seen = Counter()
+    for release in ("2026.10", "2026.11"):
+        for response in read_responses(EXAMPLES / "order_support" / f"responses-{release}.jsonl"):
+            verdict = check(suite, response)
+            if verdict.status != "scored":
+                continue
+            calls = response.message.tool_calls if response.message is not None else []
+            assert verdict.first_tool == (calls[0].name if calls else ""), verdict
+            seen[(len(calls) == 1, verdict.right_arguments)] += 1
+    assert seen[(True, True)] and seen[(True, False)] and seen[(False, True)]

@@ -133,8 +133,8 @@ def check_response(
             arguments_reason=reason,
         )
 
-    fast = None if environment is not None else right_single_call(base, case, calls, problems,
-                                                                   rules, schemas)
+    fast = None if environment is not None else right_single_call(
+        {**base, "first_tool": first}, case, calls, problems, rules, schemas)
     if fast is not None:
         return fast
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
