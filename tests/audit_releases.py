@@ -13,14 +13,7 @@ CHECKED, JUDGED = 24, 6
 
 
 def repeats_suite(root: Path) -> None:
-    root.mkdir()
-    (root / "tools.json").write_text(json.dumps(TOOLS))
-    cases = [{"id": f"d{n:02d}", "messages": [{"role": "user", "content": "hours?"}],
-              "expect": {"type": "no_call"}} for n in range(CHECKED)]
-    cases += [{"id": f"g{n:02d}", "messages": [{"role": "user", "content": "a person"}],
-               "expect": {"type": "judge", "rubric": "Escalate faithfully."}}
-              for n in range(JUDGED)]
-    (root / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    mixed_suite(root, CHECKED, JUDGED, checked_prefix="d")
 
 
 def scored_release(loopback: Loopback, exe: str, env: dict, cwd: Path, spec: Path, release: str,
@@ -69,11 +62,11 @@ def audit_in_full(cwd: Path, run_id: int) -> None:
 # --------------------------------------------------------------------------- one-sided audits
 
 
-def mixed_suite(root: Path, checked: int, judged: int) -> None:
-    """`checked` no-call cases (c00, …) and `judged` judge cases (g00, …)."""
+def mixed_suite(root: Path, checked: int, judged: int, checked_prefix: str = "c") -> None:
+    """`checked` no-call cases (c00, …, or `checked_prefix`) and `judged` judge cases (g00, …)."""
     root.mkdir()
     (root / "tools.json").write_text(json.dumps(TOOLS))
-    cases = [{"id": f"c{n:02d}", "messages": [{"role": "user", "content": "hours?"}],
+    cases = [{"id": f"{checked_prefix}{n:02d}", "messages": [{"role": "user", "content": "hours?"}],
               "expect": {"type": "no_call"}} for n in range(checked)]
     cases += [{"id": f"g{n:02d}", "messages": [{"role": "user", "content": "a person"}],
                "expect": {"type": "judge", "rubric": "Escalate faithfully."}}

@@ -22,7 +22,7 @@ from paths import ROOT
 
 import callgate
 from callgate.cli import app
-from callgate.cli.reference import cli_reference
+from callgate.cli.reference import cli_reference, walk_commands
 
 BIN = Path(sys.executable).parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -50,7 +50,7 @@ def test_the_site_builds_strict_and_a_broken_link_fails_it(tmp_path: Path) -> No
     built = mkdocs(ROOT, tmp_path / "site")
     assert built.returncode == 0, built.stdout + built.stderr
     cli_page = (tmp_path / "site/reference/cli/index.html").read_text()
-    for path, _ in commands(ROOT_COMMAND):
+    for path, _ in walk_commands(ROOT_COMMAND):
         assert f"callgate {' '.join(path)}" in cli_page, path
     api_page = (tmp_path / "site/reference/api/index.html").read_text()
     for name in set(callgate.__all__) - {"__version__"}:
@@ -83,7 +83,7 @@ def test_the_nav_names_pages_that_exist_and_the_existing_docs() -> None:
 
 def test_the_cli_reference_is_generated_from_the_app() -> None:
     text = cli_reference()
-    for path, command in commands(ROOT_COMMAND):
+    for path, command in walk_commands(ROOT_COMMAND):
         if hasattr(command, "list_commands"):
             continue
         section = text.split(f"`callgate {' '.join(path)}`", 1)[1]
@@ -124,19 +124,6 @@ def test_every_relative_link_names_a_file_that_exists(page: Path) -> None:
 
 
 # ------------------------------------------------------------------ the command examples
-
-
-def commands(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
-    found = []
-    context = click.Context(group)
-    for name in group.list_commands(context):
-        command = group.get_command(context, name)
-        if command is None or command.hidden:
-            continue
-        found.append(((*prefix, name), command))
-        if hasattr(command, "list_commands"):
-            found.extend(commands(command, (*prefix, name)))
-    return found
 
 
 def shell_lines(text: str) -> list[str]:

@@ -49,7 +49,8 @@ def command_markdown(path: tuple[str, ...], command: Any, level: int) -> list[st
     return lines
 
 
-def _walk(group: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+def walk_commands(group: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every visible command under `group`, depth first, with its path of names."""
     found = []
     context = click.Context(group)
     for name in group.list_commands(context):
@@ -58,7 +59,7 @@ def _walk(group: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]
             continue
         found.append(((*path, name), command))
         if hasattr(command, "list_commands"):
-            found.extend(_walk(command, (*path, name)))
+            found.extend(walk_commands(command, (*path, name)))
     return found
 
 
@@ -68,7 +69,7 @@ def cli_reference() -> str:
 
     root = typer.main.get_command(app)
     out: list[str] = []
-    for path, command in _walk(root, ()):
+    for path, command in walk_commands(root):
         if hasattr(command, "list_commands"):
             out += [f"## `callgate {' '.join(path)}` …", "", (command.help or "").strip(), ""]
             continue
