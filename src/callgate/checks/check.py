@@ -133,8 +133,10 @@ def check_response(
             arguments_reason=reason,
         )
 
+    # Every kind builds its verdict from the attempt's base, so the first call is named once.
+    base = {**base, "first_tool": first}
     fast = None if environment is not None else right_single_call(
-        {**base, "first_tool": first}, case, calls, problems, rules, schemas)
+        base, case, calls, problems, rules, schemas)
     if fast is not None:
         return fast
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
@@ -142,9 +144,9 @@ def check_response(
     verdict = CHECKS[expect.type](attempt, expect)
     if case.never_right is not None and verdict.right_arguments:
         return verdict.model_copy(update={
-            "right_arguments": False, "arguments": "wrong_value", "first_tool": first,
+            "right_arguments": False, "arguments": "wrong_value",
             "arguments_reason": f"no answer can be right here: {case.never_right}"})
-    return verdict.model_copy(update={"first_tool": first})
+    return verdict
 
 
 def counted_server_error(base: dict[str, Any], case: Case, error: ProviderError) -> Verdict:
