@@ -6,9 +6,10 @@ names its columns, which are this model's fields and the run's id).
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 ToolVerdict = Literal[
     "right", "wrong_tool", "unexpected_call", "missing_call", "extra_call", "turn_limit"
@@ -27,6 +28,16 @@ SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_para
 # What the JSON and schema checks found: (verdict, schema sub-kind, reason), or None.
 Problems = tuple[ArgsVerdict, SchemaKind | None, str] | None
 
+
+
+class Violation(BaseModel):
+    """A policy the attempt broke (callgate.checks.policies), with why."""
+
+    model_config = ConfigDict(frozen=True)
+    policy: str
+    reason: str
+
+
 class Verdict(BaseModel):
     """The outcome of one attempt (case × repeat), with reasons a person can act on."""
 
@@ -43,6 +54,15 @@ class Verdict(BaseModel):
     right_tool: bool = False
     right_arguments: bool = False
     state_hash: str | None = None  # the final state's SHA-256, for final_state expectations
+    # The policies the attempt broke; the store keeps them as JSON (NULL: none).
+    violations: tuple[Violation, ...] = ()
+
+    @field_validator("violations", mode="before")
+    @classmethod
+    def _stored(cls, raw: Any) -> Any:
+        if raw is None:
+            return ()
+        return json.loads(raw) if isinstance(raw, str) else raw
 
     @property
     def reason(self) -> str:

@@ -14,6 +14,7 @@ import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer
 
 from callgate.gating.cases import Paired
+from callgate.gating.policy_gate import PolicyCheck, policy_checks, policy_messages
 from callgate.gating.scores_file import RELEASED, ReleaseScores
 from callgate.gating.statistics import (
     detectable_drop_paired,
@@ -98,6 +99,7 @@ class GateDecision(BaseModel):
     excluded_share: float
     messages: list[str]
     warnings: list[str]
+    policies: list[PolicyCheck] = []  # the policy gate's checks (gating.policy_gate)
 
 
 def decision_json(decision: GateDecision) -> dict[str, Any]:
@@ -159,8 +161,9 @@ def decide(
         "suite_name": current.suite_name, "max_drop": max_drop,
         "excluded_share": current.excluded_share, "new_agent": new_agent}
     if baseline is None:
-        return _first_release(current, who, notes, first, bool(passed_over), other_agent,
-                              new_agent, common)
+        return _policy_gated(_first_release(current, who, notes, first, bool(passed_over),
+                                            other_agent, new_agent, common), current, None,
+                             not_whole)
 
     lineage = _lineage(current, baseline, notes)
     now_suite, then_suite = _suite(current), _suite(baseline)
@@ -184,8 +187,29 @@ def decide(
         warnings=notes.warnings, **common,
     ))
     change = partial(tuple.__new__, CaseChange)
-    return decision.model_copy(update={"worse": list(map(change, worse)),
-                                       "better": list(map(change, better))})
+    return _policy_gated(decision.model_copy(update={"worse": list(map(change, worse)),
+                                                     "better": list(map(change, better))}),
+                         current, baseline, not_whole)
+
+
+def _policy_gated(decision: GateDecision, current: ReleaseScores,
+                  baseline: ReleaseScores | None, not_whole: str | None) -> GateDecision:
+    """The decision with the policy gate: its lines shown first; a policy broken more than
+    allowed fails the release whatever its shares (a release missing shards stays
+    inconclusive)."""
+    checks = policy_checks(current, baseline)
+    if not checks:
+        return decision
+    failed = any(check.failed for check in checks)
+    messages = decision.messages
+    outcome = decision.outcome
+    if failed and not not_whole:
+        outcome = "regression"
+        messages = [m.replace("; recorded, passes as a first release", "")
+                    .replace("; recorded, passes", "") for m in messages]
+    return decision.model_copy(update={
+        "policies": checks, "outcome": outcome, "exit_code": EXIT_CODES[outcome],
+        "messages": policy_messages(checks, decision.baseline_release) + messages})
 
 
 @dataclass

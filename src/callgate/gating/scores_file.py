@@ -16,7 +16,7 @@ from callgate.gating.cases import CaseField, case_records
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.scoring.result import GateRecord, Outcome
-from callgate.scoring.scores import Figures
+from callgate.scoring.scores import Figures, PolicyFigures
 from callgate.store.rows import StoredRun
 from callgate.version import __version__
 
@@ -77,6 +77,9 @@ class ReleaseScores(BaseModel):
     # estimator (audit.estimates_document). Absent: `figures` count the judge's verdicts as
     # given.
     estimates: dict[str, Any] | None = None
+    # The policies the suite declares with their violations (absent: none declared, or kept by
+    # an older callgate).
+    policies: PolicyFigures | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -128,6 +131,7 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         cases=case_records(verdicts),
         suite_cases=sorted(suite_cases),
         gate=gate_of(run),
+        policies=scores.get("policies"),
     )
 
 

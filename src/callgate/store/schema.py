@@ -338,6 +338,15 @@ def m011_attempt_marks(conn: sqlite3.Connection) -> None:
         write_attempt_marks(conn, run_id)
 
 
+@migration
+def m012_verdict_violations(conn: sqlite3.Connection) -> None:
+    """verdicts.violations: the policies an attempt broke (JSON list of {policy, reason},
+    callgate.checks.verdict.Violation); NULL when it broke none, as every older verdict."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(verdicts)")}
+    if "violations" not in columns:
+        conn.execute("ALTER TABLE verdicts ADD COLUMN violations TEXT")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
@@ -370,6 +379,7 @@ VERDICT_COLUMNS = (
     "calls",
     "right_tool",
     "right_arguments",
+    "violations",
 )
 
 # The rows the other writers take, in their order: each is built by name in store/rows.py

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from callgate.suites.matchers import Matcher, matcher_kind
+from callgate.suites.policies import Policies
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
 ArgRule = Literal["exact", "key", "ignore"]
@@ -331,6 +332,7 @@ class Case(_Strict):
     tool_results: list[ScriptedToolResult] | None = None
     max_turns: int = Field(10, ge=1)  # per user turn
     user_turns: list[UserTurn] | None = Field(None, min_length=1)  # after `messages`
+    policies: Policies | None = None  # replace the suite's, field by field (docs/policies.md)
 
     @model_validator(mode="after")
     def _last_message_is_not_assistant(self) -> Case:

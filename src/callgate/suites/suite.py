@@ -53,6 +53,14 @@ from callgate.suites.environment import (
     spec_fingerprinted,
 )
 from callgate.suites.matchers import Predicate
+from callgate.suites.policies import (
+    NO_POLICIES,
+    POLICY_NAMES,
+    Policies,
+    check_confirmation,
+    check_policies,
+    suite_policies,
+)
 
 # The models live in callgate.suites.cases and the case table in callgate.suites.case_table;
 # their names are kept here too, where most of the code has always taken them from.
@@ -90,6 +98,19 @@ class Suite:
     environment: EnvironmentFactory | None = field(default=None, repr=False)
     environment_spec: str | dict[str, Any] | None = None  # module:Class or {"mcp": ...}
     defaults: SuiteDefaults | None = None  # suite.json's shared system message and tools
+    policies: Policies = NO_POLICIES  # suite.json's (docs/policies.md)
+
+    def policies_of(self, case: Case) -> Policies:
+        """The policies an attempt of this case is checked on: the suite's, with the case's."""
+        return self.policies.merged(case.policies)
+
+    def policy_names(self) -> list[str]:
+        """Every policy the suite or one of its cases declares."""
+        names = set(self.policies.declared())
+        for case_id, raw in self.raw_cases.items():  # only the cases that declare some
+            if "policies" in raw:
+                names.update(self.policies_of(self.cases[case_id]).declared())
+        return [name for name in POLICY_NAMES if name in names]
 
     @cached_property
     def parameter_schemas(self) -> dict[str, dict[str, Any]]:
@@ -185,6 +206,7 @@ def load_cases(
     match: MatchRules = DEFAULT_MATCH,
     functions: SuiteFunctions | None = None,
     defaults: SuiteDefaults | None = None,
+    policies: Policies = NO_POLICIES,
 ) -> tuple[CaseTable, Mapping[str, dict[str, Any]]]:
     """The cases of cases.jsonl, checked against the tools; `functions` imports the
     predicates they name (from beside cases.jsonl when not given), `defaults` are suite.json's
@@ -202,6 +224,9 @@ def load_cases(
         if case.id in cases:
             raise InputError(path, f"duplicate case id {case.id!r}", line=line_no, field="id")
         check_case(path, line_no, case, tools, validators, environment, match)
+        if case.policies is not None:
+            check_policies(case.policies, tools, path, line_no, case=True)
+            check_confirmation(policies.merged(case.policies), path, line_no)
         cases.add(case, raw)
     if not cases:
         raise InputError(path, "no cases")
@@ -210,7 +235,7 @@ def load_cases(
 
 # What suite.json may hold (docs/formats.md); source and skipped are written by importers.
 SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "system", "tools", "source",
-                     "skipped")
+                     "skipped", "policies")
 
 
 def _suite_json(meta_path: Path) -> dict[str, Any]:
@@ -286,8 +311,12 @@ def load_suite(path: Path | str) -> Suite:
         }
     defaults = _suite_defaults(meta, meta_path, tools)
     functions = SuiteFunctions(root)
+    policies = NO_POLICIES
+    if "policies" in meta:
+        policies = suite_policies(meta["policies"], meta_path, tools, {"predicates": functions})
+        check_confirmation(policies, meta_path, None)
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment, match,
-                                  functions, defaults)
+                                  functions, defaults, policies)
     fingerprinted: dict[str, Any] = {"tools": raw_tools}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
         # source_types only when given, so suites imported before it keep their fingerprint
@@ -298,6 +327,8 @@ def load_suite(path: Path | str) -> Suite:
             "spec": spec_fingerprinted(environment_spec),
             "source": environment_fingerprint(environment),
         }
+    if "policies" in meta:  # they decide the verdicts' violations
+        fingerprinted["policies"] = meta["policies"]
     if functions.loaded:  # the predicates' code decides verdicts too
         fingerprinted["predicates"] = functions.fingerprint()
     digest = _suite_digest(raw_cases.values(), fingerprinted)
@@ -314,6 +345,7 @@ def load_suite(path: Path | str) -> Suite:
         environment=environment,
         environment_spec=environment_spec,
         defaults=defaults,
+        policies=policies,
     )
 
 
