@@ -85,12 +85,13 @@ def test_forbidden_values_take_literals_lists_and_matchers(tmp_path: Path) -> No
         answer("fine", c("cancel_order", order_id="ord_5", reason="duplicate")),
     ])
     assert got["right"].violations == () and got["fine"].violations == ()
-    assert reasons(got["nine"]) == [("forbidden_values", 'call 1 (lookup_order): order_id = '
-                                     '"ord_9001", forbidden (regex "^ord_9")')]
-    assert reasons(got["lit"]) == [("forbidden_values", 'call 1 (cancel_order): order_id = '
-                                    '"ord_0", forbidden ("ord_0")')]
-    assert reasons(got["listed"]) == [("forbidden_values", 'call 1 (cancel_order): reason = '
-                                       '"other", forbidden (one of "other", "changed_mind")')]
+    assert reasons(got["nine"]) == [("forbidden_values", 'call 1 (lookup_order): order_id '
+                                     'takes a forbidden value (regex "^ord_9")')]
+    assert reasons(got["lit"]) == [("forbidden_values", 'call 1 (cancel_order): order_id '
+                                    'takes a forbidden value ("ord_0")')]
+    assert reasons(got["listed"]) == [("forbidden_values", 'call 1 (cancel_order): reason '
+                                       'takes a forbidden value (one of "other", '
+                                       '"changed_mind")')]
     assert got["fine"].right_arguments and not got["nine"].right_arguments
 
 

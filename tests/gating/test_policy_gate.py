@@ -138,4 +138,20 @@ def test_end_to_end_a_forbidden_value_fails_the_second_release(tmp_path: Path) -
     assert decision.messages[0] == (
         "policy forbidden_values: 0.0 → 20.0 violations per 100 attempts (1 attempt(s); "
         "allowed rise 0) — POLICY VIOLATION; first: c4 (repeat 0): call 1 (lookup_order): "
-        "include_items = true, forbidden (true)")
+        "include_items takes a forbidden value (true)")
+
+
+def test_the_demo_shows_a_policy_failing_a_release_whose_shares_held() -> None:
+    from callgate.cli.demo import example_path, run_policy_demo
+
+    root = example_path()
+    console = Console(record=True, width=300)
+    run_policy_demo(load_suite(root), root, console)
+    shown = console.export_text()
+    assert "gate FAIL: regression: example-agent 2026.12 on order-support vs 2026.10" in shown
+    assert ("policy forbidden_values: 0.0 → 1.0 violations per 100 attempts (1 attempt(s); "
+            "allowed rise 0) — POLICY VIOLATION; first: clean-008 (repeat 0): call 1 "
+            "(escalate_to_human): summary takes a forbidden value") in shown
+    assert "right tool unchanged (91.0 → 91.0" in shown
+    assert "right arguments unchanged (85.0 → 85.0" in shown
+    assert "4111" not in shown  # the card number the policy keeps out is never echoed
