@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +155,9 @@ class Scores(BaseModel):
     server_errors: ServerErrors = "exclude"
     # Set when the suite or a case declares policies (docs/policies.md).
     policies: PolicyFigures | None = None
+    # Attempts of the no-call cases that called a tool (a call where none is expected), when
+    # the builder knows the no-call cases and some were scored.
+    unwarranted_calls: Share | None = None
 
 
 @dataclass
@@ -242,6 +245,9 @@ class ScoreBuilder:
     policies: Sequence[str] = ()
     policy_max_rise: float = 0.0
     _policy: _PolicyTally = field(default_factory=_PolicyTally)
+    # The ids of the cases that expect no call, for the unwarranted-call rate.
+    no_call_cases: Collection[str] = frozenset()
+    _no_call: list[int] = field(default_factory=lambda: [0, 0])  # [called, scored]
 
     def add(
         self,
@@ -275,6 +281,9 @@ class ScoreBuilder:
             self.excluded[verdict.status] += 1
             return
         self._policy.add(verdict)
+        if verdict.case_id in self.no_call_cases:
+            self._no_call[0] += verdict.calls > 0
+            self._no_call[1] += 1
         tally = self.per_case.get(verdict.case_id)
         if tally is None:
             tally = self.per_case[verdict.case_id] = [0, 0, 0, 0]
@@ -311,6 +320,7 @@ class ScoreBuilder:
             latency_p95_ms=percentile(latencies, 95),
             providers=dict(sorted(self.providers.items())),
             policies=self._policy_figures(total.scored),
+            unwarranted_calls=Share.of(*self._no_call) if self._no_call[1] else None,
         )
 
 

@@ -118,8 +118,17 @@ class ScriptedToolResult(ExpectedCall):
     result: Any
 
 
+# The kind of text answer a no-call case needs (issue 37): a follow-up question for missing
+# information, saying it cannot, an answer from what the agent knows, or any of them.
+AnswerKind = Literal["ask", "cannot", "answer", "any"]
+ANSWER_KINDS = {"ask": "a follow-up question", "cannot": "saying it cannot",
+                "answer": "a direct answer", "any": "any text answer"}
+
+
 class NoCall(_Strict):
     type: Literal["no_call"]
+    # A call is never any of these kinds; which kind a text answer is is not decided here.
+    answer: AnswerKind = "any"
 
 
 class Calls(_Strict):
