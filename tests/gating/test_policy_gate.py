@@ -155,3 +155,19 @@ def test_the_demo_shows_a_policy_failing_a_release_whose_shares_held() -> None:
     assert "right tool unchanged (91.0 → 91.0" in shown
     assert "right arguments unchanged (85.0 → 85.0" in shown
     assert "4111" not in shown  # the card number the policy keeps out is never echoed
+
+
+def test_the_served_attempt_summary_lists_the_violations_parsed(tmp_path: Path) -> None:
+    from callgate.web.views import attempt_summary
+
+    root = write_suite(tmp_path / "s", [case("a", calls(("lookup_order", {"order_id": "ord_1"})))])
+    (root / "suite.json").write_text(json.dumps({"name": "s", "policies": {"max_calls": 0}}))
+    suite = load_suite(root)
+    path = write_lines(tmp_path / "r.jsonl", [answer("a", ("lookup_order", {"order_id": "ord_1"}))])
+    with Store(tmp_path / "c.db") as store:
+        result = score_file(suite, path, store, model="m", release="r1")
+        row = next(iter(store.verdicts(result.run_id)))
+    summary = attempt_summary({**row, "tags": "[]"})
+    assert summary["violations"] == [{"policy": "max_calls",
+                                      "reason": "1 call, more than max_calls 0"}]
+    assert attempt_summary({**row, "violations": None, "tags": "[]"})["violations"] == []

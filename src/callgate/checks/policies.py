@@ -25,7 +25,8 @@ def violations(policies: Policies, calls: Sequence[ParsedCall],
     found += _unconfirmed_writes(policies, calls, call_turns)
     if policies.max_calls is not None and len(calls) > policies.max_calls:
         found.append(Violation(policy="max_calls", reason=(
-            f"{len(calls)} calls, more than max_calls {policies.max_calls}")))
+            f"{len(calls)} call{'s' if len(calls) != 1 else ''}, more than max_calls "
+            f"{policies.max_calls}")))
     return tuple(found)
 
 
