@@ -171,3 +171,19 @@ def test_the_served_attempt_summary_lists_the_violations_parsed(tmp_path: Path) 
     assert summary["violations"] == [{"policy": "max_calls",
                                       "reason": "1 call, more than max_calls 0"}]
     assert attempt_summary({**row, "violations": None, "tags": "[]"})["violations"] == []
+
+
+def test_a_scored_run_prints_its_policy_figures_and_unwarranted_calls(tmp_path: Path) -> None:
+    from callgate.cli.demo import example_path
+    from callgate.report.console import print_run
+
+    root = example_path()
+    with Store(tmp_path / "c.db") as store:
+        result = score_file(load_suite(root), root / "responses-2026.12.jsonl", store,
+                            model="m", release="2026.12")
+    console = Console(record=True, width=300)
+    print_run(result, console)
+    shown = console.export_text()
+    assert ("policy forbidden_values: 1 of 100 scored attempts broke it (1.0 per 100); first: "
+            "clean-008 #0: call 1 (escalate_to_human): summary takes a forbidden value") in shown
+    assert "unwarranted calls: 2 of 20 attempts of no-call cases called a tool (10.0% [" in shown
