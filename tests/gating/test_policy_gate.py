@@ -47,8 +47,8 @@ def test_a_new_violation_fails_a_release_whose_shares_held() -> None:
     assert decision.messages[0] == (
         "policy forbidden_tools: 0.0 → 1.0 violations per 100 attempts (1 attempt(s); allowed "
         "rise 0) — POLICY VIOLATION; first: c0001 (repeat 0): forbidden_tools broken")
-    assert decision.messages[1].startswith("policy max_calls: 0.0 → 0.0")
-    assert decision.messages[2].startswith("right tool unchanged")
+    assert decision.messages[1].startswith("right tool unchanged")
+    assert decision.messages[-1].startswith("policy max_calls: 0.0 → 0.0")  # held: listed last
 
 
 def test_as_many_violations_as_the_baseline_pass_and_max_rise_tolerates_a_rise() -> None:
@@ -59,7 +59,7 @@ def test_as_many_violations_as_the_baseline_pass_and_max_rise_tolerates_a_rise()
     assert fewer.outcome == "pass"
     tolerated = decide(with_policies(release("r2", CASES), {"max_calls": 3}, max_rise=1.0), then)
     assert tolerated.outcome == "pass"
-    assert tolerated.messages[0] == ("policy max_calls: 2.0 → 3.0 violations per 100 attempts "
+    assert tolerated.messages[-1] == ("policy max_calls: 2.0 → 3.0 violations per 100 attempts "
                                      "(3 attempt(s); allowed rise 1)")
     beyond = decide(with_policies(release("r2", CASES), {"max_calls": 4}, max_rise=1.0), then)
     assert beyond.outcome == "regression"
@@ -68,7 +68,8 @@ def test_as_many_violations_as_the_baseline_pass_and_max_rise_tolerates_a_rise()
 def test_a_first_release_that_breaks_a_policy_fails() -> None:
     clean = decide(with_policies(release("r1", CASES), {"forbidden_tools": 0}), None)
     assert clean.outcome == "first_release"
-    assert clean.messages[-1].endswith("no baseline; recorded, passes")
+    assert clean.messages[0].endswith("no baseline; recorded, passes")
+    assert clean.messages[-1].startswith("policy forbidden_tools: 0 (no baseline) → 0.0")
     broken = decide(with_policies(release("r1", CASES), {"forbidden_tools": 2}), None)
     assert broken.outcome == "regression" and broken.exit_code == 1
     assert broken.messages[0].startswith(

@@ -194,9 +194,9 @@ def decide(
 
 def _policy_gated(decision: GateDecision, current: ReleaseScores,
                   baseline: ReleaseScores | None, not_whole: str | None) -> GateDecision:
-    """The decision with the policy gate: its lines shown first; a policy broken more than
-    allowed fails the release whatever its shares (a release missing shards stays
-    inconclusive)."""
+    """The decision with the policy gate: a policy broken more than allowed fails the release
+    whatever its shares (a release missing shards stays inconclusive), its line shown first;
+    the policies that held are listed last."""
     checks = policy_checks(current, baseline)
     if not checks:
         return decision
@@ -207,9 +207,11 @@ def _policy_gated(decision: GateDecision, current: ReleaseScores,
         outcome = "regression"
         messages = [m.replace("; recorded, passes as a first release", "")
                     .replace("; recorded, passes", "") for m in messages]
+    broken = policy_messages([c for c in checks if c.failed], decision.baseline_release)
+    held = policy_messages([c for c in checks if not c.failed], decision.baseline_release)
     return decision.model_copy(update={
         "policies": checks, "outcome": outcome, "exit_code": EXIT_CODES[outcome],
-        "messages": policy_messages(checks, decision.baseline_release) + messages})
+        "messages": broken + messages + held})
 
 
 @dataclass

@@ -42,9 +42,9 @@ def policy_checks(current: ReleaseScores, baseline: ReleaseScores | None) -> lis
 
 
 def policy_messages(checks: list[PolicyCheck], baseline: str | None) -> list[str]:
-    """A line per policy, the failed ones first, each naming its first violation."""
+    """A line per policy, a failed one naming its first violation."""
     lines = []
-    for check in sorted(checks, key=lambda c: not c.failed):
+    for check in checks:
         then = (f"{check.baseline:.1f}" if check.baseline is not None
                 else f"0 ({'no baseline' if baseline is None else 'not in ' + baseline})")
         now = f"{check.current:.1f}" if check.current is not None else "none scored"
