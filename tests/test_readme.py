@@ -83,6 +83,10 @@ def test_the_case_field_table_lists_every_field_of_a_case() -> None:
     formats = (ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
     table = formats[formats.index("### cases.jsonl"):formats.index("Expectation shapes")]
     listed = set(re.findall(r"^\| `(\w+)`", table, flags=re.M))
+    # a field documented with its feature: docs/policies.md's "In a case" table
+    policies = (ROOT / "docs" / "policies.md").read_text(encoding="utf-8")
+    case_table = policies[policies.index("### In a case"):policies.index("A bad policy")]
+    listed |= set(re.findall(r"^\| `(\w+)`", case_table, flags=re.M))
     assert listed == set(Case.model_fields), set(Case.model_fields) ^ listed
 
 

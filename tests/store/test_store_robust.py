@@ -379,10 +379,10 @@ def test_a_store_made_by_673342a_is_migrated_with_a_notice(
     kept = conn.execute("SELECT * FROM verdicts WHERE run = 1 ORDER BY case_id, repeat").fetchall()
     conn.close()
     assert "UNIQUE" not in runs_sql
-    # the release 673342a stored is still there, row for row (and its first calls unknown:
-    # migration m014 added verdicts.first_tool)
+    # the release 673342a stored is still there, row for row; the columns added since are NULL
+    # (its first calls unknown: m014 added verdicts.first_tool; m016 verdicts.violations)
     assert [row[:len(old_verdicts[0])] for row in kept] == old_verdicts
-    assert {row[len(old_verdicts[0]):] for row in kept} == {(None,)}
+    assert {row[len(old_verdicts[0]):] for row in kept} == {(None, None)}
     # The release from before and the new one, and the gate between them.
     history = cli("history", "-m", "agent", "--db", str(db))
     assert history.returncode == 0 and "r1" in history.stdout and "r2" in history.stdout
@@ -534,7 +534,8 @@ def _suite_for_runs(tmp_path: Path):
 
 def _attempt_rows(run_id: int) -> tuple[list[tuple], list[tuple]]:
     response = (run_id, "ord", 0, "tool_calls", None, None, None, None, None, None, "{}")
-    verdict = (run_id, "ord", 0, "scored", "right", "", "right", None, "", 1, 1, 1, "lookup_order")
+    verdict = (run_id, "ord", 0, "scored", "right", "", "right", None, "", 1, 1, 1, "lookup_order",
+               None)
     return [response], [verdict]
 
 

@@ -21,12 +21,14 @@ from jsonschema import Draft7Validator
 from callgate.checks.attempt import Attempt
 from callgate.checks.kinds import CHECKS, bfcl_multi_turn
 from callgate.checks.kinds.calls import right_single_call
-from callgate.checks.parsing import parse_calls
+from callgate.checks.parsing import ParsedCall, parse_calls
+from callgate.checks.policies import violations
 from callgate.checks.replay import Replay, agent_run
 from callgate.checks.schema import argument_problems
 from callgate.checks.verdict import ServerErrors, ToolVerdict, Verdict
 from callgate.suites.cases import BfclMultiTurn
 from callgate.suites.environment import EnvironmentError_, EnvironmentFactory
+from callgate.suites.policies import Policies
 from callgate.suites.responses import ProviderError, Response, read_turns
 from callgate.suites.suite import DEFAULT_MATCH, Case, FinalState, MatchRules, NoCall, Suite
 
@@ -40,11 +42,13 @@ def check_response(
     rules: MatchRules = DEFAULT_MATCH,
     environment: EnvironmentFactory | None = None,
     server_errors: ServerErrors = "exclude",
+    policies: Policies | None = None,
 ) -> Verdict:
     """Decide one attempt. `schemas`/`validators` map tool name to parameters and validator;
     `rules` are the suite's match rules; `environment` is the suite's, if it names one;
     `server_errors` says whether a server error (a 5xx after retries) is excluded, as every
-    provider error is, or counted as a wrong answer (`counted_server_error`).
+    provider error is, or counted as a wrong answer (`counted_server_error`); `policies` are
+    the suite's (`Suite.policies`), with the case's own, checked on every scored attempt.
 
     The calls of a multi-turn attempt are every call of every turn, in order."""
     base: dict[str, Any] = {"case_id": response.case_id, "repeat": response.repeat}
@@ -119,7 +123,7 @@ def check_response(
     first = calls[0].name if calls else ""
     if hit_limit:
         args_verdict, kind, reason = problems or ("not_applicable", None, "")
-        return Verdict(
+        return _policed(policies, case, calls, call_turns, Verdict(
             **base,
             status="scored",
             calls=len(calls),
@@ -131,22 +135,32 @@ def check_response(
             arguments=args_verdict,
             schema_kind=kind,
             arguments_reason=reason,
-        )
+        ))
 
     # Every kind builds its verdict from the attempt's base, so the first call is named once.
     base = {**base, "first_tool": first}
     fast = None if environment is not None else right_single_call(
         base, case, calls, problems, rules, schemas)
     if fast is not None:
-        return fast
+        return _policed(policies, case, calls, call_turns, fast)
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
                       environment, replayed, failure, call_turns)
     verdict = CHECKS[expect.type](attempt, expect)
     if case.never_right is not None and verdict.right_arguments:
-        return verdict.model_copy(update={
+        verdict = verdict.model_copy(update={
             "right_arguments": False, "arguments": "wrong_value",
             "arguments_reason": f"no answer can be right here: {case.never_right}"})
-    return verdict
+    return _policed(policies, case, calls, call_turns, verdict)
+
+
+def _policed(policies: Policies | None, case: Case, calls: list[ParsedCall],
+             call_turns: list[int], verdict: Verdict) -> Verdict:
+    """The verdict with the policies it broke (a scored or judge-pending attempt only)."""
+    applied = policies.merged(case.policies) if policies is not None else case.policies
+    if applied is None or verdict.status not in ("scored", "pending_judge"):
+        return verdict
+    found = violations(applied, calls, call_turns)
+    return verdict.model_copy(update={"violations": found}) if found else verdict
 
 
 def counted_server_error(base: dict[str, Any], case: Case, error: ProviderError) -> Verdict:
@@ -177,4 +191,5 @@ def check(suite: Suite, response: Response) -> Verdict:
     Raises KeyError when the suite has no case `response.case_id`."""
     return check_response(suite.cases[response.case_id], response, suite.parameter_schemas,
                           suite.validators,
-                          rules=suite.match, environment=suite.environment)
+                          rules=suite.match, environment=suite.environment,
+                          policies=suite.policies)

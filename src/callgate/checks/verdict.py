@@ -6,9 +6,10 @@ names its columns, which are this model's fields and the run's id).
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 ToolVerdict = Literal[
     "right", "wrong_tool", "unexpected_call", "missing_call", "extra_call", "turn_limit"
@@ -26,6 +27,16 @@ ServerErrors = Literal["count", "exclude"]
 SchemaKind = Literal["missing_required", "wrong_type", "bad_enum", "unknown_param", "other"]
 # What the JSON and schema checks found: (verdict, schema sub-kind, reason), or None.
 Problems = tuple[ArgsVerdict, SchemaKind | None, str] | None
+
+
+
+class Violation(BaseModel):
+    """A policy the attempt broke (callgate.checks.policies), with why."""
+
+    model_config = ConfigDict(frozen=True)
+    policy: str
+    reason: str
+
 
 class Verdict(BaseModel):
     """The outcome of one attempt (case × repeat), with reasons a person can act on."""
@@ -47,6 +58,15 @@ class Verdict(BaseModel):
     # no answer was read (excluded) or in a store scored before it was kept. The gate's
     # confusion table (expected tool x first-called tool) is counted from it.
     first_tool: str | None = None
+    # The policies the attempt broke; the store keeps them as JSON (NULL: none).
+    violations: tuple[Violation, ...] = ()
+
+    @field_validator("violations", mode="before")
+    @classmethod
+    def _stored(cls, raw: Any) -> Any:
+        if raw is None:
+            return ()
+        return json.loads(raw) if isinstance(raw, str) else raw
 
     @property
     def reason(self) -> str:

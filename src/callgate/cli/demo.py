@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
 from importlib.resources import as_file, files
 from pathlib import Path
@@ -21,6 +22,7 @@ EXAMPLE = "examples/order_support"
 MULTI_TURN_EXAMPLE = "examples/order_store"
 MODEL = "example-agent"
 RELEASES = ("2026.10", "2026.11")
+POLICY_RELEASE = "2026.12"  # 2026.10's answers, one of them breaking the suite's policy
 
 
 def example_path(example: str = EXAMPLE) -> Path:
@@ -47,10 +49,27 @@ def run_demo(db: Path, console: Console) -> None:
     console.print(f"\n(`callgate gate` would exit {decision.exit_code}.) Stored in {db}: browse "
                   f"it with any SQLite tool, e.g. `sqlite3 {db} 'select * from scores'`.",
                   highlight=False)
+    run_policy_demo(suite, root, console)
     run_multi_turn_demo(db, console)
     console.print(f"\nTo look at what it stored (the chart, each attempt, calibration sessions): "
                   f"run `{command} serve --db {db}` and open http://127.0.0.1:8765/",
                   highlight=False, markup=False, soft_wrap=True)
+
+
+def run_policy_demo(suite: Suite, root: Path, console: Console) -> None:
+    """A release whose shares held and that breaks the suite's policy (docs/policies.md): its
+    gate fails. Scored in a scratch store, so the demo's store keeps its two releases."""
+    console.print(
+        f"\n[bold]A policy[/bold]: {suite.name}'s suite.json forbids a card number in an "
+        f"escalation summary. Release {POLICY_RELEASE} answers as {RELEASES[0]} did, but one "
+        "summary quotes the customer's card: the call is right, the policy is broken.")
+    with tempfile.TemporaryDirectory(prefix="callgate-demo-") as scratch, \
+            Store(Path(scratch) / "policy.db") as store:
+        for release in (RELEASES[0], POLICY_RELEASE):
+            score_file(suite, root / f"responses-{release}.jsonl", store, model=MODEL,
+                       release=release)
+            decision, _ = gate_release(store, MODEL, release, suite=suite.name)
+    print_gate(decision, console)
 
 
 def run_multi_turn_demo(db: Path, console: Console) -> None:

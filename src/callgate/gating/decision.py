@@ -16,8 +16,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 from callgate.gating.cases import Paired
 from callgate.gating.flaky import FlakyCase
 from callgate.gating.noise import Noise, apply_noise
+from callgate.gating.policy_gate import PolicyCheck, policy_checks, policy_outcome
 from callgate.gating.quarantine import Quarantined, quarantine_note
-from callgate.gating.scores_file import RELEASED, ReleaseScores
+from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.sequential import Rule, Tier
 from callgate.gating.statistics import (
     detectable_drop_paired,
@@ -28,7 +29,7 @@ from callgate.gating.surface_diff import SurfaceDiff, summary
 from callgate.gating.surface_gate import compared_pairs, release_diff, shown_diff
 from callgate.gating.what_to_fix import WhatToFix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
-from callgate.scoring.result import GateRecord, Outcome
+from callgate.scoring.result import Outcome
 from callgate.scoring.scores import Share, agent_label
 
 DEFAULT_MAX_DROP = 2.0
@@ -126,6 +127,7 @@ class GateDecision(BaseModel):
     # cases left out because their expectation changed; None: nothing to say.
     tool_surface: SurfaceDiff | None = None
     what_to_fix: WhatToFix | None = None  # slices, confusion table, slice rule (issue 33)
+    policies: list[PolicyCheck] = Field(default_factory=list)  # gating.policy_gate's checks
 
 
 def decision_json(decision: GateDecision) -> dict[str, Any]:
@@ -193,8 +195,9 @@ def decide(
         "flaky": list(noise.flaky), "quarantined": list(noise.quarantined)}
     if baseline is None:
         notes.warnings += [n for n in [quarantine_note(noise.quarantined)] if n]
-        return _first_release(current, who, notes, first, bool(passed_over), other_agent,
-                              new_agent, common)
+        return _policy_gated(_first_release(current, who, notes, first, bool(passed_over),
+                                            other_agent, new_agent, common), current, None,
+                             not_whole)
 
     lineage = _lineage(current, baseline, notes)
     now_suite, then_suite = _suite(current), _suite(baseline)
@@ -228,8 +231,22 @@ def decide(
                                 [c for c, _ in worse], [c for c, _ in better]),
     ))
     change = partial(tuple.__new__, CaseChange)
-    return decision.model_copy(update={"worse": list(map(change, worse)),
-                                       "better": list(map(change, better))})
+    return _policy_gated(decision.model_copy(update={"worse": list(map(change, worse)),
+                                                     "better": list(map(change, better))}),
+                         current, baseline, not_whole)
+
+
+def _policy_gated(decision: GateDecision, current: ReleaseScores,
+                  baseline: ReleaseScores | None, not_whole: str | None) -> GateDecision:
+    """The decision with the policy gate (gating.policy_gate.policy_outcome)."""
+    checks = policy_checks(current, baseline)
+    if not checks:
+        return decision
+    outcome, messages = policy_outcome(checks, decision.outcome, decision.messages,
+                                       decision.baseline_release, not_whole)
+    return decision.model_copy(update={
+        "policies": checks, "outcome": outcome, "exit_code": EXIT_CODES[outcome],
+        "messages": messages})
 
 
 @dataclass
@@ -478,10 +495,3 @@ def judge_as_given(checks: list[FigureCheck], audited_figures: Iterable[str]
     audited = set(audited_figures)
     return [c.model_copy(update={"failed": False}) if c.name in audited else c for c in checks]
 
-
-def record_of(decision: GateDecision, max_excluded: float) -> GateRecord:
-    return GateRecord(outcome=decision.outcome, released=decision.outcome in RELEASED,
-                      baseline_release=decision.baseline_release,
-                      baseline_agent=decision.baseline_agent, new_agent=decision.new_agent,
-                      max_drop=decision.max_drop, max_excluded=max_excluded,
-                      messages=decision.messages)

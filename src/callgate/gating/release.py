@@ -18,7 +18,6 @@ from callgate.gating.decision import (
     OtherAgent,
     decide,
     kept_decision,
-    record_of,
 )
 from callgate.gating.finding import (
     baseline_from_path,
@@ -32,12 +31,13 @@ from callgate.gating.finding import (
 from callgate.gating.flaky import FlakyCase, flaky_cases, flaky_of_stored
 from callgate.gating.noise import Noise, gated_figures
 from callgate.gating.quarantine import Quarantined, for_suite
-from callgate.gating.scores_file import ReleaseScores, release_from_run
+from callgate.gating.scores_file import RELEASED, ReleaseScores, release_from_run
 from callgate.gating.sequential import Rule
 from callgate.gating.slices import SliceRule
 from callgate.gating.surface_gate import release_diff
 from callgate.gating.what_to_fix import read_what_to_fix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.result import GateRecord
 from callgate.stats import Z95
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
@@ -425,3 +425,11 @@ def decision_key(store: Store, run: StoredRun, max_drop: float,
         parts["slice_rule"] = slice_rule.model_dump()
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def record_of(decision: GateDecision, max_excluded: float) -> GateRecord:
+    return GateRecord(outcome=decision.outcome, released=decision.outcome in RELEASED,
+                      baseline_release=decision.baseline_release,
+                      baseline_agent=decision.baseline_agent, new_agent=decision.new_agent,
+                      max_drop=decision.max_drop, max_excluded=max_excluded,
+                      messages=decision.messages)

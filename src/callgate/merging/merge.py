@@ -43,7 +43,8 @@ def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
     and provider of its responses) as the Recorder computed them while scoring."""
     run = store.stored_run(run_id)
     assert run is not None
-    builder = ScoreBuilder(tags_of=store.case_tags_of(run.suite))
+    builder = ScoreBuilder(tags_of=store.case_tags_of(run.suite),
+                           no_call_cases=store.no_call_cases_of(run.suite))
     tally = JudgedTally()
     for row in store.merged_attempts(run_id):
         verdict = Verdict.model_validate(row)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from callgate.report.policy_lines import policy_lines
 from callgate.report.what_to_fix import (
     fix_headline,
     fix_junit,
@@ -210,6 +211,8 @@ def print_run(result: RunResult, console: Console | None = None) -> None:
     console.print(tags_table([(label, result.scores)]))
     for line in bfcl_lines(result):
         console.print(escape(line))
+    for line in policy_lines(result.scores):
+        console.print(escape(line), highlight=False)
     if result.failures:
         console.print(failures_table(result))
     if result.missing:

@@ -63,7 +63,11 @@ class Recorder:
     _verdicts: list[tuple] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.builder = ScoreBuilder(tags_of=case_tags(self.suite.cases))
+        self.builder = ScoreBuilder(
+            tags_of=case_tags(self.suite.cases), policies=self.suite.policy_names(),
+            policy_max_rise=self.suite.policies.max_rise or 0.0,
+            no_call_cases={case_id for case_id, kind in self.suite.case_expect_types().items()
+                           if kind == "no_call"})
         if self.judge is not None and self.judged_tally is None:
             from callgate.judging.step import JudgedTally
 
@@ -75,6 +79,7 @@ class Recorder:
         return check_response(
             case, response, suite.parameter_schemas, suite.validators, rules=suite.match,
             environment=suite.environment, server_errors=self.server_errors,
+            policies=suite.policies,
         )
 
     def add(self, response: Response, body: str | None = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,30 @@ class Figures(BaseModel):
     calls_per_task: float | None
 
 
+POLICY_EXAMPLES = 10  # violating attempts named per policy in the scores
+
+
+class PolicyFigure(BaseModel):
+    """One policy over a release's scored attempts: how many broke it, per 100 attempts, and
+    the first ones (case id, repeat, reason)."""
+
+    model_config = ConfigDict(frozen=True)
+    violations: int  # attempts that broke it (an attempt breaking it twice counts once)
+    per_100: float | None  # per 100 scored attempts
+    first: list[tuple[str, int, str]] = []
+
+
+class PolicyFigures(BaseModel):
+    """The policies a suite declares, each with its figure, and the gate's tolerance."""
+
+    model_config = ConfigDict(frozen=True)
+    scored: int
+    violating: int  # scored attempts that broke at least one policy
+    per_100: float | None
+    by_policy: dict[str, PolicyFigure]
+    max_rise: float = 0.0  # violations per 100 attempts a policy may rise (suite.json)
+
+
 class Scores(BaseModel):
     """Everything reported for one model, suite and release."""
 
@@ -136,6 +160,49 @@ class Scores(BaseModel):
     # latency) is unknown, or no answer was right.
     cost_per_right_usd: float | None = None
     latency_per_right_ms: float | None = None
+    # Set when the suite or a case declares policies (docs/policies.md).
+    policies: PolicyFigures | None = None
+    # Attempts of the no-call cases that called a tool (a call where none is expected), when
+    # the builder knows the no-call cases and some were scored.
+    unwarranted_calls: Share | None = None
+
+
+@dataclass
+class _PolicyTally:
+    """Violations per policy over the scored attempts, for PolicyFigures."""
+
+    declared: Sequence[str] = ()
+    max_rise: float = 0.0
+    violating: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    first: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
+
+    def add(self, verdict: Verdict) -> None:
+        if not verdict.violations:
+            return
+        self.violating += 1
+        reasons: dict[str, str] = {}  # one attempt counts once per policy, with its first
+        for violation in verdict.violations:
+            reasons.setdefault(violation.policy, violation.reason)
+        for policy, reason in reasons.items():
+            self.counts[policy] += 1
+            named = self.first.setdefault(policy, [])
+            if len(named) < POLICY_EXAMPLES:
+                named.append((verdict.case_id, verdict.repeat, reason))
+
+    def figures(self, scored: int) -> PolicyFigures | None:
+        names = [*self.declared, *sorted(set(self.counts) - set(self.declared))]
+        if not names:
+            return None
+        def rate(count: int) -> float | None:
+            return 100 * count / scored if scored else None
+        return PolicyFigures(
+            scored=scored, violating=self.violating, per_100=rate(self.violating),
+            max_rise=self.max_rise,
+            by_policy={name: PolicyFigure(violations=self.counts[name],
+                                          per_100=rate(self.counts[name]),
+                                          first=self.first.get(name, []))
+                       for name in names})
 
 
 @dataclass
@@ -181,6 +248,13 @@ class ScoreBuilder:
     # 8 bytes an attempt (a list of floats takes 32); sorted only once, in build().
     latencies: array[float] = field(default_factory=lambda: array("d"))
     providers: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    # The policies the suite declares (Suite.policy_names) and the gate's tolerance on them.
+    policies: Sequence[str] = ()
+    policy_max_rise: float = 0.0
+    _policy: _PolicyTally = field(default_factory=_PolicyTally)
+    # The ids of the cases that expect no call, for the unwarranted-call rate.
+    no_call_cases: Collection[str] = frozenset()
+    _no_call: list[int] = field(default_factory=lambda: [0, 0])  # [called, scored]
 
     def add(
         self,
@@ -213,6 +287,10 @@ class ScoreBuilder:
         if verdict.status != "scored":
             self.excluded[verdict.status] += 1
             return
+        self._policy.add(verdict)
+        if verdict.case_id in self.no_call_cases:
+            self._no_call[0] += verdict.calls > 0
+            self._no_call[1] += 1
         tally = self.per_case.get(verdict.case_id)
         if tally is None:
             tally = self.per_case[verdict.case_id] = [0, 0, 0, 0]
@@ -220,6 +298,10 @@ class ScoreBuilder:
         tally[1] += 1
         tally[2] += verdict.right_tool
         tally[3] += verdict.calls
+
+    def _policy_figures(self, scored: int) -> PolicyFigures | None:
+        self._policy.declared, self._policy.max_rise = self.policies, self.policy_max_rise
+        return self._policy.figures(scored)
 
     def build(self) -> Scores:
         latencies = sorted(self.latencies)
@@ -249,6 +331,8 @@ class ScoreBuilder:
                                 and not self.cost_unknown else None),
             latency_per_right_ms=(sum(latencies) / right
                                   if right and len(latencies) == self.attempts else None),
+            policies=self._policy_figures(total.scored),
+            unwarranted_calls=Share.of(*self._no_call) if self._no_call[1] else None,
         )
 
 

@@ -73,14 +73,17 @@ class StoredSuite(Protocol):
     def case_expect_types(self) -> Mapping[str, str]: ...
 
 
-_VERDICT_FIELDS = operator.itemgetter(*VERDICT_COLUMNS[1:])
+_VERDICT_FIELDS = operator.itemgetter(*VERDICT_COLUMNS[1:-1])  # all but violations
 
 
 def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
     """A verdict (`callgate.checks.verdict.Verdict`, or any object with its fields as
     attributes) as a row of table `verdicts`, in VERDICT_COLUMNS order. sqlite3 stores a bool
-    as the integer 0 or 1."""
-    return (run_id, *_VERDICT_FIELDS(vars(verdict)))
+    as the integer 0 or 1; the violations are a JSON list, NULL when there are none."""
+    found = getattr(verdict, "violations", ())
+    kept = json.dumps([{"policy": v.policy, "reason": v.reason} for v in found],
+                      ensure_ascii=False) if found else None
+    return (run_id, *_VERDICT_FIELDS(vars(verdict)), kept)
 
 
 class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, GateRows,

@@ -75,6 +75,8 @@ def _verdicts_suspect(allowed: Allowed) -> str:
         "typeof(calls) != 'integer'", "calls < 0",
         "typeof(right_tool) != 'integer'", "right_tool NOT IN (0, 1)",
         "typeof(right_arguments) != 'integer'", "right_arguments NOT IN (0, 1)",
+        "violations IS NOT NULL AND (typeof(violations) != 'text' OR NOT json_valid(violations) "
+        "OR json_type(violations) != 'array')",
         "right_tool = 1 AND (status IS NOT 'scored' OR tool IS NOT 'right')",
         "right_arguments = 1 AND (right_tool IS NOT 1 OR arguments IS NULL OR arguments NOT "
         "IN ('right', 'not_applicable'))",

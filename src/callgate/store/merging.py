@@ -263,6 +263,12 @@ class MergeRecords(StoreBase):
         return {case_id: json.loads(tags) for case_id, tags in self.db.execute(
             "SELECT case_id, tags FROM cases WHERE suite = ?", [suite_fingerprint])}
 
+    def no_call_cases_of(self, suite_fingerprint: str) -> set[str]:
+        """The ids of the suite's cases that expect no call."""
+        return {case_id for (case_id,) in self.db.execute(
+            "SELECT case_id FROM cases WHERE suite = ? AND expect_type = 'no_call'",
+            [suite_fingerprint])}
+
     def write_merged_scores(self, run_id: int, scores: dict[str, Any],
                             not_a_result: str | None = None) -> None:
         """The scores of a merged run, computed again from its verdicts, and its "not a result"

@@ -408,6 +408,15 @@ def m015_slice_tallies(conn: sqlite3.Connection) -> None:
         write_slice_tallies(conn, run_id)
 
 
+@migration
+def m016_verdict_violations(conn: sqlite3.Connection) -> None:
+    """verdicts.violations: the policies an attempt broke (JSON list of {policy, reason},
+    callgate.checks.verdict.Violation); NULL when it broke none, as every older verdict."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(verdicts)")}
+    if "violations" not in columns:
+        conn.execute("ALTER TABLE verdicts ADD COLUMN violations TEXT")
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
@@ -440,7 +449,8 @@ VERDICT_COLUMNS = (
     "calls",
     "right_tool",
     "right_arguments",
-    "first_tool",  # migration m012
+    "first_tool",  # migration m014
+    "violations",  # migration m016
 )
 
 # The rows the other writers take, in their order: each is built by name in store/rows.py

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from callgate.suites.matchers import Matcher, matcher_kind
+from callgate.suites.policies import Policies
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
 ArgRule = Literal["exact", "key", "ignore"]
@@ -117,8 +118,17 @@ class ScriptedToolResult(ExpectedCall):
     result: Any
 
 
+# The kind of text answer a no-call case needs (issue 37): a follow-up question for missing
+# information, saying it cannot, an answer from what the agent knows, or any of them.
+AnswerKind = Literal["ask", "cannot", "answer", "any"]
+ANSWER_KINDS = {"ask": "a follow-up question", "cannot": "saying it cannot",
+                "answer": "a direct answer", "any": "any text answer"}
+
+
 class NoCall(_Strict):
     type: Literal["no_call"]
+    # A call is never any of these kinds; which kind a text answer is is not decided here.
+    answer: AnswerKind = "any"
 
 
 class Calls(_Strict):
@@ -331,6 +341,7 @@ class Case(_Strict):
     tool_results: list[ScriptedToolResult] | None = None
     max_turns: int = Field(10, ge=1)  # per user turn
     user_turns: list[UserTurn] | None = Field(None, min_length=1)  # after `messages`
+    policies: Policies | None = None  # replace the suite's, field by field (docs/policies.md)
 
     @model_validator(mode="after")
     def _last_message_is_not_assistant(self) -> Case:

@@ -53,6 +53,14 @@ from callgate.suites.environment import (
     spec_fingerprinted,
 )
 from callgate.suites.matchers import Predicate
+from callgate.suites.policies import (
+    NO_POLICIES,
+    POLICY_NAMES,
+    Policies,
+    check_confirmation,
+    check_policies,
+    suite_policies,
+)
 
 # The models live in callgate.suites.cases and the case table in callgate.suites.case_table;
 # their names are kept here too, where most of the code has always taken them from.
@@ -93,6 +101,19 @@ class Suite:
     # suite.json's `gate.figures`: the figures the gate fails on (None: both); verdicts do
     # not depend on it, so the fingerprint leaves it out
     gate_figures: tuple[str, ...] | None = None
+    policies: Policies = NO_POLICIES  # suite.json's (docs/policies.md)
+
+    def policies_of(self, case: Case) -> Policies:
+        """The policies an attempt of this case is checked on: the suite's, with the case's."""
+        return self.policies.merged(case.policies)
+
+    def policy_names(self) -> list[str]:
+        """Every policy the suite or one of its cases declares."""
+        names = set(self.policies.declared())
+        for case_id, raw in self.raw_cases.items():  # only the cases that declare some
+            if "policies" in raw:
+                names.update(self.policies_of(self.cases[case_id]).declared())
+        return [name for name in POLICY_NAMES if name in names]
 
     @cached_property
     def parameter_schemas(self) -> dict[str, dict[str, Any]]:
@@ -188,6 +209,7 @@ def load_cases(
     match: MatchRules = DEFAULT_MATCH,
     functions: SuiteFunctions | None = None,
     defaults: SuiteDefaults | None = None,
+    policies: Policies = NO_POLICIES,
 ) -> tuple[CaseTable, Mapping[str, dict[str, Any]]]:
     """The cases of cases.jsonl, checked against the tools; `functions` imports the
     predicates they name (from beside cases.jsonl when not given), `defaults` are suite.json's
@@ -205,6 +227,9 @@ def load_cases(
         if case.id in cases:
             raise InputError(path, f"duplicate case id {case.id!r}", line=line_no, field="id")
         check_case(path, line_no, case, tools, validators, environment, match)
+        if case.policies is not None:
+            check_policies(case.policies, tools, path, line_no, case=True)
+            check_confirmation(policies.merged(case.policies), path, line_no)
         cases.add(case, raw)
     if not cases:
         raise InputError(path, "no cases")
@@ -213,7 +238,7 @@ def load_cases(
 
 # What suite.json may hold (docs/formats.md); source and skipped are written by importers.
 SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "system", "tools", "source",
-                     "skipped", "gate")
+                     "skipped", "gate", "policies")
 GATE_FIGURES = ("right_tool", "right_arguments")
 
 
@@ -306,8 +331,12 @@ def load_suite(path: Path | str) -> Suite:
     defaults = _suite_defaults(meta, meta_path, tools)
     gate_figures = _gate_figures(meta, meta_path)
     functions = SuiteFunctions(root)
+    policies = NO_POLICIES
+    if "policies" in meta:
+        policies = suite_policies(meta["policies"], meta_path, tools, {"predicates": functions})
+        check_confirmation(policies, meta_path, None)
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment, match,
-                                  functions, defaults)
+                                  functions, defaults, policies)
     fingerprinted: dict[str, Any] = {"tools": raw_tools}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
         # source_types only when given, so suites imported before it keep their fingerprint
@@ -318,6 +347,8 @@ def load_suite(path: Path | str) -> Suite:
             "spec": spec_fingerprinted(environment_spec),
             "source": environment_fingerprint(environment),
         }
+    if "policies" in meta:  # they decide the verdicts' violations
+        fingerprinted["policies"] = meta["policies"]
     if functions.loaded:  # the predicates' code decides verdicts too
         fingerprinted["predicates"] = functions.fingerprint()
     digest = _suite_digest(raw_cases.values(), fingerprinted)
@@ -335,6 +366,7 @@ def load_suite(path: Path | str) -> Suite:
         environment_spec=environment_spec,
         defaults=defaults,
         gate_figures=gate_figures,
+        policies=policies,
     )
 
 

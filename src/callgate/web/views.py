@@ -197,6 +197,8 @@ def attempt_summary(row: Mapping[str, Any]) -> dict[str, Any]:
         "tags": json.loads(row["tags"]) if row.get("tags") else [],
         "expect": row.get("expect_type"),
         "reason": verdict_reason(row),
+        # the policies it broke, as a list (the store keeps JSON, NULL for none)
+        "violations": json.loads(row["violations"]) if row.get("violations") else [],
     })
     return summary
 

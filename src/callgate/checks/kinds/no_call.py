@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from callgate.checks.attempt import Attempt
 from callgate.checks.verdict import Verdict
-from callgate.suites.cases import NoCall
+from callgate.suites.cases import ANSWER_KINDS, NoCall
 
 KIND = "no_call"
 
@@ -26,8 +26,15 @@ def check(attempt: Attempt, expect: NoCall) -> Verdict:
         status="scored",
         calls=len(calls),
         tool="unexpected_call",
-        tool_reason=f"no call was expected; called {', '.join(attempt.names)}",
+        tool_reason=f"no call was expected{_kind(expect)}; called {', '.join(attempt.names)}",
         arguments=args_verdict,
         schema_kind=kind,
         arguments_reason=reason,
     )
+
+
+def _kind(expect: NoCall) -> str:
+    """The kind of answer the case names, in words (a call is never any of them)."""
+    if expect.answer == "any":
+        return ""
+    return f" ({ANSWER_KINDS[expect.answer]}: answer {expect.answer!r})"

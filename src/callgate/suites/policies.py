@@ -1,0 +1,168 @@
+"""Policies: what an agent must never do, whatever the call it was asked for (docs/policies.md).
+
+A suite declares them in suite.json (`"policies": {...}`) and a case may declare its own in its
+line (`"policies": {...}`); a field the case gives replaces the suite's. They are checked on
+every attempt by `callgate.checks.policies`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from callgate.errors import InputError, from_validation_error
+from callgate.suites.matchers import Matcher, json_equal, matcher_kind, shown
+
+PolicyName = Literal["forbidden_tools", "forbidden_values", "confirm_before_write", "max_calls"]
+POLICY_NAMES: tuple[PolicyName, ...] = ("forbidden_tools", "forbidden_values",
+                                        "confirm_before_write", "max_calls")
+DEFAULT_MAX_RISE = 0.0  # zero tolerance: a release that adds a violation fails
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Forbidden(_Strict):
+    """Values an argument must never take: listed values (`one_of`; a literal is a list of
+    one) or one matcher (callgate.suites.matchers)."""
+
+    one_of: tuple[Any, ...] = ()
+    matcher: Matcher | None = None
+
+    def hit(self, got: Any) -> bool:
+        if self.matcher is not None:
+            return self.matcher.matches(got)
+        return any(json_equal(value, got) for value in self.one_of)
+
+    def describe(self) -> str:
+        if self.matcher is not None:
+            return self.matcher.describe()
+        if len(self.one_of) == 1:
+            return shown(self.one_of[0])
+        return "one of " + ", ".join(shown(value) for value in self.one_of)
+
+
+def _forbidden(key: str, raw: Any, context: Any) -> Forbidden:
+    if isinstance(raw, dict) and set(raw) == {"one_of"}:
+        if not isinstance(raw["one_of"], list) or not raw["one_of"]:
+            raise ValueError(f"{key}: one_of must be a non-empty list of forbidden values")
+        return Forbidden(one_of=tuple(raw["one_of"]))
+    kind = matcher_kind(raw) if isinstance(raw, dict) else None
+    if kind is None:
+        return Forbidden(one_of=(raw,))
+    if "optional" in raw:
+        raise ValueError(f"{key}: optional has no meaning for a forbidden value")
+    try:
+        return Forbidden(matcher=kind.model_validate(raw, context=context))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        why = first["msg"].removeprefix("Value error, ")
+        raise ValueError(f"{key}: {kind.KEY} matcher: " + (f"{where}: " if where else "") + why
+                         ) from None
+
+
+class AfterCall(_Strict):
+    """Confirmation by a read call: a write call is allowed only after a call of this tool."""
+
+    after_call: str = Field(min_length=1)
+
+
+class Policies(_Strict):
+    """What must never happen in an attempt. Every field is optional; `None` is "not declared"
+    (a case's policies replace the suite's field by field)."""
+
+    forbidden_tools: tuple[str, ...] | None = None
+    # tool -> argument -> the values it must never take
+    forbidden_values: dict[str, dict[str, Forbidden]] | None = None
+    write_tools: tuple[str, ...] | None = None
+    # true: a write call only in a later user turn than the first (the user has confirmed);
+    # {"after_call": tool}: only after a call of that (read) tool; false: not checked
+    confirm_before_write: bool | AfterCall | None = None
+    max_calls: int | None = Field(None, ge=0)
+    # The gate's tolerance: violations per 100 attempts a policy may rise (suite.json only).
+    max_rise: float | None = Field(None, ge=0)
+
+    @field_validator("forbidden_values", mode="before")
+    @classmethod
+    def _values(cls, raw: Any, info: ValidationInfo) -> Any:
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise ValueError("must be an object: tool -> argument -> forbidden values")
+        out: dict[str, dict[str, Forbidden]] = {}
+        for tool, args in raw.items():
+            if not isinstance(args, dict) or not args:
+                raise ValueError(f"{tool}: must be a non-empty object: argument -> forbidden "
+                                 "values")
+            out[tool] = {key: _forbidden(f"{tool}.{key}", value, info.context)
+                         for key, value in args.items()}
+        return out
+
+    def merged(self, case: Policies | None) -> Policies:
+        """These policies with a case's: the fields the case gives replace these."""
+        if case is None:
+            return self
+        given = {name: getattr(case, name) for name in case.model_fields_set}
+        return self.model_copy(update=given) if given else self
+
+    def declared(self) -> list[PolicyName]:
+        """The policies these declare, in POLICY_NAMES order."""
+        out: list[PolicyName] = []
+        if self.forbidden_tools:
+            out.append("forbidden_tools")
+        if self.forbidden_values:
+            out.append("forbidden_values")
+        if self.confirm_before_write:
+            out.append("confirm_before_write")
+        if self.max_calls is not None:
+            out.append("max_calls")
+        return out
+
+
+NO_POLICIES = Policies()
+
+
+def suite_policies(raw: Any, meta_path: Path, tools: Mapping[str, Any],
+                   context: dict[str, Any]) -> Policies:
+    """suite.json's `policies`, checked against the catalogue; InputError naming the field."""
+    if not isinstance(raw, dict):
+        raise InputError(meta_path, "must be an object of policies", field="policies")
+    try:
+        policies = Policies.model_validate(raw, context=context)
+    except ValidationError as exc:
+        raise from_validation_error(meta_path, None, exc, prefix="policies.") from None
+    check_policies(policies, tools, meta_path, None)
+    return policies
+
+
+def check_policies(policies: Policies, tools: Mapping[str, Any], path: Path,
+                   line: int | None, *, case: bool = False) -> None:
+    """The tools the policies name are in the catalogue; what confirmation needs is there."""
+    def refuse(message: str, field: str) -> InputError:
+        return InputError(path, message, line=line, field=f"policies.{field}")
+
+    if case and policies.max_rise is not None:
+        raise refuse("the gate's tolerance is the suite's (suite.json), not a case's",
+                     "max_rise")
+    for name in ("forbidden_tools", "write_tools"):
+        for index, tool in enumerate(getattr(policies, name) or ()):
+            if tool not in tools:
+                raise refuse(f"unknown tool {tool!r}", f"{name}[{index}]")
+    for tool in policies.forbidden_values or {}:
+        if tool not in tools:
+            raise refuse(f"unknown tool {tool!r}", f"forbidden_values.{tool}")
+    confirm = policies.confirm_before_write
+    if isinstance(confirm, AfterCall) and confirm.after_call not in tools:
+        raise refuse(f"unknown tool {confirm.after_call!r}", "confirm_before_write.after_call")
+
+
+def check_confirmation(policies: Policies, path: Path, line: int | None) -> None:
+    """Confirm before write needs write tools to confirm (declared in the suite or the case)."""
+    if policies.confirm_before_write and not policies.write_tools:
+        raise InputError(path, "confirm_before_write needs write_tools (the tools that write)",
+                         line=line, field="policies.confirm_before_write")
