@@ -72,10 +72,6 @@ def gate_json(exe: str, env: dict[str, str], cwd: Path, db: Path, release: str,
     assert done.returncode in (0, 1, 3), done.stderr
     decision = json.loads(done.stdout)
     decision.pop("baseline_source", None)  # names the store it read
-    # KNOWN GAP (closing note of stop 31): the argument keys that went wrong most often
-    # (what_to_fix.confusion.arguments) are not yet the same in a merged store as in the
-    # unsharded one; every other field of the decision is compared.
-    ((decision.get("what_to_fix") or {}).get("confusion") or {}).pop("arguments", None)
     # latency per right answer is wall-clock, different in every run
     decision["messages"] = [m for m in decision["messages"] if "per right answer" not in m]
     return done.returncode, decision

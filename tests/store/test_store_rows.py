@@ -12,6 +12,7 @@ from factories import calls, case, line, message, tool_call, write_lines, write_
 from callgate.report.history import history_rows
 from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store
+from callgate.store.gate_rows import recount_argument_failures
 from callgate.store.rows import (
     StoredRun,
     calibration_item_row,
@@ -118,3 +119,34 @@ def test_every_writer_puts_each_named_value_in_its_column(tmp_path: Path) -> Non
             assert dict(zip(written, row, strict=True)) == written, table
     with pytest.raises(TypeError, match=r"judgements row: missing \['reason'\]"):
         judgement_row(**{k: v for k, v in judged.items() if k != "reason"})
+
+
+def test_argument_failures_kept_with_the_scores_are_counted_per_reason(tmp_path: Path) -> None:
+    # Three attempts with the right tool and wrong arguments, two reasons: the rows kept when
+    # the scores are written equal those counted from the verdicts (they were once grouped by
+    # arguments verdict only, one reason standing for all).
+    suite = load_suite(write_suite(tmp_path / "suite", [
+        case("ord", calls(("lookup_order", {"order_id": "ord_7281"}))),
+        case("other", calls(("lookup_order", {"order_id": "ord_1000"}))),
+    ], name="orders"))
+    answers = [line("ord", message(tool_call("lookup_order", {"order_id": "ord_1"}))),
+               line("ord", message(tool_call("lookup_order", {"order_id": "ord_1"})), repeat=1),
+               line("other", message(tool_call("lookup_order", {"order_id": "ord_2"})))]
+    with Store(tmp_path / "c.db") as store:
+        run_id = score_file(suite, write_lines(tmp_path / "r.jsonl", answers), store,
+                            model="m", release="r1", agent="bot").run_id
+        assert store.has_slice_tallies(run_id)
+        kept = sorted(store.argument_failures(run_id))
+        store.db.execute("DELETE FROM slice_calls WHERE run = ?", [run_id])
+        counted = sorted(store.argument_failures(run_id))  # from the verdicts
+        # A store written before the fix had one row for both reasons: m017 counts again.
+        store.db.execute("INSERT INTO slice_calls (run, mark, first_tool, attempts, calls) "
+                         "VALUES (?, '', '', 0, 0)", [run_id])
+        store.db.execute("DELETE FROM argument_failures WHERE run = ?", [run_id])
+        store.db.execute("INSERT INTO argument_failures (run, arguments, schema_kind, reason, "
+                         "attempts) VALUES (?, 'wrong_value', NULL, 'one for all', 3)", [run_id])
+        recount_argument_failures(store.db.conn)
+        recounted = sorted(store.argument_failures(run_id))
+    assert kept == counted == recounted
+    assert sorted(attempts for *_, attempts in kept) == [1, 2]
+    assert all("ord_7281" in reason for _, _, reason, n in kept if n == 2)

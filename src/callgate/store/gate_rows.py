@@ -70,7 +70,7 @@ _SLICE_ATTEMPTS = (
 _ARGUMENT_FAILURES = (
     "SELECT arguments, schema_kind, arguments_reason, COUNT(*) FROM verdicts "
     f"WHERE {_ONE_RUN} AND status = 'scored' AND right_tool AND NOT right_arguments "
-    "GROUP BY 1, 2, 3")
+    "GROUP BY arguments, schema_kind, arguments_reason")  # by name: the write puts ?1 first
 
 # Kept when a run's scores are written (write_slice_tallies), so the gate reads a few rows:
 # per slice mark, the run's cases counted by tally, and its attempts by first-called tool.
@@ -102,8 +102,19 @@ def write_slice_tallies(conn: sqlite3.Connection, run_id: int) -> None:
     conn.execute(_SAVE_SLICE_TALLIES, [run_id])
     conn.execute(_SAVE_SLICE_CALLS, [run_id])
     conn.execute(_SAVE_CASE_MARKS, [run_id])
-    conn.execute("INSERT INTO argument_failures (run, arguments, schema_kind, reason, "
-                 f"attempts) SELECT ?1, {_ARGUMENT_FAILURES[len('SELECT '):]}", [run_id])
+    conn.execute(_SAVE_ARGUMENT_FAILURES, [run_id])
+
+
+_SAVE_ARGUMENT_FAILURES = ("INSERT INTO argument_failures (run, arguments, schema_kind, reason, "
+                           f"attempts) SELECT ?1, {_ARGUMENT_FAILURES[len('SELECT '):]}")
+
+
+def recount_argument_failures(conn: sqlite3.Connection) -> None:
+    """Count every kept run's argument failures again, per reason (migration m017)."""
+    runs = conn.execute("SELECT DISTINCT run FROM argument_failures").fetchall()
+    conn.execute("DELETE FROM argument_failures")
+    for (run_id,) in runs:
+        conn.execute(_SAVE_ARGUMENT_FAILURES, [run_id])
 
 
 

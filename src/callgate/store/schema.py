@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from callgate.store.gate_rows import write_slice_tallies
+from callgate.store.gate_rows import recount_argument_failures, write_slice_tallies
 from callgate.store.web_rows import mark_expected, write_attempt_marks
 
 # A release may have several rows while it is re-run: the earlier finished run stays until the
@@ -416,6 +416,14 @@ def m016_verdict_violations(conn: sqlite3.Connection) -> None:
     if "violations" not in columns:
         conn.execute("ALTER TABLE verdicts ADD COLUMN violations TEXT")
 
+
+
+@migration
+def m017_argument_failures_per_reason(conn: sqlite3.Connection) -> None:
+    """argument_failures counted again, one row per reason: m015 and the scores written after
+    it grouped a run's failures by arguments verdict and schema kind only, so one reason stood
+    for all of them in the gate's confusion table."""
+    recount_argument_failures(conn)
 
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
