@@ -269,6 +269,13 @@ def test_holm_steps_down_and_tarone_leaves_out_tests_that_cannot_reject() -> Non
     ("invalid_json", None, "call 1 (start_return): arguments are not valid JSON: Expecting",
      ("start_return", "(arguments)", "invalid JSON")),
     ("wrong_value", None, "no matching call", None),
+    # a final state's path is the state's, not a tool named 'orders' with a key 'ord_7409...'
+    ("wrong_value", None, "final state d71cb5317869 is not the reference's 5a54b409235d: "
+     'orders.ord_7409.cancel_reason: unexpected "duplicate"',
+     ("(final state)", "orders.ord_7409.cancel_reason", "final state")),
+    ("wrong_value", None, "after user turn 2, state 0a1b2c3d4e5f is not the reference's "
+     'ffeeddccbbaa: orders.ord_1.status: expected "cancelled", got "placed"',
+     ("(final state)", "orders.ord_1.status", "final state")),
 ])
 def test_an_argument_reason_reads_as_tool_key_and_how(verdict: str, kind: str | None,
                                                       reason: str, read: Any) -> None:

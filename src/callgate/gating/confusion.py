@@ -141,11 +141,20 @@ _SCHEMA_KINDS = {"wrong_type": "schema: wrong type", "bad_enum": "schema: bad en
                  "unknown_param": "schema: unknown parameter", "other": "schema: other",
                  "missing_required": "missing (schema)"}
 _KEYED = re.compile(_TOOL + r"\.(?P<key>[^:\s]+): ")
+# checks/kinds/final_state.py's reason: "final state H is not the reference's H: PATH: how"
+# (or "after user turn N, state H ..."): the path is the state's, not a tool's argument.
+_FINAL_STATE = re.compile(r"(?:final state|after user turn \d+, state) \w+ is not the "
+                          r"reference's \w+: (?P<path>[^:\s]+): ")
+FINAL_STATE = "(final state)"
 
 
 def reading(verdict: str | None, schema_kind: str | None, reason: str
             ) -> tuple[str, str, str] | None:
-    """(tool, key, how) of a failed attempt's arguments reason; None when it names no tool."""
+    """(tool, key, how) of a failed attempt's arguments reason; None when it names no tool.
+    A final state unlike the reference's is read as FINAL_STATE and the state's path."""
+    state = _FINAL_STATE.match(reason)
+    if state is not None:
+        return FINAL_STATE, state["path"], "final state"
     for pattern, how in _READINGS:
         found = pattern.search(reason)
         if found:

@@ -125,7 +125,9 @@ def confusion_table(table: Confusion) -> Table:
 
 
 def argument_lines(table: Confusion) -> list[str]:
-    return [f"{p.tool}.{p.key}: {p.how} in {p.current} attempt(s) (baseline {p.baseline})"
+    # A final state's row names the state's path (gating.confusion.FINAL_STATE), not a tool's.
+    return [(f"final state at {p.key}: differs in" if p.how == "final state" else
+             f"{p.tool}.{p.key}: {p.how} in") + f" {p.current} attempt(s) (baseline {p.baseline})"
             for p in table.arguments]
 
 
