@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
@@ -38,13 +40,17 @@ class MergedRelease:
     attempts: int
 
 
-def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
+def rescore(store: Store, run_id: int, uncalibrated: bool,
+            kept: Sequence[dict[str, Any]] = ()) -> Scores:
     """A stored run's scores, computed again from its verdicts (and the cost, usage, latency
-    and provider of its responses) as the Recorder computed them while scoring."""
+    and provider of its responses) as the Recorder computed them while scoring; the policies
+    the suite declares, and their max_rise, as the `kept` scores of its shards list them."""
     run = store.stored_run(run_id)
     assert run is not None
+    declared, max_rise = _declared_policies(kept)
     builder = ScoreBuilder(tags_of=store.case_tags_of(run.suite),
-                           no_call_cases=store.no_call_cases_of(run.suite))
+                           no_call_cases=store.no_call_cases_of(run.suite),
+                           policies=declared, policy_max_rise=max_rise)
     tally = JudgedTally()
     for row in store.merged_attempts(run_id):
         verdict = Verdict.model_validate(row)
@@ -71,6 +77,16 @@ def rescore(store: Store, run_id: int, uncalibrated: bool) -> Scores:
         certificate = Certificate.model_validate_json(stored)
     return scores.model_copy(update={"judged": judged_shares(tally, fingerprint, certificate),
                                      "uncalibrated": certificate is None})
+
+
+def _declared_policies(kept: Sequence[dict[str, Any]]) -> tuple[list[str], float]:
+    names: dict[str, None] = {}
+    max_rise = 0.0
+    for scores in kept:
+        figures = scores.get("policies") or {}
+        names.update(dict.fromkeys(figures.get("by_policy", {})))
+        max_rise = max(max_rise, figures.get("max_rise") or 0.0)
+    return list(names), max_rise
 
 
 def merge_stores(out: Path, inputs: list[Path]) -> list[MergedRelease]:
@@ -133,10 +149,17 @@ def _rescore_merged(store: Store, run_id: int, sources: list[StoredRun]) -> Merg
     run = store.stored_run(run_id)
     assert run is not None
     was_uncalibrated = any((r.scores or {}).get("uncalibrated", False) for r in [run, *sources])
-    scores = rescore(store, run_id, was_uncalibrated)
+    kept = [r.scores for r in [run, *sources] if r.scores]
+    scores = rescore(store, run_id, was_uncalibrated, kept)
     record = not_a_result("run" if run.source == "live" else "score", scores.attempts,
                           scores.excluded, DEFAULT_MAX_EXCLUDED)
-    store.write_merged_scores(run_id, scores.model_dump(mode="json"),
+    document = scores.model_dump(mode="json")
+    # The suite's gated figures (suite.json gate.figures) are the shards' to say, as scoring
+    # wrote them beside their scores.
+    gated = next((k["gate_figures"] for k in kept if k.get("gate_figures")), None)
+    if gated is not None:
+        document["gate_figures"] = gated
+    store.write_merged_scores(run_id, document,
                               record.model_dump_json() if record is not None else None)
     return MergedRelease(run_id, run.suite_name, run.agent, run.release,
                          list(run.shards) if run.shards is not None else None,
