@@ -7,16 +7,17 @@ same conversations written in callgate's own recorded format."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import write_suite
-from loopback import Loopback, Reply, completion, tool_call
+from loopback import Loopback, Reply, completion, error, tool_call
 
 from callgate.errors import InputError
 from callgate.importers.traces import read_trace_file, trace_lines
@@ -246,7 +247,8 @@ class Traced:
 
 
 def record(instrumentation: str, monkeypatch: pytest.MonkeyPatch,
-           cases: list[dict[str, Any]] = CASES) -> Traced:
+           cases: list[dict[str, Any]] = CASES,
+           script: Callable[[Loopback], None] = _script) -> Traced:
     """Run every case through the real instrumentation and export what it wrote."""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -267,12 +269,14 @@ def record(instrumentation: str, monkeypatch: pytest.MonkeyPatch,
     instrumentor.instrument(tracer_provider=provider)
     try:
         with Loopback() as server:
-            _script(server)
+            script(server)
             client = openai.OpenAI(base_url=server.base_url, api_key="sk-test-not-a-key",
                                    max_retries=0)
             tracer = provider.get_tracer("team-agent")
             for case in cases:
-                converse(client, tracer, case)
+                # An agent that gives up on a failed call: its trace says the call failed.
+                with contextlib.suppress(openai.APIError):
+                    converse(client, tracer, case)
     finally:
         instrumentor.uninstrument()
     spans = list(exporter.get_finished_spans())
@@ -403,3 +407,21 @@ def test_a_trace_naming_no_case_and_matching_none_is_refused(
         trace_lines(path, suite.cases)
     with pytest.raises(InputError, match="give the suite"):
         trace_lines(path)
+
+
+@pytest.mark.parametrize("instrumentation", ["genai", "openinference"])
+def test_a_failed_model_call_is_an_error_attempt_not_no_call(
+        instrumentation: str, suite: Suite, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(server: Loopback) -> None:
+        server.script("Paris", error(500, "upstream overloaded"))
+
+    traced = record(instrumentation, monkeypatch, CASES[1:2], failing)
+    path = traced.write(tmp_path / "t.jsonl")
+    (line,) = trace_lines(path, suite.cases)
+    assert line["error"]["kind"] == "error" and "status ERROR" in line["error"]["message"]
+    with Store(tmp_path / "s.db") as store:
+        result = score_traces(suite, path, store, model="m", release="r")
+    (verdict,) = result.verdicts
+    assert verdict.status == "provider_error"
+    assert result.scores.figures.scored == 0 and sum(result.scores.excluded.values()) == 1
