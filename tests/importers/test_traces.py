@@ -425,3 +425,20 @@ def test_a_failed_model_call_is_an_error_attempt_not_no_call(
     (verdict,) = result.verdicts
     assert verdict.status == "provider_error"
     assert result.scores.figures.scored == 0 and sum(result.scores.excluded.values()) == 1
+
+
+@pytest.mark.parametrize("instrumentation", ["genai", "openinference"])
+def test_broken_json_arguments_stay_broken(instrumentation: str, suite: Suite, tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = '{"city": "Par'
+
+    def cut(server: Loopback) -> None:
+        server.script("Paris", Reply(body=_body(calls=[tool_call("get_weather", broken)])))
+
+    traced = record(instrumentation, monkeypatch, CASES[1:2], cut)
+    path = traced.write(tmp_path / "t.jsonl")
+    (line,) = trace_lines(path, suite.cases)
+    assert line["response"]["tool_calls"][0]["function"]["arguments"] == broken
+    with Store(tmp_path / "s.db") as store:
+        (verdict,) = score_traces(suite, path, store, model="m", release="r").verdicts
+    assert verdict.arguments == "invalid_json" and verdict.tool == "right"
