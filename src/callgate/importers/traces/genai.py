@@ -12,6 +12,7 @@ from typing import Any
 
 from callgate.importers.traces.calls import ModelCall, int_or_none, number_or_none, tool_call
 from callgate.importers.traces.otlp import STATUS_ERROR, Span, SpanShapeError
+from callgate.reading import loads
 
 # gen_ai.operation.name values that are a model answering a conversation.
 CHAT_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -63,7 +64,7 @@ def _messages(attrs: dict[str, Any], key: str, *, required: bool) -> list[dict[s
             raise SpanShapeError(_NO_CONTENT if key == "gen_ai.output.messages" else f"no {key}")
         return []
     try:
-        messages = json.loads(raw) if isinstance(raw, str) else raw
+        messages = loads(raw) if isinstance(raw, str) else raw
     except ValueError:
         raise SpanShapeError(f"{key} is not JSON") from None
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):

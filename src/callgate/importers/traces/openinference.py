@@ -6,11 +6,11 @@ function.name` and `.arguments`, `...tool_call_id`), usage in `llm.token_count.*
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from callgate.importers.traces.calls import ModelCall, int_or_none, number_or_none, tool_call
 from callgate.importers.traces.otlp import STATUS_ERROR, Span, SpanShapeError
+from callgate.reading import loads
 
 KIND = "openinference.span.kind"
 # Kinds that are not a model's answer (the agent's steps, its tools, retrieval): read past.
@@ -59,10 +59,10 @@ def read_openinference(span: Span) -> ModelCall | None:
 def _served_by(output: Any) -> str | None:
     """The provider that served the answer, where the recorded response body names one
     (OpenRouter's top-level `provider`)."""
-    if not isinstance(output, str) or not output.startswith("{"):
+    if not isinstance(output, str) or not output.startswith("{") or '"provider"' not in output:
         return None
     try:
-        body = json.loads(output)
+        body = loads(output)
     except ValueError:
         return None
     provider = body.get("provider") if isinstance(body, dict) else None

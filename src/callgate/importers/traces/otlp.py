@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from callgate.errors import InputError
-from callgate.reading import read_text
+from callgate.reading import MAX_DEPTH, parse_json, read_text
 
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 STATUS_ERROR = 2
@@ -56,8 +57,10 @@ def _hex_id(raw: Any, size: int) -> str:
     return decoded.hex()
 
 
-def any_value(value: Any) -> Any:
+def any_value(value: Any, depth: int = 0) -> Any:
     """An OTLP AnyValue as a plain Python value."""
+    if depth > MAX_DEPTH:
+        raise SpanShapeError(f"an attribute value nested more than {MAX_DEPTH} levels deep")
     if not isinstance(value, dict):
         raise SpanShapeError("an attribute value that is not an OTLP AnyValue object")
     if not value:
@@ -77,22 +80,22 @@ def any_value(value: Any) -> Any:
     if kind == "doubleValue" and isinstance(raw, int | float | str) and not isinstance(raw, bool):
         return float(raw)
     if kind == "arrayValue" and isinstance(raw, dict):
-        return [any_value(item) for item in raw.get("values") or []]
+        return [any_value(item, depth + 1) for item in raw.get("values") or []]
     if kind == "kvlistValue" and isinstance(raw, dict):
-        return attributes(raw.get("values") or [])
+        return attributes(raw.get("values") or [], depth + 1)
     if kind == "bytesValue" and isinstance(raw, str):
         return raw
     raise SpanShapeError(f"an attribute value of type {kind!r} callgate does not read")
 
 
-def attributes(items: Any) -> dict[str, Any]:
+def attributes(items: Any, depth: int = 0) -> dict[str, Any]:
     if not isinstance(items, list):
         raise SpanShapeError("attributes that are not a list of key/value objects")
     out: dict[str, Any] = {}
     for item in items:
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise SpanShapeError("an attribute without a key")
-        out[item["key"]] = any_value(item.get("value", {}))
+        out[item["key"]] = any_value(item.get("value", {}), depth)
     return out
 
 
@@ -129,22 +132,30 @@ def _status_code(code: Any) -> int:
     return int(code) if isinstance(code, int) else 0
 
 
+def _parse(path: Path, text: str, line: int | None) -> Any:
+    """orjson for speed (an export's 19-digit timestamps would send every line down the slow
+    path of `reading.loads`); what it refuses goes to `parse_json`, which reads it or names
+    what is wrong. Nesting is bounded where the reader descends (`any_value`)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return parse_json(path, text, line=line)
+
+
 def _documents(path: Path) -> Iterator[tuple[int | None, Any]]:
+    """The export requests of the file: JSON Lines when its first line is JSON on its own,
+    else one (pretty-printed) document."""
     text = read_text(path)
-    if text.strip().count("\n"):  # several lines: one pretty-printed document, or JSON Lines
-        try:
-            yield None, json.loads(text)
-            return
-        except ValueError:
-            pass
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line)
-        except ValueError as exc:
-            raise InputError(path, f"not JSON ({exc.args[0].split(':')[0]})",
-                             line=number) from None
+    lines = text.splitlines()
+    first = next((line for line in lines if line.strip()), "")
+    try:
+        orjson.loads(first)
+    except orjson.JSONDecodeError:
+        yield None, parse_json(path, text)
+        return
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            yield number, _parse(path, line, number)
 
 
 def read_spans(path: Path | str) -> list[Span]:
