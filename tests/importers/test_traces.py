@@ -442,3 +442,22 @@ def test_broken_json_arguments_stay_broken(instrumentation: str, suite: Suite, t
     with Store(tmp_path / "s.db") as store:
         (verdict,) = score_traces(suite, path, store, model="m", release="r").verdicts
     assert verdict.arguments == "invalid_json" and verdict.tool == "right"
+
+
+def test_a_case_attribute_must_name_one_case_of_the_suite(
+        suite: Suite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    traced = record("openinference", monkeypatch, CASES[1:2])
+    root = next(s for d in traced.documents for s in _spans_of(d) if s["name"] == "agent.turn")
+    root["attributes"] = [{"key": "callgate.case_id", "value": {"stringValue": "nope"}}]
+    path = traced.write(tmp_path / "t.jsonl")
+    with pytest.raises(InputError, match=r"callgate\.case_id 'nope': no such case in the suite"):
+        trace_lines(path, suite.cases)
+    _model_span(traced)["attributes"].append(
+        {"key": "callgate.case_id", "value": {"stringValue": "weather"}})
+    path = traced.write(tmp_path / "t.jsonl")
+    with pytest.raises(InputError, match=r"names 2 cases \(nope, weather\)"):
+        trace_lines(path, suite.cases)
+    # Another attribute name, as --case-attribute gives it.
+    root["attributes"] = [{"key": "app.case", "value": {"stringValue": "weather"}}]
+    (line,) = trace_lines(traced.write(tmp_path / "t.jsonl"), suite.cases, attribute="app.case")
+    assert line["case_id"] == "weather"
