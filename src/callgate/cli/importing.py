@@ -187,3 +187,44 @@ def import_bfcl_results(
     if result.ignored:
         typer.echo(f"result files of categories callgate does not import: "
                    f"{', '.join(result.ignored)}")
+
+
+@import_app.command("traces")
+def import_traces(
+    source: Annotated[Path, typer.Argument(
+        metavar="FILE", help="An OTLP JSON trace export (the Collector's file exporter): "
+                             "GenAI or OpenInference spans.")],
+    out: Annotated[Path, typer.Option("--out", help="Responses file to write (JSON Lines).")],
+    suite_path: Annotated[Path | None, typer.Option(
+        "--suite", help="The suite the traces answer: checks the case ids, and finds the case "
+                        "of a trace without the attribute by its first user message.")] = None,
+    case_attribute: Annotated[str, typer.Option(
+        "--case-attribute", help="The span attribute naming a trace's case."
+    )] = "callgate.case_id",
+    db: Annotated[Path, typer.Option(
+        "--db", envvar="CALLGATE_DB",
+        help="The store the responses will be scored into: --out never writes over it.")
+    ] = Path("callgate.db"),
+) -> None:
+    """Convert traces into recorded responses, one trace an attempt, its trace id kept; score
+    them with `callgate score SUITE -r OUT -m MODEL --release RELEASE` (docs/traces.md)."""
+    from callgate.importers.traces import trace_lines, write_lines
+    from callgate.suites.suite import load_suite
+
+    if not case_attribute.strip():
+        raise _fail("--case-attribute: must not be empty")
+    try:
+        check_output("--out", out, store=db, inputs=(source,))
+        if not source.is_file():
+            raise _fail(f"{source}: "
+                        + ("is a folder, not a file" if source.is_dir() else "file not found"))
+        suite = load_suite(suite_path) if suite_path is not None else None
+        loops = frozenset(case_id for case_id, case in suite.cases.items()
+                          if suite.loops(case)) if suite is not None else frozenset()
+        lines = trace_lines(source, suite.cases if suite is not None else None,
+                            attribute=case_attribute, loops=loops)
+        write_lines(lines, out)
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
+    cases = len({line["case_id"] for line in lines})
+    typer.echo(f"converted {len(lines)} traces ({cases} cases) into {out}")

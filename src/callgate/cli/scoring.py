@@ -36,14 +36,14 @@ from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 
 def score(
     suite_path: Annotated[Path, typer.Argument(metavar="SUITE", help="Suite directory.")],
-    responses: Annotated[
-        Path, typer.Option("--responses", "-r", help="Recorded responses, JSON Lines.")
-    ],
     model: Annotated[str, typer.Option("--model", "-m", callback=not_blank,
                                        help="The model id the answers came "
                                        "from (without --agent, also the agent).")],
     release: Annotated[str, typer.Option("--release", callback=not_blank,
                                          help="Release label, e.g. 2026.11.")],
+    responses: Annotated[
+        Path | None, typer.Option("--responses", "-r", help="Recorded responses, JSON Lines.")
+    ] = None,
     agent: AgentOption = None,
     db: DbOption = Path("callgate.db"),
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
@@ -58,8 +58,16 @@ def score(
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
     shard: ShardOption = None,
     server_errors: ServerErrorsOption = "exclude",
+    traces: Annotated[Path | None, typer.Option(
+        "--traces", help="Instead of --responses: an OTLP JSON trace export (GenAI or "
+                         "OpenInference spans), one trace an attempt (docs/traces.md).")] = None,
+    case_attribute: Annotated[str, typer.Option(
+        "--case-attribute", callback=not_blank,
+        help="With --traces: the span attribute naming a trace's case (else its first user "
+             "message finds it).")] = "callgate.case_id",
 ) -> None:
-    """Score recorded responses against a suite, store everything and print the figures.
+    """Score recorded responses (or traces) against a suite, store everything and print the
+    figures.
 
     Exit 3 when more than --max-excluded of the attempts were excluded
     (truncated, provider, environment, judge or target errors; server errors only
@@ -72,19 +80,33 @@ def score(
 
     try:
         only = parse_shard(shard) if shard is not None else None
+        if (responses is None) == (traces is None):
+            raise _fail("score: give --responses FILE or --traces FILE (one of them)")
+        answers = responses if responses is not None else traces
+        assert answers is not None
         suite = load_suite(suite_path)
-        if not responses.is_file():
-            raise _fail(f"{responses}: "
-                        + ("is a folder, not a file" if responses.is_dir() else "file not found"))
+        if not answers.is_file():
+            raise _fail(f"{answers}: "
+                        + ("is a folder, not a file" if answers.is_dir() else "file not found"))
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
                                   concurrency=concurrency)
             try:
-                result = score_file(suite, responses, store, model=model, release=release,
-                                    keep_verdicts=as_json, judge=step, shard=only,
-                                    server_errors=server_errors,
-                                    agent=_agent_named(agent, model), max_excluded=max_excluded)
+                if traces is not None:
+                    from callgate.scoring.traces import score_traces
+
+                    result = score_traces(suite, traces, store, model=model, release=release,
+                                          attribute=case_attribute, keep_verdicts=as_json,
+                                          judge=step, shard=only, server_errors=server_errors,
+                                          agent=_agent_named(agent, model),
+                                          max_excluded=max_excluded)
+                else:
+                    result = score_file(suite, answers, store, model=model, release=release,
+                                        keep_verdicts=as_json, judge=step, shard=only,
+                                        server_errors=server_errors,
+                                        agent=_agent_named(agent, model),
+                                        max_excluded=max_excluded)
             finally:
                 judge_pacing = step.model.pacing() if step and step.model else None
                 print_judge_pacing(judge_pacing)

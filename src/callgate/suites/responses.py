@@ -111,6 +111,7 @@ _LINE_FIELDS = frozenset({
     "latency_ms",
     "provider",
     "note",
+    "trace_id",  # the trace an imported attempt was read from (docs/traces.md); kept in the body
 })
 
 
