@@ -58,6 +58,9 @@ def score(
     max_excluded: MaxExcludedOption = DEFAULT_MAX_EXCLUDED,
     shard: ShardOption = None,
     server_errors: ServerErrorsOption = "exclude",
+    faults: Annotated[Path | None, typer.Option(
+        "--faults", help="The fault plan the answers were recorded under (docs/faults.md).")
+    ] = None,
 ) -> None:
     """Score recorded responses against a suite, store everything and print the figures.
 
@@ -73,6 +76,10 @@ def score(
     try:
         only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
+        if faults is not None:  # docs/faults.md
+            from callgate.suites.fault_runs import with_fault_plan
+
+            suite = with_fault_plan(suite, faults)
         if not responses.is_file():
             raise _fail(f"{responses}: "
                         + ("is a folder, not a file" if responses.is_dir() else "file not found"))

@@ -16,7 +16,7 @@ from callgate.gating.cases import CaseField, case_records
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.scoring.result import GateRecord, Outcome
-from callgate.scoring.scores import Figures
+from callgate.scoring.scores import Figures, Share
 from callgate.store.rows import StoredRun
 from callgate.suites.surface import ToolSurface
 from callgate.version import __version__
@@ -81,6 +81,9 @@ class ReleaseScores(BaseModel):
     # The tool surface the release ran with (suites/surface.py): what the gate diffs against
     # the baseline's. Absent: kept by an older callgate.
     tool_surface: ToolSurface | None = None
+    # Recovery per fault kind (docs/faults.md); absent: no fault reached a case with
+    # expectations, or kept by an older callgate.
+    recovery: dict[str, Share] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -133,6 +136,7 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         suite_cases=sorted(suite_cases),
         gate=gate_of(run),
         tool_surface=tool_surface_of(run),
+        recovery=scores.get("recovery"),
     )
 
 

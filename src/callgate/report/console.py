@@ -210,6 +210,9 @@ def print_run(result: RunResult, console: Console | None = None) -> None:
     console.print(tags_table([(label, result.scores)]))
     for line in bfcl_lines(result):
         console.print(escape(line))
+    for kind, share in (result.scores.recovery or {}).items():  # docs/faults.md
+        console.print(escape(f"recovery after {kind}: {_share(share)} of {share.n} faulted "
+                             "attempts"))
     if result.failures:
         console.print(failures_table(result))
     if result.missing:

@@ -136,6 +136,8 @@ class Scores(BaseModel):
     # latency) is unknown, or no answer was right.
     cost_per_right_usd: float | None = None
     latency_per_right_ms: float | None = None
+    # Per fault kind: the faulted attempts whose `after_fault` held (scoring.recovery).
+    recovery: dict[str, Share] | None = None
 
 
 @dataclass

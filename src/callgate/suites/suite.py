@@ -52,7 +52,8 @@ from callgate.suites.environment import (
     load_environment,
     spec_fingerprinted,
 )
-from callgate.suites.interception import ToolResults, ToolResultTransform
+from callgate.suites.faults import RunFaults
+from callgate.suites.interception import ToolResults, ToolResultTransform, compose
 from callgate.suites.matchers import Predicate
 
 # The models live in callgate.suites.cases and the case table in callgate.suites.case_table;
@@ -94,16 +95,22 @@ class Suite:
     # suite.json's `gate.figures`: the figures the gate fails on (None: both); verdicts do
     # not depend on it, so the fingerprint leaves it out
     gate_figures: tuple[str, ...] | None = None
-    # What a run puts on the tool results' seam for a case (suites.interception): a fault
-    # plan's, an attack's; None, or None for a case: its results go to the agent unchanged.
+    # The fault plan on the tool results' seam: each case's own `faults`, and the run's
+    # (`run --faults`); the fingerprint covers the cases' own, never the run's.
+    faults: RunFaults = field(default_factory=RunFaults, repr=False)
+    # What else a run puts on the seam for a case (an attack's transform), after the faults;
+    # None, or None for a case: nothing more.
     result_transform: Callable[[Case], ToolResultTransform | None] | None = field(
         default=None, repr=False)
 
     def tool_results(self, case: Case, repeat: int) -> ToolResults:
         """The interception seam of one attempt of `case`: every tool result its calls get
         goes through it (suites.interception)."""
-        made = self.result_transform(case) if self.result_transform is not None else None
-        return ToolResults(case.id, repeat) if made is None else ToolResults(case.id, repeat, made)
+        extra = self.result_transform(case) if self.result_transform is not None else None
+        made = [t for t in (self.faults.transform(case), extra) if t is not None]
+        if not made:
+            return ToolResults(case.id, repeat)
+        return ToolResults(case.id, repeat, made[0] if len(made) == 1 else compose(*made))
 
     @cached_property
     def parameter_schemas(self) -> dict[str, dict[str, Any]]:
