@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from callgate.reading import names_lines, read_json, validate
+from callgate.suites import schemas
 from callgate.suites.interception import Replaced, ToolCallSite, ToolResults, ToolResultTransform
 from callgate.suites.tool_messages import ToolText, tool_message_content
 
@@ -101,6 +102,10 @@ class AfterFault(_Strict):
             if isinstance(value, list) and not value:
                 raise ValueError(f"{name}: an empty list of patterns matches nothing; give "
                                  "true for the bundled phrases")
+            for pattern in value if isinstance(value, list) else ():
+                problem = schemas.pattern_problem(pattern)
+                if problem is not None:
+                    raise ValueError(f"{name}: a pattern {problem}")
         return self
 
 
