@@ -6,12 +6,13 @@ where their recorded tool results allow it (docs/faults.md)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fault_model import FOUND, GIVE_UP, RetryingModel
-from live_runs import rows, run, settings
+from live_runs import config, rows, run, settings
 from loopback import Loopback
 from multiturn import STATE, env_suite, mt_case, score, turns
 
@@ -118,3 +119,42 @@ def test_a_live_faulted_run_scores_again_the_same_from_its_own_lines(tmp_path: P
     assert again.scores.recovery == live.result.scores.recovery
     gave_up = [line for line in lines if final(line) == GIVE_UP]
     assert 0 < len(gave_up) < len(lines)
+
+
+@pytest.mark.slow
+def test_the_cli_takes_a_plan_and_refuses_what_it_cannot_read(
+        tmp_path: Path, callgate_exe: str, cli_env: dict[str, str], loopback: Loopback) -> None:
+    suite = env_suite(tmp_path / "shop", [mt_case("a", TRAJECTORY, state=STATE)])
+    responses = tmp_path / "answers.jsonl"
+    responses.write_text(json.dumps(turns("a", [("lookup_order", {"order_id": "ord_1"})],
+                                          FOUND)) + "\n")
+    plan = tmp_path / "faults.json"
+    plan.write_text(json.dumps({"seed": 1, "faults": [
+        {"tool": "lookup_order", "kind": "timeout", "calls": [1]}]}))
+    common = ["--model", "m", "--db", str(tmp_path / "callgate.db")]
+
+    def callgate(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([callgate_exe, *args], env=cli_env, capture_output=True,
+                              text=True, timeout=180)
+
+    refused = callgate("score", str(suite), "-r", str(responses), "--release", "r1", *common,
+                       "--faults", str(plan))
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "error: case 'a' repeat 0: the fault plan replaces the result of call 1 of "
+        "lookup_order (timeout), but the recorded answer goes on for 1 turn(s) after it, "
+        "answered to the tool's real result; record it again under the plan (callgate run "
+        "--faults), or score it without the plan"]
+    plan.write_text('{\n "faults": [\n  {"tool": "lookup_order", "kind": "slow"}\n ]\n}')
+    bad = callgate("run", str(suite), "--release", "r2", "--config",
+                   str(config(tmp_path, loopback)), "--faults", str(plan))
+    assert bad.returncode == 2
+    assert bad.stderr.startswith(f"error: {plan}:3: faults[0].kind: ")
+    plan.write_text(json.dumps({"faults": [
+        {"tool": "lookup_order", "kind": "server_error", "calls": [1]}],
+        "after_fault": {"retries": 1}}))
+    loopback.default = RetryingModel(1.0)
+    ran = callgate("run", str(suite), "--release", "r3", "--model", "router", "--config",
+                   str(config(tmp_path, loopback)), "--faults", str(plan), "--json")
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["scores"]["recovery"]["server_error"]["pct"] == 100.0
