@@ -19,6 +19,7 @@ from paths import TESTS
 from target_runs import run
 
 from callgate.running.targets.contract import applied_faults, scheduled_faults
+from callgate.store.db import Store
 from callgate.suites.faults import FAULT_KINDS
 from callgate.suites.suite import Suite, load_suite
 
@@ -95,3 +96,25 @@ def test_each_target_kind_answers_every_fault_kind(kind: str, tmp_path: Path,
     recovery = live.result.scores.recovery
     assert recovery is not None and sorted(recovery) == sorted(FAULT_KINDS)
     assert all(share.pct == 100.0 and share.n == 1 for share in recovery.values())
+
+
+def test_a_target_conversation_counts_its_calls_over_the_user_turns(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(TESTS))
+    talk = {**case("talk", "timeout"), "user_turns": [
+        {"messages": [{"role": "user", "content": "[talk] And once more?"}]}]}
+    talk["faults"] = [{"tool": "lookup_order", "kind": "timeout", "calls": [2]}]
+    live = run(tmp_path, suite_of(tmp_path, [talk]), "python:fault_agents:answer")
+    (verdict,) = live.result.verdicts
+    assert verdict.status == "scored", verdict
+    with Store(tmp_path / "callgate.db") as store:
+        (line,) = [json.loads(r["body"]) for r in store.db.query("SELECT body FROM responses")]
+        requests = sorted((json.loads(r["request"])["body"]["metadata"]
+                           for r in store.db.query("SELECT request FROM live_responses")),
+                          key=lambda metadata: metadata["user_turn"])
+    # the second user turn's request counts from the call it has not made yet
+    assert [m.get("faults", []) for m in requests][1][0]["call"] == 0
+    assert [len(m.get("faults", [])) for m in requests] == [1, 1]
+    assert line["faults"] == [{"tool": "lookup_order", "call": 1, "kind": "timeout"}]
+    recovery = live.result.scores.recovery
+    assert recovery is not None and recovery["timeout"].pct == 100.0
