@@ -110,6 +110,8 @@ class ToolResults:
 
     def __call__(self, tool: str, arguments: Mapping[str, Any] | None, result: Any) -> Any:
         """What the agent reads for this call's `result`."""
+        if self.transform is unchanged:  # a clean run: nothing to count or copy
+            return result
         site = self.site(tool, arguments)
         answer = self.transform(site, result)
         if isinstance(answer, Replaced):
