@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from callgate.checks.parsing import parse_calls
 from callgate.suites.faults import planned_faults
+from callgate.suites.interception import unchanged
 from callgate.suites.responses import Response
 from callgate.suites.suite import Case, Suite
 
@@ -30,6 +31,8 @@ def replayed(suite: Suite, case: Case, response: Response) -> Response:
     if response.error is not None or not suite.loops(case):
         return response
     transform = suite.tool_results(case, response.repeat).transform
+    if transform is unchanged and not response.faults:  # no plan, nothing recorded: as it is
+        return response
     calls = _answered(response, case)
     planned = planned_faults(transform, case.id, response.repeat,
                              [(name, arguments) for name, arguments, _ in calls])
