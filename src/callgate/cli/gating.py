@@ -75,6 +75,10 @@ def gate(
     slice_alpha: Annotated[float | None, typer.Option(
         "--slice-alpha", min=0.0, max=1.0,
         help="Family-wise error rate of the slice rule (default 0.05).")] = None,
+    recovery_max_drop: Annotated[float | None, typer.Option(
+        "--recovery-max-drop", min=0.0,
+        help="Also gate recovery per fault kind: fail on a drop of more points (default: "
+             "[gate] recovery_max_drop; off without it; docs/faults.md).")] = None,
     db: DbOption = Path("callgate.db"),
 ) -> None:
     """Gate a release: exit 0 pass, 1 regression, 2 usage or input error, 3 inconclusive.
@@ -111,7 +115,11 @@ def gate(
                                             max_excluded=max_excluded,
                                             baseline_agent=baseline_agent, new_agent=new_agent,
                                             rule=settings.rule, quarantine=left_out,
-                                            slice_rule=slices)
+                                            slice_rule=slices,
+                                            recovery_max_drop=(
+                                                recovery_max_drop
+                                                if recovery_max_drop is not None
+                                                else settings.recovery_max_drop))
             if scores_out is not None or junit is not None:  # the only outputs with every case
                 current = with_cases(store, run, current)
             missing_shards = incomplete(run)

@@ -163,6 +163,9 @@ def run_command(
              "max_rounds, else 3).")] = None,
     max_drop: Annotated[float, typer.Option(
         "--max-drop", min=0.0, help="With --until-decided: the allowed drop in points.")] = 2.0,
+    faults: Annotated[Path | None, typer.Option(
+        "--faults", help="A fault plan (JSON): chosen calls of chosen tools fail on their way "
+                         "to the agent, seeded (docs/faults.md).")] = None,
 ) -> None:
     """Call a model, or the agent under test (--target), on every case (repeats × cases), then
     check, score and store as `score` does.
@@ -191,6 +194,10 @@ def run_command(
     try:
         only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
+        if faults is not None:  # docs/faults.md
+            from callgate.suites.fault_runs import with_fault_plan
+
+            suite = with_fault_plan(suite, faults)
         config_path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
         candidates = load_config(config_path) if config_path is not None else None
         order = None

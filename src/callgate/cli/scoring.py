@@ -65,6 +65,9 @@ def score(
         "--case-attribute", callback=not_blank,
         help="With --traces: the span attribute naming a trace's case (else its first user "
              "message finds it).")] = "callgate.case_id",
+    faults: Annotated[Path | None, typer.Option(
+        "--faults", help="The fault plan the answers were recorded under (docs/faults.md).")
+    ] = None,
 ) -> None:
     """Score recorded responses (or traces) against a suite, store everything and print the
     figures.
@@ -85,6 +88,10 @@ def score(
         answers = responses if responses is not None else traces
         assert answers is not None
         suite = load_suite(suite_path)
+        if faults is not None:  # docs/faults.md
+            from callgate.suites.fault_runs import with_fault_plan
+
+            suite = with_fault_plan(suite, faults)
         if not answers.is_file():
             raise _fail(f"{answers}: "
                         + ("is a folder, not a file" if answers.is_dir() else "file not found"))

@@ -47,6 +47,8 @@ class GateSettings(BaseModel):
     per_tool: bool = False
     per_tag: list[str] = Field(default_factory=list)
     alpha: float = Field(default=0.05, gt=0, lt=1)
+    # Gate recovery per fault kind: fail on a drop of more than this many points (off: None).
+    recovery_max_drop: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class QuarantineFile(BaseModel):

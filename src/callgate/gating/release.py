@@ -31,6 +31,7 @@ from callgate.gating.finding import (
 from callgate.gating.flaky import FlakyCase, flaky_cases, flaky_of_stored
 from callgate.gating.noise import Noise, gated_figures
 from callgate.gating.quarantine import Quarantined, for_suite
+from callgate.gating.recovery_gate import with_recovery
 from callgate.gating.scores_file import RELEASED, ReleaseScores, release_from_run
 from callgate.gating.sequential import Rule
 from callgate.gating.slices import SliceRule
@@ -59,6 +60,7 @@ def gate_release(
     rule: Rule = "points",
     quarantine: Sequence[Quarantined] = (),
     slice_rule: SliceRule | None = None,
+    recovery_max_drop: float | None = None,
 ) -> tuple[GateDecision, ReleaseScores]:
     """Decide whether `release` of `agent` may ship, and record the decision in the store.
 
@@ -79,6 +81,8 @@ def gate_release(
         quarantine: cases left out of the gate (gating.quarantine), listed on the decision.
         slice_rule: the opt-in slice rule (gating/slices.py): which slices are gated, at what
             family-wise error rate; a slice it fails fails the gate.
+        recovery_max_drop: gate recovery per fault kind (gating/recovery_gate.py): a drop of
+            more points fails the gate; None shows it only.
 
     Returns the decision (`decision.exit_code`: 0 pass, 1 regression, 3 inconclusive) and the
     release's scores with the decision recorded (`scores.to_json()` is its scores file). A
@@ -89,7 +93,7 @@ def gate_release(
     decision, current = record_gate(store, run, baseline=baseline, max_drop=max_drop,
                                     max_excluded=max_excluded, baseline_agent=baseline_agent,
                                     new_agent=new_agent, rule=rule, quarantine=quarantine,
-                                    slice_rule=slice_rule)
+                                    slice_rule=slice_rule, recovery_max_drop=recovery_max_drop)
     return decision, with_cases(store, run, current)
 
 
@@ -105,6 +109,7 @@ def record_gate(
     rule: Rule = "points",
     quarantine: Sequence[Quarantined] = (),
     slice_rule: SliceRule | None = None,
+    recovery_max_drop: float | None = None,
 ) -> tuple[GateDecision, ReleaseScores]:
     """gate_release on the run found (find_current): the decision, recorded, and the
     release's scores with it but without its cases (with_cases adds them). `rule`: the
@@ -113,11 +118,12 @@ def record_gate(
     decision, current = decide_release(store, run, baseline=baseline, max_drop=max_drop,
                                        max_excluded=max_excluded, baseline_agent=baseline_agent,
                                        new_agent=new_agent, rule=rule, quarantine=quarantine,
-                                       slice_rule=slice_rule)
+                                       slice_rule=slice_rule,
+                                       recovery_max_drop=recovery_max_drop)
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
     store.set_run_gate(run.id, record.model_dump_json())
-    if baseline == "auto" and rule == "points" and not quarantine:  # the pages' decision
+    if baseline == "auto" and rule == "points" and not quarantine and recovery_max_drop is None:
         store.save_gate_decision(run.id, decision_key(store, run, max_drop, max_excluded,
                                                       slice_rule=slice_rule),
                                  decision.model_dump_json())
@@ -137,6 +143,7 @@ def decide_release(
     rule: Rule = "points",
     quarantine: Sequence[Quarantined] = (),
     slice_rule: SliceRule | None = None,
+    recovery_max_drop: float | None = None,
 ) -> tuple[GateDecision, ReleaseScores]:
     """The gate's decision on a stored run, by the same rules as `gate_release` (baseline,
     agents, audited estimates, missing shards), without recording it: what `serve` and
@@ -215,6 +222,7 @@ def decide_release(
                       not_whole=incomplete(run) or _first_but_partial(stopped, base),
                       other_agent=other, new_agent=new_agent, pairs=pairs, noise=noise,
                       what_to_fix=fix)
+    decision = with_recovery(decision, current, base, recovery_max_drop)
     return _with_notes(decision, store, run, base_run), current
 
 

@@ -86,6 +86,9 @@ class ReleaseScores(BaseModel):
     policies: PolicyFigures | None = None
     # Attempts of no-call cases that called a tool (absent: none scored, or an older callgate).
     unwarranted_calls: Share | None = None
+    # Recovery per fault kind (docs/faults.md); absent: no fault reached a case with
+    # expectations, or kept by an older callgate.
+    recovery: dict[str, Share] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -140,6 +143,7 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         tool_surface=tool_surface_of(run),
         policies=scores.get("policies"),
         unwarranted_calls=scores.get("unwarranted_calls"),
+        recovery=scores.get("recovery"),
     )
 
 

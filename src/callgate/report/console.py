@@ -213,6 +213,9 @@ def print_run(result: RunResult, console: Console | None = None) -> None:
         console.print(escape(line))
     for line in policy_lines(result.scores):
         console.print(escape(line), highlight=False)
+    for kind, share in (result.scores.recovery or {}).items():  # docs/faults.md
+        console.print(escape(f"recovery after {kind}: {_share(share)} of {share.n} faulted "
+                             "attempts"))
     if result.failures:
         console.print(failures_table(result))
     if result.missing:

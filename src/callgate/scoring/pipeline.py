@@ -13,9 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from callgate.checks.check import check_response
+from callgate.checks.fault_replay import FaultReplayError, replayed
+from callgate.checks.recovery import recovery_of
 from callgate.checks.verdict import ServerErrors, Verdict
+from callgate.errors import CallgateError
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.probing import keep_probe
+from callgate.scoring.recovery import RecoveryTally
 from callgate.scoring.result import GateRecord, not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
@@ -61,6 +65,7 @@ class Recorder:
     _repeat_slots: list[int] = field(default_factory=list)  # failures[i] repeats a kept case
     _responses: list[tuple] = field(default_factory=list)
     _verdicts: list[tuple] = field(default_factory=list)
+    recovery: RecoveryTally = field(default_factory=RecoveryTally)  # docs/faults.md
 
     def __post_init__(self) -> None:
         self.builder = ScoreBuilder(
@@ -86,6 +91,10 @@ class Recorder:
             checked: Verdict | None = None) -> Verdict:
         """Record one answer; `checked` is its `check`, when the caller ran it already."""
         case = self.suite.cases[response.case_id]
+        try:  # a recorded answer the fault plan cannot be read into is refused (exit 2)
+            response = replayed(self.suite, case, response)
+        except FaultReplayError as exc:
+            raise CallgateError(str(exc)) from None
         verdict = checked if checked is not None else self.check(response)
         if verdict.status == "pending_judge" and self.judge is not None:
             # Judged in one concurrent batch at the end (judge_pending); the rows wait too.
@@ -120,6 +129,10 @@ class Recorder:
             body=body if body is not None else response.model_dump_json(exclude_none=True),
         ))
         self._verdicts.append(verdict_row(self.run_id, verdict))
+        if verdict.status == "scored":
+            case = self.suite.cases[response.case_id]
+            self.recovery.add(case.id, recovery_of(self.suite.faults.after_fault(case),
+                                                   response, case.called_as()))
         if self.keep_verdicts:
             self.verdicts.append(verdict)
         if not (verdict.status == "scored" and verdict.right_arguments):
@@ -220,7 +233,9 @@ class Recorder:
         if self._awaiting_judge:
             raise RuntimeError("judge_pending() or keep_unjudged() must run before finish()")
         self.flush()
-        scores = self.builder.build().model_copy(update={"server_errors": self.server_errors})
+        scores = self.builder.build().model_copy(update={"server_errors": self.server_errors,
+                                                          "recovery": self.recovery.shares()
+                                                          or None})
         if self.judge is not None:
             from callgate.judging.step import judged_shares
 

@@ -165,6 +165,8 @@ class Scores(BaseModel):
     # Attempts of the no-call cases that called a tool (a call where none is expected), when
     # the builder knows the no-call cases and some were scored.
     unwarranted_calls: Share | None = None
+    # Per fault kind: the faulted attempts whose `after_fault` held (scoring.recovery).
+    recovery: dict[str, Share] | None = None
 
 
 @dataclass

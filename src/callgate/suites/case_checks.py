@@ -175,6 +175,19 @@ def _no_matchers(path: Path, line: int, case: Case) -> None:
                         field=f"{prefix}[{call_index}].args.{key}")
 
 
+def _check_faults(path: Path, line: int, case: Case, offered: set[str]) -> None:
+    """A case's fault rules and its fallback name tools it offers."""
+    for index, rule in enumerate(case.faults or ()):
+        if rule.tool != "*" and rule.tool not in offered:
+            raise InputError(path, f"{rule.tool!r} is not a tool this case offers (a "
+                             "catalogue name, or * for every tool)", line=line,
+                             field=f"faults[{index}].tool")
+    fallback = case.after_fault.fallback if case.after_fault is not None else None
+    if fallback is not None and fallback not in offered:
+        raise InputError(path, f"{fallback!r} is not a tool this case offers", line=line,
+                         field="after_fault.fallback")
+
+
 def check_case(
     path: Path,
     line: int,
@@ -202,6 +215,7 @@ def check_case(
         sent.add(name)
     if case.user_turns is not None:
         _check_added_tools(path, line, case, tools, sent)
+    _check_faults(path, line, case, offered)
     for alt_index, calls in enumerate(case.expected_call_lists()):
         prefix = (
             "expect.calls" if case.expect.type == "calls" else f"expect.alternatives[{alt_index}]"

@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from callgate.suites.faults import AfterFault, FaultRule
 from callgate.suites.matchers import Matcher, matcher_kind
 from callgate.suites.policies import Policies
 
@@ -342,6 +343,9 @@ class Case(_Strict):
     max_turns: int = Field(10, ge=1)  # per user turn
     user_turns: list[UserTurn] | None = Field(None, min_length=1)  # after `messages`
     policies: Policies | None = None  # replace the suite's, field by field (docs/policies.md)
+    # Calls that fail on their way to the model, and what it should do then (docs/faults.md)
+    faults: list[FaultRule] | None = Field(None, min_length=1)
+    after_fault: AfterFault | None = None
 
     @model_validator(mode="after")
     def _last_message_is_not_assistant(self) -> Case:

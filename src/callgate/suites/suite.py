@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -52,6 +52,8 @@ from callgate.suites.environment import (
     load_environment,
     spec_fingerprinted,
 )
+from callgate.suites.faults import RunFaults
+from callgate.suites.interception import ToolResults, ToolResultTransform, compose
 from callgate.suites.matchers import Predicate
 from callgate.suites.policies import (
     NO_POLICIES,
@@ -114,6 +116,23 @@ class Suite:
             if "policies" in raw:
                 names.update(self.policies_of(self.cases[case_id]).declared())
         return [name for name in POLICY_NAMES if name in names]
+
+    # The fault plan on the tool results' seam: each case's own `faults`, and the run's
+    # (`run --faults`); the fingerprint covers the cases' own, never the run's.
+    faults: RunFaults = field(default_factory=RunFaults, repr=False)
+    # What else a run puts on the seam for a case (an attack's transform), after the faults;
+    # None, or None for a case: nothing more.
+    result_transform: Callable[[Case], ToolResultTransform | None] | None = field(
+        default=None, repr=False)
+
+    def tool_results(self, case: Case, repeat: int) -> ToolResults:
+        """The interception seam of one attempt of `case`: every tool result its calls get
+        goes through it (suites.interception)."""
+        extra = self.result_transform(case) if self.result_transform is not None else None
+        made = [t for t in (self.faults.transform(case), extra) if t is not None]
+        if not made:
+            return ToolResults(case.id, repeat)
+        return ToolResults(case.id, repeat, made[0] if len(made) == 1 else compose(*made))
 
     @cached_property
     def parameter_schemas(self) -> dict[str, dict[str, Any]]:

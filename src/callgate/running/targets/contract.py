@@ -7,11 +7,14 @@ Pure functions: a reply that breaks the contract raises `MalformedReply`."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
+from callgate.suites.faults import scheduled
+from callgate.suites.interception import unchanged
 from callgate.suites.responses import INT64_MAX, TOKEN_FIELDS
-from callgate.suites.suite import Case
+from callgate.suites.suite import Case, Suite
 
 PROTOCOL = 1
 HELLO: dict[str, Any] = {"hello": "callgate", "protocol": PROTOCOL}
@@ -24,20 +27,82 @@ class MalformedReply(ValueError):
 
 def attempt_request(
     case: Case, repeat: int, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-    user_turn: int = 0,
+    user_turn: int = 0, faults: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """What a target gets for one attempt, or for one user turn of a case with `user_turns`:
     the messages and tools as a model would get them, and the case's metadata (its id, the
-    repeat, tags, max_turns and initial state; for a conversation, its id and the user turn)."""
+    repeat, tags, max_turns and initial state; for a conversation, its id and the user turn;
+    the faults its own tools must answer, `scheduled_faults`)."""
     metadata: dict[str, Any] = {
         "case_id": case.id, "repeat": repeat, "tags": case.tags, "max_turns": case.max_turns,
     }
     if case.state is not None:
         metadata["state"] = case.state
+    if faults:
+        metadata["faults"] = faults
     if case.user_turns is not None:
         metadata.update(conversation_id=f"{case.id}#{repeat}", user_turn=user_turn,
                         user_turns=1 + len(case.user_turns))
     return {"messages": messages, "tools": tools, "metadata": metadata}
+
+
+def scheduled_faults(suite: Suite, case: Case, repeat: int) -> list[dict[str, Any]]:
+    """The faults of the attempt's interception seam (suites.interception) that the target's
+    own tools answer (docs/faults.md, "Agent targets"): `metadata.faults`."""
+    transform = suite.tool_results(case, repeat).transform
+    if transform is unchanged:
+        return []
+    sent = case.sent_names()
+    offered = sorted(case.offered_names(suite.tools))
+    turns = 1 + len(case.user_turns or ())
+    return scheduled(transform, case.id, repeat, {key: sent.get(key, key) for key in offered},
+                     min(MAX_SCHEDULED, 2 * case.max_turns * turns))
+
+
+def applied_faults(transcript: list[Any], schedule: list[dict[str, Any]]
+                   ) -> list[dict[str, Any]]:
+    """The scheduled faults a transcript's calls met, as the recorded line's `faults`; a tool
+    message that answers otherwise than its fault says breaks the contract (MalformedReply).
+    A transcript without tool messages is taken at its word."""
+    calls: dict[tuple[str, int], str | None] = {}
+    answers: dict[str, Any] = {}
+    for message in transcript:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or ():
+            name = (call.get("function") or {}).get("name") if isinstance(call, dict) else None
+            if isinstance(name, str):
+                index = sum(1 for tool, _ in calls if tool == name)
+                calls[(name, index)] = call.get("id")
+        if message.get("role") == "tool" and isinstance(message.get("tool_call_id"), str):
+            answers[message["tool_call_id"]] = message.get("content")
+    applied = []
+    for number, entry in enumerate(schedule):
+        key = (entry["tool"], entry["call"])
+        if key not in calls:
+            continue
+        answered = answers.get(calls[key] or "", _UNSEEN)
+        if "result" in entry and answered is not _UNSEEN and not _same(answered, entry["result"]):
+            raise MalformedReply(f"the tool message of call {entry['call'] + 1} of "
+                                 f"{entry['tool']} is not the {entry['kind']} metadata.faults"
+                                 f"[{number}] gives it to answer")
+        applied.append({"tool": entry["tool"], "call": entry["call"], "kind": entry["kind"]})
+    return applied
+
+
+_UNSEEN = object()
+MAX_SCHEDULED = 200  # calls per tool and attempt a target is given faults for
+
+
+def _same(content: Any, result: Any) -> bool:
+    if content == result:
+        return True
+    if isinstance(content, str) and not isinstance(result, str):
+        try:
+            return bool(json.loads(content) == result)
+        except ValueError:
+            return False
+    return False
 
 
 def user_turn_of(request: dict[str, Any]) -> int | None:
@@ -64,6 +129,14 @@ def reply_line(
     the first message after them."""
     transcript, extra = reply_transcript(reply, sent)
     return transcript_line(case_id, repeat, transcript, extra, latency_ms)
+
+
+def faulted_line(line: dict[str, Any], transcript: list[Any], request: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """`line` with the faults its transcript met (`applied_faults` of the request's
+    `metadata.faults`), when any."""
+    applied = applied_faults(transcript, request["metadata"].get("faults") or [])
+    return {**line, "faults": applied} if applied else line
 
 
 def reply_transcript(

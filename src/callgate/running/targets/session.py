@@ -35,7 +35,9 @@ from callgate.running.plan import Conversation, PlannedAttempt, later_turns
 from callgate.running.targets.contract import (
     MalformedReply,
     attempt_request,
+    faulted_line,
     reply_transcript,
+    scheduled_faults,
     transcript_line,
     user_turn_of,
 )
@@ -115,7 +117,8 @@ class TargetSession:
                     conversations.append(Conversation(case_id, repeat, messages, tools,
                                                       later_turns(suite, case_id)))
                     continue
-                body = attempt_request(case, repeat, messages, tools)
+                body = attempt_request(case, repeat, messages, tools,
+                                       faults=scheduled_faults(suite, case, repeat))
                 attempts.append(PlannedAttempt(case_id, repeat, self.key(body), body))
         return attempts, conversations
 
@@ -185,8 +188,9 @@ class TargetCaller:
             try:
                 reply = await self.client.ask(attempt.body, self.timeout)
                 transcript, extra = reply_transcript(reply, attempt.body["messages"])
-                line = transcript_line(attempt.case_id, attempt.repeat, transcript, extra,
-                                       elapsed_ms(sent))
+                line = faulted_line(transcript_line(attempt.case_id, attempt.repeat, transcript,
+                                                    extra, elapsed_ms(sent)),
+                                    transcript, attempt.body)
                 if "note" in line:  # its cost or usage was not one: the answer is kept
                     self._warn(f"{_where(attempt)}: {line['note']}")
                 return (AttemptOutcome(attempt, parse_response(line), line_text(line), tries),

@@ -8,13 +8,14 @@ next request from, so a killed run resumes mid-conversation. The replies are joi
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from callgate.running.cache import AnswerCache, line_text
 from callgate.running.conversation import Talk, reply_totals
 from callgate.running.plan import Conversation, PlannedAttempt
-from callgate.running.targets.contract import attempt_request
+from callgate.running.targets.contract import attempt_request, scheduled_faults
 from callgate.running.targets.session import TargetCaller, TargetSession
 from callgate.suites.responses import parse_response, read_turns
 from callgate.suites.suite import Suite
@@ -45,12 +46,15 @@ async def converse_target(
     messages, tools = list(conversation.messages), list(conversation.tools)
     answers = _Answers()
     transcript: list[dict[str, Any]] = []
+    schedule = scheduled_faults(suite, case, conversation.repeat)
+    made: Counter[str] = Counter()  # the target's calls per tool in the user turns so far
     for user_turn in range(1 + len(conversation.user_turns)):
         if user_turn:
             later = conversation.user_turns[user_turn - 1]
             messages = [*messages, *transcript, *later.messages]
             tools = [*tools, *later.tools]
-        body = attempt_request(case, conversation.repeat, messages, tools, user_turn)
+        body = attempt_request(case, conversation.repeat, messages, tools, user_turn,
+                               faults=shifted(schedule, made, -1))
         attempt = PlannedAttempt(conversation.case_id, conversation.repeat, session.key(body),
                                  body)
         answered = await _answer(attempt, cache, caller)
@@ -62,13 +66,34 @@ async def converse_target(
         if line.get("error"):
             answers.error = line["error"]
             break
-        answers.lines.append(line)
+        answers.lines.append({**line, "faults": shifted(line["faults"], made, 1)}
+                             if line.get("faults") else line)
+        made.update(call_names(transcript))
         if read_turns(case, parse_response(joined_line(conversation, answers))).hit_limit:
             answers.ending = "turn_limit"
             break
     line = joined_line(conversation, answers)
     return Talk(conversation, parse_response(line), line_text(line), answers.keys,
                 answers.cached)
+
+
+def shifted(entries: list[dict[str, Any]], made: Counter[str], sign: int
+            ) -> list[dict[str, Any]]:
+    """Faults counted over the whole conversation as one user turn's request counts them
+    (`sign` -1: from the calls it has not made yet, counted from 0), or back (`sign` 1)."""
+    out = []
+    for entry in entries:
+        call = entry["call"] + sign * made[entry["tool"]]
+        if call >= 0:
+            out.append({**entry, "call": call})
+    return out
+
+
+def call_names(transcript: list[dict[str, Any]]) -> list[str]:
+    """The names of a transcript's calls, in order."""
+    return [name for message in transcript if isinstance(message, dict)
+            for call in message.get("tool_calls") or () if isinstance(call, dict)
+            if isinstance(name := (call.get("function") or {}).get("name"), str)]
 
 
 async def _answer(
@@ -98,11 +123,15 @@ def joined_line(conversation: Conversation, answers: _Answers) -> dict[str, Any]
     line: dict[str, Any] = {"case_id": conversation.case_id, "repeat": conversation.repeat}
     turns: list[dict[str, Any]] = []
     ends = []
+    faults: list[dict[str, Any]] = []
     for reply in answers.lines:
         turns += [reply["response"]] if "response" in reply else reply["turns"]
         ends.append(len(turns))
+        faults += reply.get("faults") or []
     if turns:
         line["turns"] = turns
+    if faults:
+        line["faults"] = faults
     if answers.error is not None:
         line["error"] = answers.error
         return line
