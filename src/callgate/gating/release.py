@@ -38,6 +38,7 @@ from callgate.gating.surface_gate import release_diff
 from callgate.gating.what_to_fix import read_what_to_fix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.result import GateRecord
+from callgate.scoring.stored import finished, stored_scores
 from callgate.stats import Z95
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
@@ -200,11 +201,12 @@ def decide_release(
     case_by_case = bool(left_out) or (base is not None and bool(
         release_diff(base, current).expectation_changed))  # cases left out of the pairs
     now, then, pairs = _paired(store, run, current, base_run, base, case_by_case)
-    stopped = (run.scores or {}).get("stopped")
+    scores = finished(run)  # release_from_run above has read it: the run is finished
+    stopped = scores.stopped
     if stopped:  # a live run's --max-cost / --max-attempts: the decision is on what it paired
         skipped = [f"the budget ended this run ({stopped}): the decision is over the cases "
                    "paired so far", *skipped]
-    noise = Noise(rule=rule, gated=gated_figures((run.scores or {}).get("gate_figures")),
+    noise = Noise(rule=rule, gated=gated_figures(scores.gate_figures),
                   flaky=tuple(_flaky(store, run, base_run, now, then, pairs)),
                   quarantined=left_out)
     fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop, pairs)
@@ -224,7 +226,8 @@ def _with_notes(decision: GateDecision, store: Store, run: StoredRun,
     the baseline, and the suite's cases that cannot gate (the probe's)."""
     from callgate.gating.costs import per_right_line
 
-    line = per_right_line(run.scores or {}, base_run.scores if base_run is not None else None)
+    line = per_right_line(stored_scores(run),
+                          stored_scores(base_run) if base_run is not None else None)
     if line is not None:
         decision = decision.model_copy(update={"messages": [*decision.messages, line]})
     weak = probe_warning(store.suite_probe(run.suite))
