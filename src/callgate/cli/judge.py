@@ -436,6 +436,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     from callgate.judging.audit_text import describe_width_plan
     from callgate.judging.certificates import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
+    from callgate.scoring.stored import stored_scores
     from callgate.store.db import Store
 
     if not db.exists():
@@ -453,7 +454,8 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     certificate = Certificate.model_validate_json(cert_json) if cert_json else None
-    stored = (run.scores or {}).get("judged") or {}
+    scores = stored_scores(run)
+    stored = (scores.judged if scores is not None else None) or {}
     for dim in ("tool_choice", "arguments"):
         rates = dimension_rates(certificate, dim) if certificate else None
         if report is not None:

@@ -22,6 +22,7 @@ from callgate.merging.merge_input import check_merge_input
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.result import not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
+from callgate.scoring.stored import stored_scores
 from callgate.store.db import Store
 from callgate.store.opening import check_store_file
 from callgate.store.rows import StoredRun
@@ -132,7 +133,8 @@ def _merge_into(path: Path, out: Path, sources: list[Store]) -> list[MergedRelea
 def _rescore_merged(store: Store, run_id: int, sources: list[StoredRun]) -> MergedRelease:
     run = store.stored_run(run_id)
     assert run is not None
-    was_uncalibrated = any((r.scores or {}).get("uncalibrated", False) for r in [run, *sources])
+    was_uncalibrated = any(s is not None and s.uncalibrated
+                           for s in map(stored_scores, [run, *sources]))
     scores = rescore(store, run_id, was_uncalibrated)
     record = not_a_result("run" if run.source == "live" else "score", scores.attempts,
                           scores.excluded, DEFAULT_MAX_EXCLUDED)
