@@ -372,8 +372,6 @@ def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_dro
     return out, figures
 
 
-
-
 def recorded_decision(store: Store, run: StoredRun, *,
                       max_drop: float = DEFAULT_MAX_DROP,
                       max_excluded: float = DEFAULT_MAX_EXCLUDED, key: str | None = None
