@@ -7,6 +7,8 @@ conversation ended there), so a fault on it changes nothing that was recorded.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from callgate.checks.parsing import parse_calls
 from callgate.suites.faults import planned_faults
 from callgate.suites.interception import unchanged
@@ -18,7 +20,8 @@ class FaultReplayError(ValueError):
     """A recorded attempt the fault plan cannot be applied to; the message names the case."""
 
 
-def _answered(response: Response, case: Case) -> list[tuple[str, dict | None, int]]:
+def _answered(response: Response, case: Case
+              ) -> list[tuple[str, dict[str, Any] | None, int]]:
     """The calls that got a result (those of every turn but the last): name, arguments, turn."""
     turns = response.assistant_turns
     return [(call.name, call.arguments, number) for number, turn in enumerate(turns[:-1])

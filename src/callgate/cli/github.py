@@ -94,7 +94,7 @@ class Api:
         self.repository = repository
         self.token = token
 
-    def call(self, method: str, path: str, payload: dict | None = None) -> Any:
+    def call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
         data = json.dumps(payload).encode() if payload is not None else None
         request = urllib.request.Request(
             f"{self.base}/repos/{self.repository}{path}", data=data, method=method,

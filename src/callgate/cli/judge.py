@@ -15,6 +15,7 @@ from callgate.running.limits import MAX_CONCURRENCY
 
 if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
     from callgate.judging.certificates import Certificate, Disagreement
+    from callgate.judging.estimates import Estimand
     from callgate.store.db import Store
 
 from callgate.cli.common import (
@@ -333,8 +334,7 @@ def judge_audit(
     from callgate.judging.audit_text import audit_lines
     from callgate.store.db import Store
 
-    if estimand not in ("release", "agent"):
-        raise _fail(f"--estimand must be release or agent, not {estimand!r}")
+    about = _estimand(estimand)
     if not db.exists():
         raise _fail(f"{db}: no such database")
     try:
@@ -344,7 +344,7 @@ def judge_audit(
                 draw_audit(store, run_id, n or 40, seed)
             elif seed is not None and seed != existing["seed"]:
                 draw_audit(store, run_id, len(store.audit_items(run_id)), seed)
-            report = audit_report(store, run_id, estimand)  # type: ignore[arg-type]
+            report = audit_report(store, run_id, about)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -382,9 +382,7 @@ def judge_plan(
     """How many more labels: per dimension and class to certify a judge (SPEC --set FILE), or
     audit labels for a ±WIDTH judged-share interval (--run RUN)."""
     if run_id is not None:
-        if estimand not in ("release", "agent"):
-            raise _fail(f"--estimand must be release or agent, not {estimand!r}")
-        _plan_run(run_id, width / 100, db, estimand)
+        _plan_run(run_id, width / 100, db, _estimand(estimand))
         return
     if spec is None or calibration_set is None:
         raise _fail("give SPEC --set FILE, or --run RUN")
@@ -431,11 +429,21 @@ def _certificate_plan_lines(spec: Path, calibration_set: Path, rule: str | None,
     return lines
 
 
-def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
+def _estimand(value: str) -> Estimand:
+    """--estimand's value, checked."""
+    if value == "release":
+        return "release"
+    if value == "agent":
+        return "agent"
+    raise _fail(f"--estimand must be release or agent, not {value!r}")
+
+
+def _plan_run(run_id: int, width: float, db: Path, estimand: Estimand) -> None:
     from callgate.judging.audit import judged_design_effects, width_plan
     from callgate.judging.audit_text import describe_width_plan
     from callgate.judging.certificates import Certificate, dimension_rates
     from callgate.judging.labelling import judged_run
+    from callgate.scoring.stored import stored_scores
     from callgate.store.db import Store
 
     if not db.exists():
@@ -449,11 +457,12 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
             report = None
             if store.audit(run_id) is not None:
                 from callgate.judging.audit import audit_report
-                report = audit_report(store, run_id, estimand)  # type: ignore[arg-type]
+                report = audit_report(store, run_id, estimand)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     certificate = Certificate.model_validate_json(cert_json) if cert_json else None
-    stored = (run.scores or {}).get("judged") or {}
+    scores = stored_scores(run)
+    stored = (scores.judged if scores is not None else None) or {}
     for dim in ("tool_choice", "arguments"):
         rates = dimension_rates(certificate, dim) if certificate else None
         if report is not None:
@@ -467,7 +476,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: str) -> None:
         corrected = (stored.get(dim) or {}).get("corrected")
         plan = width_plan(table, passes, judged, width, rates[:2] if rates else None,
                           corrected / 100 if corrected is not None else None,
-                          estimand=estimand,  # type: ignore[arg-type]
+                          estimand=estimand,
                           clustering=report.dimensions[dim].clustering if report is not None
                           else clusterings.get(dim))
         typer.echo(f"{dim}: {describe_width_plan(plan, have, width)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
 from callgate.cli.workflows import action_ref, workflows
 from callgate.errors import CallgateError
@@ -53,13 +54,14 @@ TOOLS = [
 ]
 
 
-def _case(case_id: str, text: str, tags: list[str], expect: dict, note: str) -> dict:
+def _case(case_id: str, text: str, tags: list[str], expect: dict[str, Any], note: str
+          ) -> dict[str, Any]:
     return {"id": case_id, "messages": [{"role": "system", "content": _SYSTEM},
                                         {"role": "user", "content": text}],
             "tags": tags, "expect": expect, "note": note}
 
 
-def _call(tool: str, args: dict) -> dict:
+def _call(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     return {"tool": tool, "args": args}
 
 
@@ -88,8 +90,9 @@ CASES = [
 ]
 
 
-def _response(case_id: str, calls: list[tuple[str, dict]], content: str | None = None) -> dict:
-    message: dict = {"role": "assistant", "content": content}
+def _response(case_id: str, calls: list[tuple[str, dict[str, Any]]], content: str | None = None
+              ) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
             {"id": f"call_{index}", "type": "function",

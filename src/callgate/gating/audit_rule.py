@@ -20,8 +20,6 @@ pass. Intervals are the gate's 97.5% ones (Z_PAIR), as for two audited releases.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,7 +31,7 @@ from callgate.judging.audit import (
     width_plan,
 )
 from callgate.judging.estimates import Z_PAIR, AuditTable
-from callgate.stats import Z95
+from callgate.judging.kept_estimates import KeptEstimates
 from callgate.store.db import Store
 
 FIGURES = ("right_tool", "right_arguments")
@@ -224,7 +222,7 @@ def release_audited_alone(store: Store, report: AuditReport, current: str,
 
 
 def baseline_audited_alone(store: Store, run_id: int, current: str,
-                           base: ReleaseScores, estimates: Mapping[str, Any], max_drop: float,
+                           base: ReleaseScores, estimates: KeptEstimates, max_drop: float,
                            z: float = Z_PAIR) -> list[Reading]:
     """The mirror: only the baseline is audited (`estimates`, its kept audited figures)."""
     parts = judged_parts(store, run_id)
@@ -234,16 +232,15 @@ def baseline_audited_alone(store: Store, run_id: int, current: str,
         tables = {f: p.table for f, p in audit_report(store, base_run).parts.items()}
     out = []
     for figure in FIGURES:
-        kept = estimates.get(figure) or {}
+        kept = estimates.figure(figure)
         then_given, part = _given(base, figure), parts[figure]
-        if kept.get("pct") is None or then_given is None or part.judged == 0:
+        if kept is None or kept.pct is None or then_given is None or part.judged == 0:
             continue
-        se = kept.get("se")
-        se = float(se) if se is not None else (float(kept["high"]) - float(kept["low"])) / (2 * Z95)
-        labels = (estimates.get("audit") or {}).get("counted", kept.get("labels"))
+        counted = estimates.audit.counted if estimates.audit is not None else None
+        labels = counted if counted is not None else kept.labels
         then = Side(release=base.release, run=base_run, given=then_given,
-                    audited=float(kept["pct"]), se=se,
-                    audited_text=f"{kept.get('estimator')}, {labels} audited")
+                    audited=kept.pct, se=kept.se_points(),
+                    audited_text=f"{kept.estimator}, {labels} audited")
         now = Side(release=current, run=run_id,
                    given=_pct(part.deterministic_right + part.judged_passes, part), part=part)
         out.append(_reading(figure, now, then, max_drop, z, tables.get(figure)))
@@ -252,7 +249,7 @@ def baseline_audited_alone(store: Store, run_id: int, current: str,
 
 
 def one_sided(store: Store, run_id: int, report: AuditReport | None, base: ReleaseScores,
-              then: Mapping[str, Any] | None, max_drop: float) -> list[Reading]:
+              then: KeptEstimates | None, max_drop: float) -> list[Reading]:
     """The rule's readings with exactly one side audited: `report` (this release's complete
     audit) or `then` (the baseline's kept audited estimates)."""
     if report is not None:

@@ -123,8 +123,8 @@ def _earlier_stored(store: Store, current: StoredRun, agent: str | None,
                and (r.created_at, r.id) < (current.created_at, current.id)]
     for run in reversed(earlier):
         scores = finished_scores(run)
-        why = why_not_a_baseline(gate_of(run), scores["attempts"], scores["excluded"],
-                                 bool(scores.get("uncalibrated", False)), max_excluded)
+        why = why_not_a_baseline(gate_of(run), scores.attempts, scores.excluded,
+                                 scores.uncalibrated, max_excluded)
         yield run, why or incomplete(run)  # a release missing shards was never whole
 
 

@@ -37,9 +37,10 @@ from callgate.gating.sequential import Rule
 from callgate.gating.slices import SliceRule
 from callgate.gating.surface_gate import release_diff
 from callgate.gating.what_to_fix import read_what_to_fix
+from callgate.judging.kept_estimates import kept_estimates
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.result import GateRecord
-from callgate.stats import Z95
+from callgate.scoring.stored import finished, stored_scores
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
 from callgate.suites.shard import incomplete
@@ -192,7 +193,8 @@ def decide_release(
                             f"{current.suite_name} (release {base.release}); a new line "
                             "starts once: leave --new-agent out")
     new_agent = new_agent and base is None
-    if base is not None and (base.estimates is None or not _complete(base.estimates)):
+    kept = kept_estimates(base.estimates) if base is not None else None
+    if base is not None and (kept is None or not kept.complete):
         # No audit kept with the baseline (or one kept while incomplete): its audit in the store.
         found = stored_estimates(store, base)
         if found is not None:
@@ -207,11 +209,12 @@ def decide_release(
     case_by_case = bool(left_out) or (base is not None and bool(
         release_diff(base, current).expectation_changed))  # cases left out of the pairs
     now, then, pairs = _paired(store, run, current, base_run, base, case_by_case)
-    stopped = (run.scores or {}).get("stopped")
+    scores = finished(run)  # release_from_run above has read it: the run is finished
+    stopped = scores.stopped
     if stopped:  # a live run's --max-cost / --max-attempts: the decision is on what it paired
         skipped = [f"the budget ended this run ({stopped}): the decision is over the cases "
                    "paired so far", *skipped]
-    noise = Noise(rule=rule, gated=gated_figures((run.scores or {}).get("gate_figures")),
+    noise = Noise(rule=rule, gated=gated_figures(scores.gate_figures),
                   flaky=tuple(_flaky(store, run, base_run, now, then, pairs)),
                   quarantined=left_out)
     fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop, pairs)
@@ -232,7 +235,8 @@ def _with_notes(decision: GateDecision, store: Store, run: StoredRun,
     the baseline, and the suite's cases that cannot gate (the probe's)."""
     from callgate.gating.costs import per_right_line
 
-    line = per_right_line(run.scores or {}, base_run.scores if base_run is not None else None)
+    line = per_right_line(stored_scores(run),
+                          stored_scores(base_run) if base_run is not None else None)
     if line is not None:
         decision = decision.model_copy(update={"messages": [*decision.messages, line]})
     weak = probe_warning(store.suite_probe(run.suite))
@@ -331,7 +335,8 @@ def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_dro
     judged = len(store.judgements(run_id))
     if base is None:
         return [], []
-    then = base.estimates if base.estimates and _complete(base.estimates) else None
+    kept = kept_estimates(base.estimates) if base.estimates else None
+    then = kept if kept is not None and kept.complete else None
     report = None
     if store.audit(run_id) is not None:
         from callgate.judging.audit import audit_report  # only with an audit
@@ -364,28 +369,15 @@ def judged_checks(store: Store, run_id: int, base: ReleaseScores | None, max_dro
 
     figures = []
     for figure in ("right_tool", "right_arguments"):
-        kept = then.get(figure) or {}
-        if kept.get("pct") is None:
+        estimate = then.figure(figure)
+        if estimate is None or estimate.pct is None:
             continue
-        check = judged_check(report, figure, kept["pct"], max_drop,
-                             baseline_se=_se_points(kept))
+        check = judged_check(report, figure, estimate.pct, max_drop,
+                             baseline_se=estimate.se_points())
         if check is not None:
             out.append((check.outcome, check.message))
             figures.append(figure)
     return out, figures
-
-
-def _complete(estimates: Mapping[str, Any]) -> bool:
-    """A kept audit is complete unless it says otherwise (files from before skips were
-    recorded do not)."""
-    return bool((estimates.get("audit") or {}).get("complete", True))
-
-
-def _se_points(kept: Mapping[str, Any]) -> float:
-    """A kept estimate's standard error in points; from its 95% interval in older files."""
-    if kept.get("se") is not None:
-        return float(kept["se"])
-    return (float(kept["high"]) - float(kept["low"])) / (2 * Z95)
 
 
 def recorded_decision(store: Store, run: StoredRun, *,

@@ -11,12 +11,12 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from callgate.checks.verdict import ServerErrors, Verdict
-from callgate.errors import CallgateError
 from callgate.gating.cases import CaseField, case_records
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.scoring.result import GateRecord, Outcome
 from callgate.scoring.scores import Figures, PolicyFigures, Share
+from callgate.scoring.stored import StoredScores, finished, stored_gate
 from callgate.store.rows import StoredRun
 from callgate.suites.surface import ToolSurface
 from callgate.version import __version__
@@ -131,19 +131,19 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         suite_fingerprint=run.suite,
         created_at=run.created_at,
         judge_fingerprint=run.judge_fingerprint,
-        uncalibrated=bool(scores.get("uncalibrated", False)),
-        server_errors=scores.get("server_errors", "exclude"),
-        attempts=scores["attempts"],
-        excluded=scores["excluded"],
-        figures=Figures.model_validate(scores["figures"]),
-        by_tag={k: Figures.model_validate(v) for k, v in scores["by_tag"].items()},
+        uncalibrated=scores.uncalibrated,
+        server_errors=scores.server_errors,
+        attempts=scores.attempts,
+        excluded=scores.excluded,
+        figures=scores.figures,
+        by_tag=scores.by_tag,
         cases=case_records(verdicts),
         suite_cases=sorted(suite_cases),
         gate=gate_of(run),
         tool_surface=tool_surface_of(run),
-        policies=scores.get("policies"),
-        unwarranted_calls=scores.get("unwarranted_calls"),
-        recovery=scores.get("recovery"),
+        policies=scores.policies,
+        unwarranted_calls=scores.unwarranted_calls,
+        recovery=scores.recovery,
     )
 
 
@@ -154,11 +154,9 @@ def tool_surface_of(run: StoredRun) -> ToolSurface | None:
 
 
 def gate_of(run: StoredRun) -> GateRecord | None:
-    return GateRecord.model_validate(run.gate) if run.gate else None
+    return stored_gate(run)
 
 
-def finished_scores(run: StoredRun) -> dict[str, Any]:
-    """A finished run's scores document (the gate only reads finished runs)."""
-    if run.scores is None:
-        raise CallgateError(f"run {run.id} ({run.release}) has not finished: it has no scores")
-    return run.scores
+def finished_scores(run: StoredRun) -> StoredScores:
+    """A finished run's scores (the gate only reads finished runs)."""
+    return finished(run)

@@ -133,7 +133,7 @@ def answered_prefix(items: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any
 def _figure_truth(figure: str, item: Mapping[str, Any], verdict: Mapping[str, Any]) -> bool:
     """Whether an audited attempt truly has the figure right, by the person's labels: right
     arguments also need every call schema-valid (a deterministic failure stays one)."""
-    tool_right = item["label_tool_choice"] == "pass"
+    tool_right: bool = item["label_tool_choice"] == "pass"
     if figure == "right_tool":
         return tool_right
     return tool_right and item["label_arguments"] in ("pass", "n/a") and (

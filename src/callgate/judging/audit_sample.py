@@ -117,7 +117,7 @@ def record_audit_label(store: Store, run_id: int, case_id: str, repeat: int, too
                for i in store.audit_items(run_id)):
         raise CallgateError(f"{case_id} (repeat {repeat}) is not in the audit of run {run_id}")
     try:
-        labels = Labels(tool_choice=tool_choice, arguments=arguments)  # type: ignore[arg-type]
+        labels = Labels.model_validate({"tool_choice": tool_choice, "arguments": arguments})
     except ValidationError as exc:
         raise CallgateError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
     store.save_audit_label(run_id, case_id, repeat, labels.tool_choice, labels.arguments,

@@ -152,7 +152,7 @@ def ask_labels(ask: Callable[..., str]) -> Labels | None:
     while True:
         arguments = _answer(ask, question, ARGUMENT_ANSWERS)
         try:
-            return Labels(tool_choice=tool, arguments=arguments)  # type: ignore[arg-type]
+            return Labels.model_validate({"tool_choice": tool, "arguments": arguments})
         except ValidationError as exc:
             why = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
             question = f"{why}; arguments [f fail, n n/a]"
@@ -282,8 +282,8 @@ def adjudicate(store: Store, set_path: Path, item_id: str, labeller: str, tool_c
     """A person settles an item people disagree on: the label that counts, who and why,
     appended to the file, the file reloaded into the store."""
     decided = Adjudication(adjudicate=item_id, labeller=labeller, why=why, at=_now(),
-                           label=Labels(tool_choice=tool_choice,  # type: ignore[arg-type]
-                                        arguments=arguments))  # type: ignore[arg-type]
+                           label=Labels.model_validate({"tool_choice": tool_choice,
+                                                        "arguments": arguments}))
     append_item(set_path, decided)
     reload_set(store, set_path)
     return decided
@@ -317,7 +317,7 @@ def with_person_labels(item: CalibrationItem, labeller: str, tool_choice: str, a
     e.g. its split)."""
     return item.model_copy(update={
         **fields,
-        "label": Labels(tool_choice=tool_choice, arguments=arguments),  # type: ignore[arg-type]
+        "label": Labels.model_validate({"tool_choice": tool_choice, "arguments": arguments}),
         "note": note,
         "labeller": labeller,
         "labelled_at": _now(),

@@ -13,7 +13,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
@@ -24,6 +23,7 @@ from callgate.merging.merge_input import check_merge_input
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.result import not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
+from callgate.scoring.stored import StoredScores, stored_scores
 from callgate.store.db import Store
 from callgate.store.opening import check_store_file
 from callgate.store.rows import StoredRun
@@ -41,7 +41,7 @@ class MergedRelease:
 
 
 def rescore(store: Store, run_id: int, uncalibrated: bool,
-            kept: Sequence[dict[str, Any]] = ()) -> Scores:
+            kept: Sequence[StoredScores] = ()) -> Scores:
     """A stored run's scores, computed again from its verdicts (and the cost, usage, latency
     and provider of its responses) as the Recorder computed them while scoring; the policies
     the suite declares, and their max_rise, as the `kept` scores of its shards list them."""
@@ -79,13 +79,13 @@ def rescore(store: Store, run_id: int, uncalibrated: bool,
                                      "uncalibrated": certificate is None})
 
 
-def _declared_policies(kept: Sequence[dict[str, Any]]) -> tuple[list[str], float]:
+def _declared_policies(kept: Sequence[StoredScores]) -> tuple[list[str], float]:
     names: dict[str, None] = {}
     max_rise = 0.0
     for scores in kept:
-        figures = scores.get("policies") or {}
-        names.update(dict.fromkeys(figures.get("by_policy", {})))
-        max_rise = max(max_rise, figures.get("max_rise") or 0.0)
+        if scores.policies is not None:
+            names.update(dict.fromkeys(scores.policies.by_policy))
+            max_rise = max(max_rise, scores.policies.max_rise)
     return list(names), max_rise
 
 
@@ -148,17 +148,16 @@ def _merge_into(path: Path, out: Path, sources: list[Store]) -> list[MergedRelea
 def _rescore_merged(store: Store, run_id: int, sources: list[StoredRun]) -> MergedRelease:
     run = store.stored_run(run_id)
     assert run is not None
-    was_uncalibrated = any((r.scores or {}).get("uncalibrated", False) for r in [run, *sources])
-    kept = [r.scores for r in [run, *sources] if r.scores]
-    scores = rescore(store, run_id, was_uncalibrated, kept)
+    kept = [s for s in map(stored_scores, [run, *sources]) if s is not None]
+    scores = rescore(store, run_id, any(s.uncalibrated for s in kept), kept)
     record = not_a_result("run" if run.source == "live" else "score", scores.attempts,
                           scores.excluded, DEFAULT_MAX_EXCLUDED)
     document = scores.model_dump(mode="json")
     # The suite's gated figures (suite.json gate.figures) are the shards' to say, as scoring
     # wrote them beside their scores.
-    gated = next((k["gate_figures"] for k in kept if k.get("gate_figures")), None)
+    gated = next((k.gate_figures for k in kept if k.gate_figures), None)
     if gated is not None:
-        document["gate_figures"] = gated
+        document["gate_figures"] = list(gated)
     store.write_merged_scores(run_id, document,
                               record.model_dump_json() if record is not None else None)
     return MergedRelease(run_id, run.suite_name, run.agent, run.release,

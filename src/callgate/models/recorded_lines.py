@@ -79,7 +79,8 @@ def _filtered(body: Mapping[str, Any], normalised: str | None) -> bool:
     return (normalised or choice.get("finish_reason")) == "content_filter" and not calls
 
 
-def failure_line(case_id: str, repeat: int, failure: ProviderFailure, note: str = "") -> dict:
+def failure_line(case_id: str, repeat: int, failure: ProviderFailure, note: str = ""
+                 ) -> dict[str, Any]:
     """A recorded-response line for an attempt that got no usable completion."""
     error: dict[str, Any] = {"kind": failure.kind, "message": failure.message + note}
     if failure.status is not None:

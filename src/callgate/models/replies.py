@@ -212,8 +212,9 @@ def error_message(data: Any) -> str | None:
     """The message of an OpenAI-style error body: {"error": {"message": ...}}."""
     if isinstance(data, Mapping):
         inner = data.get("error", data)
-        if isinstance(inner, Mapping) and isinstance(inner.get("message"), str):
-            return inner["message"]
+        message = inner.get("message") if isinstance(inner, Mapping) else None
+        if isinstance(message, str):
+            return message
         if isinstance(inner, str):
             return inner
     return None

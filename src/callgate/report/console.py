@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # types only: `callgate score` need not load the gate or the 
     from callgate.checks.verdict import Verdict
     from callgate.gating.decision import GateDecision
     from callgate.gating.scores_file import ReleaseScores
-    from callgate.judging.certificates import Certificate, Disagreement
+    from callgate.judging.certificates import Certificate, DimensionReport, Disagreement
     from callgate.scoring.pipeline import RunResult
 
 
@@ -443,7 +443,7 @@ def print_calibration(certificate: Certificate, disagreements: Sequence[Disagree
     table.add_column("", style="bold", overflow="fold")
     for dim, _ in dims:
         table.add_column(escape(dim), justify="right", overflow="fold")
-    measures = [
+    measures: list[tuple[str, Callable[[DimensionReport], str]]] = [
         ("TPR [95% CI]", lambda r: _rate(r.tpr, r.tpr_ci)),
         ("TNR [95% CI]", lambda r: _rate(r.tnr, r.tnr_ci)),
         ("accuracy", lambda r: _num(r.accuracy, "{:.3f}")),

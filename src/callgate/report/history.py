@@ -12,6 +12,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from callgate.scoring.result import GateRecord
 from callgate.store.rows import StoredRun
 
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -96,7 +97,7 @@ def history_rows(runs: Iterable[StoredRun], audited: Container[int] = (),
                                            _pct(before, "right_arguments")),
             judge_fingerprint=run.judge_fingerprint,
             uncalibrated=bool(scores.get("uncalibrated", False)),
-            gate=run.gate["outcome"] if run.gate else None,
+            gate=record.outcome if (record := run.parsed("gate", GateRecord)) else None,
             estimator=estimator_of(scores, run.id in audited),
             **_per_right(scores, previous_scores.get(run.suite_name)),
             flaky=(flaky or {}).get(run.id),

@@ -51,7 +51,7 @@ class AnswerCache:
         self.read = read  # False: every attempt is called again (--no-cache)
         self.offline = offline  # a stored failure is reproduced, not called again
         self.commit_every = commit_every
-        self._pending: list[tuple] = []
+        self._pending: list[tuple[Any, ...]] = []
         self._last_commit = time.monotonic()
 
     def usable(self, keys: list[str]) -> dict[str, dict[str, Any]]:

@@ -22,8 +22,8 @@ class RunRecord:
     def __init__(self, recorder: Recorder, counters: RunCounters) -> None:
         self.recorder = recorder
         self.counters = counters
-        self._links: list[tuple] = []  # (run, case_id, repeat, key, cached)
-        self._turn_links: list[tuple] = []  # (run, case_id, repeat, turn, key, cached)
+        self._links: list[tuple[Any, ...]] = []  # (run, case_id, repeat, key, cached)
+        self._turn_links: list[tuple[Any, ...]] = []  # (run, case_id, repeat, turn, key, cached)
 
     def stored(self, attempt: PlannedAttempt, row: dict[str, Any]) -> None:
         """A single-turn attempt answered from the store."""

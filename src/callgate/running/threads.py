@@ -13,13 +13,16 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+# A call for a thread: the loop to settle on, its future, the function and its arguments.
+_Job = tuple[asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[..., Any], tuple[Any, ...]]
+
 
 class DaemonThreads:
     """`size` daemon threads taking calls from one queue; `add` starts one more (to replace a
     thread whose call hung), `close` lets them end once the calls given are done."""
 
     def __init__(self, size: int, name: str) -> None:
-        self._jobs: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._name = name
         self._size = 0
         for _ in range(size):

@@ -63,8 +63,8 @@ class Recorder:
     failures: list[Verdict] = field(default_factory=list)
     _failed_cases: set[str] = field(default_factory=set)
     _repeat_slots: list[int] = field(default_factory=list)  # failures[i] repeats a kept case
-    _responses: list[tuple] = field(default_factory=list)
-    _verdicts: list[tuple] = field(default_factory=list)
+    _responses: list[tuple[Any, ...]] = field(default_factory=list)
+    _verdicts: list[tuple[Any, ...]] = field(default_factory=list)
     recovery: RecoveryTally = field(default_factory=RecoveryTally)  # docs/faults.md
 
     def __post_init__(self) -> None:

@@ -323,14 +323,16 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         )
         return run_id
 
-    def add_attempts(self, responses: list[tuple], verdicts: list[tuple]) -> None:
+    def add_attempts(self, responses: list[tuple[Any, ...]], verdicts: list[tuple[Any, ...]]
+                     ) -> None:
         """Insert a batch of response rows and verdict rows (tuples in *_COLUMNS order).
 
         One transaction per batch, or a savepoint inside the caller's transaction."""
         with self.atomic():
             self._insert_attempts(responses, verdicts)
 
-    def _insert_attempts(self, responses: list[tuple], verdicts: list[tuple]) -> None:
+    def _insert_attempts(self, responses: list[tuple[Any, ...]],
+                         verdicts: list[tuple[Any, ...]]) -> None:
         conn = self.db.conn
         conn.executemany(
             f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLUMNS)}) "

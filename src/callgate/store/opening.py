@@ -169,8 +169,8 @@ class StoreState:
             conn.execute("COMMIT")
 
     def _read(self, conn: sqlite3.Connection) -> None:
-        self.application_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        self.user_version = conn.execute("PRAGMA user_version").fetchone()[0]
+        self.application_id: int = conn.execute("PRAGMA application_id").fetchone()[0]
+        self.user_version: int = conn.execute("PRAGMA user_version").fetchone()[0]
         self.tables = {
             row[0]
             for row in conn.execute(

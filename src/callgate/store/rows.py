@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
 
 from callgate.store.schema import (
     CALIBRATION_ITEM_COLUMNS,
@@ -66,6 +68,9 @@ def live_response_row(**columns: Any) -> tuple[Any, ...]:
     return _row("live_responses", LIVE_RESPONSE_COLUMNS, columns)
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
 def _json(text: str | None) -> Any:
     return json.loads(text) if text else None
 
@@ -76,13 +81,18 @@ class StoredRun(Mapping[str, Any]):
     document; None until it finished), `gate` (the newest GateRecord as a document, None when
     none was taken), `shards` (the shard numbers it holds, None when unsharded) and
     `model_params`. The columns as stored stay readable as a mapping (`run["release"]`,
-    `run.row`) for the code not converted yet (gating, which the web and shard hand it to)."""
+    `run.row`) for the code not converted yet (gating, which the web and shard hand it to).
+
+    `parsed` gives `scores` or `gate` as a model, validated once per row read: the store sits
+    below the layers that own those models, so they name them (`callgate.scoring.stored`)."""
 
     row: Mapping[str, Any]
     scores: dict[str, Any] | None = field(init=False)
     gate: dict[str, Any] | None = field(init=False)
     shards: tuple[int, ...] | None = field(init=False)
     model_params: dict[str, Any] | None = field(init=False)
+    _models: dict[tuple[str, type[BaseModel]], BaseModel | None] = field(
+        init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         shards = _json(self.row.get("shards"))
@@ -90,6 +100,16 @@ class StoredRun(Mapping[str, Any]):
         object.__setattr__(self, "gate", _json(self.row.get("gate")))
         object.__setattr__(self, "shards", tuple(shards) if shards is not None else None)
         object.__setattr__(self, "model_params", _json(self.row.get("model_params")))
+
+    def parsed(self, column: Literal["scores", "gate"], model: type[M]) -> M | None:
+        """The JSON column as `model` (None when it is NULL), validated on the first ask."""
+        key = (column, model)
+        if key not in self._models:
+            document = self.scores if column == "scores" else self.gate
+            self._models[key] = None if document is None else model.model_validate(document)
+        found = self._models[key]
+        assert found is None or isinstance(found, model)
+        return found
 
     @property
     def id(self) -> int:

@@ -102,8 +102,9 @@ class ServeRecords(StoreBase):
             f"({', '.join('?' * len(case_ids))}) GROUP BY case_id", [run_id, *case_ids])}
 
     def judgement_count(self, run_id: int) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM judgements WHERE run = ?",
-                               [run_id]).fetchone()[0]
+        count: int = self.db.execute("SELECT COUNT(*) FROM judgements WHERE run = ?",
+                                     [run_id]).fetchone()[0]
+        return count
 
     # The gate's decision on a run, kept so that pages read it instead of deciding again: one
     # row per run and key (a digest of everything the decision depends on, gating.release).
@@ -150,15 +151,18 @@ class ServeRecords(StoreBase):
 
     def suite_path(self, suite_fingerprint: str) -> str:
         """Where the suite was loaded from when it was stored."""
-        return self.db.table("suites").get(suite_fingerprint)["path"]
+        path: str = self.db.table("suites").get(suite_fingerprint)["path"]
+        return path
 
     def case_body(self, suite_fingerprint: str, case_id: str) -> str:
         """A stored case's JSON line."""
-        return self.db.table("cases").get((suite_fingerprint, case_id))["body"]
+        body: str = self.db.table("cases").get((suite_fingerprint, case_id))["body"]
+        return body
 
     def response_body(self, run_id: int, case_id: str, repeat: int) -> str:
         """A stored attempt's response line."""
-        return self.db.table("responses").get((run_id, case_id, repeat))["body"]
+        body: str = self.db.table("responses").get((run_id, case_id, repeat))["body"]
+        return body
 
     def suite_tools(self, suite_fingerprint: str) -> list[dict[str, Any]]:
         row = self.db.execute("SELECT tools FROM suites WHERE fingerprint = ?",
@@ -194,8 +198,8 @@ class ServeRecords(StoreBase):
             "tool_choice TEXT NOT NULL, arguments TEXT NOT NULL, why TEXT NOT NULL, "
             "created_at TEXT NOT NULL, line TEXT NOT NULL)")
 
-    def replace_set_labels(self, set_name: str, labels: list[tuple], adjudications: list[tuple]
-                           ) -> None:
+    def replace_set_labels(self, set_name: str, labels: list[tuple[Any, ...]],
+                           adjudications: list[tuple[Any, ...]]) -> None:
         """Make a set's people's labels and adjudications those a set file holds, in one
         transaction: (item_id, labeller, tool_choice, arguments, note, created_at, line) and
         (item_id, labeller, tool_choice, arguments, why, created_at, line) rows, file order."""

@@ -71,7 +71,8 @@ class RawCases(Mapping[str, dict[str, Any]]):
         self._text = text
 
     def __getitem__(self, case_id: str) -> dict[str, Any]:
-        return json.loads(self._text[case_id])
+        case: dict[str, Any] = json.loads(self._text[case_id])
+        return case
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._text)

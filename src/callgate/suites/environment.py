@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -93,7 +93,7 @@ def load_environment(spec: object, suite_dir: Path, source: Path) -> Environment
         raise InputError(source, f"{module_name} has no class {class_name}", field="environment")
     if not callable(getattr(factory, "state", None)):
         raise InputError(source, f"{spec} has no state() method", field="environment")
-    return factory
+    return cast(EnvironmentFactory, factory)  # a class with state(): checked just above
 
 
 def import_beside(module_name: str, suite_dir: Path) -> ModuleType:
@@ -131,7 +131,7 @@ class SuiteFunctions:
         if function is None or not callable(function):
             raise ValueError(f"{module_name} has no function {name}")
         self.loaded[spec] = function
-        return function
+        return cast(Callable[[Any], Any], function)
 
     def fingerprint(self) -> dict[str, str | None]:
         """SHA-256 of the file each predicate is defined in, by name (they decide verdicts)."""
@@ -221,7 +221,7 @@ def _tool_of(env: Environment, name: str) -> Callable[..., Any] | None:
     method = getattr(env, name, None)
     if method is None or name.startswith("_") or name == "state" or not callable(method):
         return None
-    return method
+    return cast(Callable[..., Any], method)
 
 
 def call_tool(env: Environment, name: str, arguments: Mapping[str, Any]) -> Any:
@@ -261,7 +261,8 @@ def call_tool(env: Environment, name: str, arguments: Mapping[str, Any]) -> Any:
 def snapshot(env: Environment) -> dict[str, Any]:
     """A copy of the state as JSON reads it back (state() may hand out its live object)."""
     try:
-        return json.loads(json.dumps(env.state()))
+        state: dict[str, Any] = json.loads(json.dumps(env.state()))
+        return state
     except Hung as exc:
         raise EnvironmentError_(str(exc)) from None
     except Exception as exc:

@@ -193,7 +193,7 @@ class RunFaults:
         return FaultTransform(rules, self.seed) if rules else None
 
     def after_fault(self, case: Any) -> AfterFault | None:
-        own = getattr(case, "after_fault", None)
+        own: AfterFault | None = getattr(case, "after_fault", None)
         if own is not None:
             return own
         return self.plan.after_fault if self.plan is not None else None

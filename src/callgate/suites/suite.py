@@ -172,7 +172,8 @@ def _renamed(tool: dict[str, Any], name: str) -> dict[str, Any]:
     return {**tool, "function": {**tool["function"], "name": name}}
 
 
-def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator], list[dict]]:
+def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
+                                   list[dict[str, Any]]]:
     raw = read_json(path, missing="file not found (a suite needs tools.json)")
     if not isinstance(raw, list):
         raise InputError(path, "must be a JSON array of OpenAI function-tool objects")

@@ -20,6 +20,7 @@ from callgate.gating.release import decide_release, decision_key, recorded_decis
 from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.what_to_fix import read_what_to_fix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.stored import stored_scores
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
 from callgate.store.schema import VERDICT_COLUMNS
@@ -88,23 +89,23 @@ class Views:
 
     def release(self, run_id: int) -> dict[str, Any] | None:
         run = self.store.stored_run(run_id)
-        if run is None or run.status != "done" or not run.scores:
+        scores = stored_scores(run) if run is not None and run.status == "done" else None
+        if run is None or scores is None:
             return None
         release, decision = self.decision(run)
-        scores = run.scores
         dumped = decision_json(decision)
         summary = release_summary(run, release, decision, dumped)
         summary.update({
             "by_tag": {tag: fig.model_dump(mode="json") for tag, fig in release.by_tag.items()},
             "excluded": release.excluded,
             "attempts": release.attempts,
-            "cost": {"usd": scores.get("cost_usd"), "unknown": scores.get("cost_unknown"),
-                     "prompt_tokens": scores.get("prompt_tokens"),
-                     "completion_tokens": scores.get("completion_tokens")},
-            "latency": {"p50_ms": scores.get("latency_p50_ms"),
-                        "p95_ms": scores.get("latency_p95_ms")},
-            "providers": scores.get("providers") or {},
-            "pass_hat_k": scores.get("pass_hat_k") or {},
+            "cost": {"usd": scores.cost_usd, "unknown": scores.cost_unknown,
+                     "prompt_tokens": scores.prompt_tokens,
+                     "completion_tokens": scores.completion_tokens},
+            "latency": {"p50_ms": scores.latency_p50_ms, "p95_ms": scores.latency_p95_ms},
+            "providers": dict(scores.providers),
+            # as stored (JSON object keys), for the page and the API alike
+            "pass_hat_k": {str(k): v for k, v in scores.pass_hat_k.items()},
             "gate": dumped,
             "tools": self.store.suite_tool_names(run.suite),
             "tags": sorted(release.by_tag),

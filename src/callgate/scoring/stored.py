@@ -1,0 +1,37 @@
+"""A stored run's JSON columns as the models scoring owns: its scores (`StoredScores`) and the
+decision taken on it (`GateRecord`). The store parses the JSON once where it reads the row;
+this is the first layer that knows the models, so every reader above takes them from here,
+each validated once per row read (`StoredRun.parsed`)."""
+
+from __future__ import annotations
+
+from callgate.errors import CallgateError
+from callgate.scoring.result import GateRecord
+from callgate.scoring.scores import Scores
+from callgate.store.rows import StoredRun
+
+
+class StoredScores(Scores):
+    """The scores document a run keeps: its `Scores`, and what the pipeline writes beside them
+    (the suite's gated figures, `gate.figures` of suite.json; absent: both). Fields added to
+    `Scores` since a run was stored have defaults, so older stores' documents read."""
+
+    gate_figures: tuple[str, ...] | None = None
+
+
+def stored_scores(run: StoredRun) -> StoredScores | None:
+    """The run's scores (None until it finished)."""
+    return run.parsed("scores", StoredScores)
+
+
+def stored_gate(run: StoredRun) -> GateRecord | None:
+    """The newest decision recorded on the run (None when none was taken)."""
+    return run.parsed("gate", GateRecord)
+
+
+def finished(run: StoredRun) -> StoredScores:
+    """A finished run's scores (the gate only reads finished runs)."""
+    scores = stored_scores(run)
+    if scores is None:
+        raise CallgateError(f"run {run.id} ({run.release}) has not finished: it has no scores")
+    return scores
