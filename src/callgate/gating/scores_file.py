@@ -86,6 +86,8 @@ class ReleaseScores(BaseModel):
     policies: PolicyFigures | None = None
     # Attempts of no-call cases that called a tool (absent: none scored, or an older callgate).
     unwarranted_calls: Share | None = None
+    # Its gate's tolerance in points (absent: not gated on its own).
+    unwarranted_calls_max_rise: float | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -140,6 +142,7 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         tool_surface=tool_surface_of(run),
         policies=scores.get("policies"),
         unwarranted_calls=scores.get("unwarranted_calls"),
+        unwarranted_calls_max_rise=scores.get("unwarranted_calls_max_rise"),
     )
 
 

@@ -66,6 +66,8 @@ class Recorder:
         self.builder = ScoreBuilder(
             tags_of=case_tags(self.suite.cases), policies=self.suite.policy_names(),
             policy_max_rise=self.suite.policies.max_rise or 0.0,
+            unwarranted_calls_max_rise=(self.suite.policies.unwarranted_calls.max_rise
+                                        if self.suite.policies.unwarranted_calls else None),
             no_call_cases={case_id for case_id, kind in self.suite.case_expect_types().items()
                            if kind == "no_call"})
         if self.judge is not None and self.judged_tally is None:

@@ -165,6 +165,9 @@ class Scores(BaseModel):
     # Attempts of the no-call cases that called a tool (a call where none is expected), when
     # the builder knows the no-call cases and some were scored.
     unwarranted_calls: Share | None = None
+    # Points the unwarranted-call rate may rise before the gate fails (suite.json's
+    # policies.unwarranted_calls.max_rise); None: not gated on its own.
+    unwarranted_calls_max_rise: float | None = None
 
 
 @dataclass
@@ -255,6 +258,7 @@ class ScoreBuilder:
     # The ids of the cases that expect no call, for the unwarranted-call rate.
     no_call_cases: Collection[str] = frozenset()
     _no_call: list[int] = field(default_factory=lambda: [0, 0])  # [called, scored]
+    unwarranted_calls_max_rise: float | None = None
 
     def add(
         self,
@@ -333,6 +337,7 @@ class ScoreBuilder:
                                   if right and len(latencies) == self.attempts else None),
             policies=self._policy_figures(total.scored),
             unwarranted_calls=Share.of(*self._no_call) if self._no_call[1] else None,
+            unwarranted_calls_max_rise=self.unwarranted_calls_max_rise,
         )
 
 

@@ -102,6 +102,13 @@ def _claim(tool: str, raw: Any) -> Claim:
                      "{\"regex\": ...}")
 
 
+class UnwarrantedGate(_Strict):
+    """Gate the unwarranted-call rate (attempts of no-call cases that called a tool) on its
+    own: fail on a rise of more than `max_rise` points over the baseline (0: zero tolerance)."""
+
+    max_rise: float = Field(0.0, ge=0)
+
+
 class AfterCall(_Strict):
     """Confirmation by a read call: a write call is allowed only after a call of this tool."""
 
@@ -125,6 +132,8 @@ class Policies(_Strict):
     claims: dict[str, Claim] | None = None
     # the claim_support judge reads this case's final answer against its trace (opt in)
     judge_claims: bool | None = None
+    # Gate the unwarranted-call rate on its own (suite.json only; absent: not gated).
+    unwarranted_calls: UnwarrantedGate | None = None
     # The gate's tolerance: violations per 100 attempts a policy may rise (suite.json only).
     max_rise: float | None = Field(None, ge=0)
 
@@ -198,9 +207,9 @@ def check_policies(policies: Policies, tools: Mapping[str, Any], path: Path,
     def refuse(message: str, field: str) -> InputError:
         return InputError(path, message, line=line, field=f"policies.{field}")
 
-    if case and policies.max_rise is not None:
-        raise refuse("the gate's tolerance is the suite's (suite.json), not a case's",
-                     "max_rise")
+    for name in ("max_rise", "unwarranted_calls"):
+        if case and getattr(policies, name) is not None:
+            raise refuse("the gate's tolerance is the suite's (suite.json), not a case's", name)
     for name in ("forbidden_tools", "write_tools"):
         for index, tool in enumerate(getattr(policies, name) or ()):
             if tool not in tools:
