@@ -242,3 +242,124 @@ def test_the_cli_calibrates_the_answer_kind_judge_and_says_why_it_is_void(
     assert bad.returncode == 1, bad.stdout + bad.stderr
     show = run(callgate_exe, cli_env, tmp_path, "judge", "show", str(path), "--db", "b.db")
     assert "NOT CERTIFIED" in show.stdout and "certificate void" in show.stdout
+
+
+# ----------------------------------------------------------------- applied to a run
+
+
+def run_suite(root: Path) -> Path:
+    from factories import case, write_suite
+
+    lookup = {"type": "calls", "calls": [{"tool": "lookup_order", "args": {}}]}
+    write_suite(root, [
+        case("ask", {"type": "no_call", "answer": "ask"}),
+        case("cannot", {"type": "no_call", "answer": "cannot"}),
+        case("plain", {"type": "no_call"}),
+        case("claim", lookup, policies={"judge_claims": True}),
+    ])
+    return root
+
+
+def said(case_id: str, text: str, repeat: int = 0) -> dict[str, Any]:
+    return {"case_id": case_id, "repeat": repeat, "finish_reason": "stop",
+            "response": {"role": "assistant", "content": text}}
+
+
+def test_a_run_gets_the_kind_confusion_macro_f1_and_judged_claims(
+    tmp_path: Path, loopback: Loopback
+) -> None:
+    from factories import message, tool_call, write_lines
+
+    from callgate.judging.step import judge_step
+    from callgate.scoring.behaviour import BehaviourJudges
+    from callgate.scoring.pipeline import score_file
+    from callgate.suites.suite import load_suite
+
+    kinds = {"[k0]": "ask", "[k1]": "answer", "[k2]": "cannot", "[k3]": "ask"}
+    for marker, kind in kinds.items():
+        loopback.script(marker, ok(content=json.dumps({"answer_kind": kind, "reason": "s"}),
+                                   provider=None, cost=None))
+    loopback.script("[c0]", ok(content=json.dumps(
+        {"claim_support": "fail", "reason": "no cancel call backs it"}), provider=None,
+        cost=None))
+    suite = load_suite(run_suite(tmp_path / "s"))
+    call = tool_call("lookup_order", {"order_id": "ord_1"})
+    lines = [said("ask", "[k0] Which order?"), said("ask", "[k1] It is on its way.", 1),
+             {"case_id": "ask", "repeat": 2, "response": message(call)},  # a call: no kind
+             said("cannot", "[k2] I cannot do that."), said("cannot", "[k3] Which one?", 1),
+             said("plain", "[p0] Hello!"),  # no kind named: not judged
+             {"case_id": "claim", "repeat": 0,
+              "response": message(call, content="[c0] I have cancelled it.")}]
+    with Store(tmp_path / "c.db") as store:
+        steps = {name: judge_step(spec(tmp_path, name, loopback.base_url), store,
+                                  uncalibrated=True, environ={KEY_ENV: KEY})
+                 for name in ("answer_kind", "claim_support")}
+        result = score_file(suite, write_lines(tmp_path / "r.jsonl", lines), store,
+                            model="m", release="r1",
+                            behaviour=BehaviourJudges(**steps))
+    kinds_seen = result.scores.answer_kinds
+    assert kinds_seen is not None and kinds_seen.judged == 4 and not kinds_seen.certified
+    assert kinds_seen.confusion["ask"] == {"ask": 1, "cannot": 0, "answer": 1}
+    assert kinds_seen.confusion["cannot"] == {"ask": 1, "cannot": 1, "answer": 0}
+    # F1: ask 2·1/(2+2) = 0.5, cannot 2·1/(2+1) = 0.667, answer 0 (given once, never right)
+    assert kinds_seen.f1["ask"] == 0.5 and kinds_seen.f1["answer"] == 0.0
+    assert kinds_seen.macro_f1 == pytest.approx((0.5 + 2 / 3 + 0.0) / 3)
+    claims = result.scores.judged_claims
+    assert claims is not None and (claims.judged, claims.unsupported, claims.per_100) == (
+        1, 1, 100.0)
+    assert claims.first == [("claim", 0, "no cancel call backs it")]
+    prompts = " ".join(r.body["messages"][0]["content"] for r in loopback.requests)
+    assert "[p0]" not in prompts  # a no-call case that names no kind is not the judge's
+    # the verdicts are the checks': the text answers stay right
+    assert all(v.right_tool for v in result.verdicts if v.case_id != "claim" and not v.calls)
+
+
+def test_a_judge_of_the_wrong_dimension_is_refused(tmp_path: Path, loopback: Loopback
+                                                  ) -> None:
+    from callgate.judging.step import judge_step
+    from callgate.scoring.behaviour import BehaviourJudges
+
+    with Store(tmp_path / "c.db") as store:
+        claims = judge_step(spec(tmp_path, "claim_support", loopback.base_url), store,
+                            uncalibrated=True, environ={KEY_ENV: KEY})
+    with pytest.raises(CallgateError, match="decides claim_support, not answer_kind"):
+        BehaviourJudges(answer_kind=claims)
+
+
+def test_the_gate_shows_the_judged_figures_against_the_baseline(
+    tmp_path: Path, loopback: Loopback
+) -> None:
+    from factories import write_lines
+
+    from callgate.gating.release import gate_release
+    from callgate.judging.step import judge_step
+    from callgate.scoring.behaviour import BehaviourJudges
+    from callgate.scoring.pipeline import score_file
+    from callgate.suites.suite import load_suite
+
+    replies = {"[a1]": ("answer_kind", "ask"), "[a2]": ("answer_kind", "answer"),
+               "[b1]": ("claim_support", "pass"), "[b2]": ("claim_support", "fail")}
+    for marker, (dim, label) in replies.items():
+        loopback.script(marker, ok(content=json.dumps({dim: label, "reason": marker}),
+                                   provider=None, cost=None))
+    suite = load_suite(run_suite(tmp_path / "s"))
+    messages = []
+    with Store(tmp_path / "c.db") as store:
+        steps = {name: judge_step(spec(tmp_path, name, loopback.base_url), store,
+                                  uncalibrated=True, environ={KEY_ENV: KEY})
+                 for name in ("answer_kind", "claim_support")}
+        for release in ("1", "2"):
+            lines = [said("ask", f"[a{release}] Which order?"),
+                     said("claim", f"[b{release}] Done.")]
+            score_file(suite, write_lines(tmp_path / f"r{release}.jsonl", lines), store,
+                       model="m", release=f"r{release}", behaviour=BehaviourJudges(**steps))
+            decision, kept = gate_release(store, "m", f"r{release}", suite="s")
+            messages.append(decision.messages)
+        assert kept.answer_kinds is not None and kept.judged_claims is not None  # kept
+    assert "answer kinds: macro-F1 – (no baseline figure) → 1.00 over 1 judged text answers "\
+           "(judge not certified)" in messages[0]
+    assert ("answer kinds: macro-F1 1.00 → 0.00 (-1.00) over 1 judged text answers; "
+            "expected → given: ask → answer 1 (judge not certified)") in messages[1]
+    # an uncertified judge's rise is shown, never gated
+    assert ("unsupported claims (judge not certified, claim_support): 0.0 → 100.0 per 100 "
+            "judged attempts (1 of 1; allowed rise 0)") in messages[1]

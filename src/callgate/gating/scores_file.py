@@ -16,7 +16,7 @@ from callgate.gating.cases import CaseField, case_records
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.scoring.result import GateRecord, Outcome
-from callgate.scoring.scores import Figures, PolicyFigures, Share
+from callgate.scoring.scores import ClaimFigures, Figures, KindFigures, PolicyFigures, Share
 from callgate.store.rows import StoredRun
 from callgate.suites.surface import ToolSurface
 from callgate.version import __version__
@@ -88,6 +88,9 @@ class ReleaseScores(BaseModel):
     unwarranted_calls: Share | None = None
     # Its gate's tolerance in points (absent: not gated on its own).
     unwarranted_calls_max_rise: float | None = None
+    # The judges beyond the call, when applied (absent: not applied, or an older callgate).
+    answer_kinds: KindFigures | None = None
+    judged_claims: ClaimFigures | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -143,6 +146,8 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         policies=scores.get("policies"),
         unwarranted_calls=scores.get("unwarranted_calls"),
         unwarranted_calls_max_rise=scores.get("unwarranted_calls_max_rise"),
+        answer_kinds=scores.get("answer_kinds"),
+        judged_claims=scores.get("judged_claims"),
     )
 
 

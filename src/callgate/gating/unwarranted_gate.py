@@ -69,6 +69,50 @@ def unwarranted_outcome(check: UnwarrantedCheck | None, outcome: Outcome,
     return outcome, [line, *messages]
 
 
+def kind_message(current: ReleaseScores, baseline: ReleaseScores | None) -> str | None:
+    """The answer_kind judge's macro-F1 and confusion against the baseline's (shown, not
+    gated): None when the judge was not applied."""
+    figures = current.answer_kinds
+    if figures is None:
+        return None
+    then = baseline.answer_kinds if baseline is not None else None
+    now = f"{figures.macro_f1:.2f}" if figures.macro_f1 is not None else "–"
+    before = (f"{then.macro_f1:.2f}" if then is not None and then.macro_f1 is not None
+              else "– (no baseline figure)")
+    change = ""
+    if then is not None and then.macro_f1 is not None and figures.macro_f1 is not None:
+        change = f" ({figures.macro_f1 - then.macro_f1:+.2f})"
+    wrong = [f"{expected} → {given} {count}" for expected, row in figures.confusion.items()
+             for given, count in row.items() if given != expected and count]
+    return (f"answer kinds: macro-F1 {before} → {now}{change} over {figures.judged} judged "
+            f"text answers" + (f"; expected → given: {', '.join(wrong)}" if wrong else "")
+            + ("" if figures.certified else " (judge not certified)"))
+
+
+def claims_check(current: ReleaseScores, baseline: ReleaseScores | None
+                 ) -> tuple[str, bool] | None:
+    """The claim_support judge's unsupported claims per 100 judged attempts against the
+    baseline's, and whether they rose beyond the policies' max_rise (0 by default; gated only
+    with a certified judge). None when the judge was not applied."""
+    figures = current.judged_claims
+    if figures is None or figures.per_100 is None:
+        return None
+    then = baseline.judged_claims if baseline is not None else None
+    before = then.per_100 if then is not None and then.per_100 is not None else None
+    limit = current.policies.max_rise if current.policies is not None else 0.0
+    failed = figures.certified and figures.per_100 - (before or 0.0) > limit + EPSILON
+    text = (f"unsupported claims (judge {'' if figures.certified else 'not certified, '}"
+            f"claim_support): {f'{before:.1f}' if before is not None else '0 (no baseline)'}"
+            f" → {figures.per_100:.1f} per 100 judged attempts ({figures.unsupported} of "
+            f"{figures.judged}; allowed rise {limit:g})")
+    if failed:
+        text += " — UNSUPPORTED CLAIMS ROSE"
+        if figures.first:
+            case_id, repeat, reason = figures.first[0]
+            text += f"; first: {case_id} (repeat {repeat}): {reason}"
+    return text, failed
+
+
 def behaviour_gated(current: ReleaseScores, baseline: ReleaseScores | None, outcome: Outcome,
                     messages: list[str], baseline_release: str | None, not_whole: str | None
                     ) -> dict[str, Any]:
@@ -76,6 +120,16 @@ def behaviour_gated(current: ReleaseScores, baseline: ReleaseScores | None, outc
     the policy gate (gating.policy_gate: its broken policies' lines come first of all). Empty
     when neither applies."""
     updates: dict[str, Any] = {}
+    kinds = kind_message(current, baseline)
+    if kinds is not None:
+        messages, updates["messages"] = [*messages, kinds], None
+    claims = claims_check(current, baseline)
+    if claims is not None:
+        line, failed = claims
+        updates["messages"] = None
+        if failed and not not_whole:
+            outcome = "regression"
+        messages = [line, *messages] if failed else [*messages, line]
     check = unwarranted_check(current, baseline)
     if check is not None:
         outcome, messages = unwarranted_outcome(check, outcome, messages, not_whole)
