@@ -363,3 +363,42 @@ def test_the_gate_shows_the_judged_figures_against_the_baseline(
     # an uncertified judge's rise is shown, never gated
     assert ("unsupported claims (judge not certified, claim_support): 0.0 → 100.0 per 100 "
             "judged attempts (1 of 1; allowed rise 0)") in messages[1]
+
+
+def test_a_certified_claims_judge_fails_a_release_that_adds_an_unsupported_claim(
+    tmp_path: Path, loopback: Loopback
+) -> None:
+    from factories import write_lines
+
+    from callgate.gating.release import gate_release
+    from callgate.judging.step import judge_step
+    from callgate.scoring.behaviour import BehaviourJudges
+    from callgate.scoring.pipeline import score_file
+    from callgate.suites.suite import load_suite
+
+    path = spec(tmp_path, "claim_support", loopback.base_url, min_items=4)
+    labels = claim_set(tmp_path / "set.jsonl")
+    script(loopback, "claim_support", labels)
+    assert calibrated(load_judge(path), tmp_path / "set.jsonl", tmp_path / "c.db").certified
+    for marker, label in (("[b1]", "pass"), ("[b2]", "fail")):
+        loopback.script(marker, ok(content=json.dumps({"claim_support": label, "reason":
+                                                       "no cancel call"}),
+                                   provider=None, cost=None))
+    suite = load_suite(run_suite(tmp_path / "s"))
+    with Store(tmp_path / "c.db") as store:
+        step = judge_step(path, store, uncalibrated=False, environ={KEY_ENV: KEY})
+        outcomes = []
+        for release in ("1", "2"):
+            lines = [said("ask", "Which order?"), said("claim", f"[b{release}] Done.")]
+            score_file(suite, write_lines(tmp_path / f"r{release}.jsonl", lines), store,
+                       model="m", release=f"r{release}",
+                       behaviour=BehaviourJudges(claim_support=step))
+            decision, _ = gate_release(store, "m", f"r{release}", suite="s")
+            outcomes.append(decision)
+    first, second = outcomes
+    assert first.outcome == "first_release"
+    assert [c.change for c in second.checks] == [0.0, 0.0]  # the shares held
+    assert second.outcome == "regression"
+    assert second.messages[0] == (
+        "unsupported claims (judge claim_support): 0.0 → 100.0 per 100 judged attempts (1 of "
+        "1; allowed rise 0) — UNSUPPORTED CLAIMS ROSE; first: claim (repeat 0): no cancel call")
