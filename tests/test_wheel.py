@@ -83,4 +83,6 @@ def test_a_judge_a_user_adds_to_judges_is_not_baked_into_the_wheel(tmp_path: Pat
     shipped = {name for name in zipfile.ZipFile(wheel).namelist() if "/defaults/" in name}
     assert shipped == {f"callgate/defaults/{name}" for name in (
         "judges/tool_choice.toml", "judges/tool_choice.md", "calibration/tool_choice.jsonl",
-        "calibration/README.md")}
+        "calibration/README.md", "judges/answer_kind.toml", "judges/answer_kind.md",
+        "calibration/answer_kind.jsonl", "judges/claim_support.toml",
+        "judges/claim_support.md", "calibration/claim_support.jsonl")}

@@ -64,6 +64,7 @@ def from_validation_error(path: Path | str, line: int | None, exc: Exception,
         # Union tags: expect.calls (not expect.calls.calls), turns[0] (not turns[0].tool).
         if isinstance(part, str) and (
             (previous == "expect" and part in _UNION_TAGS)
+            or (previous == "label" and part in ("call", "behaviour"))  # calibration labels
             or (isinstance(previous, int) and index >= 2 and raw_loc[index - 2] == "turns"
                 and part in _ROLE_TAGS)
         ):

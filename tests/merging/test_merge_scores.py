@@ -22,7 +22,8 @@ def _suite(root: Path) -> Path:
                        for i in range(8)])
     (root / "suite.json").write_text(json.dumps({
         "name": "s", "gate": {"figures": ["right_tool"]},
-        "policies": {"forbidden_tools": ["track_shipment"], "max_calls": 1, "max_rise": 1.5}}))
+        "policies": {"forbidden_tools": ["track_shipment"], "max_calls": 1, "max_rise": 1.5,
+                     "unwarranted_calls": {"max_rise": 2.0}}}))
     return root
 
 
@@ -67,4 +68,5 @@ def test_a_merged_release_keeps_its_declared_policies_and_gated_figures(tmp_path
     assert list(policies["by_policy"]) == ["forbidden_tools", "max_calls"]
     assert policies["max_rise"] == 1.5 and policies["by_policy"]["forbidden_tools"][
         "violations"] == 0
+    assert merged["unwarranted_calls_max_rise"] == 2.0
     assert merged == unsharded

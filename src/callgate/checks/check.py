@@ -19,6 +19,7 @@ from typing import Any
 from jsonschema import Draft7Validator
 
 from callgate.checks.attempt import Attempt
+from callgate.checks.claims import final_answer, unsupported_claims
 from callgate.checks.kinds import CHECKS, bfcl_multi_turn
 from callgate.checks.kinds.calls import right_single_call
 from callgate.checks.parsing import ParsedCall, parse_calls
@@ -121,9 +122,12 @@ def check_response(
         )
 
     first = calls[0].name if calls else ""
+    # what the claims check reads: the final answer and what each call got back
+    trace = (final_answer(response.assistant_turns),
+             replayed.results if replayed is not None else None)
     if hit_limit:
         args_verdict, kind, reason = problems or ("not_applicable", None, "")
-        return _policed(policies, case, calls, call_turns, Verdict(
+        return _policed(policies, case, calls, call_turns, trace, Verdict(
             **base,
             status="scored",
             calls=len(calls),
@@ -142,7 +146,7 @@ def check_response(
     fast = None if environment is not None else right_single_call(
         base, case, calls, problems, rules, schemas)
     if fast is not None:
-        return _policed(policies, case, calls, call_turns, fast)
+        return _policed(policies, case, calls, call_turns, trace, fast)
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
                       environment, replayed, failure, call_turns)
     verdict = CHECKS[expect.type](attempt, expect)
@@ -150,16 +154,19 @@ def check_response(
         verdict = verdict.model_copy(update={
             "right_arguments": False, "arguments": "wrong_value",
             "arguments_reason": f"no answer can be right here: {case.never_right}"})
-    return _policed(policies, case, calls, call_turns, verdict)
+    return _policed(policies, case, calls, call_turns, trace, verdict)
 
 
 def _policed(policies: Policies | None, case: Case, calls: list[ParsedCall],
-             call_turns: list[int], verdict: Verdict) -> Verdict:
-    """The verdict with the policies it broke (a scored or judge-pending attempt only)."""
+             call_turns: list[int], trace: tuple[str | None, tuple[Any, ...] | None],
+             verdict: Verdict) -> Verdict:
+    """The verdict with the policies it broke (a scored or judge-pending attempt only);
+    `trace` is the final answer and the calls' results, for the claims check."""
     applied = policies.merged(case.policies) if policies is not None else case.policies
     if applied is None or verdict.status not in ("scored", "pending_judge"):
         return verdict
-    found = violations(applied, calls, call_turns)
+    found = violations(applied, calls, call_turns) + unsupported_claims(
+        applied.claims, trace[0], calls, trace[1])
     return verdict.model_copy(update={"violations": found}) if found else verdict
 
 

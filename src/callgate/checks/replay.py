@@ -84,6 +84,7 @@ class Replay:
     state: dict[str, Any]
     changed: tuple[str, ...]  # names of the calls after which the state was different
     turn_states: tuple[dict[str, Any], ...] = ()  # tracked with user turns: at each one's end
+    results: tuple[Any, ...] = ()  # what each call got back, in order (checks.claims reads it)
 
 
 def _run_calls(
@@ -100,10 +101,11 @@ def _run_calls(
     changed: list[str] = []
     before = snapshot(env) if track else None
     states: list[dict[str, Any]] = []
+    results: list[Any] = []
     for index, (name, run) in enumerate(calls):
         while track and turn_of and len(states) < turn_of[index]:
             states.append(snapshot(env))  # the user turns before this call's have ended
-        run(env)
+        results.append(run(env))
         if track:
             after = snapshot(env)
             if state_difference(before, after) is not None:
@@ -112,7 +114,7 @@ def _run_calls(
     final = snapshot(env)
     if track and user_turns > 1:
         states += [final] * (user_turns - len(states))
-    return Replay(final, tuple(changed), tuple(states))
+    return Replay(final, tuple(changed), tuple(states), tuple(results))
 
 
 def agent_run(

@@ -16,7 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 from callgate.gating.cases import Paired
 from callgate.gating.flaky import FlakyCase
 from callgate.gating.noise import Noise, apply_noise
-from callgate.gating.policy_gate import PolicyCheck, policy_checks, policy_outcome
+from callgate.gating.policy_gate import PolicyCheck
 from callgate.gating.quarantine import Quarantined, quarantine_note
 from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.sequential import Rule, Tier
@@ -27,6 +27,7 @@ from callgate.gating.statistics import (
 )
 from callgate.gating.surface_diff import SurfaceDiff, summary
 from callgate.gating.surface_gate import compared_pairs, release_diff, shown_diff
+from callgate.gating.unwarranted_gate import UnwarrantedCheck, behaviour_gated
 from callgate.gating.what_to_fix import WhatToFix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, EXCLUDED_IN_WORDS
 from callgate.scoring.result import Outcome
@@ -128,6 +129,7 @@ class GateDecision(BaseModel):
     tool_surface: SurfaceDiff | None = None
     what_to_fix: WhatToFix | None = None  # slices, confusion table, slice rule (issue 33)
     policies: list[PolicyCheck] = Field(default_factory=list)  # gating.policy_gate's checks
+    unwarranted_calls: UnwarrantedCheck | None = None  # gating.unwarranted_gate's check
 
 
 def decision_json(decision: GateDecision) -> dict[str, Any]:
@@ -238,15 +240,12 @@ def decide(
 
 def _policy_gated(decision: GateDecision, current: ReleaseScores,
                   baseline: ReleaseScores | None, not_whole: str | None) -> GateDecision:
-    """The decision with the policy gate (gating.policy_gate.policy_outcome)."""
-    checks = policy_checks(current, baseline)
-    if not checks:
+    """The decision with the gates beyond the call (gating.unwarranted_gate.behaviour_gated)."""
+    updates = behaviour_gated(current, baseline, decision.outcome, decision.messages,
+                              decision.baseline_release, not_whole)
+    if not updates:
         return decision
-    outcome, messages = policy_outcome(checks, decision.outcome, decision.messages,
-                                       decision.baseline_release, not_whole)
-    return decision.model_copy(update={
-        "policies": checks, "outcome": outcome, "exit_code": EXIT_CODES[outcome],
-        "messages": messages})
+    return decision.model_copy(update={**updates, "exit_code": EXIT_CODES[updates["outcome"]]})
 
 
 @dataclass

@@ -15,7 +15,7 @@ from callgate.gating.cases import CaseField, case_records
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
 from callgate.scoring.result import GateRecord, Outcome
-from callgate.scoring.scores import Figures, PolicyFigures, Share
+from callgate.scoring.scores import ClaimFigures, Figures, KindFigures, PolicyFigures, Share
 from callgate.scoring.stored import StoredScores, finished, stored_gate
 from callgate.store.rows import StoredRun
 from callgate.suites.surface import ToolSurface
@@ -89,6 +89,11 @@ class ReleaseScores(BaseModel):
     # Recovery per fault kind (docs/faults.md); absent: no fault reached a case with
     # expectations, or kept by an older callgate.
     recovery: dict[str, Share] | None = None
+    # Its gate's tolerance in points (absent: not gated on its own).
+    unwarranted_calls_max_rise: float | None = None
+    # The judges beyond the call, when applied (absent: not applied, or an older callgate).
+    answer_kinds: KindFigures | None = None
+    judged_claims: ClaimFigures | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -144,6 +149,9 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         policies=scores.policies,
         unwarranted_calls=scores.unwarranted_calls,
         recovery=scores.recovery,
+        unwarranted_calls_max_rise=scores.unwarranted_calls_max_rise,
+        answer_kinds=scores.answer_kinds,
+        judged_claims=scores.judged_claims,
     )
 
 

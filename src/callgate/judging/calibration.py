@@ -15,7 +15,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from callgate.errors import InputError
 from callgate.judging.calibration_set import (
+    BehaviourLabels,
     CalibrationItem,
     Labels,
     item_payloads,
@@ -30,6 +32,7 @@ from callgate.judging.certificates import (
     DimensionReport,
     Disagreement,
 )
+from callgate.judging.dimensions import ANSWER_KINDS, BEHAVIOUR_DIMENSIONS
 from callgate.judging.judge import (
     JUDGE_ERROR,
     Complete,
@@ -53,7 +56,34 @@ class NoVerdict(BaseModel):
 Outcome = JudgeOutput | NoVerdict
 
 
-def rate_pair(dim: str, label: Labels, outcome: Outcome) -> tuple[str, str] | None:
+def behaviour_pair(dim: str, label: BehaviourLabels, outcome: Outcome
+                   ) -> tuple[str, str] | None:
+    """(person, judge) on a dimension of a judge beyond the call: `claim_support` as labelled,
+    `answer_kind:KIND` one kind against the others (pass: that kind), so each kind has its own
+    TPR (recall) and TNR. None when the item labels another dimension."""
+    base, _, kind = dim.partition(":")
+    person = getattr(label, base)
+    if person is None:
+        return None
+    judged = JUDGE_ERROR if isinstance(outcome, NoVerdict) else str(getattr(outcome, base))
+    if not kind:
+        return person, judged
+    as_kind = "pass" if person == kind else "fail"
+    if judged == JUDGE_ERROR:
+        return as_kind, judged
+    return as_kind, "pass" if judged == kind else "fail"
+
+
+def report_dimensions(dimensions: Sequence[str]) -> list[str]:
+    """The dimensions a certificate reports: answer_kind once per kind, one against the rest."""
+    out: list[str] = []
+    for dim in dimensions:
+        out += [f"{dim}:{kind}" for kind in ANSWER_KINDS] if dim == "answer_kind" else [dim]
+    return out
+
+
+def rate_pair(dim: str, label: Labels | BehaviourLabels, outcome: Outcome
+              ) -> tuple[str, str] | None:
     """(person, judge) for one item in the population a dimension's rates are measured on, or
     None when the item is not in it. The population is the one the rates are applied to in
     scoring, selected by what the judge said (the only thing scoring can see):
@@ -67,6 +97,10 @@ def rate_pair(dim: str, label: Labels, outcome: Outcome) -> tuple[str, str] | No
 
     A judge error is in every population whose person label is defined: it is counted, never
     placed in a cell (the judge did not say pass or fail)."""
+    if isinstance(label, BehaviourLabels):
+        return behaviour_pair(dim, label, outcome)
+    if dim.partition(":")[0] in BEHAVIOUR_DIMENSIONS:
+        return None
     person: str
     if dim == "tool_choice":
         person = label.tool_choice
@@ -77,10 +111,23 @@ def rate_pair(dim: str, label: Labels, outcome: Outcome) -> tuple[str, str] | No
     if isinstance(outcome, NoVerdict):
         return person, JUDGE_ERROR
     if dim == "tool_choice":
-        return person, outcome.tool_choice
+        return person, str(outcome.tool_choice)
     if outcome.tool_choice != "pass" or outcome.arguments == "n/a":
         return None
-    return person, outcome.arguments
+    return person, str(outcome.arguments)
+
+
+def check_fit(judge: Judge, items: Sequence[CalibrationItem], path: Path) -> None:
+    """Every item labels what the judge decides (InputError naming the first that does not):
+    a set of another judge's labels says nothing of this one's rates."""
+    behaviour = [dim for dim in judge.spec.dimensions if dim in BEHAVIOUR_DIMENSIONS]
+    want = behaviour[0] if behaviour else None
+    for item in items:
+        if item.label.behaviour != want:
+            given = item.label.behaviour or "tool_choice/arguments"
+            raise InputError(path, f"item {item.id!r} labels {given}, but judge "
+                             f"{judge.spec.name} decides {want or 'tool_choice/arguments'}",
+                             field="label")
 
 
 def dimension_confusion(dim: str, test: Iterable[CalibrationItem],
@@ -171,7 +218,7 @@ def evaluate(judge: Judge, items: Sequence[CalibrationItem],
     thresholds = judge.spec.thresholds
     test = [item for item in items if item.split == "test"]
     reports: dict[str, DimensionReport] = {}
-    for dim in judge.spec.dimensions:
+    for dim in report_dimensions(judge.spec.dimensions):
         reports[dim] = dimension_report(dimension_confusion(dim, test, outputs), thresholds.tpr,
                                         thresholds.tnr, thresholds.min_items_per_class,
                                         thresholds.rule)
@@ -181,12 +228,16 @@ def evaluate(judge: Judge, items: Sequence[CalibrationItem],
     for item in items:
         out = outputs[item.id]
         for dim in judge.spec.dimensions:
-            person = getattr(item.label, dim)
+            person = getattr(item.label, dim, None)
             judged = JUDGE_ERROR if isinstance(out, NoVerdict) else getattr(out, dim)
-            if person != "n/a" and (judged == JUDGE_ERROR or (person == "pass") != (
-                    judged == "pass")):
+            if dim in BEHAVIOUR_DIMENSIONS:
+                wrong = person is not None and person != judged
+            else:
+                wrong = person != "n/a" and (judged == JUDGE_ERROR or (person == "pass") != (
+                    judged == "pass"))
+            if wrong:
                 disagreements.append(Disagreement(item=item.id, split=item.split, dimension=dim,
-                                                  person=person, judge=judged,
+                                                  person=str(person), judge=str(judged),
                                                   reason=out.reason))
     errors = sum(isinstance(outputs[item.id], NoVerdict) for item in items)
     problems = [f"{dim}: {r.why_not}" for dim, r in reports.items() if not r.passed]
@@ -240,6 +291,7 @@ async def calibrate(judge: Judge, set_path: Path | str, store: Store, complete: 
 
     Returns the certificate, the disagreements and how many items were judged afresh."""
     items, digest = read_set(set_path)
+    check_fit(judge, items, Path(set_path))
     step = JudgeStep(judge, complete, certificate=None, concurrency=concurrency)
     outputs = await run_judge_on_items(step, store, items)
     certificate, disagreements = evaluate(judge, items, outputs, str(set_path), digest)

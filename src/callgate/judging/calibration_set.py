@@ -13,11 +13,12 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from callgate.errors import InputError
+from callgate.judging.dimensions import AnswerKind
 from callgate.reading import json_lines_in, read_bytes, validate
 from callgate.store.rows import calibration_item_row
 
@@ -83,7 +84,11 @@ class CalibrationResponse(BaseModel):
         return {"turns": [turn.model_dump() for turn in self.turns]}
 
 
+
+
 class Labels(BaseModel):
+    """A person's verdict on an item of the tool-choice judge's set."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     tool_choice: Literal["pass", "fail"]
     arguments: Literal["pass", "fail", "n/a"]
@@ -95,6 +100,48 @@ class Labels(BaseModel):
             raise ValueError("arguments: cannot pass when tool_choice fails (use n/a or fail)")
         return self
 
+    behaviour: ClassVar[str | None] = None
+
+    def columns(self) -> tuple[str, str]:
+        """The store's (label_tool_choice, label_arguments) of the label."""
+        return self.tool_choice, self.arguments
+
+
+class BehaviourLabels(BaseModel):
+    """A person's verdict on an item of a judge beyond the call, on its one dimension:
+    `answer_kind` (the kind of a text answer: ask, cannot, answer) or `claim_support` (pass
+    when the trace backs every claim of the final answer, fail otherwise)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    answer_kind: AnswerKind | None = None
+    claim_support: Literal["pass", "fail"] | None = None
+
+    @model_validator(mode="after")
+    def _one_dimension(self) -> BehaviourLabels:
+        if (self.answer_kind is None) == (self.claim_support is None):
+            raise ValueError("give one of answer_kind, claim_support")
+        return self
+
+    @property
+    def behaviour(self) -> str:
+        return "answer_kind" if self.answer_kind is not None else "claim_support"
+
+    def columns(self) -> tuple[str, str]:
+        """Kept in the store's (label_tool_choice, label_arguments) as (its value, its
+        dimension's name), so "split value/dimension" is its text."""
+        return str(self.answer_kind or self.claim_support), self.behaviour
+
+
+def _label_kind(raw: Any) -> str:
+    """Which labels an item holds: a behaviour label names answer_kind or claim_support."""
+    keys = raw.keys() if isinstance(raw, dict) else vars(raw) if hasattr(raw, "__dict__") else ()
+    return "behaviour" if {"answer_kind", "claim_support"} & set(keys) else "call"
+
+
+AnyLabels = Annotated[Annotated[Labels, Tag("call")] | Annotated[BehaviourLabels,
+                                                                    Tag("behaviour")],
+                      Discriminator(_label_kind)]
+
 
 class CalibrationItem(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -103,7 +150,7 @@ class CalibrationItem(BaseModel):
     category: str = ""
     case: CalibrationCase
     response: CalibrationResponse
-    label: Labels
+    label: AnyLabels
     note: str = ""
     # Who gave the label: a person's name, or "assistant" for a program or model; "" unknown.
     labeller: str = ""
@@ -289,7 +336,8 @@ def read_set(path: Path | str) -> tuple[list[CalibrationItem], str]:
 
 
 def label_text(item: CalibrationItem) -> str:
-    return f"{item.split} {item.label.tool_choice}/{item.label.arguments}"
+    first, second = item.label.columns()
+    return f"{item.split} {first}/{second}"
 
 
 def person_confirmed(item: CalibrationItem) -> bool:
@@ -304,6 +352,7 @@ def item_payloads(item: CalibrationItem) -> tuple[dict[str, Any], dict[str, Any]
 
 def item_row(item: CalibrationItem) -> tuple[Any, ...]:
     """The row the store keeps of an item (Store.save_calibration_items)."""
+    first, second = item.label.columns()
     return calibration_item_row(item_id=item.id, split=item.split,
-                                label_tool_choice=item.label.tool_choice,
-                                label_arguments=item.label.arguments, body=item.line())
+                                label_tool_choice=first, label_arguments=second,
+                                body=item.line())

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from callgate.errors import CallgateError, from_validation_error
 from callgate.judging.calibration_set import label_text, read_set
-from callgate.judging.judge import Dimension, Judge
+from callgate.judging.dimensions import Dimension
+from callgate.judging.judge import Judge
 from callgate.store.db import Store
 
 CERT_FORMAT: Final = "callgate.certificate/1"

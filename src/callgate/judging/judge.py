@@ -31,6 +31,19 @@ from pydantic import (
 
 from callgate.checks.verdict import ArgsVerdict, Verdict
 from callgate.errors import CallgateError, InputError, from_validation_error
+
+# The correction of judged shares lives in judging.correction; its names stay importable here.
+from callgate.judging.correction import add_two_corrected as add_two_corrected
+from callgate.judging.correction import corrected_share as corrected_share
+from callgate.judging.correction import rogan_gladen as rogan_gladen
+from callgate.judging.dimensions import (
+    BEHAVIOUR_DIMENSIONS,
+    DIMENSIONS,
+    AnswerKind,
+    Dimension,
+    output_schema,
+    vote,
+)
 from callgate.models.config import Candidate, refuse_max_tokens
 from callgate.models.pacing import CEILING, PacedClient, Pacer, Pacers
 from callgate.models.providers import make_client
@@ -38,21 +51,8 @@ from callgate.models.replies import Reply
 from callgate.models.retry import RetryPolicy
 from callgate.models.routes import api_key, route_for
 from callgate.reading import loads, read_text, reading_toml
-from callgate.stats import Z95
 
-Dimension = Literal["tool_choice", "arguments"]
-DIMENSIONS: tuple[Dimension, ...] = ("tool_choice", "arguments")
 Label = Literal["pass", "fail", "n/a"]
-
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "tool_choice": {"enum": ["pass", "fail"]},
-        "arguments": {"enum": ["pass", "fail", "n/a"]},
-        "reason": {"type": "string"},
-    },
-    "required": ["tool_choice", "arguments", "reason"],
-}
 
 # A dated snapshot: 2025-04-14, 20250414, @20250414 or -0613 style suffixes.
 _DATED = re.compile(r"(\d{4}-\d{2}-\d{2}|\d{8}|-\d{4}$)")
@@ -129,6 +129,16 @@ class JudgeSpec(BaseModel):
                 raise ValueError(f"api_key: {NO_KEY_IN_FILE}")
         return raw
 
+    @field_validator("dimensions")
+    @classmethod
+    def _one_judge(cls, value: tuple[Dimension, ...]) -> tuple[Dimension, ...]:
+        behaviour = [dim for dim in value if dim in BEHAVIOUR_DIMENSIONS]
+        if behaviour and len(value) != 1:
+            raise ValueError(f"{behaviour[0]} is a judge of its own: give it alone")
+        if not value:
+            raise ValueError("name at least one dimension")
+        return value
+
     @field_validator("api_key_env")
     @classmethod
     def _env_named(cls, value: str | None) -> str | None:
@@ -183,7 +193,7 @@ def fingerprint(spec: JudgeSpec, template: str) -> str:
         "api_base": spec.api_base,
         "parameters": spec.parameters.model_dump(mode="json"),
         "dimensions": list(spec.dimensions),
-        "output_schema": OUTPUT_SCHEMA,
+        "output_schema": output_schema(spec.dimensions),
     }
     return hashlib.sha256(
         json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
@@ -274,17 +284,28 @@ def render_prompt(template: str, tools: Sequence[Mapping[str, Any]],
 
 
 class JudgeOutput(BaseModel):
+    """A verdict: tool_choice and arguments from the tool-choice judge, or the one dimension
+    of a judge beyond the call (the others None)."""
+
     model_config = ConfigDict(frozen=True)
-    tool_choice: Literal["pass", "fail"]
-    arguments: Label
+    tool_choice: Literal["pass", "fail"] | None = None
+    arguments: Label | None = None
+    answer_kind: AnswerKind | None = None
+    claim_support: Literal["pass", "fail"] | None = None
     reason: str = ""
+
+    def missing(self, dimensions: Sequence[str]) -> list[str]:
+        """The fields a judge of these dimensions must give that this verdict lacks."""
+        behaviour = [dim for dim in dimensions if dim in BEHAVIOUR_DIMENSIONS]
+        wanted = behaviour or ["tool_choice", "arguments"]
+        return [dim for dim in wanted if getattr(self, dim) is None]
 
 
 class JudgeOutputError(CallgateError):
     """The judge model's reply is not the JSON object the prompt asks for."""
 
 
-def parse_output(text: str | None) -> JudgeOutput:
+def parse_output(text: str | None, dimensions: Sequence[str] = DIMENSIONS) -> JudgeOutput:
     if not text:
         raise JudgeOutputError("the judge returned no text")
     body = text.strip()
@@ -295,13 +316,24 @@ def parse_output(text: str | None) -> JudgeOutput:
     if start < 0 or end < start:
         raise JudgeOutputError(f"no JSON object in the judge's reply: {body[:80]!r}")
     try:
-        return JudgeOutput.model_validate(loads(body[start:end + 1]))
+        output = JudgeOutput.model_validate(loads(body[start:end + 1]))
     except (ValueError, ValidationError) as exc:  # JSON errors and limits (too deep) included
         raise JudgeOutputError(f"the judge's reply is not a valid verdict: {exc}") from None
+    missing = output.missing(dimensions)
+    if missing:
+        raise JudgeOutputError(f"the judge's reply is not a valid verdict: no {missing[0]}")
+    return output
 
 
-def majority(outputs: Sequence[JudgeOutput]) -> JudgeOutput:
-    """Majority vote per dimension over samples (odd counts, so no ties on two labels)."""
+def majority(outputs: Sequence[JudgeOutput], dimensions: Sequence[str] = DIMENSIONS
+             ) -> JudgeOutput:
+    """Majority vote per dimension over samples (odd counts, so no ties on two labels; three
+    answer kinds can tie: the earliest sample's kind among the tied ones wins)."""
+    behaviour = [dim for dim in dimensions if dim in BEHAVIOUR_DIMENSIONS]
+    if behaviour:
+        chosen = vote(outputs, behaviour[0])
+        return JudgeOutput.model_validate({behaviour[0]: getattr(chosen, behaviour[0]),
+                                           "reason": chosen.reason})
     tool = Counter(o.tool_choice for o in outputs).most_common(1)[0][0]
     args_votes = Counter(o.arguments for o in outputs).most_common()
     # Three labels can tie; a tie never passes.
@@ -335,12 +367,12 @@ async def judge_once(judge: Judge, complete: Complete, *, tools: Sequence[Mappin
     for _ in range(judge.spec.parameters.samples):
         for attempt in range(judge.spec.retries + 1):
             try:
-                outputs.append(parse_output(await complete(messages)))
+                outputs.append(parse_output(await complete(messages), judge.spec.dimensions))
                 break
             except JudgeOutputError as exc:
                 if attempt == judge.spec.retries:
                     raise JudgeOutputError(f"{exc} (asked {attempt + 1} times)") from None
-    return majority(outputs)
+    return majority(outputs, judge.spec.dimensions)
 
 
 JUDGE_ERROR = "judge_error"  # the outcome of a reply that is not a verdict
@@ -436,59 +468,3 @@ def apply_judgement(verdict: Verdict, output: JudgeOutput) -> Verdict:
         "arguments_reason": args_reason, "right_tool": tool_ok,
         "right_arguments": tool_ok and arguments in ("right", "not_applicable"),
     })
-
-
-# --------------------------------------------------------------------------- correction
-
-
-def rogan_gladen(p: float, n: float, tpr: float, tnr: float, m1: float, m0: float
-                 ) -> tuple[float, float] | None:
-    """Correct an observed pass rate p (over n judged attempts) for the judge's errors.
-
-    θ = (p + q0 − 1) / (q0 + q1 − 1), clipped to [0, 1], with q1 = TPR and q0 = TNR from
-    calibration on m1 items labelled pass and m0 labelled fail. Returns (θ, standard error by
-    the delta method), or None when the judge is no better than chance (q0 + q1 ≤ 1). n may
-    be an effective size (attempts / the repeats' design effect).
-    """
-    youden = tpr + tnr - 1
-    if youden <= 0 or n <= 0 or m1 <= 0 or m0 <= 0:
-        return None
-    theta = min(1.0, max(0.0, (p + tnr - 1) / youden))
-    variance = (p * (1 - p) / n + (1 - theta) ** 2 * tnr * (1 - tnr) / m0
-                + theta ** 2 * tpr * (1 - tpr) / m1) / youden ** 2
-    return theta, variance ** 0.5
-
-
-def add_two_corrected(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: int,
-                      design_effect: float = 1.0) -> tuple[float, float] | None:
-    """rogan_gladen on add-two adjusted rates (p at the effective size n / design_effect, and
-    the calibration's TPR and TNR): the centre and standard error of corrected_share's
-    interval."""
-    eff_passes, eff_n = passes / design_effect, n / design_effect
-    return rogan_gladen((eff_passes + 1) / (eff_n + 2), eff_n + 2, (tpr * m1 + 1) / (m1 + 2),
-                        (tnr * m0 + 1) / (m0 + 2), m1 + 2, m0 + 2)
-
-
-def corrected_share(passes: int, n: int, tpr: float, tnr: float, m1: int, m0: int,
-                    z: float = Z95, design_effect: float = 1.0) -> dict[str, float] | None:
-    """Raw and corrected share (points) with a 95% interval, using add-two adjustments of p
-    and of the calibration rates for the interval (better coverage at small m).
-
-    `design_effect`: of the judged attempts' repeats by case (`callgate.stats.design_effect`);
-    the interval counts them at the effective size n / design_effect, as a figure's Wilson
-    interval does, so k identical repeats get the one-repeat interval. The calibration items
-    are distinct items, counted as they are. 1 (one attempt per case) changes no bit."""
-    if n <= 0:
-        return None
-    point = rogan_gladen(passes / n, n / design_effect, tpr, tnr, m1, m0)
-    if point is None:
-        return None
-    adjusted = add_two_corrected(passes, n, tpr, tnr, m1, m0, design_effect)
-    centre, se = adjusted if adjusted is not None else point
-    return {
-        "raw": 100 * passes / n,
-        "corrected": 100 * point[0],
-        "low": 100 * max(0.0, centre - z * se),
-        "high": 100 * min(1.0, centre + z * se),
-        "n": n,
-    }

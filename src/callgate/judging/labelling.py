@@ -245,7 +245,7 @@ def reload_set(store: Store, set_path: Path) -> SetJournal:
         store.save_calibration_items(set_path.name, [item_row(i) for i in journal.counted()])
         store.replace_set_labels(
             set_path.name,
-            [(i.id, i.labeller, i.label.tool_choice, i.label.arguments, i.note, i.labelled_at,
+            [(i.id, i.labeller, *i.label.columns(), i.note, i.labelled_at,
               i.line()) for i in journal.people],
             [(a.adjudicate, a.labeller, a.label.tool_choice, a.label.arguments, a.why, a.at,
               a.line()) for a in journal.adjudications])

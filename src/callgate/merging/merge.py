@@ -50,7 +50,10 @@ def rescore(store: Store, run_id: int, uncalibrated: bool,
     declared, max_rise = _declared_policies(kept)
     builder = ScoreBuilder(tags_of=store.case_tags_of(run.suite),
                            no_call_cases=store.no_call_cases_of(run.suite),
-                           policies=declared, policy_max_rise=max_rise)
+                           policies=declared, policy_max_rise=max_rise,
+                           unwarranted_calls_max_rise=next(
+                               (k.unwarranted_calls_max_rise for k in kept
+                                if k.unwarranted_calls_max_rise is not None), None))
     tally = JudgedTally()
     for row in store.merged_attempts(run_id):
         verdict = Verdict.model_validate(row)

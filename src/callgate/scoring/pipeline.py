@@ -35,6 +35,7 @@ from callgate.version import __version__
 # not pay for importing it (about a tenth of a second per command).
 if TYPE_CHECKING:
     from callgate.judging.step import JudgedTally, JudgeStep, Outcome, Payloads
+    from callgate.scoring.behaviour import BehaviourJudges
 
 BATCH = 2000
 FAILURES_KEPT = 50  # failed attempts kept in memory for the printed report
@@ -59,6 +60,9 @@ class Recorder:
     _awaiting_judge: list[tuple[Case, Response, str | None, Verdict]] = field(
         default_factory=list)
     judged_tally: JudgedTally | None = None  # made with the judge
+    # The judges beyond the call (scoring.behaviour), and the figures they gave.
+    behaviour: BehaviourJudges | None = None
+    _behaviour_figures: dict[str, Any] = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
     failures: list[Verdict] = field(default_factory=list)
     _failed_cases: set[str] = field(default_factory=set)
@@ -71,6 +75,8 @@ class Recorder:
         self.builder = ScoreBuilder(
             tags_of=case_tags(self.suite.cases), policies=self.suite.policy_names(),
             policy_max_rise=self.suite.policies.max_rise or 0.0,
+            unwarranted_calls_max_rise=(self.suite.policies.unwarranted_calls.max_rise
+                                        if self.suite.policies.unwarranted_calls else None),
             no_call_cases={case_id for case_id, kind in self.suite.case_expect_types().items()
                            if kind == "no_call"})
         if self.judge is not None and self.judged_tally is None:
@@ -133,6 +139,9 @@ class Recorder:
             case = self.suite.cases[response.case_id]
             self.recovery.add(case.id, recovery_of(self.suite.faults.after_fault(case),
                                                    response, case.called_as()))
+        if self.behaviour is not None:
+            self.behaviour.offer(self.suite, self.suite.cases[verdict.case_id], response,
+                                 verdict)
         if self.keep_verdicts:
             self.verdicts.append(verdict)
         if not (verdict.status == "scored" and verdict.right_arguments):
@@ -219,6 +228,15 @@ class Recorder:
         if judgements:
             self.store.save_judgements(judgements)
 
+    @property
+    def awaiting_behaviour(self) -> bool:
+        return self.behaviour is not None and bool(self.behaviour.waiting)
+
+    async def judge_behaviour(self) -> None:
+        """The judges beyond the call over the attempts they are for (after the judge's)."""
+        if self.behaviour is not None:
+            self._behaviour_figures = await self.behaviour.judge(self.suite, self.store)
+
     def keep_unjudged(self) -> None:
         """Record the attempts the judge did not get to (a run stopped early) as pending."""
         waiting, self._awaiting_judge = self._awaiting_judge, []
@@ -235,7 +253,8 @@ class Recorder:
         self.flush()
         scores = self.builder.build().model_copy(update={"server_errors": self.server_errors,
                                                           "recovery": self.recovery.shares()
-                                                          or None})
+                                                          or None,
+                                                          **self._behaviour_figures})
         if self.judge is not None:
             from callgate.judging.step import judged_shares
 
@@ -298,6 +317,7 @@ def score_responses(
     agent: str | None = None,
     model_params: Mapping[str, Any] | None = None,
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
+    behaviour: BehaviourJudges | None = None,
 ) -> RunResult:
     """Check, score and store responses: all of it lands, or none. The rows are written in
     short transactions under a run that stays `running` (unseen by every read) until its
@@ -326,13 +346,14 @@ def score_responses(
     if shard is not None:
         responses = ((r, b) for r, b in responses if shard.holds(r.case_id))
     recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge,
-                        server_errors=server_errors, max_excluded=max_excluded)
+                        server_errors=server_errors, max_excluded=max_excluded,
+                        behaviour=behaviour)
     seen: set[str] = set()
     try:
         for response, body in responses:
             recorder.add(response, body)
             seen.add(response.case_id)
-        if recorder.awaiting_judge:
+        if recorder.awaiting_judge or recorder.awaiting_behaviour:
             recorder.flush()  # the checked rows land with the run row, still `running`
         else:
             scores = recorder.finish()
@@ -341,10 +362,12 @@ def score_responses(
         if new_suite:  # a bad responses file leaves the store as it was
             store.discard_suite_if_unused(suite.fingerprint)
         raise
-    if recorder.awaiting_judge:
+    if recorder.awaiting_judge or recorder.awaiting_behaviour:
         completed = False
         try:
-            asyncio.run(recorder.judge_pending())
+            if recorder.awaiting_judge:
+                asyncio.run(recorder.judge_pending())
+            asyncio.run(recorder.judge_behaviour())
             completed = True
         finally:
             with store.atomic():
@@ -369,6 +392,7 @@ def score_file(
     server_errors: ServerErrors = "exclude",
     agent: str | None = None,
     max_excluded: float = DEFAULT_MAX_EXCLUDED,
+    behaviour: BehaviourJudges | None = None,
 ) -> RunResult:
     """Score a recorded-responses file (JSON Lines) against a suite and store everything.
 
@@ -382,6 +406,8 @@ def score_file(
             the model id).
         keep_verdicts: keep every verdict in memory (`RunResult.verdicts`).
         judge: the judge step for `judge` cases (`judge_step`); None leaves them pending.
+        behaviour: the judges beyond the call (scoring.behaviour.BehaviourJudges: answer_kind,
+            claim_support); their figures land in the scores, the verdicts stay as checked.
         server_errors: "count" scores a server error as a wrong answer instead of excluding it.
         max_excluded: above this share of excluded attempts (truncated, provider, environment
             or judge errors) the run is stored as not a result, as `callgate score` stores it.
@@ -394,4 +420,4 @@ def score_file(
     return score_responses(suite, stream, store, model=model, release=release,
                            keep_verdicts=keep_verdicts, judge=judge, shard=shard,
                            server_errors=server_errors, agent=agent,
-                           max_excluded=max_excluded)
+                           max_excluded=max_excluded, behaviour=behaviour)

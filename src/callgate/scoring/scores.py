@@ -131,6 +131,56 @@ class PolicyFigures(BaseModel):
     max_rise: float = 0.0  # violations per 100 attempts a policy may rise (suite.json)
 
 
+KINDS = ("ask", "cannot", "answer")
+
+
+class KindFigures(BaseModel):
+    """The answer_kind judge over a release's text answers to no-call cases that name a kind:
+    expected × given kind, each kind's F1 and their mean (macro-F1)."""
+
+    model_config = ConfigDict(frozen=True)
+    judged: int  # attempts with a verdict
+    confusion: dict[str, dict[str, int]]  # expected kind -> given kind -> attempts
+    f1: dict[str, float | None]  # per expected kind (None: neither expected nor given)
+    macro_f1: float | None  # mean of the kinds' F1 that are defined
+    judge_errors: int = 0
+    fingerprint: str = ""
+    certified: bool = False
+
+
+def kind_figures(pairs: Iterable[tuple[str, str]], judge_errors: int = 0,
+                 fingerprint: str = "", certified: bool = False) -> KindFigures:
+    """(expected, given) kinds of the judged attempts, as KindFigures."""
+    confusion = {k: dict.fromkeys(KINDS, 0) for k in KINDS}
+    judged = 0
+    for expected, given in pairs:
+        confusion[expected][given] += 1
+        judged += 1
+    f1: dict[str, float | None] = {}
+    for kind in KINDS:
+        hit = confusion[kind][kind]
+        total = sum(confusion[kind].values()) + sum(confusion[other][kind] for other in KINDS)
+        f1[kind] = 2 * hit / total if total else None
+    defined = [value for value in f1.values() if value is not None]
+    return KindFigures(judged=judged, confusion=confusion, f1=f1,
+                       macro_f1=sum(defined) / len(defined) if defined else None,
+                       judge_errors=judge_errors, fingerprint=fingerprint, certified=certified)
+
+
+class ClaimFigures(BaseModel):
+    """The claim_support judge over the attempts of the cases that opt in: how many final
+    answers make a claim the trace does not back, per 100 judged attempts."""
+
+    model_config = ConfigDict(frozen=True)
+    judged: int
+    unsupported: int
+    per_100: float | None
+    first: list[tuple[str, int, str]] = []  # (case id, repeat, the judge's reason)
+    judge_errors: int = 0
+    fingerprint: str = ""
+    certified: bool = False
+
+
 class Scores(BaseModel):
     """Everything reported for one model, suite and release."""
 
@@ -167,6 +217,12 @@ class Scores(BaseModel):
     unwarranted_calls: Share | None = None
     # Per fault kind: the faulted attempts whose `after_fault` held (scoring.recovery).
     recovery: dict[str, Share] | None = None
+    # Points the unwarranted-call rate may rise before the gate fails (suite.json's
+    # policies.unwarranted_calls.max_rise); None: not gated on its own.
+    unwarranted_calls_max_rise: float | None = None
+    # Set when the answer_kind / claim_support judges were applied (judging.behaviour).
+    answer_kinds: KindFigures | None = None
+    judged_claims: ClaimFigures | None = None
 
 
 @dataclass
@@ -257,6 +313,7 @@ class ScoreBuilder:
     # The ids of the cases that expect no call, for the unwarranted-call rate.
     no_call_cases: Collection[str] = frozenset()
     _no_call: list[int] = field(default_factory=lambda: [0, 0])  # [called, scored]
+    unwarranted_calls_max_rise: float | None = None
 
     def add(
         self,
@@ -335,6 +392,7 @@ class ScoreBuilder:
                                   if right and len(latencies) == self.attempts else None),
             policies=self._policy_figures(total.scored),
             unwarranted_calls=Share.of(*self._no_call) if self._no_call[1] else None,
+            unwarranted_calls_max_rise=self.unwarranted_calls_max_rise,
         )
 
 

@@ -7,6 +7,7 @@ every attempt by `callgate.checks.policies`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -14,11 +15,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from callgate.errors import InputError, from_validation_error
-from callgate.suites.matchers import Matcher, json_equal, matcher_kind, shown
+from callgate.suites.matchers import Matcher, Regex, json_equal, matcher_kind, shown
 
-PolicyName = Literal["forbidden_tools", "forbidden_values", "confirm_before_write", "max_calls"]
+PolicyName = Literal["forbidden_tools", "forbidden_values", "confirm_before_write", "max_calls",
+                     "unsupported_claims"]
 POLICY_NAMES: tuple[PolicyName, ...] = ("forbidden_tools", "forbidden_values",
-                                        "confirm_before_write", "max_calls")
+                                        "confirm_before_write", "max_calls",
+                                        "unsupported_claims")
 DEFAULT_MAX_RISE = 0.0  # zero tolerance: a release that adds a violation fails
 
 
@@ -66,6 +69,46 @@ def _forbidden(key: str, raw: Any, context: Any) -> Forbidden:
                          ) from None
 
 
+class Claim(_Strict):
+    """How a final answer claims a write tool's success: phrases (any of them, case-insensitive,
+    on word boundaries) or a regex (the linear-time engine of the schemas' `pattern`)."""
+
+    phrases: tuple[str, ...] = ()
+    regex: Regex | None = None
+
+    def made_in(self, text: str) -> str | None:
+        """What in `text` makes the claim (the phrase, or the regex), or None."""
+        if self.regex is not None:
+            return self.regex.describe() if self.regex.matches(text) else None
+        folded = text.casefold()
+        return next((phrase for phrase in self.phrases if re.search(
+            r"(?<!\w)" + re.escape(phrase.casefold()) + r"(?!\w)", folded)), None)
+
+
+def _claim(tool: str, raw: Any) -> Claim:
+    if isinstance(raw, str):
+        raw = [raw]
+    if isinstance(raw, list):
+        if not raw or not all(isinstance(p, str) and p.strip() for p in raw):
+            raise ValueError(f"{tool}: give non-empty phrases, or {{\"regex\": ...}}")
+        return Claim(phrases=tuple(raw))
+    if isinstance(raw, dict) and set(raw) == {"regex"}:
+        try:
+            return Claim(regex=Regex.model_validate(raw))
+        except ValidationError as exc:
+            why = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise ValueError(f"{tool}: regex: {why}") from None
+    raise ValueError(f"{tool}: a success claim is a phrase, a list of phrases or "
+                     "{\"regex\": ...}")
+
+
+class UnwarrantedGate(_Strict):
+    """Gate the unwarranted-call rate (attempts of no-call cases that called a tool) on its
+    own: fail on a rise of more than `max_rise` points over the baseline (0: zero tolerance)."""
+
+    max_rise: float = Field(0.0, ge=0)
+
+
 class AfterCall(_Strict):
     """Confirmation by a read call: a write call is allowed only after a call of this tool."""
 
@@ -84,6 +127,13 @@ class Policies(_Strict):
     # {"after_call": tool}: only after a call of that (read) tool; false: not checked
     confirm_before_write: bool | AfterCall | None = None
     max_calls: int | None = Field(None, ge=0)
+    # write tool -> how a final answer claims its success: a claim with no successful call of
+    # the tool is an unsupported claim (callgate.checks.claims)
+    claims: dict[str, Claim] | None = None
+    # the claim_support judge reads this case's final answer against its trace (opt in)
+    judge_claims: bool | None = None
+    # Gate the unwarranted-call rate on its own (suite.json only; absent: not gated).
+    unwarranted_calls: UnwarrantedGate | None = None
     # The gate's tolerance: violations per 100 attempts a policy may rise (suite.json only).
     max_rise: float | None = Field(None, ge=0)
 
@@ -103,6 +153,15 @@ class Policies(_Strict):
                          for key, value in args.items()}
         return out
 
+    @field_validator("claims", mode="before")
+    @classmethod
+    def _claims(cls, raw: Any) -> Any:
+        if raw is None:
+            return None
+        if not isinstance(raw, dict) or not raw:
+            raise ValueError("must be a non-empty object: write tool -> its success claim")
+        return {tool: _claim(tool, value) for tool, value in raw.items()}
+
     def merged(self, case: Policies | None) -> Policies:
         """These policies with a case's: the fields the case gives replace these."""
         if case is None:
@@ -121,6 +180,8 @@ class Policies(_Strict):
             out.append("confirm_before_write")
         if self.max_calls is not None:
             out.append("max_calls")
+        if self.claims:
+            out.append("unsupported_claims")
         return out
 
 
@@ -146,9 +207,9 @@ def check_policies(policies: Policies, tools: Mapping[str, Any], path: Path,
     def refuse(message: str, field: str) -> InputError:
         return InputError(path, message, line=line, field=f"policies.{field}")
 
-    if case and policies.max_rise is not None:
-        raise refuse("the gate's tolerance is the suite's (suite.json), not a case's",
-                     "max_rise")
+    for name in ("max_rise", "unwarranted_calls"):
+        if case and getattr(policies, name) is not None:
+            raise refuse("the gate's tolerance is the suite's (suite.json), not a case's", name)
     for name in ("forbidden_tools", "write_tools"):
         for index, tool in enumerate(getattr(policies, name) or ()):
             if tool not in tools:
@@ -156,6 +217,9 @@ def check_policies(policies: Policies, tools: Mapping[str, Any], path: Path,
     for tool in policies.forbidden_values or {}:
         if tool not in tools:
             raise refuse(f"unknown tool {tool!r}", f"forbidden_values.{tool}")
+    for tool in policies.claims or {}:
+        if tool not in tools:
+            raise refuse(f"unknown tool {tool!r}", f"claims.{tool}")
     confirm = policies.confirm_before_write
     if isinstance(confirm, AfterCall) and confirm.after_call not in tools:
         raise refuse(f"unknown tool {confirm.after_call!r}", "confirm_before_write.after_call")
