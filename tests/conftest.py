@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 from factories import CANCEL_ORDER, LOOKUP_ORDER
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from loopback import Loopback
+
+# A property holds or not whatever the load: no per-example deadline and no health check on the
+# time spent generating inputs (both wall time; at load 17 a list of 60 verdicts took 2.7 s).
+hypothesis_settings.register_profile(
+    "callgate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("callgate")
 
 KEY_ENV = "CALLGATE_TEST_KEY"
 KEY = "sk-or-v1-test-5ecret-do-not-store-0123456789"
