@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 from factories import CANCEL_ORDER, LOOKUP_ORDER
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from loopback import Loopback
+
+# A property holds or not whatever the load: no per-example deadline and no health check on the
+# time spent generating inputs (both wall time; at load 17 a list of 60 verdicts took 2.7 s).
+hypothesis_settings.register_profile(
+    "callgate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+hypothesis_settings.load_profile("callgate")
 
 KEY_ENV = "CALLGATE_TEST_KEY"
 KEY = "sk-or-v1-test-5ecret-do-not-store-0123456789"
@@ -87,3 +95,29 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
     env["COLUMNS"] = "160"
     env["HOME"] = str(tmp_path)
     return env
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The store `callgate demo` writes, made once per test process, in process (the modules
+    that serve it copy it: `copy_demo_store`)."""
+    from typer.testing import CliRunner
+
+    from callgate.cli.main import app
+
+    db = tmp_path_factory.mktemp("demo-store") / "callgate.db"
+    done = CliRunner().invoke(app, ["demo", "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    return db
+
+
+def copy_demo_store(demo_store: Path, folder: Path) -> Path:
+    """A copy of the demo's store of one's own, its WAL included (SQLite's backup)."""
+    import sqlite3
+
+    db = folder / "callgate.db"
+    with sqlite3.connect(demo_store) as source, sqlite3.connect(db) as target:
+        source.backup(target)
+    source.close()
+    target.close()
+    return db

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import json
 import subprocess
 import sys
@@ -21,6 +22,12 @@ from callgate.store.db import VERDICT_COLUMNS
 from callgate.suites.suite import Expectation
 
 SRC = Path(callgate.__file__).parent
+
+
+@functools.cache
+def parsed() -> dict[Path, ast.Module]:
+    """Every module of src, parsed once for all the tests here (read, never changed)."""
+    return {path: ast.parse(path.read_text(), str(path)) for path in sorted(SRC.rglob("*.py"))}
 
 # Lowest first. Packages on one line are siblings: neither imports the other.
 LAYERS: list[tuple[str, ...]] = [
@@ -70,7 +77,7 @@ def imports(path: Path, module: str) -> set[str]:
     """Every callgate module the file imports, wherever the import statement is."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed()[path]):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.split(".")[0] == "callgate")
         elif isinstance(node, ast.ImportFrom):
@@ -87,9 +94,10 @@ def imports(path: Path, module: str) -> set[str]:
     return found
 
 
+@functools.cache
 def edges() -> list[tuple[str, str]]:
     out = []
-    for path in sorted(SRC.rglob("*.py")):
+    for path in parsed():
         if "examples" in path.relative_to(SRC).parts:
             continue  # example suites' environments, not callgate's code
         module = module_name(path)
@@ -195,16 +203,16 @@ def _qualified(dotted: str, bound: dict[str, str]) -> str:
     return f"{name}.{rest}" if rest else name
 
 
+@functools.cache
 def class_bases() -> dict[str, list[str]]:
     """Every class in src (those inside functions included), by qualified name, with its bases:
     a project class's qualified name, or a library base's name as written."""
     names: dict[str, dict[str, str]] = {}
     written: dict[str, list[str]] = {}
-    for path in sorted(SRC.rglob("*.py")):
+    for path, tree in parsed().items():
         if "examples" in path.relative_to(SRC).parts:
             continue
         module = module_name(path)
-        tree = ast.parse(path.read_text(), str(path))
         names[module] = bound = _names(tree, path, module)
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
@@ -337,10 +345,9 @@ def sql_outside_the_store() -> dict[str, list[str]]:
     """Each module outside callgate/store/ with a line holding one of SQL_MARKS (in code or
     a string; comments and docstrings, which name SQL in words, left out)."""
     found: dict[str, list[str]] = {}
-    for path in sorted(SRC.rglob("*.py")):
+    for path, tree in parsed().items():
         if path.is_relative_to(SRC / "store"):
             continue
-        tree = ast.parse(path.read_text())
         docstrings = {id(node.body[0].value) for node in ast.walk(tree)
                       if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
                                     | ast.AsyncFunctionDef)

@@ -60,6 +60,7 @@ def test_wheel_in_a_fresh_venv_runs_the_demo_and_has_the_judge(tmp_path: Path) -
     assert installed_set.read_bytes() == (ROOT / "calibration" / "tool_choice.jsonl").read_bytes()
 
 
+@pytest.mark.slow  # it builds a wheel (README: slow tests)
 def test_a_judge_a_user_adds_to_judges_is_not_baked_into_the_wheel(tmp_path: Path) -> None:
     import zipfile
 

@@ -22,7 +22,18 @@ from paths import ROOT
 from callgate.cli import github
 from callgate.cli.workflows import PLACEHOLDER_ACTION, action_ref, workflows
 
-CHECK_JSONSCHEMA = str(Path(sys.executable).with_name("check-jsonschema"))
+
+def check_jsonschema(*args: str) -> subprocess.CompletedProcess[str]:
+    """The check-jsonschema command, run in this process (its start, a second of CPU, was most
+    of what each check cost); its exit code and output as a finished process gives them."""
+    from check_jsonschema.cli.main_command import main
+    from click.testing import CliRunner
+
+    done = CliRunner().invoke(main, list(args))
+    return subprocess.CompletedProcess(["check-jsonschema", *args], done.exit_code, done.output,
+                                       "")
+
+
 REGRESSED = ("### callgate: gate FAIL: regression: my-agent r2 on starter\n\n"
              "- right tool fell 20.0 points\n\n**Passed in r1, fail now (2)**\n\n"
              "- `weather-paris`: wrong_value city\n- `flight-bos-ord`: wrong_tool\n")
@@ -168,18 +179,15 @@ def test_every_workflow_and_action_is_valid_against_githubs_schemas(tmp_path: Pa
         assert "jobs" in yaml.safe_load(text), name
         files.append(tmp_path / f"{index}.yml")
         files[-1].write_text(text)
-    done = subprocess.run([CHECK_JSONSCHEMA, "--builtin-schema", "vendor.github-workflows",
-                           *map(str, files)], capture_output=True, text=True)
+    done = check_jsonschema("--builtin-schema", "vendor.github-workflows", *map(str, files))
     assert done.returncode == 0, done.stdout + done.stderr
-    actions = subprocess.run([CHECK_JSONSCHEMA, "--builtin-schema", "vendor.github-actions",
-                              str(ROOT / "action.yml"), str(ROOT / "install/action.yml")],
-                             capture_output=True, text=True)
+    actions = check_jsonschema("--builtin-schema", "vendor.github-actions",
+                               str(ROOT / "action.yml"), str(ROOT / "install/action.yml"))
     assert actions.returncode == 0, actions.stdout + actions.stderr
     # And the check can fail: a step with neither run nor uses is refused.
     files[0].write_text(shown[0][1].replace("      - uses: actions/checkout@v4\n",
                                             "      - name: nothing\n", 1))
-    refused = subprocess.run([CHECK_JSONSCHEMA, "--builtin-schema", "vendor.github-workflows",
-                              str(files[0])], capture_output=True, text=True)
+    refused = check_jsonschema("--builtin-schema", "vendor.github-workflows", str(files[0]))
     assert refused.returncode == 1
 
 
@@ -192,13 +200,13 @@ def test_the_ci_guides_gitlab_pipeline_is_valid_against_gitlabs_schema(tmp_path:
     assert pipeline["release"]["resource_group"] and "--scores-out" not in str(pipeline["gate"])
     assert "--constraint" in str(pipeline["default"]["before_script"])
     (tmp_path / ".gitlab-ci.yml").write_text(blocks[0])
-    done = subprocess.run([CHECK_JSONSCHEMA, "--builtin-schema", "vendor.gitlab-ci",
-                           str(tmp_path / ".gitlab-ci.yml")], capture_output=True, text=True)
+    pipeline_file = str(tmp_path / ".gitlab-ci.yml")
+    done = check_jsonschema("--builtin-schema", "vendor.gitlab-ci", pipeline_file)
     assert done.returncode == 0, done.stdout + done.stderr
     (tmp_path / ".gitlab-ci.yml").write_text(blocks[0].replace("when: always",
                                                                "when: sometimes"))
-    assert subprocess.run([CHECK_JSONSCHEMA, "--builtin-schema", "vendor.gitlab-ci",
-                           str(tmp_path / ".gitlab-ci.yml")], capture_output=True).returncode == 1
+    assert check_jsonschema("--builtin-schema", "vendor.gitlab-ci",
+                            str(tmp_path / ".gitlab-ci.yml")).returncode == 1
 
 
 def test_both_actions_install_with_the_same_locked_script() -> None:

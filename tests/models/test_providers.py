@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -364,25 +366,33 @@ def _closed_port() -> int:
         (error(503, "overloaded"), "server_error", 503),
         (Reply(raw="<html>bad gateway</html>", status=502), "server_error", 502),
         (Reply(raw='{"choices": [', status=200), "bad_response", 200),
-        (Reply(body=completion(calls=[CALL]), delay=1.0), "timeout", None),
+        (Reply(body=completion(calls=[CALL])), "timeout", None),  # held past the deadline
     ],
 )
 def test_both_clients_classify_failures_alike(
     litellm_loaded: None, loopback: Loopback, reply: Reply, kind: str, status: int | None
 ) -> None:
-    loopback.script("[x]", reply)
+    held = threading.Event()  # the timeout case's reply comes only after both have given up
+    loopback.script("[x]", replace(reply, hold=held) if kind == "timeout" else reply)
     candidate = Candidate(model="openrouter/t/m", api_base=loopback.base_url, api_key_env=KEY_ENV)
     route = route_for(candidate)
     body = route.body([{"role": "user", "content": "[x] hi"}], [])
+    # A short deadline only where it is what is tested: elsewhere a loaded machine must not
+    # turn the answer into a timeout.
+    deadline = 0.4 if kind == "timeout" else 60
 
     async def both() -> list[object]:
         lean = LeanClient(route, KEY, 2)
         try:
-            return [await lean.send(body, 0.4), await LitellmClient(route, KEY).send(body, 0.4)]
+            return [await lean.send(body, deadline),
+                    await LitellmClient(route, KEY).send(body, deadline)]
         finally:
             await lean.aclose()
 
-    results = asyncio.run(both())
+    try:
+        results = asyncio.run(both())
+    finally:
+        held.set()
     for result in results:
         assert isinstance(result, ProviderFailure), result
         assert (result.kind, result.status) == (kind, status)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -158,11 +160,12 @@ def test_a_failed_turn_is_asked_again_and_the_turns_before_it_come_from_the_cach
 def test_a_killed_run_resumes_at_the_first_unanswered_turn(
     loopback: Loopback, tmp_path: Path
 ) -> None:
-    loopback.latency = 0.15
+    held = threading.Event()  # the second turn's answer comes only after the run has ended
     loopback.script_turns(
         "[cancel]",
         ok(calls=[call("lookup_order", "c0", order_id="ord_1")]),
-        ok(calls=[call("cancel_order", "c1", order_id="ord_1", reason="duplicate")]),
+        replace(ok(calls=[call("cancel_order", "c1", order_id="ord_1", reason="duplicate")]),
+                hold=held),
         ok(content="Cancelled."),
     )
     suite = load_suite(env_suite(tmp_path / "shop", [mt_case("cancel", CANCEL_1, state=STATE)]))
@@ -171,18 +174,21 @@ def test_a_killed_run_resumes_at_the_first_unanswered_turn(
         with Store(tmp_path / "callgate.db") as store:
             runner = LiveRunner(suite, candidate(loopback), store, "r1",
                                 settings=settings(), environ={KEY_ENV: KEY})
+            runner.switch.grace = 0.05  # the turn in flight does not answer within it
             task = asyncio.create_task(runner.run())
             while runner.counters.requests < 2:
                 await asyncio.sleep(0.01)
             runner.stop()
             return await task
 
-    stopped = asyncio.run(stop_in_the_second_turn())
+    try:
+        stopped = asyncio.run(stop_in_the_second_turn())
+    finally:
+        held.set()
     assert stopped.stopped == "interrupted" and stopped.result.missing == ["cancel"]
     assert rows(tmp_path, "SELECT status FROM runs") == [{"status": "interrupted"}]
     assert len(rows(tmp_path, "SELECT key FROM live_responses")) == 1  # the first turn, kept
     loopback.reset()
-    loopback.latency = 0
     loopback.script_turns(
         "[cancel]",
         error(500, "never asked again"),

@@ -162,13 +162,13 @@ def test_the_cli_estimate_calls_nothing_and_prints_json(
     args = [callgate_exe, "run", str(suite), "-m", "router", "-k", "2", "--config", str(cfg),
             "--db", "c.db", "--estimate"]
     done = subprocess.run([*args, "--json"], env=cli_env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     assert (doc["attempts"], doc["to_call"]) == (10, 10) and doc["prompt_tokens"] > 0
     assert server.requests == [] and KEY not in done.stdout + done.stderr
     text = subprocess.run(args, env=cli_env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=600)
     assert text.returncode == 0, text.stderr
     assert "nothing was called" in text.stdout and "10 to make" in text.stdout
     assert server.requests == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,8 @@ def test_verdicts_retries_and_what_is_stored(loopback: Loopback, tmp_path: Path)
         "[limited]", error(429, "slow down", **{"Retry-After": "0.3"}), ok(calls=[CALL])
     )
     loopback.script("[flaky]", error(500, "boom"), error(502, "boom"), ok(calls=[CALL]))
-    loopback.script("[slow]", Reply(body=completion(calls=[CALL]), delay=1.5), ok(calls=[CALL]))
+    held = threading.Event()  # the first answer to [slow] comes after the run: a timeout
+    loopback.script("[slow]", Reply(body=completion(calls=[CALL]), hold=held), ok(calls=[CALL]))
     loopback.script("[broken]", Reply(raw='{"choices": [{"mess'), ok(calls=[CALL]))
     loopback.script(
         "[cut]", ok(calls=[tool_call("lookup_order", '{"order_id": "or')], finish_reason="length")
@@ -105,7 +107,10 @@ def test_verdicts_retries_and_what_is_stored(loopback: Loopback, tmp_path: Path)
         "hours",
         no_call=("hours",),
     )
-    live = run(tmp_path, suite, candidate(loopback), settings(timeout=0.5))
+    try:  # 2 s: a loaded machine's answers come well within it, so only [slow] times out
+        live = run(tmp_path, suite, candidate(loopback), settings(timeout=2))
+    finally:
+        held.set()
     verdicts = {v.case_id: v for v in live.result.verdicts}
     for case_id in ("ok", "limited", "flaky", "slow", "broken"):
         assert verdicts[case_id].right_arguments, verdicts[case_id]

@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +52,14 @@ def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
     return tool_call(name, arguments, call_id)
 
 
-def script(loopback: Loopback, case_id: str) -> None:
+def script(loopback: Loopback, case_id: str, hold: threading.Event | None = None) -> None:
+    """`hold`: the second turn of the second user turn is answered only once it is set."""
     loopback.script_turns(f"[{case_id}]", ok(calls=[call("lookup_order", "a", order_id="ord_1")]),
                           ok(content="ord_1 is pending."))
     loopback.script_turns(
         f"[{case_id}-2]",
         ok(calls=[call("cancel_order", "b", order_id="ord_1", reason="duplicate")]),
-        ok(calls=[call("lookup_order", "c", order_id="ord_1")]),
+        replace(ok(calls=[call("lookup_order", "c", order_id="ord_1")]), hold=hold),
         ok(content="ord_1 is cancelled."))
 
 
@@ -201,8 +204,8 @@ def test_a_changed_later_turn_or_added_tool_is_asked_again_from_that_turn(
 def test_a_killed_run_resumes_inside_the_second_user_turn(
     loopback: Loopback, tmp_path: Path
 ) -> None:
-    loopback.latency = 0.15
-    script(loopback, "two")
+    held = threading.Event()  # the fourth turn's answer comes only after the run has ended
+    script(loopback, "two", hold=held)
     suite = load_suite(env_suite(tmp_path / "shop", [two_turn_case("two")]))
 
     async def stop_in_the_second_user_turn() -> LiveRun:
@@ -212,14 +215,16 @@ def test_a_killed_run_resumes_inside_the_second_user_turn(
             task = asyncio.create_task(runner.run())
             while runner.counters.requests < 4:
                 await asyncio.sleep(0.01)
-            runner.stop()
+            runner.switch.abandon()  # as a second Ctrl-C: the request in flight is given up
             return await task
 
-    stopped = asyncio.run(stop_in_the_second_user_turn())
+    try:
+        stopped = asyncio.run(stop_in_the_second_user_turn())
+    finally:
+        held.set()
     assert stopped.stopped == "interrupted" and stopped.result.missing == ["two"]
     assert len(rows(tmp_path, "SELECT key FROM live_responses")) == 3
     loopback.reset()
-    loopback.latency = 0
     script(loopback, "two")
     resumed = run(tmp_path, suite, loopback)
     assert [len(s.body["messages"]) for s in loopback.requests] == [7, 9]

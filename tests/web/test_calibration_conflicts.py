@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import copy_demo_store
 from paths import ROOT
 from webserver import Server, callgate_script
 
@@ -101,12 +102,8 @@ def test_judge_calibrate_refuses_a_set_with_two_items_of_one_id_in_one_line(
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("demo") / "callgate.db"
-    done = subprocess.run([callgate_script(), "demo", "--db", str(db)], capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return db
+def demo_db(demo_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_demo_store(demo_store, tmp_path_factory.mktemp("demo"))
 
 
 @pytest.fixture

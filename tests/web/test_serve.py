@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from conftest import copy_demo_store
 from paths import ROOT
 from webserver import Server, callgate_script
 
@@ -29,11 +30,8 @@ def callgate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    db = tmp_path_factory.mktemp("demo") / "callgate.db"
-    done = callgate("demo", "--db", str(db))
-    assert done.returncode == 0, done.stderr
-    return db
+def demo_db(demo_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_demo_store(demo_store, tmp_path_factory.mktemp("demo"))
 
 
 @pytest.fixture(scope="module")

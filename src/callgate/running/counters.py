@@ -1,6 +1,7 @@
 """What a live run counts while it runs (requests, retries, errors, spend), the progress bar that
 shows it, and the switch that stops the run cleanly. The run owns one of each and hands them to
-the collaborators that count or stop (`calls.Caller`, `record.RunRecord`, `workers`). The bar
+the collaborators that count or stop (`calls.Caller`, `record.RunRecord`, `workers`; the
+model client and the target are gated by it, so no request starts after a stop). The bar
 also says what limits the calls: the pacer's in-flight limit, the 429s seen and the time spent
 backing off."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -24,6 +26,8 @@ from rich.progress import (
 from rich.text import Text
 
 from callgate.models.pacing import Pacer, figures_text
+from callgate.models.providers import Client
+from callgate.models.replies import ProviderFailure, Reply
 
 
 @dataclass
@@ -51,35 +55,98 @@ class RunCounters:
         return text + (f" (+{self.cost_unknown} unknown)" if self.cost_unknown else "")
 
 
-class StopSwitch:
-    """Stops a run cleanly: no new requests, in-flight ones abandoned, answers kept. The first
-    reason given is the one the run reports."""
+GRACE = 5.0  # seconds the requests in flight at a stop get to finish before being abandoned
 
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
+
+class Stopped(Exception):
+    """A request was about to start after the run was stopped: its attempt is left unanswered,
+    for the resumed run to ask."""
+
+
+class StopSwitch:
+    """Stops a run cleanly: no new request starts (`gate`); the ones in flight get `grace`
+    seconds to finish and their answers are kept, as they were paid for; then, or at once when
+    `abandon`ed (a second Ctrl-C), the rest are cancelled and asked again on resume. The first
+    reason given is the one the run reports. Safe from any thread (an in-process target's code
+    runs on threads of its own)."""
+
+    def __init__(self, grace: float = GRACE) -> None:
+        self.grace = grace
+        self._stopped = asyncio.Event()
+        self._abandoned = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.reason: str | None = None
+        self.abandoned = False
 
     def stop(self, reason: str = "interrupted") -> None:
-        """Safe from any thread (an in-process target's code runs on threads of its own)."""
         if self.reason is None:
             self.reason = reason
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if self._loop is not None and running is not self._loop:
-            with contextlib.suppress(RuntimeError):  # its loop closed: the run is over
-                self._loop.call_soon_threadsafe(self._event.set)
+        self._set(self._stopped)
+
+    def abandon(self, reason: str = "interrupted") -> None:
+        """Stop, and give up the requests in flight now (asked again on resume)."""
+        self.stop(reason)
+        self.abandoned = True
+        self._set(self._abandoned)
+
+    def interrupt(self) -> None:
+        """Ctrl-C or SIGTERM: the first stops the run, the next abandons the requests in
+        flight."""
+        if self.reason is None:
+            self.stop()
         else:
-            self._event.set()
+            self.abandon()
+
+    def gate(self) -> None:
+        """Called before a request starts: raises Stopped once the run is stopped."""
+        if self.reason is not None:
+            raise Stopped(self.reason)
 
     def is_set(self) -> bool:
         return self.reason is not None
 
+    def _set(self, event: asyncio.Event) -> None:
+        loop = self._loop
+        if loop is None:  # not waited on yet: `wait` sees the reason and returns at once
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            event.set()
+        else:
+            with contextlib.suppress(RuntimeError):  # its loop closed: the run is over
+                loop.call_soon_threadsafe(event.set)
+
     async def wait(self) -> None:
+        """Until the run is stopped."""
+        self._loop = asyncio.get_running_loop()  # set before the reason is read: see `_set`
+        if self.reason is None:
+            await self._stopped.wait()
+
+    async def wait_abandoned(self) -> None:
+        """Until the requests in flight are given up."""
         self._loop = asyncio.get_running_loop()
-        await self._event.wait()
+        if not self.abandoned:
+            await self._abandoned.wait()
+
+
+class GatedClient:
+    """A run's model client, which sends nothing once the run is stopped. It sits behind the
+    pacer, so a request that waited there for a slot is stopped too (the slot given back)."""
+
+    def __init__(self, client: Client, switch: StopSwitch) -> None:
+        self.client = client
+        self.switch = switch
+        self.name = client.name
+
+    async def send(self, body: dict[str, Any], timeout: float) -> Reply | ProviderFailure:
+        self.switch.gate()
+        return await self.client.send(body, timeout)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
 
 
 class PacingColumn(ProgressColumn):

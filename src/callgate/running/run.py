@@ -32,7 +32,7 @@ from callgate.running.budget import Budget
 from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
-from callgate.running.counters import RunCounters, StopSwitch, progress_bar
+from callgate.running.counters import GatedClient, RunCounters, StopSwitch, progress_bar
 from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conversations
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
@@ -142,7 +142,8 @@ class LiveRunner:
             model.pacers = self.pacers
 
     def stop(self, reason: str = "interrupted") -> None:
-        """Stop cleanly: no new requests, in-flight ones abandoned, answers kept."""
+        """Stop cleanly: no new request starts; the answers of those in flight are kept when
+        they come within the switch's grace (`StopSwitch`)."""
         self.switch.stop(reason)
 
     async def run(self) -> LiveRun:
@@ -294,7 +295,7 @@ class LiveRunner:
         pricing.prepare()
         budget = self.settings.retry.budget
         return Caller(
-            client,
+            GatedClient(client, self.switch),  # behind the pacer: nothing is sent after a stop
             route,
             pricing,
             policy=self.settings.retry,
@@ -313,7 +314,7 @@ class LiveRunner:
         return TargetCaller(
             target, policy=self.settings.retry, timeout=self.settings.timeout,
             retry_budget=budget if budget is not None else max(20, to_call), cache=cache,
-            counters=self.counters, rng=self.rng, console=self.console)
+            counters=self.counters, stop=self.switch, rng=self.rng, console=self.console)
 
     def _in_flight(self, caller: Caller | TargetCaller | None) -> int:
         """Attempts in flight: --concurrency, else as many as the model's pacer may let through

@@ -30,7 +30,7 @@ from callgate.models.targets import TargetSpec, parse_target
 from callgate.reading import canonical_json
 from callgate.redaction import clean, secrets_in
 from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
-from callgate.running.counters import RunCounters
+from callgate.running.counters import RunCounters, StopSwitch
 from callgate.running.plan import Conversation, PlannedAttempt, later_turns
 from callgate.running.targets.contract import (
     MalformedReply,
@@ -147,13 +147,14 @@ class TargetCaller:
 
     def __init__(self, session: TargetSession, *, policy: RetryPolicy, timeout: float,
                  retry_budget: int, cache: AnswerCache, counters: RunCounters,
-                 rng: random.Random, console: Console) -> None:
+                 stop: StopSwitch, rng: random.Random, console: Console) -> None:
         self.session = session
         self.client = session.target
         self.policy = policy
         self.timeout = timeout
         self.cache = cache
         self.counters = counters
+        self.stop = stop
         self.rng = rng
         self.console = console
         self._retries_left = retry_budget
@@ -182,6 +183,7 @@ class TargetCaller:
                    ) -> tuple[AttemptOutcome, list[dict[str, Any]] | None]:
         started, tries = time.monotonic(), 0
         while True:
+            self.stop.gate()  # no request starts after a stop, not even a retry
             tries += 1
             self.counters.requests += 1
             sent = time.perf_counter()
