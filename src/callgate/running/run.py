@@ -4,8 +4,8 @@
 none a base class of another: it plans the attempts (`plan`), reads back what the store
 already answered (`AnswerCache`), calls for the rest with bounded concurrency
 (`call_concurrently`), each one request with retries (`Caller`) or a conversation over turns
-(`converse`), or the agent under test once per attempt or user turn (`running.targets`),
-and has every answer checked, stored and scored by `pipeline.Recorder`, as `callgate score`
+(`converse`), to one source (running.source): the candidate's model (`ModelSource`) or the
+agent under test (`running.targets`), and has every answer checked, stored and scored by `pipeline.Recorder`, as `callgate score`
 does, and linked to its requests (`RunRecord`). A run killed at any point resumes with only
 the unanswered attempts; a run stopped early is marked interrupted, so its partial scores never
 serve as a baseline."""
@@ -24,20 +24,20 @@ from rich.console import Console
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
-from callgate.models.pacing import CEILING, START, Pacers
-from callgate.models.pricing import Pricing
-from callgate.models.providers import Client, make_client
-from callgate.models.routes import ModelRoute, api_key, route_for
+from callgate.models.pacing import START, Pacers
+from callgate.models.providers import Client
+from callgate.models.routes import route_for
 from callgate.running.budget import Budget
 from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
 from callgate.running.counters import RunCounters, StopSwitch, progress_bar
-from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conversations
+from callgate.running.model_source import ModelSource
+from callgate.running.plan import Conversation, PlannedAttempt
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
-from callgate.running.targets.session import TargetCaller, TargetSession
-from callgate.running.targets.turns import converse_target
+from callgate.running.source import Source
+from callgate.running.targets.session import TargetSession
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
 from callgate.scoring.probing import keep_probe
@@ -149,26 +149,28 @@ class LiveRunner:
         settings = self.settings
         if settings.offline and not settings.cache:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
-        target = None
+        source = self._source()
+        try:  # the source's client is open from here: closed however the run ends
+            return await self._run(source)
+        finally:
+            await source.aclose()
+
+    def _source(self) -> Source:
+        """What answers the run: the agent under test when the candidate names a target, else
+        its model."""
         if self.candidate.target is not None:
             # The pacer adapts to a model endpoint's limits; a target's own pool is fixed.
-            target = TargetSession(self.candidate, settings.concurrency or START, self.environ)
-        try:
-            return await self._run(target)
-        finally:
-            if target is not None:
-                await target.aclose()
+            return TargetSession(self.candidate, self.settings.concurrency or START,
+                                 self.environ, console=self.console)
+        return ModelSource(self.candidate, route_for(self.candidate), environ=self.environ,
+                           concurrency=self.settings.concurrency, pacers=self.pacers,
+                           client=self.client)
 
-    async def _run(self, target: TargetSession | None) -> LiveRun:
+    async def _run(self, source: Source) -> LiveRun:
         settings, shard = self.settings, self.settings.shard
-        route = route_for(self.candidate)
         most = max([settings.repeats, *settings.case_repeats.values()])
-        if target is None:
-            attempts = plan(self.suite, route, most)
-            conversations = plan_conversations(self.suite, most)
-        else:
-            await target.open(settings.timeout)
-            attempts, conversations = target.plan(self.suite, most)
+        await source.open(settings.timeout)
+        attempts, conversations = source.plan(self.suite, most)
         if most > settings.repeats:  # some cases asked more often (run --until-decided)
             wanted = settings.case_repeats
 
@@ -188,7 +190,7 @@ class LiveRunner:
             offline=settings.offline,
             commit_every=settings.commit_every,
         )
-        work = await self._look_up(attempts, conversations, route, cache, target)
+        work = await self._look_up(attempts, conversations, source, cache)
         if settings.offline and work.to_call:
             first = work.to_call[0]
             raise OfflineMiss(
@@ -196,30 +198,22 @@ class LiveRunner:
                 f"response (first: case {first.case_id!r} repeat {first.repeat}); "
                 "run without --offline to call the model for them"
             )
-        caller: Caller | TargetCaller | None = None
-        if work.to_call:
-            caller = (self._caller(route, cache, len(work.to_call)) if target is None
-                      else self._target_caller(target, cache, len(work.to_call)))
-
-        try:  # the caller's client is open from here: closed however the run ends
-            with self.store.atomic():
-                run_id = self.store.replace_run(
-                    self.suite, self.candidate.name, self.release, "live", __version__,
-                    self.judge.judge.fingerprint if self.judge else None,
-                    shard=(shard.index, shard.count) if shard else None,
-                    model=self.candidate.model, model_params=self.candidate.parameters(),
-                    tool_surface=surface_json(self.suite),
-                )
-            recorder = Recorder(self.suite, self.store, run_id,
-                                keep_verdicts=self.keep_verdicts, judge=self.judge,
-                                server_errors=settings.server_errors,
-                                max_excluded=settings.max_excluded, decided_by="run")
-            record = RunRecord(recorder, self.counters)
-            budget = Budget(settings.max_cost, settings.max_attempts, self.counters)
-            scores = await self._fill(work, caller, cache, record, budget)
-        finally:
-            if isinstance(caller, Caller) and self.client is None:
-                await caller.client.aclose()
+        caller = self._caller(source, cache, len(work.to_call)) if work.to_call else None
+        with self.store.atomic():
+            run_id = self.store.replace_run(
+                self.suite, self.candidate.name, self.release, "live", __version__,
+                self.judge.judge.fingerprint if self.judge else None,
+                shard=(shard.index, shard.count) if shard else None,
+                model=self.candidate.model, model_params=self.candidate.parameters(),
+                tool_surface=surface_json(self.suite),
+            )
+        recorder = Recorder(self.suite, self.store, run_id,
+                            keep_verdicts=self.keep_verdicts, judge=self.judge,
+                            server_errors=settings.server_errors,
+                            max_excluded=settings.max_excluded, decided_by="run")
+        record = RunRecord(recorder, self.counters)
+        budget = Budget(settings.max_cost, settings.max_attempts, self.counters)
+        scores = await self._fill(work, source, caller, cache, record, budget)
         order = {case_id: i for i, case_id in enumerate(self.suite.cases)}
 
         def in_suite_order(verdicts: list[Verdict]) -> list[Verdict]:
@@ -243,7 +237,7 @@ class LiveRunner:
         return LiveRun(
             result=result,
             candidate=self.candidate,
-            client=caller.client.name if caller is not None else None,
+            client=source.name if caller is not None else None,
             attempts=work.total,
             cached=len(work.hits) + len(work.talks),
             called=counters.called,
@@ -253,7 +247,7 @@ class LiveRunner:
             spend=counters.spend if counters.spend_known else None,
             cost_unknown=counters.cost_unknown,
             stopped=self.switch.reason,
-            pacing=caller.pacer.figures() if isinstance(caller, Caller) else None,
+            pacing=source.pacer.figures() if source.pacer is not None else None,
             judge_pacing=self.judge.model.pacing() if self.judge and self.judge.model else None,
             budget=_budget_stop(budget, len(work.to_call)),
         )
@@ -262,9 +256,8 @@ class LiveRunner:
         self,
         attempts: list[PlannedAttempt],
         conversations: list[Conversation],
-        route: ModelRoute,
+        source: Source,
         cache: AnswerCache,
-        target: TargetSession | None,
     ) -> _Work:
         stored = cache.usable([a.key for a in attempts])
         hits = [(a, stored[a.key]) for a in attempts if a.key in stored]
@@ -273,30 +266,20 @@ class LiveRunner:
         talks: list[Talk] = []
         unfinished: list[Conversation] = []
         for conversation in conversations:
-            talk = (await converse(conversation, self.suite, route, cache, None)
-                    if target is None
-                    else await converse_target(conversation, target, self.suite, cache, None))
+            talk = await converse(conversation, source, self.suite, cache, None)
             if talk is None:
                 unfinished.append(conversation)
             else:
                 talks.append(talk)
         return _Work(hits, talks, [*misses, *unfinished])
 
-    def _caller(self, route: ModelRoute, cache: AnswerCache, to_call: int) -> Caller:
+    def _caller(self, source: Source, cache: AnswerCache, to_call: int) -> Caller:
         """The caller for the attempts the store does not answer (`to_call` of them): the
-        candidate's client (or the one injected), its pricing, the retry policy and budget."""
-        key = api_key(route, self.environ)  # a missing key variable stops the run here
-        client = self.client
-        if client is None:
-            client = make_client(route, self.candidate.client, key,
-                                 self.settings.concurrency or CEILING)
-        pricing = Pricing(route)
-        pricing.prepare()
+        source made ready to be asked, the retry policy and budget."""
+        source.connect(to_call)
         budget = self.settings.retry.budget
         return Caller(
-            client,
-            route,
-            pricing,
+            source,
             policy=self.settings.retry,
             timeout=self.settings.timeout,
             retry_budget=budget if budget is not None else max(20, to_call),
@@ -304,33 +287,22 @@ class LiveRunner:
             counters=self.counters,
             stop=self.switch,
             rng=self.rng,
-            pacer=self.pacers.for_route(route),
         )
 
-    def _target_caller(self, target: TargetSession, cache: AnswerCache,
-                       to_call: int) -> TargetCaller:
-        budget = self.settings.retry.budget
-        return TargetCaller(
-            target, policy=self.settings.retry, timeout=self.settings.timeout,
-            retry_budget=budget if budget is not None else max(20, to_call), cache=cache,
-            counters=self.counters, rng=self.rng, console=self.console)
-
-    def _in_flight(self, caller: Caller | TargetCaller | None) -> int:
-        """Attempts in flight: --concurrency, else as many as the model's pacer may let through
-        (it bounds them), or a target's own pool (which nothing else bounds: more in flight
+    def _in_flight(self, source: Source) -> int:
+        """Attempts in flight: --concurrency, else the source's own bound (as many as a model's
+        pacer may let through; a target's own pool, which nothing else bounds: more in flight
         would wait there, and time out waiting)."""
-        if self.settings.concurrency:
-            return self.settings.concurrency
-        return CEILING if isinstance(caller, Caller) else START
+        return self.settings.concurrency or source.in_flight
 
     async def _fill(
-        self, work: _Work, caller: Caller | TargetCaller | None, cache: AnswerCache,
+        self, work: _Work, source: Source, caller: Caller | None, cache: AnswerCache,
         record: RunRecord, budget: Budget
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
         recorder, counters = record.recorder, self.counters
         progress = progress_bar(self.console, enabled=self.settings.progress,
-                                pacer=caller.pacer if isinstance(caller, Caller) else None)
+                                pacer=source.pacer)
         task = progress.add_task(
             self.candidate.name, total=work.total, errors=0, spend=counters.spend_text()
         )
@@ -345,10 +317,7 @@ class LiveRunner:
         async def answer(item: PlannedAttempt | Conversation) -> None:
             assert caller is not None
             if isinstance(item, Conversation):
-                talk = (await converse(item, self.suite, caller.route, cache, caller)
-                        if isinstance(caller, Caller)
-                        else await converse_target(item, caller.session, self.suite, cache,
-                                                   caller))
+                talk = await converse(item, source, self.suite, cache, caller)
                 assert talk is not None  # with a caller, every turn gets an answer
                 record.talk(talk, await checked(talk.response))
             else:
@@ -375,7 +344,7 @@ class LiveRunner:
                     await call_concurrently(
                         work.to_call,
                         budgeted if budget.active else answer,
-                        concurrency=self._in_flight(caller),
+                        concurrency=self._in_flight(source),
                         stop=self.switch,
                         commit_loop=cache.commit_loop,
                         admit=budget.admit if budget.active else None,
@@ -386,8 +355,8 @@ class LiveRunner:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
                 cache.commit()
                 record.save_links(self.store)
-                if isinstance(caller, Caller):
-                    self.store.set_run_pacing(recorder.run_id, caller.pacer.figures())
+                if source.pacer is not None:
+                    self.store.set_run_pacing(recorder.run_id, source.pacer.figures())
                 recorder.keep_unjudged()
                 if self.switch.reason or not completed:
                     # Marked first: partial scores never serve as a baseline, nor replace the
