@@ -176,7 +176,8 @@ def run_command(
     """
     from callgate.cli.until_decided import until_decided as decide_adaptively
     from callgate.gating.quarantine import gate_settings
-    from callgate.models.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
+    from callgate.models.config import DEFAULT_CONFIG
+    from callgate.models.flags import CandidateFlags, candidate_for
     from callgate.models.retry import RetryPolicy
     from callgate.running.run import LiveRun, run_live
     from callgate.running.settings import RunSettings
@@ -191,40 +192,12 @@ def run_command(
     try:
         only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
-        config_path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
-        candidates = load_config(config_path) if config_path is not None else None
-        order = None
-        if provider_order is not None:
-            order = [name.strip() for name in provider_order.split(",") if name.strip()]
-        provider = {
-            key: value
-            for key, value in (
-                ("order", order),
-                ("allow_fallbacks", allow_fallbacks),
-                ("require_parameters", require_parameters),
-            )
-            if value is not None
-        }
-        overrides = {
-            "api_base": api_base,
-            "api_key_env": api_key_env,
-            "reasoning_effort": reasoning_effort,
-            "client": client,
-            "provider": provider or None,
-            "extra": parse_params(params or []) or None,
-            "target": target,
-            "target_version": target_version,
-        }
-        if model is None and target is None:
-            raise CallgateError("name what to run: --model (a candidate or a model id) or "
-                                "--target (the agent under test)")
-        candidate = resolve_candidate(
-            model or target or "",
-            candidates if model is not None else None,
-            config_path,
-            explicit_config=config is not None,
-            overrides=overrides,
-        )
+        flags = CandidateFlags(
+            model=model, target=target, target_version=target_version, config=config,
+            api_base=api_base, api_key_env=api_key_env, reasoning_effort=reasoning_effort,
+            provider_order=provider_order, allow_fallbacks=allow_fallbacks,
+            require_parameters=require_parameters, params=params or [], client=client)
+        candidate = candidate_for(flags)
         if agent is not None:
             candidate = candidate.model_copy(update={"name": _agent_named(agent, None)})
         settings = RunSettings(
@@ -243,7 +216,7 @@ def run_command(
         if estimate:
             _print_estimate(suite, candidate, settings, db, as_json)
             return
-        gate = gate_settings(config_path or DEFAULT_CONFIG)
+        gate = gate_settings(flags.config_path or DEFAULT_CONFIG)
         adaptive = None
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,

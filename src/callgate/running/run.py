@@ -1,14 +1,14 @@
 """Stage 1, live: call the candidate for every (case, repeat), then check and score as recorded.
 
 `LiveRunner` wires the stage's collaborators, each built with what it needs and passed along,
-none a base class of another: it plans the attempts (`plan`), reads back what the store
-already answered (`AnswerCache`), calls for the rest with bounded concurrency
-(`call_concurrently`), each one request with retries (`Caller`) or a conversation over turns
-(`converse`), to one source (running.source): the candidate's model (`ModelSource`) or the
-agent under test (`running.targets`), and has every answer checked, stored and scored by `pipeline.Recorder`, as `callgate score`
-does, and linked to its requests (`RunRecord`). A run killed at any point resumes with only
-the unanswered attempts; a run stopped early is marked interrupted, so its partial scores never
-serve as a baseline."""
+none a base class of another: it plans the attempts (`plan`), reads back what the store already
+answered (`AnswerCache`), calls for the rest with bounded concurrency (`call_concurrently`),
+each one request with retries (`Caller`) or a conversation over turns (`converse`), to one
+source (running.source): the candidate's model (`ModelSource`) or the agent under test
+(`running.targets`), and has every answer checked, stored and scored by `pipeline.Recorder`, as
+`callgate score` does, and linked to its requests (`RunRecord`). A run killed at any point
+resumes with only the unanswered attempts; a run stopped early is marked interrupted, so its
+partial scores never serve as a baseline."""
 
 from __future__ import annotations
 
