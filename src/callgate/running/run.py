@@ -129,6 +129,8 @@ class LiveRunner:
     keep_verdicts: bool = True  # every verdict in the result, not only the first failures
     judge: JudgeStep | None = None  # decides the cases whose expectation is judge
     client: Client | None = None  # injected by tests; built from the candidate otherwise
+    # What answers the run (running.source): the candidate's target or model unless given
+    source: Source | None = None
     rng: random.Random = field(default_factory=random.Random)
     counters: RunCounters = field(default_factory=RunCounters, init=False)
     switch: StopSwitch = field(default_factory=StopSwitch, init=False)
@@ -157,7 +159,9 @@ class LiveRunner:
 
     def _source(self) -> Source:
         """What answers the run: the agent under test when the candidate names a target, else
-        its model."""
+        its model (unless the runner was given a source)."""
+        if self.source is not None:
+            return self.source
         if self.candidate.target is not None:
             # The pacer adapts to a model endpoint's limits; a target's own pool is fixed.
             return TargetSession(self.candidate, self.settings.concurrency or START,
