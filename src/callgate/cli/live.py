@@ -163,6 +163,9 @@ def run_command(
              "max_rounds, else 3).")] = None,
     max_drop: Annotated[float, typer.Option(
         "--max-drop", min=0.0, help="With --until-decided: the allowed drop in points.")] = 2.0,
+    user: Annotated[Path | None, typer.Option(
+        "--user", help="A simulated user's spec (e.g. users/default.toml): it writes the user "
+                       "turns of cases with a scenario (docs/simulated-user.md).")] = None,
 ) -> None:
     """Call a model, or the agent under test (--target), on every case (repeats × cases), then
     check, score and store as `score` does.
@@ -179,6 +182,7 @@ def run_command(
     from callgate.models.config import DEFAULT_CONFIG
     from callgate.models.flags import CandidateFlags, candidate_for
     from callgate.models.retry import RetryPolicy
+    from callgate.models.simulated_user import load_user
     from callgate.running.run import LiveRun, run_live
     from callgate.running.settings import RunSettings
     from callgate.store.db import Store
@@ -198,6 +202,7 @@ def run_command(
             provider_order=provider_order, allow_fallbacks=allow_fallbacks,
             require_parameters=require_parameters, params=params or [], client=client)
         candidate = candidate_for(flags)
+        simulated = load_user(user) if user is not None else None
         if agent is not None:
             candidate = candidate.model_copy(update={"name": _agent_named(agent, None)})
         settings = RunSettings(
@@ -225,7 +230,8 @@ def run_command(
 
             def run_once(with_settings: RunSettings) -> LiveRun:
                 return run_live(suite, candidate, store, release=release,
-                                settings=with_settings, keep_verdicts=as_json, judge=step)
+                                settings=with_settings, keep_verdicts=as_json, judge=step,
+                                user=simulated)
 
             if until_decided if until_decided is not None else gate.adaptive:
                 adaptive = decide_adaptively(

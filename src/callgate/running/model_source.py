@@ -168,8 +168,7 @@ class ModelTurns:
         self.keys = self.talking.keys
         self.cached = self.talking.cached
 
-    @property
-    def messages(self) -> list[dict[str, Any]]:
+    def so_far(self) -> list[dict[str, Any]]:
         """The conversation so far, as the model is sent it."""
         return self.talking.messages
 
@@ -284,7 +283,7 @@ def _turns_line(conversation: Conversation, talking: _Talking) -> dict[str, Any]
     if error is not None:
         line["error"] = error
         return line
-    if conversation.user_turns:
+    if conversation.user_turns or len(talking.user_turn_ends) > 1:  # scripted or simulated
         line["user_turn_ends"] = talking.user_turn_ends
     replies = [parse_response(turn) for turn in lines]
     # The turn's own reading (a client may have normalised the finish reason) and its price.

@@ -13,6 +13,7 @@ partial scores never serve as a baseline."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from callgate.models.config import Candidate
 from callgate.models.pacing import START, Pacers
 from callgate.models.providers import Client
 from callgate.models.routes import route_for
+from callgate.models.simulated_user import SimulatedUser
 from callgate.running.budget import Budget
 from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
@@ -36,8 +38,10 @@ from callgate.running.model_source import ModelSource
 from callgate.running.plan import Conversation, PlannedAttempt
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
+from callgate.running.simulated_user import UserPlayer
 from callgate.running.source import Source
 from callgate.running.targets.session import TargetSession
+from callgate.running.users import blamed, player_of, refuse_unplayed
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
 from callgate.scoring.probing import keep_probe
@@ -77,6 +81,7 @@ class LiveRun:
     # when no judge call was sent.
     judge_pacing: dict[str, Any] | None = None
     budget: str | None = None  # --max-cost / --max-attempts ended the run before the plan did
+    user: dict[str, Any] | None = None  # the simulated user's requests (run --user)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -95,7 +100,7 @@ class LiveRun:
             "pacing": self.pacing,
             "judge_pacing": self.judge_pacing,
             "budget_stop": self.budget,
-        }
+        } | ({"user_simulator": self.user} if self.user is not None else {})
 
 
 @dataclass
@@ -131,6 +136,7 @@ class LiveRunner:
     client: Client | None = None  # injected by tests; built from the candidate otherwise
     # What answers the run (running.source): the candidate's target or model unless given
     source: Source | None = None
+    user: SimulatedUser | None = None  # writes the user turns of scenario cases (run --user)
     rng: random.Random = field(default_factory=random.Random)
     counters: RunCounters = field(default_factory=RunCounters, init=False)
     switch: StopSwitch = field(default_factory=StopSwitch, init=False)
@@ -152,10 +158,14 @@ class LiveRunner:
         if settings.offline and not settings.cache:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
         source = self._source()
+        player = None if self.user is None else player_of(
+            self.user, self.environ, self.settings.concurrency, self.pacers)
         try:  # the source's client is open from here: closed however the run ends
-            return await self._run(source)
+            return await self._run(source, player)
         finally:
             await source.aclose()
+            if player is not None:
+                await player.source.aclose()
 
     def _source(self) -> Source:
         """What answers the run: the agent under test when the candidate names a target, else
@@ -170,8 +180,9 @@ class LiveRunner:
                            concurrency=self.settings.concurrency, pacers=self.pacers,
                            client=self.client)
 
-    async def _run(self, source: Source) -> LiveRun:
+    async def _run(self, source: Source, player: UserPlayer | None) -> LiveRun:
         settings, shard = self.settings, self.settings.shard
+        refuse_unplayed(self.suite, self.candidate, player)
         most = max([settings.repeats, *settings.case_repeats.values()])
         await source.open(settings.timeout)
         attempts, conversations = source.plan(self.suite, most)
@@ -194,7 +205,7 @@ class LiveRunner:
             offline=settings.offline,
             commit_every=settings.commit_every,
         )
-        work = await self._look_up(attempts, conversations, source, cache)
+        work = await self._look_up(attempts, conversations, source, cache, player)
         if settings.offline and work.to_call:
             first = work.to_call[0]
             raise OfflineMiss(
@@ -203,6 +214,9 @@ class LiveRunner:
                 "run without --offline to call the model for them"
             )
         caller = self._caller(source, cache, len(work.to_call)) if work.to_call else None
+        if player is not None and work.to_call:
+            player.caller = self._caller(player.source, cache, len(work.to_call),
+                                         player.counters)
         with self.store.atomic():
             run_id = self.store.replace_run(
                 self.suite, self.candidate.name, self.release, "live", __version__,
@@ -211,13 +225,15 @@ class LiveRunner:
                 model=self.candidate.model, model_params=self.candidate.parameters(),
                 tool_surface=surface_json(self.suite),
             )
+            if self.user is not None:
+                self.store.set_run_user_simulator(run_id, json.dumps(self.user.record()))
         recorder = Recorder(self.suite, self.store, run_id,
                             keep_verdicts=self.keep_verdicts, judge=self.judge,
                             server_errors=settings.server_errors,
                             max_excluded=settings.max_excluded, decided_by="run")
         record = RunRecord(recorder, self.counters)
         budget = Budget(settings.max_cost, settings.max_attempts, self.counters)
-        scores = await self._fill(work, source, caller, cache, record, budget)
+        scores = await self._fill(work, source, caller, cache, record, budget, player)
         order = {case_id: i for i, case_id in enumerate(self.suite.cases)}
 
         def in_suite_order(verdicts: list[Verdict]) -> list[Verdict]:
@@ -254,6 +270,7 @@ class LiveRunner:
             pacing=source.pacer.figures() if source.pacer is not None else None,
             judge_pacing=self.judge.model.pacing() if self.judge and self.judge.model else None,
             budget=_budget_stop(budget, len(work.to_call)),
+            user=player.figures() if player is not None else None,
         )
 
     async def _look_up(
@@ -262,6 +279,7 @@ class LiveRunner:
         conversations: list[Conversation],
         source: Source,
         cache: AnswerCache,
+        player: UserPlayer | None,
     ) -> _Work:
         stored = cache.usable([a.key for a in attempts])
         hits = [(a, stored[a.key]) for a in attempts if a.key in stored]
@@ -270,14 +288,15 @@ class LiveRunner:
         talks: list[Talk] = []
         unfinished: list[Conversation] = []
         for conversation in conversations:
-            talk = await converse(conversation, source, self.suite, cache, None)
+            talk = await converse(conversation, source, self.suite, cache, None, player)
             if talk is None:
                 unfinished.append(conversation)
             else:
                 talks.append(talk)
         return _Work(hits, talks, [*misses, *unfinished])
 
-    def _caller(self, source: Source, cache: AnswerCache, to_call: int) -> Caller:
+    def _caller(self, source: Source, cache: AnswerCache, to_call: int,
+                counters: RunCounters | None = None) -> Caller:
         """The caller for the attempts the store does not answer (`to_call` of them): the
         source made ready to be asked, the retry policy and budget."""
         source.connect(to_call)
@@ -288,7 +307,7 @@ class LiveRunner:
             timeout=self.settings.timeout,
             retry_budget=budget if budget is not None else max(20, to_call),
             cache=cache,
-            counters=self.counters,
+            counters=counters or self.counters,
             stop=self.switch,
             rng=self.rng,
         )
@@ -301,7 +320,7 @@ class LiveRunner:
 
     async def _fill(
         self, work: _Work, source: Source, caller: Caller | None, cache: AnswerCache,
-        record: RunRecord, budget: Budget
+        record: RunRecord, budget: Budget, player: UserPlayer | None = None
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
         recorder, counters = record.recorder, self.counters
@@ -321,9 +340,9 @@ class LiveRunner:
         async def answer(item: PlannedAttempt | Conversation) -> None:
             assert caller is not None
             if isinstance(item, Conversation):
-                talk = await converse(item, source, self.suite, cache, caller)
+                talk = await converse(item, source, self.suite, cache, caller, player)
                 assert talk is not None  # with a caller, every turn gets an answer
-                record.talk(talk, await checked(talk.response))
+                record.talk(*await blamed(talk, await checked(talk.response), recorder.check))
             else:
                 outcome = await caller.call(item)
                 record.called(outcome, await checked(outcome.response))
@@ -340,7 +359,7 @@ class LiveRunner:
                 record.stored(attempt, row)
                 progress.update(task, advance=1, errors=counters.errors)
             for talk in work.talks:
-                record.talk(talk)
+                record.talk(*await blamed(talk, None, recorder.check))
                 progress.update(task, advance=1, errors=counters.errors)
             completed = False
             try:
@@ -388,6 +407,7 @@ def run_live(
     console: Console | None = None,
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
+    user: SimulatedUser | None = None,
 ) -> LiveRun:
     """Run a suite live against one candidate and store everything (blocking)."""
     runner = LiveRunner(
@@ -400,5 +420,6 @@ def run_live(
         console=console or Console(stderr=True),
         keep_verdicts=keep_verdicts,
         judge=judge,
+        user=user,
     )
     return asyncio.run(runner.run())

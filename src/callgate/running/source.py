@@ -60,6 +60,10 @@ class Turns(Protocol):
         a turn is not stored and there is no caller."""
         ...
 
+    def so_far(self) -> list[dict[str, Any]]:
+        """The conversation so far, as the source was last sent it and answered."""
+        ...
+
     def line(self) -> dict[str, Any]:
         """The conversation's one recorded `turns` line."""
         ...

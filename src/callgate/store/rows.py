@@ -83,6 +83,7 @@ class StoredRun(Mapping[str, Any]):
     gate: dict[str, Any] | None = field(init=False)
     shards: tuple[int, ...] | None = field(init=False)
     model_params: dict[str, Any] | None = field(init=False)
+    user_simulator: dict[str, Any] | None = field(init=False)  # run --user's name, model, print
 
     def __post_init__(self) -> None:
         shards = _json(self.row.get("shards"))
@@ -90,6 +91,7 @@ class StoredRun(Mapping[str, Any]):
         object.__setattr__(self, "gate", _json(self.row.get("gate")))
         object.__setattr__(self, "shards", tuple(shards) if shards is not None else None)
         object.__setattr__(self, "model_params", _json(self.row.get("model_params")))
+        object.__setattr__(self, "user_simulator", _json(self.row.get("user_simulator")))
 
     @property
     def id(self) -> int:

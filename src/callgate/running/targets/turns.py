@@ -73,6 +73,9 @@ class TargetTurns:
             return False
         return True
 
+    def so_far(self) -> list[dict[str, Any]]:
+        return [*self.messages, *self.transcript]
+
     def line(self) -> dict[str, Any]:
         return joined_line(self.conversation, self.answers)
 
