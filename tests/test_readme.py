@@ -87,6 +87,10 @@ def test_the_case_field_table_lists_every_field_of_a_case() -> None:
     policies = (ROOT / "docs" / "policies.md").read_text(encoding="utf-8")
     case_table = policies[policies.index("### In a case"):policies.index("A bad policy")]
     listed |= set(re.findall(r"^\| `(\w+)`", case_table, flags=re.M))
+    # and docs/simulated-user.md's (a scenario)
+    simulated = (ROOT / "docs" / "simulated-user.md").read_text(encoding="utf-8")
+    case_table = simulated[simulated.index("### In a case"):simulated.index("### The scenario")]
+    listed |= set(re.findall(r"^\| `(\w+)`", case_table, flags=re.M))
     assert listed == set(Case.model_fields), set(Case.model_fields) ^ listed
 
 

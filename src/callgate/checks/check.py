@@ -54,9 +54,12 @@ def check_response(
     The calls of a multi-turn attempt are every call of every turn, in order."""
     base: dict[str, Any] = {"case_id": response.case_id, "repeat": response.repeat}
     if response.error is not None:
-        if response.error.kind == "target_error":  # the agent under test failed, not the model
-            return Verdict(**base, status="target_error",
-                           tool_reason=f"target error: {response.error.message}")
+        error_kind = response.error.kind
+        # The agent under test failed, or the simulated user did: not the model.
+        if error_kind == "target_error" or error_kind == "user_error":
+            who = "target error" if error_kind == "target_error" else "simulated user"
+            return Verdict(**base, status=error_kind,
+                           tool_reason=f"{who}: {response.error.message}")
         if server_errors == "count" and response.error.kind == "server_error":
             return counted_server_error(base, case, response.error)
         return Verdict(

@@ -19,8 +19,10 @@ ArgsVerdict = Literal["right", "invalid_json", "schema_violation", "wrong_value"
 # counted like a provider error.
 # target_error: the agent under test (`run --target`) crashed, hung or gave no readable reply;
 # excluded like a provider error, never the model's mistake.
+# user_error: the simulated user (a case's scenario, `run --user`) failed the conversation: it
+# ended before any call, said a secret, or its model failed; excluded and counted apart.
 Status = Literal["scored", "truncated", "provider_error", "environment_error", "pending_judge",
-                 "judge_error", "target_error"]
+                 "judge_error", "target_error", "user_error"]
 # What a server error (a 5xx after retries) is: excluded like every provider error (the default),
 # or counted as a wrong answer, when the serving stack is what is released.
 ServerErrors = Literal["count", "exclude"]

@@ -166,6 +166,9 @@ def run_command(
     faults: Annotated[Path | None, typer.Option(
         "--faults", help="A fault plan (JSON): chosen calls of chosen tools fail on their way "
                          "to the agent, seeded (docs/faults.md).")] = None,
+    user: Annotated[Path | None, typer.Option(
+        "--user", help="A simulated user's spec (e.g. users/default.toml): it writes the user "
+                       "turns of cases with a scenario (docs/simulated-user.md).")] = None,
 ) -> None:
     """Call a model, or the agent under test (--target), on every case (repeats × cases), then
     check, score and store as `score` does.
@@ -179,8 +182,10 @@ def run_command(
     """
     from callgate.cli.until_decided import until_decided as decide_adaptively
     from callgate.gating.quarantine import gate_settings
-    from callgate.models.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
+    from callgate.models.config import DEFAULT_CONFIG
+    from callgate.models.flags import CandidateFlags, candidate_for
     from callgate.models.retry import RetryPolicy
+    from callgate.models.simulated_user import load_user
     from callgate.running.run import LiveRun, run_live
     from callgate.running.settings import RunSettings
     from callgate.store.db import Store
@@ -198,40 +203,13 @@ def run_command(
             from callgate.suites.fault_runs import with_fault_plan
 
             suite = with_fault_plan(suite, faults)
-        config_path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
-        candidates = load_config(config_path) if config_path is not None else None
-        order = None
-        if provider_order is not None:
-            order = [name.strip() for name in provider_order.split(",") if name.strip()]
-        provider = {
-            key: value
-            for key, value in (
-                ("order", order),
-                ("allow_fallbacks", allow_fallbacks),
-                ("require_parameters", require_parameters),
-            )
-            if value is not None
-        }
-        overrides = {
-            "api_base": api_base,
-            "api_key_env": api_key_env,
-            "reasoning_effort": reasoning_effort,
-            "client": client,
-            "provider": provider or None,
-            "extra": parse_params(params or []) or None,
-            "target": target,
-            "target_version": target_version,
-        }
-        if model is None and target is None:
-            raise CallgateError("name what to run: --model (a candidate or a model id) or "
-                                "--target (the agent under test)")
-        candidate = resolve_candidate(
-            model or target or "",
-            candidates if model is not None else None,
-            config_path,
-            explicit_config=config is not None,
-            overrides=overrides,
-        )
+        flags = CandidateFlags(
+            model=model, target=target, target_version=target_version, config=config,
+            api_base=api_base, api_key_env=api_key_env, reasoning_effort=reasoning_effort,
+            provider_order=provider_order, allow_fallbacks=allow_fallbacks,
+            require_parameters=require_parameters, params=params or [], client=client)
+        candidate = candidate_for(flags)
+        simulated = load_user(user) if user is not None else None
         if agent is not None:
             candidate = candidate.model_copy(update={"name": _agent_named(agent, None)})
         settings = RunSettings(
@@ -250,7 +228,7 @@ def run_command(
         if estimate:
             _print_estimate(suite, candidate, settings, db, as_json)
             return
-        gate = gate_settings(config_path or DEFAULT_CONFIG)
+        gate = gate_settings(flags.config_path or DEFAULT_CONFIG)
         adaptive = None
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
@@ -259,7 +237,8 @@ def run_command(
 
             def run_once(with_settings: RunSettings) -> LiveRun:
                 return run_live(suite, candidate, store, release=release,
-                                settings=with_settings, keep_verdicts=as_json, judge=step)
+                                settings=with_settings, keep_verdicts=as_json, judge=step,
+                                user=simulated)
 
             if until_decided if until_decided is not None else gate.adaptive:
                 adaptive = decide_adaptively(

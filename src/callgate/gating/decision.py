@@ -20,6 +20,7 @@ from callgate.gating.policy_gate import PolicyCheck
 from callgate.gating.quarantine import Quarantined, quarantine_note
 from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.sequential import Rule, Tier
+from callgate.gating.simulator_change import simulator_warnings
 from callgate.gating.statistics import (
     detectable_drop_paired,
     detectable_drop_unpaired,
@@ -349,6 +350,7 @@ def _lineage(current: ReleaseScores, baseline: ReleaseScores, notes: _Notes) -> 
                          if baseline.model_params.get(k) != current.model_params.get(k))
         notes.warnings.append(f"model parameters changed since {baseline.release}: "
                               + ", ".join(changed))
+    notes.warnings += simulator_warnings(baseline, current)
     return lineage
 
 

@@ -56,6 +56,9 @@ class ReleaseScores(BaseModel):
     agent: str
     model: str
     model_params: dict[str, Any] | None = None
+    # The simulated user its scenario cases were played with ({name, model, fingerprint};
+    # absent: none, or kept by an older callgate).
+    user_simulator: dict[str, Any] | None = None
     release: str
     suite_name: str
     suite_fingerprint: str
@@ -131,6 +134,7 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         agent=run.agent,
         model=run.model,
         model_params=run.model_params,
+        user_simulator=run.user_simulator,
         release=run.release,
         suite_name=run.suite_name,
         suite_fingerprint=run.suite,

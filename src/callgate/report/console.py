@@ -20,7 +20,7 @@ from callgate.report.what_to_fix import (
     fix_markdown_lead,
     print_fix,
 )
-from callgate.scoring.exclusion import COUNTED_APART
+from callgate.scoring.exclusion import COUNTED_APART, SEEN_APART
 from callgate.scoring.scores import Scores, Share, agent_label
 
 if TYPE_CHECKING:  # types only: `callgate score` need not load the gate or the judge
@@ -91,7 +91,8 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
         ("calls per task", [_num(s.figures.calls_per_task) for _, s in columns]),
         ("scored attempts", [str(s.figures.scored) for _, s in columns]),
         *((f"excluded: {kind.replace('_', ' ')}",
-           [str(s.excluded.get(kind, 0)) for _, s in columns]) for kind in COUNTED_APART),
+           [str(s.excluded.get(kind, 0)) for _, s in columns]) for kind in COUNTED_APART
+          + tuple(k for k in SEEN_APART if any(s.excluded.get(k) for _, s in columns))),
     ]
     ks = sorted({k for _, s in columns for k in s.pass_hat_k})
     rows += [

@@ -20,6 +20,7 @@ from callgate.models.config import Candidate
 from callgate.models.routes import route_for
 from callgate.running.cache import AnswerCache
 from callgate.running.conversation import converse
+from callgate.running.model_source import ModelSource
 from callgate.running.plan import plan, plan_conversations
 from callgate.running.settings import RunSettings
 from callgate.store.db import Store
@@ -99,9 +100,11 @@ def estimate_run(suite: Suite, candidate: Candidate, store: Store,
     stored = cache.usable([a.key for a in attempts])
     to_call = [a for a in attempts if a.key not in stored]
 
+    model = ModelSource(candidate, route)
+
     async def unfinished() -> list[Any]:
         return [c for c in conversations
-                if await converse(c, suite, route, cache, None) is None]
+                if await converse(c, model, suite, cache, None) is None]
 
     talks = asyncio.run(unfinished()) if conversations else []
     planned = len(attempts) + len(conversations)

@@ -1,18 +1,19 @@
 """Stage 1, live: call the candidate for every (case, repeat), then check and score as recorded.
 
 `LiveRunner` wires the stage's collaborators, each built with what it needs and passed along,
-none a base class of another: it plans the attempts (`plan`), reads back what the store
-already answered (`AnswerCache`), calls for the rest with bounded concurrency
-(`call_concurrently`), each one request with retries (`Caller`) or a conversation over turns
-(`converse`), or the agent under test once per attempt or user turn (`running.targets`),
-and has every answer checked, stored and scored by `pipeline.Recorder`, as `callgate score`
-does, and linked to its requests (`RunRecord`). A run killed at any point resumes with only
-the unanswered attempts; a run stopped early is marked interrupted, so its partial scores never
-serve as a baseline."""
+none a base class of another: it plans the attempts (`plan`), reads back what the store already
+answered (`AnswerCache`), calls for the rest with bounded concurrency (`call_concurrently`),
+each one request with retries (`Caller`) or a conversation over turns (`converse`), to one
+source (running.source): the candidate's model (`ModelSource`) or the agent under test
+(`running.targets`), and has every answer checked, stored and scored by `pipeline.Recorder`, as
+`callgate score` does, and linked to its requests (`RunRecord`). A run killed at any point
+resumes with only the unanswered attempts; a run stopped early is marked interrupted, so its
+partial scores never serve as a baseline."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 from collections.abc import Mapping
@@ -24,20 +25,23 @@ from rich.console import Console
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
-from callgate.models.pacing import CEILING, START, Pacers
-from callgate.models.pricing import Pricing
-from callgate.models.providers import Client, make_client
-from callgate.models.routes import ModelRoute, api_key, route_for
+from callgate.models.pacing import START, Pacers
+from callgate.models.providers import Client
+from callgate.models.routes import route_for
+from callgate.models.simulated_user import SimulatedUser
 from callgate.running.budget import Budget
 from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
-from callgate.running.counters import GatedClient, RunCounters, StopSwitch, progress_bar
-from callgate.running.plan import Conversation, PlannedAttempt, plan, plan_conversations
+from callgate.running.counters import RunCounters, StopSwitch, progress_bar
+from callgate.running.model_source import ModelSource
+from callgate.running.plan import Conversation, PlannedAttempt
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
-from callgate.running.targets.session import TargetCaller, TargetSession
-from callgate.running.targets.turns import converse_target
+from callgate.running.simulated_user import UserPlayer
+from callgate.running.source import Source
+from callgate.running.targets.session import TargetSession
+from callgate.running.users import blamed, player_of, refuse_unplayed
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
 from callgate.scoring.probing import keep_probe
@@ -77,6 +81,7 @@ class LiveRun:
     # when no judge call was sent.
     judge_pacing: dict[str, Any] | None = None
     budget: str | None = None  # --max-cost / --max-attempts ended the run before the plan did
+    user: dict[str, Any] | None = None  # the simulated user's requests (run --user)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -95,7 +100,7 @@ class LiveRun:
             "pacing": self.pacing,
             "judge_pacing": self.judge_pacing,
             "budget_stop": self.budget,
-        }
+        } | ({"user_simulator": self.user} if self.user is not None else {})
 
 
 @dataclass
@@ -129,6 +134,9 @@ class LiveRunner:
     keep_verdicts: bool = True  # every verdict in the result, not only the first failures
     judge: JudgeStep | None = None  # decides the cases whose expectation is judge
     client: Client | None = None  # injected by tests; built from the candidate otherwise
+    # What answers the run (running.source): the candidate's target or model unless given
+    source: Source | None = None
+    user: SimulatedUser | None = None  # writes the user turns of scenario cases (run --user)
     rng: random.Random = field(default_factory=random.Random)
     counters: RunCounters = field(default_factory=RunCounters, init=False)
     switch: StopSwitch = field(default_factory=StopSwitch, init=False)
@@ -150,26 +158,35 @@ class LiveRunner:
         settings = self.settings
         if settings.offline and not settings.cache:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
-        target = None
+        source = self._source()
+        player = None if self.user is None else player_of(
+            self.user, self.environ, self.settings.concurrency, self.pacers)
+        try:  # the source's client is open from here: closed however the run ends
+            return await self._run(source, player)
+        finally:
+            await source.aclose()
+            if player is not None:
+                await player.source.aclose()
+
+    def _source(self) -> Source:
+        """What answers the run: the agent under test when the candidate names a target, else
+        its model (unless the runner was given a source)."""
+        if self.source is not None:
+            return self.source
         if self.candidate.target is not None:
             # The pacer adapts to a model endpoint's limits; a target's own pool is fixed.
-            target = TargetSession(self.candidate, settings.concurrency or START, self.environ)
-        try:
-            return await self._run(target)
-        finally:
-            if target is not None:
-                await target.aclose()
+            return TargetSession(self.candidate, self.settings.concurrency or START,
+                                 self.environ, console=self.console)
+        return ModelSource(self.candidate, route_for(self.candidate), environ=self.environ,
+                           concurrency=self.settings.concurrency, pacers=self.pacers,
+                           client=self.client, stop=self.switch)
 
-    async def _run(self, target: TargetSession | None) -> LiveRun:
+    async def _run(self, source: Source, player: UserPlayer | None) -> LiveRun:
         settings, shard = self.settings, self.settings.shard
-        route = route_for(self.candidate)
+        refuse_unplayed(self.suite, self.candidate, player)
         most = max([settings.repeats, *settings.case_repeats.values()])
-        if target is None:
-            attempts = plan(self.suite, route, most)
-            conversations = plan_conversations(self.suite, most)
-        else:
-            await target.open(settings.timeout)
-            attempts, conversations = target.plan(self.suite, most)
+        await source.open(settings.timeout)
+        attempts, conversations = source.plan(self.suite, most)
         if most > settings.repeats:  # some cases asked more often (run --until-decided)
             wanted = settings.case_repeats
 
@@ -189,7 +206,7 @@ class LiveRunner:
             offline=settings.offline,
             commit_every=settings.commit_every,
         )
-        work = await self._look_up(attempts, conversations, route, cache, target)
+        work = await self._look_up(attempts, conversations, source, cache, player)
         if settings.offline and work.to_call:
             first = work.to_call[0]
             raise OfflineMiss(
@@ -197,30 +214,27 @@ class LiveRunner:
                 f"response (first: case {first.case_id!r} repeat {first.repeat}); "
                 "run without --offline to call the model for them"
             )
-        caller: Caller | TargetCaller | None = None
-        if work.to_call:
-            caller = (self._caller(route, cache, len(work.to_call)) if target is None
-                      else self._target_caller(target, cache, len(work.to_call)))
-
-        try:  # the caller's client is open from here: closed however the run ends
-            with self.store.atomic():
-                run_id = self.store.replace_run(
-                    self.suite, self.candidate.name, self.release, "live", __version__,
-                    self.judge.judge.fingerprint if self.judge else None,
-                    shard=(shard.index, shard.count) if shard else None,
-                    model=self.candidate.model, model_params=self.candidate.parameters(),
-                    tool_surface=surface_json(self.suite),
-                )
-            recorder = Recorder(self.suite, self.store, run_id,
-                                keep_verdicts=self.keep_verdicts, judge=self.judge,
-                                server_errors=settings.server_errors,
-                                max_excluded=settings.max_excluded, decided_by="run")
-            record = RunRecord(recorder, self.counters)
-            budget = Budget(settings.max_cost, settings.max_attempts, self.counters)
-            scores = await self._fill(work, caller, cache, record, budget)
-        finally:
-            if isinstance(caller, Caller) and self.client is None:
-                await caller.client.aclose()
+        caller = self._caller(source, cache, len(work.to_call)) if work.to_call else None
+        if player is not None and work.to_call:
+            player.caller = self._caller(player.source, cache, len(work.to_call),
+                                         player.counters)
+        with self.store.atomic():
+            run_id = self.store.replace_run(
+                self.suite, self.candidate.name, self.release, "live", __version__,
+                self.judge.judge.fingerprint if self.judge else None,
+                shard=(shard.index, shard.count) if shard else None,
+                model=self.candidate.model, model_params=self.candidate.parameters(),
+                tool_surface=surface_json(self.suite),
+            )
+            if self.user is not None:
+                self.store.set_run_user_simulator(run_id, json.dumps(self.user.record()))
+        recorder = Recorder(self.suite, self.store, run_id,
+                            keep_verdicts=self.keep_verdicts, judge=self.judge,
+                            server_errors=settings.server_errors,
+                            max_excluded=settings.max_excluded, decided_by="run")
+        record = RunRecord(recorder, self.counters)
+        budget = Budget(settings.max_cost, settings.max_attempts, self.counters)
+        scores = await self._fill(work, source, caller, cache, record, budget, player)
         order = {case_id: i for i, case_id in enumerate(self.suite.cases)}
 
         def in_suite_order(verdicts: list[Verdict]) -> list[Verdict]:
@@ -244,7 +258,7 @@ class LiveRunner:
         return LiveRun(
             result=result,
             candidate=self.candidate,
-            client=caller.client.name if caller is not None else None,
+            client=source.name if caller is not None else None,
             attempts=work.total,
             cached=len(work.hits) + len(work.talks),
             called=counters.called,
@@ -254,18 +268,19 @@ class LiveRunner:
             spend=counters.spend if counters.spend_known else None,
             cost_unknown=counters.cost_unknown,
             stopped=self.switch.reason,
-            pacing=caller.pacer.figures() if isinstance(caller, Caller) else None,
+            pacing=source.pacer.figures() if source.pacer is not None else None,
             judge_pacing=self.judge.model.pacing() if self.judge and self.judge.model else None,
             budget=_budget_stop(budget, len(work.to_call)),
+            user=player.figures() if player is not None else None,
         )
 
     async def _look_up(
         self,
         attempts: list[PlannedAttempt],
         conversations: list[Conversation],
-        route: ModelRoute,
+        source: Source,
         cache: AnswerCache,
-        target: TargetSession | None,
+        player: UserPlayer | None,
     ) -> _Work:
         stored = cache.usable([a.key for a in attempts])
         hits = [(a, stored[a.key]) for a in attempts if a.key in stored]
@@ -274,64 +289,44 @@ class LiveRunner:
         talks: list[Talk] = []
         unfinished: list[Conversation] = []
         for conversation in conversations:
-            talk = (await converse(conversation, self.suite, route, cache, None)
-                    if target is None
-                    else await converse_target(conversation, target, self.suite, cache, None))
+            talk = await converse(conversation, source, self.suite, cache, None, player)
             if talk is None:
                 unfinished.append(conversation)
             else:
                 talks.append(talk)
         return _Work(hits, talks, [*misses, *unfinished])
 
-    def _caller(self, route: ModelRoute, cache: AnswerCache, to_call: int) -> Caller:
+    def _caller(self, source: Source, cache: AnswerCache, to_call: int,
+                counters: RunCounters | None = None) -> Caller:
         """The caller for the attempts the store does not answer (`to_call` of them): the
-        candidate's client (or the one injected), its pricing, the retry policy and budget."""
-        key = api_key(route, self.environ)  # a missing key variable stops the run here
-        client = self.client
-        if client is None:
-            client = make_client(route, self.candidate.client, key,
-                                 self.settings.concurrency or CEILING)
-        pricing = Pricing(route)
-        pricing.prepare()
+        source made ready to be asked, the retry policy and budget."""
+        source.connect(to_call)
         budget = self.settings.retry.budget
         return Caller(
-            GatedClient(client, self.switch),  # behind the pacer: nothing is sent after a stop
-            route,
-            pricing,
+            source,
             policy=self.settings.retry,
             timeout=self.settings.timeout,
             retry_budget=budget if budget is not None else max(20, to_call),
             cache=cache,
-            counters=self.counters,
+            counters=counters or self.counters,
             stop=self.switch,
             rng=self.rng,
-            pacer=self.pacers.for_route(route),
         )
 
-    def _target_caller(self, target: TargetSession, cache: AnswerCache,
-                       to_call: int) -> TargetCaller:
-        budget = self.settings.retry.budget
-        return TargetCaller(
-            target, policy=self.settings.retry, timeout=self.settings.timeout,
-            retry_budget=budget if budget is not None else max(20, to_call), cache=cache,
-            counters=self.counters, stop=self.switch, rng=self.rng, console=self.console)
-
-    def _in_flight(self, caller: Caller | TargetCaller | None) -> int:
-        """Attempts in flight: --concurrency, else as many as the model's pacer may let through
-        (it bounds them), or a target's own pool (which nothing else bounds: more in flight
+    def _in_flight(self, source: Source) -> int:
+        """Attempts in flight: --concurrency, else the source's own bound (as many as a model's
+        pacer may let through; a target's own pool, which nothing else bounds: more in flight
         would wait there, and time out waiting)."""
-        if self.settings.concurrency:
-            return self.settings.concurrency
-        return CEILING if isinstance(caller, Caller) else START
+        return self.settings.concurrency or source.in_flight
 
     async def _fill(
-        self, work: _Work, caller: Caller | TargetCaller | None, cache: AnswerCache,
-        record: RunRecord, budget: Budget
+        self, work: _Work, source: Source, caller: Caller | None, cache: AnswerCache,
+        record: RunRecord, budget: Budget, player: UserPlayer | None = None
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
         recorder, counters = record.recorder, self.counters
         progress = progress_bar(self.console, enabled=self.settings.progress,
-                                pacer=caller.pacer if isinstance(caller, Caller) else None)
+                                pacer=source.pacer)
         task = progress.add_task(
             self.candidate.name, total=work.total, errors=0, spend=counters.spend_text()
         )
@@ -346,12 +341,9 @@ class LiveRunner:
         async def answer(item: PlannedAttempt | Conversation) -> None:
             assert caller is not None
             if isinstance(item, Conversation):
-                talk = (await converse(item, self.suite, caller.route, cache, caller)
-                        if isinstance(caller, Caller)
-                        else await converse_target(item, caller.session, self.suite, cache,
-                                                   caller))
+                talk = await converse(item, source, self.suite, cache, caller, player)
                 assert talk is not None  # with a caller, every turn gets an answer
-                record.talk(talk, await checked(talk.response))
+                record.talk(*await blamed(talk, await checked(talk.response), recorder.check))
             else:
                 outcome = await caller.call(item)
                 record.called(outcome, await checked(outcome.response))
@@ -368,7 +360,7 @@ class LiveRunner:
                 record.stored(attempt, row)
                 progress.update(task, advance=1, errors=counters.errors)
             for talk in work.talks:
-                record.talk(talk)
+                record.talk(*await blamed(talk, None, recorder.check))
                 progress.update(task, advance=1, errors=counters.errors)
             completed = False
             try:
@@ -376,7 +368,7 @@ class LiveRunner:
                     await call_concurrently(
                         work.to_call,
                         budgeted if budget.active else answer,
-                        concurrency=self._in_flight(caller),
+                        concurrency=self._in_flight(source),
                         stop=self.switch,
                         commit_loop=cache.commit_loop,
                         admit=budget.admit if budget.active else None,
@@ -387,8 +379,8 @@ class LiveRunner:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
                 cache.commit()
                 record.save_links(self.store)
-                if isinstance(caller, Caller):
-                    self.store.set_run_pacing(recorder.run_id, caller.pacer.figures())
+                if source.pacer is not None:
+                    self.store.set_run_pacing(recorder.run_id, source.pacer.figures())
                 recorder.keep_unjudged()
                 if self.switch.reason or not completed:
                     # Marked first: partial scores never serve as a baseline, nor replace the
@@ -416,6 +408,7 @@ def run_live(
     console: Console | None = None,
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
+    user: SimulatedUser | None = None,
 ) -> LiveRun:
     """Run a suite live against one candidate and store everything (blocking)."""
     runner = LiveRunner(
@@ -428,5 +421,6 @@ def run_live(
         console=console or Console(stderr=True),
         keep_verdicts=keep_verdicts,
         judge=judge,
+        user=user,
     )
     return asyncio.run(runner.run())

@@ -9,15 +9,18 @@ from collections.abc import Mapping
 # that broke, a judge reply that was not a verdict, an agent target that failed. Excluded from
 # the shares; above this share of them a run is not a result and a gate is inconclusive.
 DEFAULT_MAX_EXCLUDED = 0.05
+# A simulated user that failed the conversation (user_error) is excluded too.
 EXCLUDED_KINDS = ("truncated", "provider_error", "environment_error", "judge_error",
-                  "target_error")
+                  "target_error", "user_error")
 # Every kind a score counts apart from the shares, in the order reports show them: the
-# excluded kinds, and the attempts still waiting for the judge.
+# excluded kinds, and the attempts still waiting for the judge. The kinds of SEEN_APART are
+# counted and shown only where some attempt had one (a run without a simulated user).
 COUNTED_APART = ("truncated", "provider_error", "environment_error", "pending_judge",
                  "judge_error", "target_error")
+SEEN_APART = ("user_error",)
 # The excluded kinds in words, for messages and help texts.
-EXCLUDED_IN_WORDS = (", ".join(k.removesuffix("_error") for k in EXCLUDED_KINDS[:-1])
-                     + f" or {EXCLUDED_KINDS[-1].removesuffix('_error')} errors")
+EXCLUDED_IN_WORDS = (", ".join(k.removesuffix("_error") for k in EXCLUDED_KINDS[:-2])
+                     + f" or {EXCLUDED_KINDS[-2].removesuffix('_error')} errors")
 
 
 def excluded_share(attempts: int, excluded: Mapping[str, int]) -> float:

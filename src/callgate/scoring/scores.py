@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from callgate.checks.verdict import ServerErrors, Verdict
-from callgate.scoring.exclusion import COUNTED_APART
+from callgate.scoring.exclusion import COUNTED_APART, SEEN_APART
 from callgate.stats import design_effect as case_design_effect
 from callgate.stats import wilson
 
@@ -329,7 +329,8 @@ class ScoreBuilder:
         """`failed_request`: the provider answered with an error (a server error counted as a
         wrong answer is scored, yet, like every provider error, has no cost to know)."""
         self.attempts += 1
-        if verdict.status not in ("provider_error", "target_error") and not failed_request:
+        if (verdict.status not in ("provider_error", "target_error", "user_error")
+                and not failed_request):
             if cost is None:
                 self.cost_unknown += 1
             else:
@@ -375,7 +376,7 @@ class ScoreBuilder:
             figures=total.figures(),
             excluded={
                 k: self.excluded.get(k, 0) for k in COUNTED_APART
-            },
+            } | {k: self.excluded[k] for k in SEEN_APART if self.excluded.get(k)},
             by_tag={tag: tally.figures() for tag, tally in sorted(tags.items())},
             pass_hat_k=mean_pass_hat_k(tally[:2] for tally in self.per_case.values()),
             cases=len(self.per_case),

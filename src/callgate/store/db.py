@@ -476,6 +476,11 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             self.db.execute("UPDATE runs SET pacing = ? WHERE id = ?",
                             [json.dumps(dict(pacing), sort_keys=True), run_id])
 
+    def set_run_user_simulator(self, run_id: int, record: str) -> None:
+        """Record the simulated user a live run played with (JSON: name, model, fingerprint)."""
+        with self.atomic():
+            self.db.execute("UPDATE runs SET user_simulator = ? WHERE id = ?", [record, run_id])
+
     def set_run_status(self, run_id: int, status: str) -> None:
         with self.atomic():
             self.db.execute("UPDATE runs SET status = ? WHERE id = ?", [status, run_id])

@@ -91,6 +91,7 @@ class StoredRun(Mapping[str, Any]):
     gate: dict[str, Any] | None = field(init=False)
     shards: tuple[int, ...] | None = field(init=False)
     model_params: dict[str, Any] | None = field(init=False)
+    user_simulator: dict[str, Any] | None = field(init=False)  # run --user's name, model, print
     _models: dict[tuple[str, type[BaseModel]], BaseModel | None] = field(
         init=False, repr=False, default_factory=dict)
 
@@ -100,6 +101,7 @@ class StoredRun(Mapping[str, Any]):
         object.__setattr__(self, "gate", _json(self.row.get("gate")))
         object.__setattr__(self, "shards", tuple(shards) if shards is not None else None)
         object.__setattr__(self, "model_params", _json(self.row.get("model_params")))
+        object.__setattr__(self, "user_simulator", _json(self.row.get("user_simulator")))
 
     def parsed(self, column: Literal["scores", "gate"], model: type[M]) -> M | None:
         """The JSON column as `model` (None when it is NULL), validated on the first ask."""

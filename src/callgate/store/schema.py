@@ -425,6 +425,15 @@ def m017_argument_failures_per_reason(conn: sqlite3.Connection) -> None:
     for all of them in the gate's confusion table."""
     recount_argument_failures(conn)
 
+
+@migration
+def m018_run_user_simulator(conn: sqlite3.Connection) -> None:
+    """runs.user_simulator: the simulated user a live run played its scenario cases with
+    (JSON {name, model, fingerprint}; `run --user`), NULL without one, as every older run."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "user_simulator" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN user_simulator TEXT")
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 

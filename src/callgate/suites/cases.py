@@ -328,6 +328,20 @@ class UserTurn(_Strict):
         return messages
 
 
+class Scenario(_Strict):
+    """A model plays the user instead of scripted later turns (docs/simulated-user.md): who
+    they are and what they want, what they know (and may tell when asked), what they must
+    never say, and when they are done."""
+
+    instructions: str = Field(min_length=1)
+    known: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # Values the simulated user must never say (what the agent must find out with a tool, an
+    # expected argument): one said is the simulator's failure, not the agent's.
+    secret: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    done_when: str | None = Field(None, min_length=1)
+    max_user_turns: int = Field(5, ge=1, le=50)  # simulated user turns after `messages`
+
+
 class Case(_Strict):
     id: str = Field(min_length=1)
     messages: list[Message] = Field(min_length=1)
@@ -346,12 +360,16 @@ class Case(_Strict):
     # Calls that fail on their way to the model, and what it should do then (docs/faults.md)
     faults: list[FaultRule] | None = Field(None, min_length=1)
     after_fault: AfterFault | None = None
+    scenario: Scenario | None = None  # a model writes the later user turns (run --user)
 
     @model_validator(mode="after")
     def _last_message_is_not_assistant(self) -> Case:
         if self.messages[-1].role == "assistant":
             raise ValueError(
                 "messages: the last message is the assistant's; nothing is left to answer")
+        if self.scenario is not None and self.user_turns is not None:
+            raise ValueError("scenario: a case gives scripted user_turns or a scenario for a "
+                             "simulated user, not both")
         return self
 
     def tool_keys(self) -> list[str] | None:

@@ -38,10 +38,11 @@ class AssistantMessage(BaseModel):
 
 
 # Every kind of failure callgate records (models.replies classifies a provider's; a target's is
-# target_error; `error` is a line that names none). Another is a typo, never a provider error.
+# target_error, a simulated user's user_error; `error` is a line that names none). Another is
+# a typo, never a provider error.
 ErrorKind = Literal["error", "rate_limit", "server_error", "timeout", "connection",
                     "bad_response", "bad_request", "auth", "payment", "not_found", "refused",
-                    "target_error"]
+                    "target_error", "user_error"]
 ERROR_KINDS = frozenset(get_args(ErrorKind))
 
 

@@ -152,7 +152,8 @@ class Suite:
         """True when the case's calls get results, so the model gets further turns."""
         plays = self.environment is not None and (
             case.state is not None or not getattr(self.environment, "state_only", False))
-        return case.tool_results is not None or plays or case.user_turns is not None
+        return (case.tool_results is not None or plays or case.user_turns is not None
+                or case.scenario is not None)
 
     def offered_tools(self, case: Case) -> list[dict[str, Any]]:
         """The tool objects sent to the model for this case, in catalogue order, under the

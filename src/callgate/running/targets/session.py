@@ -1,7 +1,7 @@
 """A live run's target: opened before the plan (the version it reports goes into every cache
 key, so changed agent code is asked again), the plan of its attempts (every case is one attempt:
-the agent runs its own loop), and `TargetCaller`, which asks it for one attempt through the
-run's retry policy, timeout and cache, as `Caller` asks a model.
+the agent runs its own loop), and one try of a request, which the one caller (running.calls)
+sends through the run's retry policy, timeout and cache, as it asks a model (running.source).
 
 A crash, a timeout or a reply that breaks the contract is recorded as an error of kind
 `target_error` (excluded like a provider error, never the model's mistake) whose message names
@@ -9,11 +9,9 @@ the case; the run goes on."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
-import random
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -23,15 +21,16 @@ from rich.markup import escape
 
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
+from callgate.models.pacing import START, Pacer
 from callgate.models.recorded_lines import failure_line
 from callgate.models.replies import ProviderFailure
-from callgate.models.retry import RetryPolicy
 from callgate.models.targets import TargetSpec, parse_target
 from callgate.reading import canonical_json
 from callgate.redaction import clean, secrets_in
-from callgate.running.cache import AnswerCache, AttemptOutcome, line_text
+from callgate.running.cache import AnswerCache, AttemptOutcome
 from callgate.running.counters import RunCounters, StopSwitch
 from callgate.running.plan import Conversation, PlannedAttempt, later_turns
+from callgate.running.source import Answer, Fault, Turns
 from callgate.running.targets.contract import (
     MalformedReply,
     attempt_request,
@@ -49,6 +48,7 @@ from callgate.running.targets.kinds import (
     TargetFailure,
     elapsed_ms,
 )
+from callgate.running.targets.turns import TargetTurns
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite
 
@@ -66,8 +66,12 @@ def open_target(spec: TargetSpec, concurrency: int, key: str | None = None) -> T
 class TargetSession:
     """The target of one run, and what its identity and version make of each attempt."""
 
+    pacer: Pacer | None = None  # a target's own pool is fixed: nothing adapts to it
+    in_flight = START  # its pool's size: more in flight would wait there, and time out
+
     def __init__(self, candidate: Candidate, concurrency: int,
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None,
+                 console: Console | None = None) -> None:
         assert candidate.target is not None
         environ = os.environ if environ is None else environ
         self.secrets = secrets_in(environ)
@@ -85,6 +89,9 @@ class TargetSession:
         except CallgateError as exc:  # the agent's import error may quote its key
             raise CallgateError(clean(str(exc), self.secrets)) from None
         self.version = ""
+        self.console = console if console is not None else Console(stderr=True)
+        self._shown = 0
+        self._warned = 0
 
     async def open(self, timeout: float) -> None:
         """Learn the target's version (the hello), unless the candidate gives one: then nothing
@@ -140,78 +147,51 @@ class TargetSession:
     async def aclose(self) -> None:
         await self.target.aclose()
 
+    # What the one caller (running.calls) asks of a source (running.source).
 
-class TargetCaller:
-    """The one way a live run reaches its target: one request per attempt, retried as the
-    policy allows, its request and answer kept in the cache."""
+    @property
+    def name(self) -> str:
+        return self.target.name
 
-    def __init__(self, session: TargetSession, *, policy: RetryPolicy, timeout: float,
-                 retry_budget: int, cache: AnswerCache, counters: RunCounters,
-                 stop: StopSwitch, rng: random.Random, console: Console) -> None:
-        self.session = session
-        self.client = session.target
-        self.policy = policy
-        self.timeout = timeout
-        self.cache = cache
-        self.counters = counters
-        self.stop = stop
-        self.rng = rng
-        self.console = console
-        self._retries_left = retry_budget
-        self._shown = 0
-        self._warned = 0
+    def turns(self, conversation: Conversation, suite: Suite) -> Turns:
+        return TargetTurns(conversation, self.key, suite)
 
-    async def call(self, attempt: PlannedAttempt) -> AttemptOutcome:
-        return (await self.call_turn(attempt))[0]
+    def connect(self, to_call: int) -> None:
+        return None
 
-    async def call_turn(self, attempt: PlannedAttempt
-                        ) -> tuple[AttemptOutcome, list[dict[str, Any]] | None]:
-        """Ask for one attempt, or one user turn of a conversation: its outcome, and the
-        messages the target answered with (None when it failed)."""
-        outcome, transcript = await self._ask(attempt)
-        kept = transcript if user_turn_of(attempt.body) is not None else None
-        self.cache.keep(outcome, self.session.model,
-                        self.session.request_record(attempt.body, kept))
+    async def ask(self, attempt: PlannedAttempt, timeout: float) -> Answer | Fault:
+        sent = time.perf_counter()
+        try:
+            reply = await self.target.ask(attempt.body, timeout)
+            transcript, extra = reply_transcript(reply, attempt.body["messages"])
+            line = faulted_line(transcript_line(attempt.case_id, attempt.repeat, transcript,
+                                                extra, elapsed_ms(sent)),
+                                transcript, attempt.body)
+            if "note" in line:  # its cost or usage was not one: the answer is kept
+                self._warn(f"{_where(attempt)}: {line['note']}")
+            return Answer(parse_response(line), line, transcript)
+        except TargetFailure as exc:
+            failure: TargetFailure = exc
+        except (ValueError, TypeError) as exc:  # MalformedReply, pydantic's errors too
+            failure = TargetFailure(f"malformed reply: {exc}", retryable=False)
+        return Fault(failure, failure.retryable, None, sent)
+
+    def gave_up(self, attempt: PlannedAttempt, fault: Fault, note: str) -> dict[str, Any]:
+        message = clean(f"{_where(attempt)}: {fault.failure}{note}", self.secrets)
+        return failure_line(attempt.case_id, attempt.repeat, ProviderFailure(
+            TARGET_ERROR, message, latency_ms=elapsed_ms(fault.sent)))
+
+    def keep(self, outcome: AttemptOutcome, extra: Any, cache: AnswerCache,
+             counters: RunCounters, stop: StopSwitch) -> None:
+        """Keep the request and its answer (a user turn's with the target's transcript);
+        count its spend, and show the first target errors."""
+        kept = extra if user_turn_of(outcome.attempt.body) is not None else None
+        cache.keep(outcome, self.model, self.request_record(outcome.attempt.body, kept))
         error = outcome.response.error
         if error is None:
-            self.counters.count_cost(outcome.response.cost)
+            counters.count_cost(outcome.response.cost)
         else:
             self._show(error.message)
-        return outcome, transcript
-
-    async def _ask(self, attempt: PlannedAttempt
-                   ) -> tuple[AttemptOutcome, list[dict[str, Any]] | None]:
-        started, tries = time.monotonic(), 0
-        while True:
-            self.stop.gate()  # no request starts after a stop, not even a retry
-            tries += 1
-            self.counters.requests += 1
-            sent = time.perf_counter()
-            try:
-                reply = await self.client.ask(attempt.body, self.timeout)
-                transcript, extra = reply_transcript(reply, attempt.body["messages"])
-                line = faulted_line(transcript_line(attempt.case_id, attempt.repeat, transcript,
-                                                    extra, elapsed_ms(sent)),
-                                    transcript, attempt.body)
-                if "note" in line:  # its cost or usage was not one: the answer is kept
-                    self._warn(f"{_where(attempt)}: {line['note']}")
-                return (AttemptOutcome(attempt, parse_response(line), line_text(line), tries),
-                        transcript)
-            except TargetFailure as exc:
-                failure: TargetFailure = exc
-            except (ValueError, TypeError) as exc:  # MalformedReply, pydantic's errors too
-                failure = TargetFailure(f"malformed reply: {exc}", retryable=False)
-            note = "" if not failure.retryable else self.policy.give_up(
-                tries, self._retries_left, time.monotonic() - started, None)
-            if note is not None:
-                message = clean(f"{_where(attempt)}: {failure}{note}", self.session.secrets)
-                line = failure_line(attempt.case_id, attempt.repeat, ProviderFailure(
-                    TARGET_ERROR, message, latency_ms=elapsed_ms(sent)))
-                return (AttemptOutcome(attempt, parse_response(line), line_text(line), tries),
-                        None)
-            self._retries_left -= 1
-            self.counters.retries += 1
-            await asyncio.sleep(self.policy.delay(tries, None, self.rng))
 
     def _warn(self, message: str) -> None:
         self._warned += 1

@@ -3,20 +3,22 @@ turns"): once per user turn, with the conversation so far (the case's messages, 
 own earlier transcripts, the new user messages) and the tools offered at that turn. Each user
 turn's request is cached on its own body, the target's transcript kept beside it to build the
 next request from, so a killed run resumes mid-conversation. The replies are joined into one
-`turns` line with `user_turn_ends`, as a model's conversation is recorded."""
+`turns` line with `user_turn_ends`, as a model's conversation is recorded. `TargetTurns` is
+what the one conversation loop (running.conversation) drives."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from callgate.running.cache import AnswerCache, line_text
-from callgate.running.conversation import Talk, reply_totals
-from callgate.running.plan import Conversation, PlannedAttempt
+from callgate.running.cache import AnswerCache
+from callgate.running.conversation import reply_totals
+from callgate.running.plan import Conversation, LaterTurn, PlannedAttempt
+from callgate.running.source import Asker
 from callgate.running.targets.contract import attempt_request, scheduled_faults
-from callgate.running.targets.session import TargetCaller, TargetSession
 from callgate.suites.responses import parse_response, read_turns
 from callgate.suites.suite import Suite
 
@@ -32,49 +34,59 @@ class _Answers:
     ending: str | None = None  # turn_limit: a user turn still calling tools at max_turns
 
 
-async def converse_target(
-    conversation: Conversation,
-    session: TargetSession,
-    suite: Suite,
-    cache: AnswerCache,
-    caller: TargetCaller | None,
-) -> Talk | None:
-    """Ask the target each user turn in order, until the last, a failure (the attempt's
-    target_error) or a user turn that reaches max_turns still calling tools. Without a caller,
-    only stored user turns are read: None when one is not stored."""
-    case = suite.cases[conversation.case_id]
-    messages, tools = list(conversation.messages), list(conversation.tools)
-    answers = _Answers()
-    transcript: list[dict[str, Any]] = []
-    schedule = scheduled_faults(suite, case, conversation.repeat)
-    made: Counter[str] = Counter()  # the target's calls per tool in the user turns so far
-    for user_turn in range(1 + len(conversation.user_turns)):
-        if user_turn:
-            later = conversation.user_turns[user_turn - 1]
-            messages = [*messages, *transcript, *later.messages]
-            tools = [*tools, *later.tools]
-        body = attempt_request(case, conversation.repeat, messages, tools, user_turn,
-                               faults=shifted(schedule, made, -1))
-        attempt = PlannedAttempt(conversation.case_id, conversation.repeat, session.key(body),
-                                 body)
+class TargetTurns:
+    """A target's conversation (running.source.Turns): each user turn asked in order, until
+    the last, a failure (the attempt's target_error) or a user turn that reaches max_turns
+    still calling tools."""
+
+    def __init__(self, conversation: Conversation, key: Callable[[dict[str, Any]], str],
+                 suite: Suite) -> None:
+        self.conversation = conversation
+        self.key = key  # the session's cache key of a request
+        self.case = suite.cases[conversation.case_id]
+        self.messages, self.tools = list(conversation.messages), list(conversation.tools)
+        self.answers = _Answers()
+        self.transcript: list[dict[str, Any]] = []
+        self.keys = self.answers.keys
+        self.cached = self.answers.cached
+        self.schedule = scheduled_faults(suite, self.case, conversation.repeat)
+        self.made: Counter[str] = Counter()  # the target's calls per tool in the user turns so far
+
+    async def answer(self, user_turn: int, later: LaterTurn | None, cache: AnswerCache,
+                     caller: Asker | None) -> bool | None:
+        conversation, answers, case = self.conversation, self.answers, self.case
+        if later is not None:
+            self.messages = [*self.messages, *self.transcript, *later.messages]
+            self.tools = [*self.tools, *later.tools]
+        body = attempt_request(case, conversation.repeat, self.messages, self.tools, user_turn,
+                               faults=shifted(self.schedule, self.made, -1))
+        attempt = PlannedAttempt(conversation.case_id, conversation.repeat,
+                                 self.key(body), body)
         answered = await _answer(attempt, cache, caller)
         if answered is None:
             return None
-        line, transcript, cached = answered
+        line, self.transcript, cached = answered
         answers.keys.append(attempt.key)
         answers.cached.append(cached)
         if line.get("error"):
             answers.error = line["error"]
-            break
-        answers.lines.append({**line, "faults": shifted(line["faults"], made, 1)}
+            return False
+        answers.lines.append({**line, "faults": shifted(line["faults"], self.made, 1)}
                              if line.get("faults") else line)
-        made.update(call_names(transcript))
+        self.made.update(call_names(self.transcript))
         if read_turns(case, parse_response(joined_line(conversation, answers))).hit_limit:
             answers.ending = "turn_limit"
-            break
-    line = joined_line(conversation, answers)
-    return Talk(conversation, parse_response(line), line_text(line), answers.keys,
-                answers.cached)
+            return False
+        return True
+
+    def so_far(self) -> list[dict[str, Any]]:
+        return [*self.messages, *self.transcript]
+
+    def line(self) -> dict[str, Any]:
+        return joined_line(self.conversation, self.answers)
+
+    def close(self) -> None:
+        return None
 
 
 def shifted(entries: list[dict[str, Any]], made: Counter[str], sign: int
@@ -97,7 +109,7 @@ def call_names(transcript: list[dict[str, Any]]) -> list[str]:
 
 
 async def _answer(
-    attempt: PlannedAttempt, cache: AnswerCache, caller: TargetCaller | None
+    attempt: PlannedAttempt, cache: AnswerCache, caller: Asker | None
 ) -> tuple[dict[str, Any], list[dict[str, Any]], bool] | None:
     """One user turn's reply line and the target's transcript, from the store when it holds
     both, else asked (None: not stored, and no caller). The flag says it was stored."""
@@ -112,7 +124,7 @@ async def _answer(
             return line, transcript, True
     if caller is None:
         return None
-    outcome, transcript = await caller.call_turn(attempt)
+    outcome, transcript = await caller.ask(attempt)
     return json.loads(outcome.line), transcript or [], False
 
 

@@ -1,0 +1,119 @@
+"""The simulated user of a run (`run --user`, docs/simulated-user.md): for a case with a
+`scenario`, each later user turn is written by a user model, asked through the one caller
+(running.calls) as a model source like any other, cached under its own request (the scenario's
+prompt and the conversation so far, seen from the user's side), so a rerun replays the same
+user turns from the store and asks nothing. The conversation ends when the user writes the stop
+token, or at the scenario's turn cap.
+
+Blame: a conversation that failed because of the user is the simulator's failure, not the
+agent's (`faults`, checked without a model): it ended the conversation before the agent made
+any call the case expects, or said a value the scenario keeps secret; its model failing is one
+too. Such an attempt is recorded as a `user_error`, excluded from the shares and counted
+apart."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from callgate.models.routes import ModelRoute
+from callgate.models.simulated_user import SimulatedUser
+from callgate.running.cache import AnswerCache
+from callgate.running.counters import RunCounters
+from callgate.running.plan import Conversation, LaterTurn, PlannedAttempt
+from callgate.running.source import Asker, Source
+from callgate.suites.cases import NoCall, Scenario
+from callgate.suites.responses import Response, parse_response
+from callgate.suites.suite import Case
+
+NOT_STORED = object()  # a user turn the store does not hold, and no caller to ask
+
+
+@dataclass
+class Played:
+    """What the simulated user of one conversation wrote, and how it ended."""
+
+    texts: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    stopped: bool = False  # it wrote the stop token (else: the turn cap, or an error)
+    error: str | None = None  # its model failed: why
+
+
+class UserPlayer:
+    """Writes the user turns of scenario cases: the user model as a source, its caller set
+    once some turn must be asked (None: only stored turns are read)."""
+
+    def __init__(self, user: SimulatedUser, source: Source, route: ModelRoute) -> None:
+        self.user = user
+        self.source = source  # the user model (running.model_source.ModelSource)
+        self.route = route
+        self.caller: Asker | None = None
+        self.counters = RunCounters()  # its requests, apart from the candidate's
+
+    def figures(self) -> dict[str, Any]:
+        """What the simulated user cost the run, for its summary."""
+        counters = self.counters
+        return {**self.user.record(), "requests": counters.requests,
+                "retries": counters.retries,
+                "spend_usd": counters.spend if counters.spend_known else None}
+
+    async def next_turn(self, conversation: Conversation, scenario: Scenario,
+                        so_far: list[dict[str, Any]], played: Played, cache: AnswerCache
+                        ) -> LaterTurn | object | None:
+        """The next user turn, None when the user is done (the stop token, the turn cap or a
+        failure: `played` says which), or NOT_STORED."""
+        if len(played.texts) >= scenario.max_user_turns:
+            return None
+        route = self.route
+        messages = self.user.messages(scenario, so_far)
+        key = route.cache_key(messages, [], conversation.repeat)
+        row = cache.stored_turn(key)
+        if row is not None:
+            line = json.loads(row["line"])
+        elif self.caller is None:
+            return NOT_STORED
+        else:
+            attempt = PlannedAttempt(conversation.case_id, conversation.repeat, key,
+                                     route.body(messages, []))
+            line = json.loads((await self.caller.call(attempt)).line)
+        played.keys.append(key)
+        reply = parse_response(line)
+        if reply.error is not None:
+            played.error = f"its model failed ({reply.error.kind}): {reply.error.message}"
+            return None
+        text = (reply.message.content if reply.message is not None else None) or ""
+        stop = self.user.spec.stop
+        if stop in text:
+            played.stopped = True
+            said = text.split(stop, 1)[0].strip()
+            if said:
+                played.texts.append(said)
+            return None
+        played.texts.append(text)
+        return LaterTurn([{"role": "user", "content": text}], [])
+
+
+def faults(case: Case, scenario: Scenario, played: Played, response: Response) -> list[str]:
+    """Why the simulated user, not the agent, would be to blame for this conversation
+    failing (empty: it played its part)."""
+    found = []
+    if played.error is not None:
+        found.append(played.error)
+    calls = sum(len(turn.tool_calls) for turn in response.turns or ())
+    if response.message is not None:
+        calls += len(response.message.tool_calls)
+    if played.stopped and calls == 0 and not isinstance(case.expect, NoCall):
+        found.append("it ended the conversation before the agent made any call")
+    for secret in scenario.secret:
+        if any(secret.casefold() in text.casefold() for text in played.texts):
+            found.append(f"it said {secret!r}, which the scenario keeps secret")
+    return found
+
+
+def blamed_line(line: dict[str, Any], reasons: list[str]) -> dict[str, Any]:
+    """A conversation's line recorded as the simulated user's failure, its turns kept."""
+    kept: dict[str, Any] = {key: line[key] for key in ("case_id", "repeat", "turns")
+                            if key in line}
+    return {**kept, "error": {"kind": "user_error", "message": "; ".join(reasons)}}
+
