@@ -21,7 +21,7 @@ from jsonschema import Draft7Validator
 from callgate.checks.attempt import Attempt
 from callgate.checks.kinds import CHECKS, bfcl_multi_turn
 from callgate.checks.kinds.calls import right_single_call
-from callgate.checks.parsing import parse_calls
+from callgate.checks.parsing import ParsedCall, parse_calls
 from callgate.checks.replay import Replay, agent_run
 from callgate.checks.schema import argument_problems
 from callgate.checks.verdict import ServerErrors, ToolVerdict, Verdict
@@ -94,16 +94,11 @@ def check_response(
     problems = argument_problems(calls, schemas, validators)
 
     replayed: Replay | None = None
+    started: bfcl_multi_turn.Started | None = None
     failure: str | None = None  # why the environment failed, if it did
     if environment is not None:
-        # Run the calls again: the environment failing on them is the environment's fault.
-        try:
-            replayed = agent_run(
-                environment, case, calls, schemas, validators,
-                track=isinstance(expect, FinalState), call_turns=call_turns,
-            )
-        except EnvironmentError_ as exc:
-            failure = str(exc)
+        replayed, started, failure = _run_again(environment, case, calls, schemas, validators,
+                                                call_turns)
     if failure is None and response.finish_reason == "environment_error":  # set by the live loop
         failure = "the environment failed during the run"
     if failure is not None and problems is None:
@@ -140,13 +135,31 @@ def check_response(
     if fast is not None:
         return fast
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
-                      environment, replayed, failure, call_turns)
+                      environment, replayed, failure, call_turns, started)
     verdict = CHECKS[expect.type](attempt, expect)
     if case.never_right is not None and verdict.right_arguments:
         return verdict.model_copy(update={
             "right_arguments": False, "arguments": "wrong_value",
             "arguments_reason": f"no answer can be right here: {case.never_right}"})
     return verdict
+
+
+def _run_again(environment: EnvironmentFactory, case: Case, calls: list[ParsedCall],
+               schemas: Mapping[str, Mapping[str, Any]],
+               validators: Mapping[str, Draft7Validator], call_turns: list[int]
+               ) -> tuple[Replay | None, bfcl_multi_turn.Started | None, str | None]:
+    """The calls run again: the environment failing on them is the environment's fault
+    (the replay, what the check plays on, or why the environment failed). BFCL's classes
+    answer every call, an error too: only starting them can fail, so the two sets of instances
+    its check plays on are started instead."""
+    try:
+        if isinstance(case.expect, BfclMultiTurn) and bfcl_multi_turn.plays_on(environment):
+            return None, bfcl_multi_turn.start(environment, case), None
+        return agent_run(environment, case, calls, schemas, validators,
+                         track=isinstance(case.expect, FinalState),
+                         call_turns=call_turns), None, None
+    except EnvironmentError_ as exc:
+        return None, None, str(exc)
 
 
 def counted_server_error(base: dict[str, Any], case: Case, error: ProviderError) -> Verdict:
