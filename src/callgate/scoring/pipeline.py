@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -368,10 +368,40 @@ def score_file(
 
     Returns the RunResult (run id, scores, failures, case ids with no response, and the
     "not a result" record when most attempts were excluded)."""
-    multi_turn = {case_id for case_id, case in suite.cases.items() if suite.loops(case)}
-    user_turns = {case_id: case for case_id, case in suite.cases.items() if case.user_turns}
-    stream = read_response_lines(responses_path, set(suite.cases), multi_turn, user_turns)
+    stream = read_response_lines(responses_path, suite.cases.keys(), _Looping(suite),
+                                 _WithUserTurns(suite))
     return score_responses(suite, stream, store, model=model, release=release,
                            keep_verdicts=keep_verdicts, judge=judge, shard=shard,
                            server_errors=server_errors, agent=agent,
                            max_excluded=max_excluded)
+
+
+class _Looping(Container[str]):
+    """The ids of the suite's cases whose calls get results (`Suite.loops`), each case built
+    only when a response names it."""
+
+    def __init__(self, suite: Suite) -> None:
+        self._suite = suite
+
+    def __contains__(self, case_id: object) -> bool:
+        cases = self._suite.cases
+        return case_id in cases and self._suite.loops(cases[str(case_id)])
+
+
+class _WithUserTurns(Mapping[str, Case]):
+    """The suite's cases with later user turns, by id, each built only when asked for."""
+
+    def __init__(self, suite: Suite) -> None:
+        self._cases = suite.cases
+
+    def __getitem__(self, case_id: str) -> Case:
+        case = self._cases[case_id]
+        if not case.user_turns:
+            raise KeyError(case_id)
+        return case
+
+    def __iter__(self) -> Iterator[str]:
+        return (case_id for case_id, case in self._cases.items() if case.user_turns)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
