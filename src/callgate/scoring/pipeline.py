@@ -69,9 +69,12 @@ class Recorder:
 
             self.judged_tally = JudgedTally()
 
-    def check(self, response: Response) -> Verdict:
-        """The deterministic checks of one answer (they may run the suite's environment)."""
-        case, suite = self.suite.cases[response.case_id], self.suite
+    def check(self, response: Response, case: Case | None = None) -> Verdict:
+        """The deterministic checks of one answer (they may run the suite's environment);
+        `case` is its case, when the caller has it already."""
+        suite = self.suite
+        if case is None:
+            case = suite.cases[response.case_id]
         return check_response(
             case, response, suite.parameter_schemas, suite.validators, rules=suite.match,
             environment=suite.environment, server_errors=self.server_errors,
@@ -81,7 +84,7 @@ class Recorder:
             checked: Verdict | None = None) -> Verdict:
         """Record one answer; `checked` is its `check`, when the caller ran it already."""
         case = self.suite.cases[response.case_id]
-        verdict = checked if checked is not None else self.check(response)
+        verdict = checked if checked is not None else self.check(response, case)
         if verdict.status == "pending_judge" and self.judge is not None:
             # Judged in one concurrent batch at the end (judge_pending); the rows wait too.
             self._awaiting_judge.append((case, response, body, verdict))
