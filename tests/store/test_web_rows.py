@@ -192,3 +192,22 @@ def test_a_catalogue_not_shaped_as_function_tools_names_nothing_and_does_not_cra
     tools = [1, "x", {"function": "x"}, {"function": {"name": 3}}, {"function": {}},
              {"function": {"name": "b"}}, {"function": {"name": "a"}}]
     assert tool_names(tools) == ["a", "b"]  # type: ignore[arg-type]
+
+
+def test_many_tools_are_found_in_a_line_as_a_search_for_each_finds_them() -> None:
+    """With many tools a line's quoted pieces are looked up instead of searching the line for
+    each name: the same tools are found, escaped quotes, a quote in a name, a name inside a
+    longer string and a name in a key included."""
+    from callgate.store.web_rows import _named, tool_needle
+
+    tools = [f"t{i}" for i in range(30)] + ['say "hi"', "cd", "ls", "ünï", "a\\b", "", "x y"]
+    needles = [(tool, tool_needle(tool)) for tool in tools]
+    bodies = [
+        '{"name": "cd", "arguments": "{\\"folder\\": \\"ls\\"}"}',  # ls only as \"ls\"
+        '{"t3": 1, "text": "t4 and \\"t5\\"", "say \\"hi\\"": "cd"}',
+        '{"content": "\\"t7\\"", "x": "\\u00fcn\\u00ef", "y": "ünï", "z": "x y"}',
+        '{"a": "a\\\\b", "b": "", "c": "t1t2", "d": "t10"}', '"', '""', "", "t2",
+    ]
+    for body in bodies:
+        assert _named(body, needles) == [t for t, n in needles if n in body], body
+    assert _named(bodies[0], needles) == ["cd"]

@@ -36,6 +36,7 @@ class Attempt(NamedTuple):
     agent_run: Replay | None
     failure: str | None
     call_turns: Sequence[int] = ()  # the user turn of each call (none: all in turn 0)
+    started: Any = None  # what a kind's check plays on, started by check_response (or None)
 
     @property
     def names(self) -> list[str]:

@@ -102,16 +102,11 @@ def check_response(
     problems = argument_problems(calls, schemas, validators)
 
     replayed: Replay | None = None
+    started: bfcl_multi_turn.Started | None = None
     failure: str | None = None  # why the environment failed, if it did
     if environment is not None:
-        # Run the calls again: the environment failing on them is the environment's fault.
-        try:
-            replayed = agent_run(
-                environment, case, calls, schemas, validators,
-                track=isinstance(expect, FinalState), call_turns=call_turns,
-            )
-        except EnvironmentError_ as exc:
-            failure = str(exc)
+        replayed, started, failure = _run_again(environment, case, calls, schemas, validators,
+                                                call_turns)
     if failure is None and response.finish_reason == "environment_error":  # set by the live loop
         failure = "the environment failed during the run"
     if failure is not None and problems is None:
@@ -151,7 +146,7 @@ def check_response(
     if fast is not None:
         return _policed(policies, case, calls, call_turns, trace, fast)
     attempt = Attempt(base, case, calls, steps, problems, rules, schemas, validators,
-                      environment, replayed, failure, call_turns)
+                      environment, replayed, failure, call_turns, started)
     verdict = CHECKS[expect.type](attempt, expect)
     if case.never_right is not None and verdict.right_arguments:
         verdict = verdict.model_copy(update={
@@ -171,6 +166,24 @@ def _policed(policies: Policies | None, case: Case, calls: list[ParsedCall],
     found = violations(applied, calls, call_turns) + unsupported_claims(
         applied.claims, trace[0], calls, trace[1])
     return verdict.model_copy(update={"violations": found}) if found else verdict
+
+
+def _run_again(environment: EnvironmentFactory, case: Case, calls: list[ParsedCall],
+               schemas: Mapping[str, Mapping[str, Any]],
+               validators: Mapping[str, Draft7Validator], call_turns: list[int]
+               ) -> tuple[Replay | None, bfcl_multi_turn.Started | None, str | None]:
+    """The calls run again: the environment failing on them is the environment's fault
+    (the replay, what the check plays on, or why the environment failed). BFCL's classes
+    answer every call, an error too: only starting them can fail, so the two sets of instances
+    its check plays on are started instead."""
+    try:
+        if isinstance(case.expect, BfclMultiTurn) and bfcl_multi_turn.plays_on(environment):
+            return None, bfcl_multi_turn.start(environment, case), None
+        return agent_run(environment, case, calls, schemas, validators,
+                         track=isinstance(case.expect, FinalState),
+                         call_turns=call_turns), None, None
+    except EnvironmentError_ as exc:
+        return None, None, str(exc)
 
 
 def counted_server_error(base: dict[str, Any], case: Case, error: ProviderError) -> Verdict:

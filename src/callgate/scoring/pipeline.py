@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -84,9 +84,12 @@ class Recorder:
 
             self.judged_tally = JudgedTally()
 
-    def check(self, response: Response) -> Verdict:
-        """The deterministic checks of one answer (they may run the suite's environment)."""
-        case, suite = self.suite.cases[response.case_id], self.suite
+    def check(self, response: Response, case: Case | None = None) -> Verdict:
+        """The deterministic checks of one answer (they may run the suite's environment);
+        `case` is its case, when the caller has it already."""
+        suite = self.suite
+        if case is None:
+            case = suite.cases[response.case_id]
         return check_response(
             case, response, suite.parameter_schemas, suite.validators, rules=suite.match,
             environment=suite.environment, server_errors=self.server_errors,
@@ -101,7 +104,7 @@ class Recorder:
             response = replayed(self.suite, case, response)
         except FaultReplayError as exc:
             raise CallgateError(str(exc)) from None
-        verdict = checked if checked is not None else self.check(response)
+        verdict = checked if checked is not None else self.check(response, case)
         if verdict.status == "pending_judge" and self.judge is not None:
             # Judged in one concurrent batch at the end (judge_pending); the rows wait too.
             self._awaiting_judge.append((case, response, body, verdict))
@@ -414,10 +417,40 @@ def score_file(
 
     Returns the RunResult (run id, scores, failures, case ids with no response, and the
     "not a result" record when most attempts were excluded)."""
-    multi_turn = {case_id for case_id, case in suite.cases.items() if suite.loops(case)}
-    user_turns = {case_id: case for case_id, case in suite.cases.items() if case.user_turns}
-    stream = read_response_lines(responses_path, set(suite.cases), multi_turn, user_turns)
+    stream = read_response_lines(responses_path, suite.cases.keys(), _Looping(suite),
+                                 _WithUserTurns(suite))
     return score_responses(suite, stream, store, model=model, release=release,
                            keep_verdicts=keep_verdicts, judge=judge, shard=shard,
                            server_errors=server_errors, agent=agent,
                            max_excluded=max_excluded, behaviour=behaviour)
+
+
+class _Looping(Container[str]):
+    """The ids of the suite's cases whose calls get results (`Suite.loops`), each case built
+    only when a response names it."""
+
+    def __init__(self, suite: Suite) -> None:
+        self._suite = suite
+
+    def __contains__(self, case_id: object) -> bool:
+        cases = self._suite.cases
+        return case_id in cases and self._suite.loops(cases[str(case_id)])
+
+
+class _WithUserTurns(Mapping[str, Case]):
+    """The suite's cases with later user turns, by id, each built only when asked for."""
+
+    def __init__(self, suite: Suite) -> None:
+        self._cases = suite.cases
+
+    def __getitem__(self, case_id: str) -> Case:
+        case = self._cases[case_id]
+        if not case.user_turns:
+            raise KeyError(case_id)
+        return case
+
+    def __iter__(self) -> Iterator[str]:
+        return (case_id for case_id, case in self._cases.items() if case.user_turns)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

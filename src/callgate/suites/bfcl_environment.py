@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import hashlib
 import importlib
 import inspect
@@ -74,6 +75,21 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def copied(value: Any) -> Any:
+    """A deep copy of `value`; JSON's values (what a case's state and a call's arguments are)
+    copied without copy.deepcopy's bookkeeping, anything else by it."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copied(item) for key, item in value.items()}
+    if kind is list:
+        return [copied(item) for item in value]
+    if kind is tuple:  # a call's positional arguments
+        return tuple(copied(item) for item in value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    return copy.deepcopy(value)
+
+
 def _loaded_from(module: ModuleType | None) -> str:
     return str(getattr(module, "__file__", "") or "")
 
@@ -124,6 +140,9 @@ class BfclEnvironments:
         self.sha256 = found
         self._classes: dict[str, type] = {}
         self._mapping: tuple[dict[str, str], list[str]] | None = None
+        # Per class, the names of its instances' public methods (as inspect.getmembers finds
+        # them on the first instance: the same for every instance of a class).
+        self._method_names: dict[str, list[str]] = {}
 
     def _module_of(self, class_name: str) -> tuple[str, bool]:
         """BFCL's module of a class, and whether the class is stateless (no scenario)."""
@@ -147,9 +166,19 @@ class BfclEnvironments:
         with _RUNNING:
             instance = self._classes[class_name]()
             if not stateless:
-                instance._load_scenario(copy.deepcopy(dict(config.get(class_name, {}))),
+                instance._load_scenario(copied(dict(config.get(class_name, {}))),
                                         long_context=long_context)
         return instance
+
+    def methods(self, class_name: str, instance: Any) -> list[tuple[str, Callable[..., Any]]]:
+        """The instance's public methods, by name in name order (inspect.getmembers' order),
+        the names found once per class."""
+        names = self._method_names.get(class_name)
+        if names is None:
+            names = [name for name, _ in inspect.getmembers(instance, predicate=inspect.ismethod)
+                     if not name.startswith("_")]
+            self._method_names[class_name] = names
+        return [(name, getattr(instance, name)) for name in names]
 
     def __call__(self, state: dict[str, Any]) -> BfclEnvironment:
         return BfclEnvironment(self, state)
@@ -209,6 +238,15 @@ def public_attributes(instance: Any) -> dict[str, Any]:
 def parse_source_call(text: str) -> tuple[str, list[Any], dict[str, Any]]:
     """A ground-truth call as BFCL writes it, `cd(folder='document')`, read without running
     it: the name, and the positional and keyword arguments (Python literals only)."""
+    name, args, kwargs = _read_call(text)
+    return name, copied(args), copied(kwargs)
+
+
+@functools.lru_cache(maxsize=16384)
+def _read_call(text: str) -> tuple[str, list[Any], dict[str, Any]]:
+    """parse_source_call's reading, once per text (a suite's ground truth repeats its calls:
+    BFCL's 800 multi-turn entries make 4,625 calls of 712 texts). Never handed out as it is:
+    parse_source_call copies it, and a call copies its arguments before they are run."""
     try:
         node = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as exc:
@@ -247,9 +285,7 @@ class BfclEnvironment:
                 raise BfclFailure(_why_not_started(class_name, exc)) from exc
             self.instances[class_name] = instance
             # A later class's method of the same name wins, as in BFCL's mapping.
-            for name, method in inspect.getmembers(instance, predicate=inspect.ismethod):
-                if not name.startswith("_"):
-                    self._methods[name] = method
+            self._methods.update(factory.methods(class_name, instance))
 
     def call(self, name: str, /, *args: Any, **kwargs: Any) -> ToolText:
         """The model's (or a reference) call `name(*args, **kwargs)`, answered as BFCL does:
@@ -261,14 +297,14 @@ class BfclEnvironment:
             return ToolText(f"Error during execution: name '{name}' is not defined")
         with _RUNNING:
             try:
-                result = method(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+                result = method(*copied(args), **copied(kwargs))
             except Exception as exc:  # BFCL answers every exception as text
                 return ToolText(f"Error during execution: {exc}")
             return ToolText(render(result))
 
     def call_source(self, text: str) -> str:
         """A ground-truth call as BFCL writes it (`parse_source_call`), answered."""
-        name, args, kwargs = parse_source_call(text)
+        name, args, kwargs = _read_call(text)  # copied by call()
         return self.call(name, *args, **kwargs)
 
     def run_all(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:

@@ -10,7 +10,7 @@ one's answers end (`user_turn_ends`, read by `read_turns`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -334,7 +334,8 @@ def twice_given(text: str, keys: Iterable[str]) -> str | None:
 
 
 def read_response_lines(
-    path: Path | str, case_ids: set[str] | None = None, multi_turn: set[str] | None = None,
+    path: Path | str, case_ids: Container[str] | None = None,
+    multi_turn: Container[str] | None = None,
     user_turns: Mapping[str, Case] | None = None,
 ) -> Iterator[tuple[Response, str]]:
     """Stream (response, raw line) pairs from a JSON Lines file, checking each line.

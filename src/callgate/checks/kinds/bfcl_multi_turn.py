@@ -24,7 +24,7 @@ from callgate.suites.bfcl_environment import (
     public_attributes,
 )
 from callgate.suites.cases import NOT_OFFERED, BfclMultiTurn, Case
-from callgate.suites.environment import EnvironmentError_, fresh
+from callgate.suites.environment import EnvironmentError_, EnvironmentFactory
 from callgate.suites.responses import ReadTurns, Response
 
 KIND = "bfcl_multi_turn"
@@ -144,14 +144,39 @@ def _failed(attempt: Attempt, turn: int, steps: list[list[Call]], ground: list[s
                           lambda: f"{where}: {why}")
 
 
-def check(attempt: Attempt, expect: BfclMultiTurn) -> Verdict:
-    factory = attempt.environment
-    if not isinstance(factory, BfclEnvironments):
-        raise ValueError(f"case {attempt.case.id}: a bfcl_multi_turn expectation needs a BFCL "
-                         "environment")
-    state = attempt.case.state or {}
+# The model's instances and the ground truth's, started for one attempt.
+Started = tuple[BfclEnvironment, BfclEnvironment]
+
+
+def plays_on(factory: EnvironmentFactory | None) -> bool:
+    return isinstance(factory, BfclEnvironments)
+
+
+def _fresh(factory: BfclEnvironments, state: dict[str, Any]) -> BfclEnvironment:
+    """A new set of BFCL's instances, as suites.environment.fresh starts one (the state is not
+    copied first: BfclEnvironment only reads it, and copies each class's configuration)."""
     try:
-        model, reference = (cast(BfclEnvironment, fresh(factory, state)) for _ in range(2))
+        return factory(state)
+    except EnvironmentError_:
+        raise
+    except Exception as exc:
+        raise EnvironmentError_(f"the environment could not start: {exc!r}") from exc
+
+
+def start(factory: EnvironmentFactory | None, case: Case) -> Started:
+    """The two sets of instances an attempt's check plays on; EnvironmentError_ when BFCL's
+    classes cannot start."""
+    if not isinstance(factory, BfclEnvironments):
+        raise ValueError(f"case {case.id}: a bfcl_multi_turn expectation needs a BFCL "
+                         "environment")
+    state = case.state or {}
+    return _fresh(factory, state), _fresh(factory, state)
+
+
+def check(attempt: Attempt, expect: BfclMultiTurn) -> Verdict:
+    try:
+        model, reference = cast(Started, attempt.started) or start(attempt.environment,
+                                                                   attempt.case)
     except EnvironmentError_ as exc:
         return Verdict(**attempt.base, status="environment_error", calls=len(attempt.calls),
                        tool_reason=f"environment error, not the model's: {exc}")
