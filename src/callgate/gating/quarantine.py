@@ -47,6 +47,9 @@ class GateSettings(BaseModel):
     per_tool: bool = False
     per_tag: list[str] = Field(default_factory=list)
     alpha: float = Field(default=0.05, gt=0, lt=1)
+    # `run --perturb`: fail when the robustness figure is more than this many points below the
+    # baseline release's (docs/robustness.md); None: not gated
+    robustness_max_drop: float | None = Field(default=None, ge=0)
 
 
 class QuarantineFile(BaseModel):

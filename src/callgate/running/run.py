@@ -13,6 +13,7 @@ serve as a baseline."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import random
 from collections.abc import Mapping
@@ -162,6 +163,8 @@ class LiveRunner:
     async def _run(self, target: TargetSession | None) -> LiveRun:
         settings, shard = self.settings, self.settings.shard
         route = route_for(self.candidate)
+        if settings.perturbation is not None:
+            route = dataclasses.replace(route, salt=settings.perturbation)
         most = max([settings.repeats, *settings.case_repeats.values()])
         if target is None:
             attempts = plan(self.suite, route, most)
@@ -209,6 +212,7 @@ class LiveRunner:
                     shard=(shard.index, shard.count) if shard else None,
                     model=self.candidate.model, model_params=self.candidate.parameters(),
                     tool_surface=surface_json(self.suite),
+                    perturbation=settings.perturbation,
                 )
             recorder = Recorder(self.suite, self.store, run_id,
                                 keep_verdicts=self.keep_verdicts, judge=self.judge,

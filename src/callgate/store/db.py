@@ -258,11 +258,14 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         model: str | None = None,
         model_params: Mapping[str, Any] | None = None,
         tool_surface: str | None = None,
+        perturbation: str | None = None,
     ) -> int:
         """Create the run row for (suite, agent, release), with status "running"; `model` is
         the model id it runs with (default: the agent's name), `model_params` the parameters
         it is called with; `shard` is (K, N) for a run of shard K of N; `tool_surface` the
-        suite's tool surface as JSON (callgate.suites.surface.surface_json).
+        suite's tool surface as JSON (callgate.suites.surface.surface_json); `perturbation`
+        marks a run made with the surface worded another way (JSON, suites/perturb.py): it
+        replaces only a run of the same perturbation, and no read of releases sees it.
 
         An earlier run of the release is not dropped here: it stays, and stays the one that
         find_run() and runs() see, until this run finishes (finish_run with status "done").
@@ -277,6 +280,9 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             if tool_surface is not None:
                 self.db.execute("UPDATE runs SET tool_surface = ? WHERE id = ?",
                                 [tool_surface, run_id])
+            if perturbation is not None:
+                self.db.execute("UPDATE runs SET perturbation = ? WHERE id = ?",
+                                [perturbation, run_id])
             return run_id
 
     def _insert_run(
@@ -356,8 +362,10 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
                 earlier = self.db.execute(
                     "SELECT runs.id, runs.status, run_owners.host, run_owners.pid, runs.shards "
                     "FROM runs LEFT JOIN run_owners ON run_owners.run = runs.id "
-                    "WHERE suite_name = ? AND agent = ? AND release = ? AND id < ?",
-                    [row["suite_name"], row["agent"], row["release"], run_id],
+                    "WHERE suite_name = ? AND agent = ? AND release = ? AND id < ? "
+                    "AND perturbation IS ?",
+                    [row["suite_name"], row["agent"], row["release"], run_id,
+                     row.get("perturbation")],
                 ).fetchall()
                 # A run another live process is still writing stays: deleting it would pull
                 # its rows from under that process (FOREIGN KEY constraint failed).
@@ -375,6 +383,7 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             "UPDATE runs SET gate = (SELECT older.gate FROM runs AS older "
             "WHERE older.suite_name = runs.suite_name AND older.agent = runs.agent "
             "AND older.release = runs.release AND older.id < runs.id AND older.gate IS NOT NULL "
+            "AND older.perturbation IS runs.perturbation "
             "ORDER BY older.id DESC LIMIT 1) WHERE id = ? AND gate IS NULL", [run_id])
         self.db.execute(
             "UPDATE runs SET gate = NULL WHERE id = ? AND (json_extract(gate, '$.released') "
@@ -426,7 +435,7 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         rows = list(
             self.db.query(
                 "SELECT * FROM runs WHERE suite_name = ? AND agent = ? AND release = ? "
-                "AND status = 'done' ORDER BY id DESC LIMIT 1",
+                "AND status = 'done' AND perturbation IS NULL ORDER BY id DESC LIMIT 1",
                 [suite_name, agent, release],
             )
         )
@@ -454,6 +463,18 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
                     ) -> list[StoredRun]:
         """`runs`, each with its JSON columns parsed once."""
         return [StoredRun(row) for row in self.runs(agent, suite_name)]
+
+    def perturbed_runs(self, suite_name: str, agent: str, release: str
+                       ) -> list[dict[str, Any]]:
+        """The newest finished run of each perturbation of a release (`run --perturb`), oldest
+        first."""
+        return list(self.db.query(
+            "SELECT * FROM runs WHERE suite_name = ? AND agent = ? AND release = ? "
+            "AND status = 'done' AND perturbation IS NOT NULL AND id = (SELECT MAX(newer.id) "
+            "FROM runs AS newer WHERE newer.suite_name = runs.suite_name "
+            "AND newer.agent = runs.agent AND newer.release = runs.release "
+            "AND newer.status = 'done' AND newer.perturbation = runs.perturbation) "
+            "ORDER BY id", [suite_name, agent, release]))
 
     def verdicts(self, run_id: int) -> Iterator[dict[str, Any]]:
         return self.db.query(

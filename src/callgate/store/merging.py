@@ -55,7 +55,8 @@ class MergeRecords(StoreBase):
         self._merge_person_labels(source)
         touched: dict[int, list[StoredRun]] = {}
         for run in source.db.query(
-                "SELECT * FROM runs WHERE status = 'done' ORDER BY created_at, id"):
+                "SELECT * FROM runs WHERE status = 'done' AND perturbation IS NULL "
+                "ORDER BY created_at, id"):
             target, added = self._merge_run(source, run)
             if added:
                 touched.setdefault(target, []).append(StoredRun(run))

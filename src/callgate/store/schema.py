@@ -33,9 +33,10 @@ CREATE TABLE IF NOT EXISTS runs (
 # Stores made before: one row per release, enforced; rebuilt without the constraint on opening.
 _OLD_UNIQUE = re.compile(r"UNIQUE\s*\(\s*suite_name\s*,\s*model\s*,\s*release\s*\)")
 _NEWEST_DONE = (
-    "status = 'done' AND id = (SELECT MAX(newer.id) FROM runs AS newer "
+    "status = 'done' AND perturbation IS NULL AND id = (SELECT MAX(newer.id) FROM runs AS newer "
     "WHERE newer.suite_name = runs.suite_name AND newer.agent = runs.agent "
-    "AND newer.release = runs.release AND newer.status = 'done')"
+    "AND newer.release = runs.release AND newer.status = 'done' "
+    "AND newer.perturbation IS NULL)"
 )
 
 SCHEMA = RUNS_TABLE + """
@@ -407,6 +408,19 @@ def m015_slice_tallies(conn: sqlite3.Connection) -> None:
             "SELECT DISTINCT run FROM case_tallies").fetchall():
         write_slice_tallies(conn, run_id)
 
+
+
+@migration
+def m016_runs_perturbation(conn: sqlite3.Connection) -> None:
+    """runs.perturbation: for a run made with the tool surface worded another way (`run
+    --perturb`, suites/perturb.py), what it was (JSON: kind, seed, fingerprint, detail); NULL
+    for a clean run. A perturbed run is kept beside its release's clean run, never replaces it
+    and is never a release of its own: the reads of releases see clean runs only."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "perturbation" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN perturbation TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_perturbed "
+                 "ON runs (suite_name, agent, release) WHERE perturbation IS NOT NULL")
 
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))

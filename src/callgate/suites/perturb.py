@@ -452,8 +452,8 @@ def formatted(text: str, style: str) -> str:
     """A system prompt in another format, its words kept (BFCL v4's format sensitivity)."""
     if style == "xml":
         return f"<instructions>\n{text.strip()}\n</instructions>"
-    if style == "plain":
-        return " ".join(text.split())
+    if style == "plain":  # one paragraph under a label: lines and list marks gone
+        return "Instructions: " + " ".join(w for w in text.split() if w not in ("-", "*"))
     if style == "json":
         return json.dumps({"instructions": text.strip()}, ensure_ascii=False)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
