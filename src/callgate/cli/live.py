@@ -339,9 +339,8 @@ def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool
             f"stored as run {result.run_id} in {db}",
             highlight=False,
         )
-        for text in (perturbed.robustness.lines()
-                     if perturbed is not None and perturbed.robustness is not None else ()):
-            Console().print(text, highlight=False, soft_wrap=True)
+        if perturbed is not None:
+            _print_perturbed(perturbed)
     if live.budget:
         err.print(f"[yellow]budget:[/yellow] {live.budget}. The answers are stored; run the "
                   "same command again (with a larger budget) to resume.", highlight=False)
@@ -367,6 +366,17 @@ def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool
                 Console().print(("" if index == 0 else "  ") + text, highlight=False,
                                 soft_wrap=True)
         raise typer.Exit(adaptive.exit_code)
+
+
+def _print_perturbed(perturbed: Any) -> None:
+    """`run --perturb`'s runs, one line each, then the robustness figures."""
+    out = Console()
+    for item in perturbed.summary():
+        label = item["kind"] + (f" ({item['detail']})" if item["detail"] else "")
+        out.print(f"{label}: {item['called']} attempt(s) called, {item['cached']} from the "
+                  f"store; stored as run {item['run_id']}", highlight=False)
+    for text in perturbed.robustness.lines() if perturbed.robustness is not None else ():
+        out.print(text, highlight=False, soft_wrap=True)
 
 
 def _print_estimate(suite: Any, candidate: Any, settings: Any, db: Path, as_json: bool) -> None:
