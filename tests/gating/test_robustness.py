@@ -7,6 +7,7 @@ releases."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 from conftest import KEY, KEY_ENV, LOOKUP, write_suite
 from factories import TRACK_SHIPMENT
 from live_runs import candidate, settings
-from loopback import Loopback
+from loopback import Loopback, ok, tool_call, turn_of
 from name_model import NameModel
 
 from callgate.cli.perturbing import PerturbedRuns, run_perturbed, specs_of
@@ -184,3 +185,29 @@ def test_a_bad_team_file_stops_before_any_call(suite: Suite, tmp_path: Path) -> 
         with pytest.raises(Exception, match="already a tool's name"):
             _perturbed(server, store, suite, "r1", [f"rename={tmp_path / 'names.json'}"])
         assert server.requests == [] and store.runs() == []
+
+
+def test_a_conversation_gets_its_results_under_masked_names(tmp_path: Path) -> None:
+    """A case whose calls get scripted results: the masked call is answered as the tool it
+    stands for, the next turn is sent the masked name back, and the trajectory is right."""
+    described = LOOKUP["function"]["description"]
+
+    def reply(request: dict[str, Any]) -> Any:
+        if turn_of(request):
+            return ok(content="It has shipped.")
+        name = next(t["function"]["name"] for t in request["tools"]
+                    if t["function"]["description"] == described)
+        return ok(calls=[tool_call(name, {"order_id": "ord_1"}, "m0")])
+
+    case = {"id": "loop", "messages": [{"role": "user", "content": "[loop] where is ord_1?"}],
+            "expect": {"type": "trajectory", "calls": [{"tool": "lookup_order",
+                                                        "args": {"order_id": "ord_1"}}]},
+            "tool_results": [{"tool": "lookup_order", "result": {"status": "shipped"}}]}
+    suite = load_suite(write_suite(tmp_path / "suite", [case], TOOLS))
+    with Loopback(default=reply) as server, Store(tmp_path / "callgate.db") as store:
+        out = _perturbed(server, store, suite, "r1", ["mask-names"], repeats=1)
+        second = server.requests[-1].body["messages"]
+    (_, masked), = out.runs
+    assert masked.result.verdicts[0].right_arguments
+    assert second[-2]["tool_calls"][0]["function"]["name"].startswith("tool_")
+    assert json.loads(second[-1]["content"]) == {"status": "shipped"}
