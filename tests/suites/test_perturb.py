@@ -65,6 +65,7 @@ def _sent(suite: Suite, case_id: str) -> list[str]:
 def test_mask_names_offers_opaque_names_and_maps_calls_back_exactly(suite: Suite) -> None:
     masked, variant = perturbed_suite(suite, Spec("mask-names", seed=4))
     assert sorted(variant.renamed.values()) == ["tool_1", "tool_2", "tool_3"]
+    assert {variant.called_as[sent]: sent for sent in variant.called_as} == variant.renamed
     assert sorted(_sent(masked, "look")) == ["tool_1", "tool_2", "tool_3"]
     assert _sent(masked, "only") == [variant.renamed["lookup_order"],
                                      variant.renamed["cancel_order"]]
