@@ -186,7 +186,6 @@ def run_command(
     Answers are stored as they arrive: run the same command again to resume, or to re-score
     with zero calls.
     """
-    from callgate.cli.perturbing import run_perturbed, specs_of
     from callgate.cli.until_decided import until_decided as decide_adaptively
     from callgate.gating.quarantine import gate_settings
     from callgate.models.config import DEFAULT_CONFIG, load_config, parse_params, resolve_candidate
@@ -253,7 +252,11 @@ def run_command(
             max_cost=max_cost,
             max_attempts=max_attempts,
         )
-        specs = specs_of(perturb or [], perturb_seed)
+        specs: list[Any] = []
+        if perturb:  # its modules only for a run that perturbs (they cost an import)
+            from callgate.cli.perturbing import run_perturbed, specs_of
+
+            specs = specs_of(perturb, perturb_seed)
         _perturb_alone(bool(specs), target=target, estimate=estimate,
                        until_decided=until_decided)
         if estimate:
