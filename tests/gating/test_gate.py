@@ -452,8 +452,8 @@ def kept_and_tallied(store: Store, run_id: int) -> tuple[dict, dict]:
 
 def test_the_tallies_kept_when_a_run_finishes_equal_its_verdicts_tallied(
         tmp_path: Path) -> None:
+    from callgate.store.columns import VERDICT_COLUMNS
     from callgate.store.db import Store
-    from callgate.store.schema import VERDICT_COLUMNS
     from callgate.suites.suite import load_suite
 
     db, runs = scored_store(tmp_path)

@@ -11,6 +11,7 @@ from factories import calls, case, line, message, tool_call, write_lines, write_
 
 from callgate.report.history import history_rows
 from callgate.scoring.pipeline import score_file
+from callgate.store.columns import RESPONSE_COLUMNS
 from callgate.store.db import Store
 from callgate.store.gate_rows import recount_argument_failures
 from callgate.store.rows import (
@@ -23,7 +24,6 @@ from callgate.store.rows import (
     run_request_row,
     run_turn_row,
 )
-from callgate.store.schema import RESPONSE_COLUMNS
 from callgate.suites.shard import Shard
 from callgate.suites.suite import load_suite
 

@@ -169,6 +169,18 @@ def run_command(
     user: Annotated[Path | None, typer.Option(
         "--user", help="A simulated user's spec (e.g. users/default.toml): it writes the user "
                        "turns of cases with a scenario (docs/simulated-user.md).")] = None,
+    perturb: Annotated[list[str] | None, typer.Option(
+        "--perturb", help="Run the same cases again with the tool surface worded another way, "
+        "paired with the clean run: mask-names, rename=FILE, paraphrase=FILE, reorder-params, "
+        "reorder-tools, distractor, prompt-format[=markdown|xml|plain|json]; repeatable "
+        "(docs/robustness.md).")] = None,
+    perturb_seed: Annotated[int, typer.Option(
+        "--perturb-seed", min=0, help="The seed of the perturbations' draws.")] = 0,
+    robustness_max_drop: Annotated[float | None, typer.Option(
+        "--robustness-max-drop", min=0.0,
+        help="With --perturb: exit 1 when the robustness figure is more than this many points "
+             "below the baseline release's (default: [gate] robustness_max_drop; unset: not "
+             "gated).")] = None,
 ) -> None:
     """Call a model, or the agent under test (--target), on every case (repeats × cases), then
     check, score and store as `score` does.
@@ -225,11 +237,18 @@ def run_command(
             max_cost=max_cost,
             max_attempts=max_attempts,
         )
+        specs: list[Any] = []
+        if perturb:  # its modules only for a run that perturbs (they cost an import)
+            from callgate.cli.perturbing import run_perturbed, specs_of
+
+            specs = specs_of(perturb, perturb_seed)
+        _perturb_alone(bool(specs), target=target, estimate=estimate,
+                       until_decided=until_decided)
         if estimate:
             _print_estimate(suite, candidate, settings, db, as_json)
             return
         gate = gate_settings(flags.config_path or DEFAULT_CONFIG)
-        adaptive = None
+        adaptive = perturbed = None
         with Store(db) as store:
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
@@ -240,7 +259,16 @@ def run_command(
                                 settings=with_settings, keep_verdicts=as_json, judge=step,
                                 user=simulated)
 
-            if until_decided if until_decided is not None else gate.adaptive:
+            if specs:
+                perturbed = run_perturbed(
+                    store, suite, candidate.name, release, settings, specs,
+                    lambda on, with_settings: run_live(
+                        on, candidate, store, release=release, settings=with_settings,
+                        keep_verdicts=as_json, judge=step),
+                    max_drop=(robustness_max_drop if robustness_max_drop is not None
+                              else gate.robustness_max_drop), max_excluded=max_excluded)
+                live = perturbed.clean
+            elif until_decided if until_decided is not None else gate.adaptive:
                 adaptive = decide_adaptively(
                     store, suite, candidate.name, release, settings, run_once,
                     margin=max_drop, max_rounds=max_rounds or gate.max_rounds,
@@ -256,14 +284,28 @@ def run_command(
             "Run the same command again to resume."
         )
         raise typer.Exit(130) from None
-    _report_live(live, adaptive, bool(candidate.target), db, as_json)
+    _report_live(live, adaptive, bool(candidate.target), db, as_json, perturbed)
 
 
-def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool) -> None:
+def _perturb_alone(asked: bool, *, target: str | None, estimate: bool,
+                   until_decided: bool | None) -> None:
+    """--perturb runs a model on the suite's own tools, with fixed repeats (for now)."""
+    if not asked:
+        return
+    for given, flag in ((target is not None, "--target"), (estimate, "--estimate"),
+                        (bool(until_decided), "--until-decided")):
+        if given:
+            raise CallgateError(f"--perturb cannot go with {flag} yet (docs/robustness.md)")
+
+
+def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool,
+                 perturbed: Any = None) -> None:
     """What `run` prints once the run is over (a LiveRun), and the exit code it ends with."""
     from callgate.report.console import print_run, run_document
 
     err = Console(stderr=True)
+    if perturbed is not None and perturbed.robustness is None and perturbed.runs:
+        live = perturbed.runs[-1][1]  # the perturbed run that ended early says why
     result = live.result
     print_judge_pacing(live.judge_pacing)
     if as_json:
@@ -271,6 +313,10 @@ def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool
         document["live"] = live.summary()
         if adaptive is not None:
             document["until_decided"] = adaptive.document()
+        if perturbed is not None:
+            document["perturbations"] = perturbed.summary()
+            document["robustness"] = (perturbed.robustness.model_dump(mode="json")
+                                      if perturbed.robustness is not None else None)
         json.dump(document, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
@@ -282,6 +328,8 @@ def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool
             f"stored as run {result.run_id} in {db}",
             highlight=False,
         )
+        if perturbed is not None:
+            _print_perturbed(perturbed)
     if live.budget:
         err.print(f"[yellow]budget:[/yellow] {live.budget}. The answers are stored; run the "
                   "same command again (with a larger budget) to resume.", highlight=False)
@@ -299,12 +347,25 @@ def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool
             "was sent. Fix the cause and run the same command again to resume."
         )
     _exit_if_not_a_result(result.not_a_result)
+    if perturbed is not None and perturbed.robustness is not None:
+        raise typer.Exit(perturbed.robustness.exit_code)
     if adaptive is not None:
         if not as_json:
             for index, text in enumerate(adaptive.lines()):
                 Console().print(("" if index == 0 else "  ") + text, highlight=False,
                                 soft_wrap=True)
         raise typer.Exit(adaptive.exit_code)
+
+
+def _print_perturbed(perturbed: Any) -> None:
+    """`run --perturb`'s runs, one line each, then the robustness figures."""
+    out = Console()
+    for item in perturbed.summary():
+        label = item["kind"] + (f" ({item['detail']})" if item["detail"] else "")
+        out.print(f"{label}: {item['called']} attempt(s) called, {item['cached']} from the "
+                  f"store; stored as run {item['run_id']}", highlight=False)
+    for text in perturbed.robustness.lines() if perturbed.robustness is not None else ():
+        out.print(text, highlight=False, soft_wrap=True)
 
 
 def _print_estimate(suite: Any, candidate: Any, settings: Any, db: Path, as_json: bool) -> None:

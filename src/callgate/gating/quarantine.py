@@ -49,6 +49,9 @@ class GateSettings(BaseModel):
     alpha: float = Field(default=0.05, gt=0, lt=1)
     # Gate recovery per fault kind: fail on a drop of more than this many points (off: None).
     recovery_max_drop: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    # `run --perturb`: fail when the robustness figure is more than this many points below the
+    # baseline release's (docs/robustness.md); None: not gated
+    robustness_max_drop: float | None = Field(default=None, ge=0, allow_inf_nan=False)
 
 
 class QuarantineFile(BaseModel):

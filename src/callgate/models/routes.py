@@ -38,6 +38,10 @@ class ModelRoute:
     params: dict[str, Any]
     key_env: str | None
     lean_url: str | None  # None: only litellm can reach this model
+    # Set for a run with the tool surface worded another way (run --perturb): its answers are
+    # cached apart, even where canonical JSON cannot tell the request from the clean one
+    # (parameters in another order).
+    salt: str | None = None
 
     @property
     def is_openrouter(self) -> bool:
@@ -63,6 +67,8 @@ class ModelRoute:
             "tools": tools,
             "repeat": repeat,
         }
+        if self.salt is not None:
+            material["perturbation"] = self.salt
         return hashlib.sha256(canonical_json(material).encode()).hexdigest()
 
     def served_by(self) -> str | None:

@@ -13,6 +13,7 @@ partial scores never serve as a baseline."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import random
@@ -177,7 +178,10 @@ class LiveRunner:
             # The pacer adapts to a model endpoint's limits; a target's own pool is fixed.
             return TargetSession(self.candidate, self.settings.concurrency or START,
                                  self.environ, console=self.console)
-        return ModelSource(self.candidate, route_for(self.candidate), environ=self.environ,
+        route = route_for(self.candidate)
+        if self.settings.perturbation is not None:  # its cache keys apart from the clean run's
+            route = dataclasses.replace(route, salt=self.settings.perturbation)
+        return ModelSource(self.candidate, route, environ=self.environ,
                            concurrency=self.settings.concurrency, pacers=self.pacers,
                            client=self.client, stop=self.switch)
 
@@ -225,6 +229,7 @@ class LiveRunner:
                 shard=(shard.index, shard.count) if shard else None,
                 model=self.candidate.model, model_params=self.candidate.parameters(),
                 tool_surface=surface_json(self.suite),
+                perturbation=settings.perturbation,
             )
             if self.user is not None:
                 self.store.set_run_user_simulator(run_id, json.dumps(self.user.record()))

@@ -42,3 +42,6 @@ class RunSettings(BaseModel):
         None, gt=0, description="USD: start no attempt that would take the spend past it")
     max_attempts: int | None = Field(
         None, ge=1, description="call at most this many attempts (the store's do not count)")
+    perturbation: str | None = Field(
+        None, description="the run's tool surface worded another way (run --perturb): its "
+        "marker (JSON, suites/perturb.py), stored with the run and salting its cache keys")

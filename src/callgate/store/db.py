@@ -12,14 +12,15 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sqlite_utils import Database
 
 from callgate.reading import canonical_json
+from callgate.store.columns import RESPONSE_COLUMNS, VERDICT_COLUMNS
 from callgate.store.connection import migrate, open_read_only, refuse_foreign, store_error
 from callgate.store.gate_rows import GateRows
 from callgate.store.judging import JudgeRecords
@@ -36,13 +37,9 @@ from callgate.store.opening import (
     inspect_store,
 )
 from callgate.store.rows import StoredRun
-from callgate.store.schema import (
-    _NEWEST_DONE,
-    RESPONSE_COLUMNS,
-    VERDICT_COLUMNS,
-    now,
-)
+from callgate.store.schema import _NEWEST_DONE, now
 from callgate.store.serving import ServeRecords
+from callgate.store.suite_rows import StoredSuite, SuiteRows
 from callgate.store.web_rows import WebRows
 
 
@@ -53,24 +50,6 @@ def _shards_overlap(older: str | None, newer: str | None) -> bool:
     if older is None or newer is None:
         return True
     return bool(set(json.loads(older)) & set(json.loads(newer)))
-
-
-class StoredSuite(Protocol):
-    """What the store keeps of a suite (`callgate.suites.suite.Suite` is one): the store sits
-    below the stages and knows them only by the fields it writes."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def path(self) -> Path: ...
-    @property
-    def fingerprint(self) -> str: ...
-    @property
-    def raw_tools(self) -> list[dict[str, Any]]: ...
-    @property
-    def raw_cases(self) -> Mapping[str, dict[str, Any]]: ...
-    def case_tags(self) -> Mapping[str, Sequence[str]]: ...
-    def case_expect_types(self) -> Mapping[str, str]: ...
 
 
 _VERDICT_FIELDS = operator.itemgetter(*VERDICT_COLUMNS[1:-1])  # all but violations
@@ -87,7 +66,7 @@ def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
 
 
 class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, GateRows,
-            LiveRows):
+            LiveRows, SuiteRows):
     """A callgate database. Use as a context manager, or call `close()`.
 
     Opening checks the file first: a path that is neither a callgate store nor an empty or new
@@ -194,60 +173,6 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
 
     # ----------------------------------------------------------------- writes
 
-    def save_suite(self, suite: StoredSuite) -> bool:
-        """Store the suite and its cases (idempotent: keyed by fingerprint). True when they
-        were not stored before."""
-        with self.atomic():
-            if self.db["suites"].count_where("fingerprint = ?", [suite.fingerprint]):
-                return False
-            self.db.table("suites").insert(
-                {
-                    "fingerprint": suite.fingerprint,
-                    "name": suite.name,
-                    "path": str(suite.path),
-                    "tools": canonical_json(suite.raw_tools),
-                    "loaded_at": now(),
-                }
-            )
-            expect_types, tags = suite.case_expect_types(), suite.case_tags()
-            self.db.table("cases").insert_all(
-                {
-                    "suite": suite.fingerprint,
-                    "case_id": case_id,
-                    "expect_type": expect_types[case_id],
-                    "tags": json.dumps(list(tags[case_id])),
-                    "body": canonical_json(raw),
-                }
-                for case_id, raw in suite.raw_cases.items()
-            )
-        return True
-
-    def set_suite_probe(self, fingerprint: str, weak: Mapping[str, str]) -> None:
-        """Keep the probe's weak cases (case id -> reason) with the suite."""
-        with self.atomic():
-            self.db.execute("UPDATE suites SET probe = ? WHERE fingerprint = ?",
-                            [json.dumps(dict(weak), ensure_ascii=False), fingerprint])
-
-    def suite_probe(self, fingerprint: str) -> dict[str, str] | None:
-        """The probe's weak cases kept with the suite, None when it was not probed."""
-        row = self.db.execute("SELECT probe FROM suites WHERE fingerprint = ?",
-                              [fingerprint]).fetchone()
-        return json.loads(row[0]) if row is not None and row[0] is not None else None
-
-    def case_expectations(self, fingerprint: str) -> list[tuple[str, str | None, str | None]]:
-        """Each case of the suite with its expectation and never_right, as JSON text."""
-        return [tuple(row) for row in self.db.execute(
-            "SELECT case_id, json_extract(body, '$.expect'), "
-            "json_extract(body, '$.never_right') FROM cases WHERE suite = ?", [fingerprint])]
-
-    def discard_suite_if_unused(self, fingerprint: str) -> None:
-        """Delete a suite and its cases that no run refers to (after a run that failed)."""
-        with self.atomic():
-            if self.db["runs"].count_where("suite = ?", [fingerprint]):
-                return
-            self.db.execute("DELETE FROM cases WHERE suite = ?", [fingerprint])
-            self.db.execute("DELETE FROM suites WHERE fingerprint = ?", [fingerprint])
-
     def replace_run(
         self,
         suite: StoredSuite,
@@ -261,11 +186,14 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         model: str | None = None,
         model_params: Mapping[str, Any] | None = None,
         tool_surface: str | None = None,
+        perturbation: str | None = None,
     ) -> int:
         """Create the run row for (suite, agent, release), with status "running"; `model` is
         the model id it runs with (default: the agent's name), `model_params` the parameters
         it is called with; `shard` is (K, N) for a run of shard K of N; `tool_surface` the
-        suite's tool surface as JSON (callgate.suites.surface.surface_json).
+        suite's tool surface as JSON (callgate.suites.surface.surface_json); `perturbation`
+        marks a run made with the surface worded another way (JSON, suites/perturb.py): it
+        replaces only a run of the same perturbation, and no read of releases sees it.
 
         An earlier run of the release is not dropped here: it stays, and stays the one that
         find_run() and runs() see, until this run finishes (finish_run with status "done").
@@ -280,6 +208,9 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             if tool_surface is not None:
                 self.db.execute("UPDATE runs SET tool_surface = ? WHERE id = ?",
                                 [tool_surface, run_id])
+            if perturbation is not None:
+                self.db.execute("UPDATE runs SET perturbation = ? WHERE id = ?",
+                                [perturbation, run_id])
             return run_id
 
     def _insert_run(
@@ -361,8 +292,10 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
                 earlier = self.db.execute(
                     "SELECT runs.id, runs.status, run_owners.host, run_owners.pid, runs.shards "
                     "FROM runs LEFT JOIN run_owners ON run_owners.run = runs.id "
-                    "WHERE suite_name = ? AND agent = ? AND release = ? AND id < ?",
-                    [row["suite_name"], row["agent"], row["release"], run_id],
+                    "WHERE suite_name = ? AND agent = ? AND release = ? AND id < ? "
+                    "AND perturbation IS ?",
+                    [row["suite_name"], row["agent"], row["release"], run_id,
+                     row.get("perturbation")],
                 ).fetchall()
                 # A run another live process is still writing stays: deleting it would pull
                 # its rows from under that process (FOREIGN KEY constraint failed).
@@ -380,6 +313,7 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             "UPDATE runs SET gate = (SELECT older.gate FROM runs AS older "
             "WHERE older.suite_name = runs.suite_name AND older.agent = runs.agent "
             "AND older.release = runs.release AND older.id < runs.id AND older.gate IS NOT NULL "
+            "AND older.perturbation IS runs.perturbation "
             "ORDER BY older.id DESC LIMIT 1) WHERE id = ? AND gate IS NULL", [run_id])
         self.db.execute(
             "UPDATE runs SET gate = NULL WHERE id = ? AND (json_extract(gate, '$.released') "
@@ -431,7 +365,7 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         rows = list(
             self.db.query(
                 "SELECT * FROM runs WHERE suite_name = ? AND agent = ? AND release = ? "
-                "AND status = 'done' ORDER BY id DESC LIMIT 1",
+                "AND status = 'done' AND perturbation IS NULL ORDER BY id DESC LIMIT 1",
                 [suite_name, agent, release],
             )
         )
@@ -459,6 +393,18 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
                     ) -> list[StoredRun]:
         """`runs`, each with its JSON columns parsed once."""
         return [StoredRun(row) for row in self.runs(agent, suite_name)]
+
+    def perturbed_runs(self, suite_name: str, agent: str, release: str
+                       ) -> list[dict[str, Any]]:
+        """The newest finished run of each perturbation of a release (`run --perturb`), oldest
+        first."""
+        return list(self.db.query(
+            "SELECT * FROM runs WHERE suite_name = ? AND agent = ? AND release = ? "
+            "AND status = 'done' AND perturbation IS NOT NULL AND id = (SELECT MAX(newer.id) "
+            "FROM runs AS newer WHERE newer.suite_name = runs.suite_name "
+            "AND newer.agent = runs.agent AND newer.release = runs.release "
+            "AND newer.status = 'done' AND newer.perturbation = runs.perturbation) "
+            "ORDER BY id", [suite_name, agent, release]))
 
     def verdicts(self, run_id: int) -> Iterator[dict[str, Any]]:
         return self.db.query(

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from callgate.store.base import StoreBase
-from callgate.store.schema import (
+from callgate.store.columns import (
     CALIBRATION_ITEM_COLUMNS,
     JUDGE_OUTPUT_COLUMNS,
     JUDGEMENT_COLUMNS,
     columns_sql,
-    now,
 )
+from callgate.store.schema import now
 
 
 class JudgeRecords(StoreBase):

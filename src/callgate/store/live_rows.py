@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from callgate.store.base import StoreBase
-from callgate.store.schema import (
+from callgate.store.columns import (
     LIVE_RESPONSE_COLUMNS,
     RUN_REQUEST_COLUMNS,
     RUN_TURN_COLUMNS,

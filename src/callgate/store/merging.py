@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from callgate.store.base import StoreBase
+from callgate.store.columns import RESPONSE_COLUMNS, VERDICT_COLUMNS
 from callgate.store.opening import MergeRefused
 from callgate.store.rows import StoredRun
-from callgate.store.schema import RESPONSE_COLUMNS, VERDICT_COLUMNS
 
 # What `merge` copies: tables keyed by their content, and the rows under a run.
 _MERGED_TABLES = ("suites", "cases", "live_responses", "judge_cache", "calibration_items",
@@ -55,7 +55,8 @@ class MergeRecords(StoreBase):
         self._merge_person_labels(source)
         touched: dict[int, list[StoredRun]] = {}
         for run in source.db.query(
-                "SELECT * FROM runs WHERE status = 'done' ORDER BY created_at, id"):
+                "SELECT * FROM runs WHERE status = 'done' AND perturbation IS NULL "
+                "ORDER BY created_at, id"):
             target, added = self._merge_run(source, run)
             if added:
                 touched.setdefault(target, []).append(StoredRun(run))

@@ -12,7 +12,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from callgate.store.schema import (
+from callgate.store.columns import (
     CALIBRATION_ITEM_COLUMNS,
     JUDGE_OUTPUT_COLUMNS,
     JUDGEMENT_COLUMNS,

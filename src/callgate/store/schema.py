@@ -33,9 +33,10 @@ CREATE TABLE IF NOT EXISTS runs (
 # Stores made before: one row per release, enforced; rebuilt without the constraint on opening.
 _OLD_UNIQUE = re.compile(r"UNIQUE\s*\(\s*suite_name\s*,\s*model\s*,\s*release\s*\)")
 _NEWEST_DONE = (
-    "status = 'done' AND id = (SELECT MAX(newer.id) FROM runs AS newer "
+    "status = 'done' AND perturbation IS NULL AND id = (SELECT MAX(newer.id) FROM runs AS newer "
     "WHERE newer.suite_name = runs.suite_name AND newer.agent = runs.agent "
-    "AND newer.release = runs.release AND newer.status = 'done')"
+    "AND newer.release = runs.release AND newer.status = 'done' "
+    "AND newer.perturbation IS NULL)"
 )
 
 SCHEMA = RUNS_TABLE + """
@@ -417,7 +418,6 @@ def m016_verdict_violations(conn: sqlite3.Connection) -> None:
         conn.execute("ALTER TABLE verdicts ADD COLUMN violations TEXT")
 
 
-
 @migration
 def m017_argument_failures_per_reason(conn: sqlite3.Connection) -> None:
     """argument_failures counted again, one row per reason: m015 and the scores written after
@@ -434,58 +434,21 @@ def m018_run_user_simulator(conn: sqlite3.Connection) -> None:
     if "user_simulator" not in columns:
         conn.execute("ALTER TABLE runs ADD COLUMN user_simulator TEXT")
 
+
+@migration
+def m019_runs_perturbation(conn: sqlite3.Connection) -> None:
+    """runs.perturbation: for a run made with the tool surface worded another way (`run
+    --perturb`, suites/perturb.py), what it was (JSON: kind, seed, fingerprint, detail); NULL
+    for a clean run. A perturbed run is kept beside its release's clean run, never replaces it
+    and is never a release of its own: the reads of releases see clean runs only."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+    if "perturbation" not in columns:
+        conn.execute("ALTER TABLE runs ADD COLUMN perturbation TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_perturbed "
+                 "ON runs (suite_name, agent, release) WHERE perturbation IS NOT NULL")
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
-
-
-# The columns of responses and verdicts, declared once: the store writes rows in this order,
-# and `merge` copies them by name.
-RESPONSE_COLUMNS = (
-    "run",
-    "case_id",
-    "repeat",
-    "finish_reason",
-    "provider",
-    "cost",
-    "latency_ms",
-    "prompt_tokens",
-    "completion_tokens",
-    "error_kind",
-    "body",
-)
-VERDICT_COLUMNS = (
-    "run",
-    "case_id",
-    "repeat",
-    "status",
-    "tool",
-    "tool_reason",
-    "arguments",
-    "schema_kind",
-    "arguments_reason",
-    "calls",
-    "right_tool",
-    "right_arguments",
-    "first_tool",  # migration m014
-    "violations",  # migration m016
-)
-
-# The rows the other writers take, in their order: each is built by name in store/rows.py
-# and inserted with these names. A calibration item's set_name and a cached judge output's
-# created_at are added by the store.
-JUDGEMENT_COLUMNS = ("run", "case_id", "repeat", "fingerprint", "tool_choice", "arguments",
-                     "reason")
-JUDGE_OUTPUT_COLUMNS = ("key", "fingerprint", "output")
-CALIBRATION_ITEM_COLUMNS = ("item_id", "split", "label_tool_choice", "label_arguments", "body")
-RUN_REQUEST_COLUMNS = ("run", "case_id", "repeat", "cache_key", "cached")
-RUN_TURN_COLUMNS = ("run", "case_id", "repeat", "turn", "cache_key", "cached")
-LIVE_RESPONSE_COLUMNS = ("key", "model", "case_id", "repeat", "request", "line", "error_kind",
-                         "tries", "created_at")
-
-
-def columns_sql(columns: tuple[str, ...]) -> str:
-    """`(a, b, c) VALUES (?,?,?)` for an INSERT of these columns."""
-    return f"({', '.join(columns)}) VALUES ({','.join('?' * len(columns))})"
 
 
 def now() -> str:

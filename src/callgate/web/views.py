@@ -21,9 +21,9 @@ from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.what_to_fix import read_what_to_fix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.stored import stored_scores
+from callgate.store.columns import VERDICT_COLUMNS
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
-from callgate.store.schema import VERDICT_COLUMNS
 from callgate.suites.responses import parse_response
 
 MARKS = {"pass": "pass", "first_release": "first", "regression": "regression",
