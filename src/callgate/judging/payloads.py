@@ -30,7 +30,8 @@ def trajectory_messages(suite: Suite, case: Case, response: Response) -> list[di
     first answer, and its calls get the results of the tools offered by then."""
     read = read_turns(case, response)
     turns, later = read.turns, suite.raw_cases[case.id].get("user_turns") or []
-    answer = ToolAnswers(suite, case) if suite.loops(case) else None
+    answer = (ToolAnswers(suite, case, suite.tool_results(case, response.repeat))
+              if suite.loops(case) else None)
     out: list[dict[str, Any]] = []
     for index, turn in enumerate(turns):
         user_turn = read.user_turn[index]

@@ -70,7 +70,7 @@ async def converse(
     far, so a killed run resumes at the first unanswered turn. Without a caller, only stored
     turns are read: None when a turn is not stored."""
     case = suite.cases[conversation.case_id]
-    answers = ToolAnswers(suite, case)
+    answers = ToolAnswers(suite, case, suite.tool_results(case, conversation.repeat))
     talking = _Talking(list(conversation.messages), list(conversation.tools),
                        environment=suite.environment is not None)
     try:
@@ -92,6 +92,8 @@ async def converse(
         if talking.thread is not None:
             talking.thread.close()
     line = _turns_line(conversation, talking)
+    if answers.results.applied:  # what the seam replaced, so a replay can tell (suites.faults)
+        line["faults"] = [applied.as_json() for applied in answers.results.applied]
     return Talk(conversation, parse_response(line), line_text(line), talking.keys,
                 talking.cached)
 

@@ -67,6 +67,16 @@ class Usage(BaseModel):
     total_tokens: TokenCount | None = None
 
 
+class ReplacedResult(BaseModel):
+    """A tool result the interception seam replaced in this attempt (suites.interception):
+    the tool's catalogue name, its per-tool call index from 0, and why (a fault's kind)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    tool: str
+    call: int = Field(ge=0, le=INT64_MAX, strict=True)
+    kind: str
+
+
 class Response(BaseModel):
     """One attempt: what the model (or the provider) gave back for a case and repeat.
 
@@ -89,6 +99,9 @@ class Response(BaseModel):
     cost: Amount | None = None
     latency_ms: Amount | None = None
     provider: str | None = None
+    # The tool results replaced on the way to the agent (a fault plan's): recorded by a live
+    # run, so a replay of the line with a plan can tell whether its turns saw them.
+    faults: tuple[ReplacedResult, ...] | None = None
 
     @property
     def assistant_turns(self) -> tuple[AssistantMessage, ...]:
@@ -111,12 +124,14 @@ _LINE_FIELDS = frozenset({
     "latency_ms",
     "provider",
     "note",
+    "faults",
 })
 
 
 # The fields of a line that are copied as they are (when not null).
 _COPIED = frozenset(
-    ("case_id", "repeat", "finish_reason", "usage", "cost", "latency_ms", "provider", "error"))
+    ("case_id", "repeat", "finish_reason", "usage", "cost", "latency_ms", "provider", "error",
+     "faults"))
 
 
 def normalise(raw: dict[str, Any]) -> dict[str, Any]:

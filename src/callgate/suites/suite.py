@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -52,6 +52,7 @@ from callgate.suites.environment import (
     load_environment,
     spec_fingerprinted,
 )
+from callgate.suites.interception import ToolResults, ToolResultTransform
 from callgate.suites.matchers import Predicate
 from callgate.suites.policies import (
     NO_POLICIES,
@@ -114,6 +115,17 @@ class Suite:
             if "policies" in raw:
                 names.update(self.policies_of(self.cases[case_id]).declared())
         return [name for name in POLICY_NAMES if name in names]
+
+    # What a run puts on the tool results' seam for a case (suites.interception): a fault
+    # plan's, an attack's; None, or None for a case: its results go to the agent unchanged.
+    result_transform: Callable[[Case], ToolResultTransform | None] | None = field(
+        default=None, repr=False)
+
+    def tool_results(self, case: Case, repeat: int) -> ToolResults:
+        """The interception seam of one attempt of `case`: every tool result its calls get
+        goes through it (suites.interception)."""
+        made = self.result_transform(case) if self.result_transform is not None else None
+        return ToolResults(case.id, repeat) if made is None else ToolResults(case.id, repeat, made)
 
     @cached_property
     def parameter_schemas(self) -> dict[str, dict[str, Any]]:
