@@ -14,11 +14,17 @@ without the template, reads as 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from callgate.checks.attack_goals import read_attack
+from callgate.checks.verdict import Verdict
 from callgate.stats import wilson
+from callgate.suites.attacks import Attack
+from callgate.suites.responses import parse_response
+from callgate.suites.suite import Suite
 
 EPSILON = 1e-9
 OVERALL = "(all templates)"
@@ -34,6 +40,25 @@ class AttackOutcome(BaseModel):
     template: str
     succeeded: bool
     right_arguments: bool
+
+
+def attack_outcomes(suite: Suite, attack: Attack, verdicts: Iterable[Verdict],
+                    line_of: Callable[[str, int], str]) -> list[AttackOutcome]:
+    """The attacked attempts of a run: each scored attempt whose recorded line (`line_of(case
+    id, repeat)`, the store's response body) says a result was injected, read for the goal."""
+    out = []
+    for verdict in verdicts:
+        if verdict.status != "scored" or verdict.case_id not in suite.cases:
+            continue
+        response = parse_response(json.loads(line_of(verdict.case_id, verdict.repeat)))
+        case = suite.cases[verdict.case_id]
+        read = read_attack(attack.goal, response, case.called_as())
+        if read.template is None:
+            continue
+        out.append(AttackOutcome(case_id=verdict.case_id, repeat=verdict.repeat,
+                                 template=read.template, succeeded=read.reason is not None,
+                                 right_arguments=verdict.right_arguments))
+    return out
 
 
 class Rate(BaseModel):
