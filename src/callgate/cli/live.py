@@ -163,6 +163,9 @@ def run_command(
              "max_rounds, else 3).")] = None,
     max_drop: Annotated[float, typer.Option(
         "--max-drop", min=0.0, help="With --until-decided: the allowed drop in points.")] = 2.0,
+    attack: Annotated[Path | None, typer.Option(
+        "--attack", help="Attack file: inject its templates into the marked tool results and "
+                         "report attack success per template (docs/attacks.md).")] = None,
 ) -> None:
     """Call a model, or the agent under test (--target), on every case (repeats × cases), then
     check, score and store as `score` does.
@@ -191,6 +194,11 @@ def run_command(
     try:
         only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
+        attacked = None
+        if attack is not None:
+            from callgate.cli.attacks import attacked_suite
+
+            suite, attacked = attacked_suite(suite, attack)
         config_path = config or (DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None)
         candidates = load_config(config_path) if config_path is not None else None
         order = None
@@ -252,7 +260,8 @@ def run_command(
 
             def run_once(with_settings: RunSettings) -> LiveRun:
                 return run_live(suite, candidate, store, release=release,
-                                settings=with_settings, keep_verdicts=as_json, judge=step)
+                                settings=with_settings,
+                                keep_verdicts=as_json or attacked is not None, judge=step)
 
             if until_decided if until_decided is not None else gate.adaptive:
                 adaptive = decide_adaptively(
@@ -262,6 +271,11 @@ def run_command(
                 live = adaptive.live
             else:
                 live = run_once(settings)
+            figures = None
+            if attacked is not None:
+                from callgate.cli.attacks import attack_result
+
+                figures = attack_result(suite, attacked, live, store)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -270,10 +284,11 @@ def run_command(
             "Run the same command again to resume."
         )
         raise typer.Exit(130) from None
-    _report_live(live, adaptive, bool(candidate.target), db, as_json)
+    _report_live(live, adaptive, bool(candidate.target), db, as_json, figures)
 
 
-def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool) -> None:
+def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool,
+                 attack: Any = None) -> None:
     """What `run` prints once the run is over (a LiveRun), and the exit code it ends with."""
     from callgate.report.console import print_run, run_document
 
@@ -285,6 +300,8 @@ def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool
         document["live"] = live.summary()
         if adaptive is not None:
             document["until_decided"] = adaptive.document()
+        if attack is not None:
+            document["attack"] = attack.model_dump(mode="json")
         json.dump(document, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
@@ -296,6 +313,11 @@ def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool
             f"stored as run {result.run_id} in {db}",
             highlight=False,
         )
+        if attack is not None:
+            from callgate.cli.attacks import attack_lines
+
+            for line in attack_lines(attack):
+                Console().print(line, highlight=False, soft_wrap=True)
     if live.budget:
         err.print(f"[yellow]budget:[/yellow] {live.budget}. The answers are stored; run the "
                   "same command again (with a larger budget) to resume.", highlight=False)
