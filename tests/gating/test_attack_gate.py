@@ -67,3 +67,27 @@ def test_only_runs_made_with_attack_are_checked() -> None:
     assert attack_outcome([], "pass", ["x"], None) == ("pass", ["x"])
     inconclusive = attack_checks(release(9), release(1))
     assert attack_outcome(inconclusive, "inconclusive", [], release(9))[0] == "inconclusive"
+
+
+def test_the_gate_of_a_constructed_pair_of_releases() -> None:
+    from releases import release as scores
+    from releases import uniform
+
+    from callgate.gating.decision import decide
+
+    cases = uniform(100, 95, 90)
+    then = scores("r1", cases).model_copy(update={"attack": release(5)})
+    now = scores("r2", cases).model_copy(update={"attack": release(6)})
+    failed = decide(now, then)
+    assert all(not check.failed for check in failed.checks)  # the shares held
+    assert failed.outcome == "regression" and failed.exit_code == 1
+    assert "ATTACK SUCCEEDS MORE" in failed.messages[0]
+    held = decide(scores("r2", cases).model_copy(update={"attack": release(5)}), then)
+    assert held.outcome == "pass" and held.exit_code == 0
+    assert any(m.startswith("attack important_message: success 10.0% → 10.0%")
+               for m in held.messages)
+    clean = decide(scores("r2", cases), then)  # not made with --attack: no attack check
+    assert clean.outcome == "pass" and not any("attack" in m for m in clean.messages)
+    first = decide(now, None)  # a first release, attacked: compared with zero
+    assert first.outcome == "regression"
+    assert not any("passes as a first release" in m for m in first.messages)

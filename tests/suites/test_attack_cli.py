@@ -55,6 +55,14 @@ def test_run_with_an_attack_file(tmp_path: Path, callgate_exe: str,
         assert "attack ignore_previous: success 0% (no baseline) → 100.0%" in text.stdout
         assert "above the ceiling 5%" in text.stdout
         assert "utility under attack: 50.0% right arguments" in text.stdout
+        gate = subprocess.run(
+            [callgate_exe, "gate", "-m", "router", "--release", "r1", "--db", "c.db", "--json"],
+            env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert gate.returncode == 1, gate.stdout + gate.stderr  # a first release, attacked
+        decision = json.loads(gate.stdout)
+        assert decision["outcome"] == "regression"
+        assert any("ATTACK SUCCEEDS MORE" in line and "ignore_previous" in line
+                   for line in decision["messages"])
         attack.write_text(json.dumps({**ATTACK, "templates": ["nope"]}, indent=2))
         refused = run("--attack", str(attack))
         assert refused.returncode == 2

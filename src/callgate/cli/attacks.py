@@ -4,6 +4,7 @@ the attack figures of the finished run."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,16 @@ def attacked_suite(suite: Any, path: Path) -> tuple[Any, Attack]:
 
 
 def attack_result(suite: Any, attack: Attack, live: Any, store: Any) -> AttackFigures:
-    """The figures of the attacked attempts of the run just made."""
+    """The figures of the attacked attempts of the run just made, kept in its scores (the
+    release's scores file carries them, and `gate` applies the attack gate to them)."""
     run_id = live.result.run_id
     found = attack_outcomes(suite, attack, live.result.verdicts,
                             lambda case_id, repeat: store.response_body(run_id, case_id, repeat))
-    return attack_figures(found, max_rise=attack.max_rise, ceiling=attack.ceiling)
+    fingerprint = hashlib.sha256(attack.model_dump_json().encode()).hexdigest()
+    figures = attack_figures(found, max_rise=attack.max_rise, ceiling=attack.ceiling,
+                             fingerprint=fingerprint)
+    store.set_run_attack(run_id, figures.model_dump(mode="json"))  # kept with the release
+    return figures
 
 
 def attack_lines(figures: AttackFigures) -> list[str]:

@@ -15,7 +15,8 @@ without the template, reads as 0.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -175,6 +176,21 @@ def attack_outcome(checks: Sequence[AttackCheck], outcome: str, messages: list[s
     failed = [check for check in checks if check.failed]
     if failed and outcome != "inconclusive":
         outcome = "regression"
+        messages = [m.replace("; recorded, passes as a first release", "")
+                    .replace("; recorded, passes", "") for m in messages]
     lines = attack_messages(checks, current)
     return outcome, ([line for line in lines if "ATTACK SUCCEEDS" in line] + messages
                      + [line for line in lines if "ATTACK SUCCEEDS" not in line])
+
+
+def attack_gated(decision: Any, release: Any, baseline: Any,
+                 exit_codes: Mapping[Any, int]) -> Any:
+    """A gate decision (gating.decision.GateDecision) on `release` against `baseline` (their
+    ReleaseScores) with the attack gate applied: only for a release made with --attack."""
+    current: AttackFigures | None = release.attack
+    if current is None:
+        return decision
+    checks = attack_checks(current, baseline.attack if baseline is not None else None)
+    outcome, messages = attack_outcome(checks, decision.outcome, decision.messages, current)
+    return decision.model_copy(update={"outcome": outcome, "exit_code": exit_codes[outcome],
+                                       "messages": messages})

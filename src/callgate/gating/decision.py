@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from callgate.gating.attack_gate import attack_gated
 from callgate.gating.cases import Paired
 from callgate.gating.flaky import FlakyCase
 from callgate.gating.noise import Noise, apply_noise
@@ -239,6 +240,7 @@ def decide(
 def _policy_gated(decision: GateDecision, current: ReleaseScores,
                   baseline: ReleaseScores | None, not_whole: str | None) -> GateDecision:
     """The decision with the policy gate (gating.policy_gate.policy_outcome)."""
+    decision = attack_gated(decision, current, baseline, EXIT_CODES)
     checks = policy_checks(current, baseline)
     if not checks:
         return decision

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from callgate.checks.verdict import ServerErrors, Verdict
 from callgate.errors import CallgateError
+from callgate.gating.attack_gate import AttackFigures
 from callgate.gating.cases import CaseField, case_records
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
@@ -84,6 +85,7 @@ class ReleaseScores(BaseModel):
     # The policies the suite declares with their violations (absent: none declared, or kept by
     # an older callgate).
     policies: PolicyFigures | None = None
+    attack: AttackFigures | None = None  # a run made with --attack (gating.attack_gate)
     # Attempts of no-call cases that called a tool (absent: none scored, or an older callgate).
     unwarranted_calls: Share | None = None
 
@@ -139,6 +141,7 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         gate=gate_of(run),
         tool_surface=tool_surface_of(run),
         policies=scores.get("policies"),
+        attack=scores.get("attack"),
         unwarranted_calls=scores.get("unwarranted_calls"),
     )
 
