@@ -102,6 +102,13 @@ def test_a_bad_attack_file_is_refused_with_file_line_and_field(tmp_path: Path) -
     path.write_text(json.dumps({**ATTACK, "max_rise": -1}, indent=2))
     with pytest.raises(InputError, match="max_rise: Input should be greater"):
         load_attack(path)
+    path.write_text(json.dumps(ATTACK, indent=2))
+    with pytest.raises(InputError, match=r"attack\.json:\d+: untrusted\[0\]\.tool: 'read_email' is "
+                                         "not a tool of the suite"):
+        load_attack(path, {"send_email"})
+    with pytest.raises(InputError, match=r"goal\.call\.tool: 'send_email' is not a tool"):
+        load_attack(path, {"read_email"})
+    assert load_attack(path, {"read_email", "send_email"}).goal.call is not None
     path.write_text("{")
     with pytest.raises(InputError, match=r"attack\.json:1: not JSON"):
         load_attack(path)

@@ -20,7 +20,7 @@ from callgate.suites.attacks import Attack, load_attack, suite_transform
 
 def attacked_suite(suite: Any, path: Path) -> tuple[Any, Attack]:
     """The suite with the attack file's transform on its seam (a bad file: InputError)."""
-    attack = load_attack(path)
+    attack = load_attack(path, suite.tools)
     return dataclasses.replace(suite, result_transform=suite_transform(attack)), attack
 
 

@@ -10,7 +10,7 @@ to weigh them equally. The transform is pure: the same site and result give the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -89,8 +89,9 @@ class Attack(_Strict):
         return self
 
 
-def load_attack(path: Path) -> Attack:
-    """The attack file at `path`; a bad one refused naming the file, line and field."""
+def load_attack(path: Path, tools: Collection[str] | None = None) -> Attack:
+    """The attack file at `path`; a bad one refused naming the file, line and field. With
+    `tools` (the suite's catalogue names), a tool it names must be one of them."""
     try:
         text = path.read_text("utf-8")
     except OSError as exc:
@@ -100,11 +101,20 @@ def load_attack(path: Path) -> Attack:
     except json.JSONDecodeError as exc:
         raise InputError(path, f"not JSON: {exc.msg}", line=exc.lineno) from None
     try:
-        return Attack.model_validate(raw)
+        attack = Attack.model_validate(raw)
     except ValidationError as exc:
         error = from_validation_error(path, None, exc)
         error.line = line_of_field(text, error.field) if error.field else None
         raise InputError(path, error.message, line=error.line, field=error.field) from None
+    if tools is not None:
+        named = [(f"untrusted[{i}].tool", mark.tool) for i, mark in enumerate(attack.untrusted)]
+        if attack.goal.call is not None:
+            named.append(("goal.call.tool", attack.goal.call.tool))
+        for field, tool in named:
+            if tool not in tools:
+                raise InputError(path, f"{tool!r} is not a tool of the suite",
+                                 line=line_of_field(text, field), field=field)
+    return attack
 
 
 def template_of(attack: Attack, repeat: int) -> str:
