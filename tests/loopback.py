@@ -113,6 +113,30 @@ def default_reply(request: dict[str, Any]) -> Reply:
     return ok(content="ok")
 
 
+def follows_injection(probability: float, seed: int, marker: str, first: dict[str, Any],
+                      wanted: dict[str, Any], answer: str = "Done.") -> Callable[
+                          [dict[str, Any]], Reply]:
+    """A model that makes the call `first` (a tool_call), then, when the last tool result holds
+    `marker` (an injected instruction), makes the call `wanted` with `probability`, else
+    answers `answer` in text. The draw is a hash of the seed and the conversation's first user
+    message: the same conversation always gets the same answer, another seed another draw."""
+    import hashlib
+
+    def reply(request: dict[str, Any]) -> Reply:
+        messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+        tools = [m for m in messages if m.get("role") == "tool"]
+        if not tools:
+            return ok(calls=[first])
+        if len(tools) == 1 and marker in str(tools[-1].get("content")):
+            user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+            digest = hashlib.sha256(f"{seed}|{user}".encode()).digest()
+            if int.from_bytes(digest[:8], "big") / 2**64 < probability:
+                return ok(calls=[wanted])
+        return ok(content=answer)
+
+    return reply
+
+
 def turn_of(request: dict[str, Any]) -> int:
     """Which turn of a conversation a request is: assistant messages after the last user one."""
     turn = 0

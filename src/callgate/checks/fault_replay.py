@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from callgate.checks.parsing import parse_calls
+from callgate.suites.attacks.plan import KIND_PREFIX
 from callgate.suites.faults import planned_faults
 from callgate.suites.interception import unchanged
 from callgate.suites.responses import Response
@@ -44,8 +45,10 @@ def replayed(suite: Suite, case: Case, response: Response) -> Response:
     counted: dict[str, int] = {}
     for name, _, _ in calls:
         counted[name] = counted.get(name, 0) + 1
+    # An attack's injection (suites/attacks) is made again from the attack file, whatever the
+    # plan: only the faults are the plan's to match. On a call of the last turn: no result given.
     got = {(f.tool, f.call, f.kind) for f in response.faults or ()
-           if f.call < counted.get(f.tool, 0)}  # on a call of the last turn: no result given
+           if f.call < counted.get(f.tool, 0) and not f.kind.startswith(KIND_PREFIX)}
     turns = len(response.assistant_turns)
     where = f"case {case.id!r} repeat {response.repeat}"
     for key in sorted(set(want) - got):

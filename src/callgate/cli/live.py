@@ -181,6 +181,9 @@ def run_command(
         help="With --perturb: exit 1 when the robustness figure is more than this many points "
              "below the baseline release's (default: [gate] robustness_max_drop; unset: not "
              "gated).")] = None,
+    attack: Annotated[Path | None, typer.Option(
+        "--attack", help="Attack file: inject its templates into the marked tool results and "
+                         "report attack success per template (docs/attacks.md).")] = None,
 ) -> None:
     """Call a model, or the agent under test (--target), on every case (repeats × cases), then
     check, score and store as `score` does.
@@ -211,6 +214,11 @@ def run_command(
     try:
         only = parse_shard(shard) if shard is not None else None
         suite = load_suite(suite_path)
+        attacked = None
+        if attack is not None:
+            from callgate.cli.attacks import attacked_suite
+
+            suite, attacked = attacked_suite(suite, attack)
         if faults is not None:  # docs/faults.md
             from callgate.suites.fault_runs import with_fault_plan
 
@@ -256,7 +264,8 @@ def run_command(
 
             def run_once(with_settings: RunSettings) -> LiveRun:
                 return run_live(suite, candidate, store, release=release,
-                                settings=with_settings, keep_verdicts=as_json, judge=step,
+                                settings=with_settings,
+                                keep_verdicts=as_json or attacked is not None, judge=step,
                                 user=simulated)
 
             if specs:
@@ -276,6 +285,11 @@ def run_command(
                 live = adaptive.live
             else:
                 live = run_once(settings)
+            figures = None
+            if attacked is not None:
+                from callgate.cli.attacks import attack_result
+
+                figures = attack_result(suite, attacked, live, store)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -284,7 +298,7 @@ def run_command(
             "Run the same command again to resume."
         )
         raise typer.Exit(130) from None
-    _report_live(live, adaptive, bool(candidate.target), db, as_json, perturbed)
+    _report_live(live, adaptive, bool(candidate.target), db, as_json, perturbed, figures)
 
 
 def _perturb_alone(asked: bool, *, target: str | None, estimate: bool,
@@ -298,8 +312,23 @@ def _perturb_alone(asked: bool, *, target: str | None, estimate: bool,
             raise CallgateError(f"--perturb cannot go with {flag} yet (docs/robustness.md)")
 
 
+def _live_document(live: Any, adaptive: Any, perturbed: Any, attack: Any) -> dict[str, Any]:
+    """What `run --json` adds to the scores' document: the run's own figures, and those of
+    --until-decided, --perturb and --attack when given."""
+    document: dict[str, Any] = {"live": live.summary()}
+    if adaptive is not None:
+        document["until_decided"] = adaptive.document()
+    if perturbed is not None:
+        document["perturbations"] = perturbed.summary()
+        document["robustness"] = (perturbed.robustness.model_dump(mode="json")
+                                  if perturbed.robustness is not None else None)
+    if attack is not None:
+        document["attack"] = attack.model_dump(mode="json")
+    return document
+
+
 def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool,
-                 perturbed: Any = None) -> None:
+                 perturbed: Any = None, attack: Any = None) -> None:
     """What `run` prints once the run is over (a LiveRun), and the exit code it ends with."""
     from callgate.report.console import print_run, run_document
 
@@ -310,13 +339,7 @@ def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool
     print_judge_pacing(live.judge_pacing)
     if as_json:
         document = run_document(result)
-        document["live"] = live.summary()
-        if adaptive is not None:
-            document["until_decided"] = adaptive.document()
-        if perturbed is not None:
-            document["perturbations"] = perturbed.summary()
-            document["robustness"] = (perturbed.robustness.model_dump(mode="json")
-                                      if perturbed.robustness is not None else None)
+        document.update(_live_document(live, adaptive, perturbed, attack))
         json.dump(document, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
@@ -330,6 +353,11 @@ def _report_live(live: Any, adaptive: Any, target: bool, db: Path, as_json: bool
         )
         if perturbed is not None:
             _print_perturbed(perturbed)
+        if attack is not None:
+            from callgate.cli.attacks import attack_lines
+
+            for line in attack_lines(attack):
+                Console().print(line, highlight=False, soft_wrap=True)
     if live.budget:
         err.print(f"[yellow]budget:[/yellow] {live.budget}. The answers are stored; run the "
                   "same command again (with a larger budget) to resume.", highlight=False)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from callgate.gating.attack_gate import attack_gated
 from callgate.gating.cases import Paired
 from callgate.gating.flaky import FlakyCase
 from callgate.gating.noise import Noise, apply_noise
@@ -241,7 +242,8 @@ def decide(
 
 def _policy_gated(decision: GateDecision, current: ReleaseScores,
                   baseline: ReleaseScores | None, not_whole: str | None) -> GateDecision:
-    """The decision with the gates beyond the call (gating.unwarranted_gate.behaviour_gated)."""
+    """The decision with the gates beyond the call (attack_gate, unwarranted_gate)."""
+    decision = attack_gated(decision, current, baseline, EXIT_CODES)
     updates = behaviour_gated(current, baseline, decision.outcome, decision.messages,
                               decision.baseline_release, not_whole)
     if not updates:

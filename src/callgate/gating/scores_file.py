@@ -11,6 +11,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from callgate.checks.verdict import ServerErrors, Verdict
+from callgate.gating.attack_gate import AttackFigures
 from callgate.gating.cases import CaseField, case_records
 from callgate.reading import names_lines, read_json, validate
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED, excluded_share, too_many_excluded
@@ -87,6 +88,7 @@ class ReleaseScores(BaseModel):
     # The policies the suite declares with their violations (absent: none declared, or kept by
     # an older callgate).
     policies: PolicyFigures | None = None
+    attack: AttackFigures | None = None  # a run made with --attack (gating.attack_gate)
     # Attempts of no-call cases that called a tool (absent: none scored, or an older callgate).
     unwarranted_calls: Share | None = None
     # Recovery per fault kind (docs/faults.md); absent: no fault reached a case with
@@ -156,6 +158,7 @@ def release_from_run(run: StoredRun, verdicts: Iterable[Verdict],
         unwarranted_calls_max_rise=scores.unwarranted_calls_max_rise,
         answer_kinds=scores.answer_kinds,
         judged_claims=scores.judged_claims,
+        attack=(run.scores or {}).get("attack"),  # kept beside the scores (Store.set_run_attack)
     )
 
 

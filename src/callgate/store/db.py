@@ -427,6 +427,13 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         with self.atomic():
             self.db.execute("UPDATE runs SET user_simulator = ? WHERE id = ?", [record, run_id])
 
+    def set_run_attack(self, run_id: int, figures: Mapping[str, Any]) -> None:
+        """Keep a run's attack figures (run --attack) in its scores, for its release."""
+        with self.atomic():
+            self.db.execute("UPDATE runs SET scores = json_set(scores, '$.attack', json(?)) "
+                            "WHERE id = ? AND scores IS NOT NULL",
+                            [json.dumps(dict(figures), sort_keys=True), run_id])
+
     def set_run_status(self, run_id: int, status: str) -> None:
         with self.atomic():
             self.db.execute("UPDATE runs SET status = ? WHERE id = ?", [status, run_id])
