@@ -11,14 +11,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from callgate.suites.faults import AfterFault, FaultRule
-from callgate.suites.matchers import Matcher, matcher_kind
+from callgate.suites.matchers import Matcher, matcher_kind, read_matcher
 from callgate.suites.policies import Policies
 
 Mode = Literal["strict", "unordered", "superset", "subset"]
@@ -70,15 +69,7 @@ def _parse_arg_spec(key: str, raw: Any, context: Any) -> ArgSpec:
     if not isinstance(optional, bool):
         raise ValueError(f"{key}: optional must be true or false")
     fields = {key: value for key, value in raw.items() if key != "optional"}
-    try:
-        matcher = kind.model_validate(fields, context=context)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        why = first["msg"].removeprefix("Value error, ")
-        raise ValueError(f"{key}: {kind.KEY} matcher: " + (f"{where}: " if where else "") + why
-                         ) from None
-    return ArgSpec(matcher=matcher, optional=optional)
+    return ArgSpec(matcher=read_matcher(kind, fields, key, context), optional=optional)
 
 
 class ExpectedCall(BaseModel):

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from callgate.suites import regex_sets, schemas
 
@@ -475,3 +483,17 @@ def matcher_kind(raw: Mapping[str, Any]) -> type[Matcher] | None:
         if keys <= _fields(kind):
             return kind
     return None
+
+
+def read_matcher(kind: type[Matcher], fields: Mapping[str, Any], key: str, context: Any
+                 ) -> Matcher:
+    """The matcher `fields` spell for argument `key`; a ValueError in one line naming the key,
+    the kind and the first field that is wrong."""
+    try:
+        return kind.model_validate(fields, context=context)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        why = first["msg"].removeprefix("Value error, ")
+        raise ValueError(f"{key}: {kind.KEY} matcher: " + (f"{where}: " if where else "") + why
+                         ) from None

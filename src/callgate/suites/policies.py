@@ -15,7 +15,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from callgate.errors import InputError, from_validation_error
-from callgate.suites.matchers import Matcher, Regex, json_equal, matcher_kind, shown
+from callgate.suites.matchers import (
+    Matcher,
+    Regex,
+    json_equal,
+    matcher_kind,
+    read_matcher,
+    shown,
+)
 
 PolicyName = Literal["forbidden_tools", "forbidden_values", "confirm_before_write", "max_calls",
                      "unsupported_claims"]
@@ -59,14 +66,7 @@ def _forbidden(key: str, raw: Any, context: Any) -> Forbidden:
         return Forbidden(one_of=(raw,))
     if "optional" in raw:
         raise ValueError(f"{key}: optional has no meaning for a forbidden value")
-    try:
-        return Forbidden(matcher=kind.model_validate(raw, context=context))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        why = first["msg"].removeprefix("Value error, ")
-        raise ValueError(f"{key}: {kind.KEY} matcher: " + (f"{where}: " if where else "") + why
-                         ) from None
+    return Forbidden(matcher=read_matcher(kind, raw, key, context))
 
 
 class Claim(_Strict):
