@@ -119,6 +119,17 @@ def test_each_matcher_matches_and_says_why_not(tmp_path: Path, key: str, spec: d
     assert reason in wrong.arguments_reason
 
 
+@pytest.mark.parametrize(("matcher", "got", "why", "right"), [
+    # a wanted null is an item like any other: it was once read as "nothing missing"
+    (Contains(contains=(None,)), [], "has no item equal to null", [None]),
+    (Contains(contains=(None,)), [1], "has no item equal to null", [1, None]),
+    (AnyOrder(any_order=(None, 1)), [1, 2], "has no item equal to null", [1, None]),
+])
+def test_a_wanted_null_item_must_be_there(matcher: Any, got: Any, why: str, right: Any) -> None:
+    assert matcher.mismatch(got) == why
+    assert matcher.mismatch(right) is None
+
+
 def test_every_kind_is_exercised() -> None:
     assert {next(iter(spec)) for _, spec, *_ in KINDS} | {"predicate"} == set(MATCHERS)
 

@@ -250,7 +250,7 @@ class AnyOrder(Matcher):
         if len(got) != len(self.any_order):
             return f"{len(got)} items where {len(self.any_order)} are expected"
         missing = _missing_items(self.any_order, got)
-        return None if missing is None else f"has no item equal to {shown(missing)}"
+        return None if missing is None else f"has no item equal to {shown(missing[0])}"
 
     def describe(self) -> str:
         return f"any_order {shown(list(self.any_order))}"
@@ -266,14 +266,15 @@ class AnyOrder(Matcher):
                       complete=_ARRAY_KEYWORDS)
 
 
-def _missing_items(wanted: Sequence[Any], got: Sequence[Any]) -> Any:
-    """The first wanted item with no equal item left in `got` (each used once), else None.
-    JSON equality is an equivalence, so taking the first equal item never loses a pairing."""
+def _missing_items(wanted: Sequence[Any], got: Sequence[Any]) -> tuple[Any] | None:
+    """The first wanted item with no equal item left in `got` (each used once), in a 1-tuple
+    (the item may be null), else None. JSON equality is an equivalence, so taking the first
+    equal item never loses a pairing."""
     left = list(got)
     for item in wanted:
         index = next((i for i, value in enumerate(left) if json_equal(item, value)), None)
         if index is None:
-            return item
+            return (item,)
         del left[index]
     return None
 
@@ -301,7 +302,7 @@ class Contains(Matcher):
         if not isinstance(got, list):
             return "not an array"
         missing = _missing_items(self.contains, got)
-        return None if missing is None else f"has no item equal to {shown(missing)}"
+        return None if missing is None else f"has no item equal to {shown(missing[0])}"
 
     def describe(self) -> str:
         given = self.contains if isinstance(self.contains, dict) else list(self.contains)
