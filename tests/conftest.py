@@ -101,11 +101,18 @@ def cli_env(tmp_path: Path) -> dict[str, str]:
 def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The store `callgate demo` writes, made once per test process, in process (the modules
     that serve it copy it: `copy_demo_store`)."""
+    return build_demo_store(tmp_path_factory.mktemp("demo-store"))
+
+
+def build_demo_store(folder: Path) -> Path:
+    """`callgate demo --db FOLDER/callgate.db`, in process. A copy names the store it was
+    made in wherever a kept gate decision says where its baseline came from; a module that
+    compares those with a fresh `gate` builds its own."""
     from typer.testing import CliRunner
 
     from callgate.cli.main import app
 
-    db = tmp_path_factory.mktemp("demo-store") / "callgate.db"
+    db = folder / "callgate.db"
     done = CliRunner().invoke(app, ["demo", "--db", str(db)])
     assert done.exit_code == 0, done.output
     return db

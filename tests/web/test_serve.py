@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from conftest import copy_demo_store
+from conftest import build_demo_store
 from paths import ROOT
 from webserver import Server, callgate_script
 
@@ -30,8 +30,10 @@ def callgate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def demo_db(demo_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return copy_demo_store(demo_store, tmp_path_factory.mktemp("demo"))
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Its own demo store, not a copy: the gate kept by `callgate demo` names the store's path
+    # as the baseline's source, which the /api/gate test compares with a fresh `gate --json`.
+    return build_demo_store(tmp_path_factory.mktemp("demo"))
 
 
 @pytest.fixture(scope="module")
