@@ -273,7 +273,8 @@ def run_command(
                     store, suite, candidate.name, release, settings, specs,
                     lambda on, with_settings: run_live(
                         on, candidate, store, release=release, settings=with_settings,
-                        keep_verdicts=as_json, judge=step),
+                        keep_verdicts=as_json or attacked is not None, judge=step,
+                        user=simulated),
                     max_drop=(robustness_max_drop if robustness_max_drop is not None
                               else gate.robustness_max_drop), max_excluded=max_excluded)
                 live = perturbed.clean

@@ -161,7 +161,7 @@ class LiveRunner:
             raise CallgateError("--offline reads stored answers only; it cannot go with --no-cache")
         source = self._source()
         player = None if self.user is None else player_of(
-            self.user, self.environ, self.settings.concurrency, self.pacers)
+            self.user, self.environ, self.settings.concurrency, self.pacers, self.switch)
         try:  # the source's client is open from here: closed however the run ends
             return await self._run(source, player)
         finally:

@@ -17,6 +17,7 @@ from callgate.models.routes import route_for
 from callgate.models.simulated_user import SimulatedUser
 from callgate.running.cache import line_text
 from callgate.running.conversation import Talk
+from callgate.running.counters import StopSwitch
 from callgate.running.model_source import ModelSource
 from callgate.running.simulated_user import UserPlayer, blamed_line
 from callgate.suites.responses import Response, parse_response
@@ -24,12 +25,14 @@ from callgate.suites.suite import Suite
 
 
 def player_of(user: SimulatedUser, environ: Mapping[str, str], concurrency: int | None,
-              pacers: Pacers) -> UserPlayer:
+              pacers: Pacers, stop: StopSwitch | None = None) -> UserPlayer:
     """The player of a run: the user model as a source, paced with the run's pacers (one per
-    endpoint: shared with the candidate's when they share one)."""
+    endpoint: shared with the candidate's when they share one), sending nothing once the run
+    is `stop`ped, as the candidate's model does."""
     route = route_for(user.candidate)
     return UserPlayer(user, ModelSource(user.candidate, route, environ=environ,
-                                        concurrency=concurrency, pacers=pacers), route)
+                                        concurrency=concurrency, pacers=pacers, stop=stop),
+                      route)
 
 
 async def blamed(talk: Talk, checked: Verdict | None, check: Callable[[Response], Verdict]

@@ -129,7 +129,9 @@ class Suite:
         """The interception seam of one attempt of `case`: every tool result its calls get
         goes through it (suites.interception)."""
         extra = self.result_transform(case) if self.result_transform is not None else None
-        made = [t for t in (self.faults.transform(case), extra) if t is not None]
+        # The attack first, the fault after it: a fault replaces whatever the tool returned,
+        # and its kind is the one recorded (the fault plan's replay and recovery read it).
+        made = [t for t in (extra, self.faults.transform(case)) if t is not None]
         if not made:
             return ToolResults(case.id, repeat)
         return ToolResults(case.id, repeat, made[0] if len(made) == 1 else compose(*made))
