@@ -42,15 +42,17 @@ def callgate(exe: str, env: dict[str, str], cwd: Path, *args: str
 
 
 @contextlib.contextmanager
-def target_of(kind: str, env: dict[str, str]) -> Iterator[str]:
-    """The --target value of an agent of this kind (an HTTP agent is served while in use)."""
+def target_of(kind: str, env: dict[str, str] | None = None, agent: Path = AGENT
+              ) -> Iterator[str]:
+    """The --target value of an agent of this kind (an HTTP agent is served while in use),
+    from the agents' module `agent` under tests/ (its `answer` for a Python target)."""
     if kind == "python":
-        yield "python:target_agents:answer"
+        yield f"python:{agent.stem}:answer"
         return
     if kind == "cmd":
-        yield f"cmd:{sys.executable} {AGENT} jsonl"
+        yield f"cmd:{sys.executable} {agent} jsonl"
         return
-    server = subprocess.Popen([sys.executable, str(AGENT), "http"], env=env, text=True,
+    server = subprocess.Popen([sys.executable, str(agent), "http"], env=env, text=True,
                               stdout=subprocess.PIPE)
     try:
         assert server.stdout is not None

@@ -5,18 +5,14 @@ recovery figure counts them; a target that ignores them is a target_error."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from multiturn import plain_suite
 from paths import TESTS
-from target_runs import run
+from target_runs import run, target_of
 
 from callgate.running.targets.contract import applied_faults, scheduled_faults
 from callgate.store.db import Store
@@ -37,26 +33,6 @@ def case(case_id: str, kind: str, text: str = "Where is ord_1?") -> dict[str, An
 
 def suite_of(tmp_path: Path, cases: list[dict[str, Any]]) -> Suite:
     return load_suite(plain_suite(tmp_path / "suite", cases))
-
-
-@contextlib.contextmanager
-def target(kind: str) -> Iterator[str]:
-    if kind == "python":
-        yield "python:fault_agents:answer"
-        return
-    if kind == "cmd":
-        yield f"cmd:{sys.executable} {AGENT} jsonl"
-        return
-    server = subprocess.Popen([sys.executable, str(AGENT), "http"], text=True,
-                              stdout=subprocess.PIPE)
-    try:
-        assert server.stdout is not None
-        ready = server.stdout.readline().split()
-        assert ready[0] == "READY", ready
-        yield ready[1]
-    finally:
-        server.kill()
-        server.wait()
 
 
 def test_the_schedule_a_target_gets_and_what_its_transcript_met(tmp_path: Path) -> None:
@@ -87,7 +63,7 @@ def test_each_target_kind_answers_every_fault_kind(kind: str, tmp_path: Path,
     monkeypatch.syspath_prepend(str(TESTS))
     cases = [case(fault, fault) for fault in FAULT_KINDS]
     cases.append(case("deaf", "server_error", "[deaf] Where is ord_1?"))
-    with target(kind) as spec:
+    with target_of(kind, agent=AGENT) as spec:
         live = run(tmp_path, suite_of(tmp_path, cases), spec)
     verdicts = {v.case_id: v for v in live.result.verdicts}
     assert verdicts["deaf"].status == "target_error"
