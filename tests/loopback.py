@@ -137,6 +137,14 @@ def follows_injection(probability: float, seed: int, marker: str, first: dict[st
     return reply
 
 
+def last_user_text(request: dict[str, Any]) -> str:
+    """The text of a request's last user message ("" when there is none)."""
+    for message in reversed(request.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return str(message.get("content") or "")
+    return ""
+
+
 def turn_of(request: dict[str, Any]) -> int:
     """Which turn of a conversation a request is: assistant messages after the last user one."""
     turn = 0

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loopback import Reply, ok, tool_call
+from loopback import Reply, last_user_text, ok, tool_call
 
 ASKED = re.compile(r"\[([^\]]+)\]\s+(\S+)\s+(\S+)")
 
@@ -38,11 +38,7 @@ class NameModel:
             return draws.random()
 
     def __call__(self, request: dict[str, Any]) -> Reply:
-        text = ""
-        for message in reversed(request.get("messages") or []):
-            if isinstance(message, dict) and message.get("role") == "user":
-                text = str(message.get("content") or "")
-                break
+        text = last_user_text(request)
         found = ASKED.search(text)
         if found is None:
             return ok(content="What do you need?")

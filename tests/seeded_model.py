@@ -10,7 +10,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from loopback import Reply, ok, tool_call
+from loopback import Reply, last_user_text, ok, tool_call
 
 MARKER = re.compile(r"\[([^\]]+)\]")
 
@@ -33,11 +33,7 @@ class SeededModel:
             return draws.random() < self.p.get(case_id, 1.0)
 
     def __call__(self, request: dict[str, Any]) -> Reply:
-        text = ""
-        for message in reversed(request.get("messages") or []):
-            if isinstance(message, dict) and message.get("role") == "user":
-                text = str(message.get("content") or "")
-                break
+        text = last_user_text(request)
         found = MARKER.search(text)
         case_id = found.group(1) if found else ""
         order = "ord_1" if self.right(case_id) else "ord_9"
