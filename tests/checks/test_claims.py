@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from factories import calls, case, line, message, tool_call, write_suite
 from multiturn import ENV_PY, assistant, c, env_suite, score
+from policy_verdicts import reasons, scored
 
 from callgate.checks.claims import unsupported_claims
 from callgate.checks.parsing import ParsedCall
-from callgate.checks.verdict import Verdict
 from callgate.errors import InputError
 from callgate.suites.policies import Policies
 from callgate.suites.suite import load_suite
@@ -38,15 +38,6 @@ def suite_with(root: Path, policies: dict[str, Any], cases: list[dict[str, Any]]
 
 def said(case_id: str, text: str, *made: dict[str, Any]) -> dict[str, Any]:
     return line(case_id, message(*made, content=text))
-
-
-def scored(tmp_path: Path, root: Path, lines: list[dict[str, Any]]) -> dict[str, Verdict]:
-    result = score(tmp_path, load_suite(root), lines)
-    return {v.case_id: v for v in result.verdicts if v.repeat == 0}
-
-
-def reasons(verdict: Verdict) -> list[tuple[str, str]]:
-    return [(v.policy, v.reason) for v in verdict.violations]
 
 
 def test_a_single_turn_claim_without_the_call_is_flagged_and_with_it_is_not(

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from factories import calls, case, line, message, tool_call, write_lines, write_suite
 from multiturn import assistant, c, score
+from policy_verdicts import reasons, scored
 
 from callgate.checks.parsing import ParsedCall
 from callgate.checks.policies import violations
@@ -40,15 +41,6 @@ def answer(case_id: str, *called: tuple[str, dict[str, Any]], repeat: int = 0
            ) -> dict[str, Any]:
     made = [tool_call(name, args, f"call_{i}") for i, (name, args) in enumerate(called)]
     return line(case_id, message(*made), repeat=repeat)
-
-
-def scored(tmp_path: Path, root: Path, lines: list[dict[str, Any]]) -> dict[str, Verdict]:
-    result = score(tmp_path, load_suite(root), lines)
-    return {v.case_id: v for v in result.verdicts if v.repeat == 0}
-
-
-def reasons(verdict: Verdict) -> list[tuple[str, str]]:
-    return [(v.policy, v.reason) for v in verdict.violations]
 
 
 def test_forbidden_tools_flag_every_call_of_them_and_leave_the_verdict_alone(
