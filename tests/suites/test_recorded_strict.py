@@ -6,16 +6,18 @@ and nothing is stored."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import factories
 import pytest
-from factories import calls, case, write_suite
+from factories import calls, case, message, write_lines, write_suite
 from typer.testing import CliRunner
 
 from callgate.cli.main import app
 from callgate.errors import InputError
-from callgate.suites.responses import ERROR_KINDS, read_responses
+from callgate.suites.responses import ERROR_KINDS, read_response_lines, read_responses
 
 GOOD = {"role": "assistant", "content": None, "tool_calls": [
     {"id": "c1", "type": "function",
@@ -106,3 +108,27 @@ def test_every_kind_a_run_records_is_known() -> None:
     kinds = {*RETRYABLE, *FATAL, TARGET_ERROR, "refused",
              *(classify_status(status) for status in range(400, 600))}
     assert kinds <= ERROR_KINDS
+
+
+class _OnlyLookups(Mapping[str, Any]):
+    """The cases with user turns as scoring hands them over: built one at a time when looked
+    up. Sizing or walking it would build every case of the suite, once per line."""
+
+    def __getitem__(self, case_id: str) -> Any:
+        raise KeyError(case_id)
+
+    def __iter__(self) -> Iterator[str]:
+        raise AssertionError("the reader walked every case")
+
+    def __len__(self) -> int:
+        raise AssertionError("the reader sized the mapping (built every case)")
+
+
+def test_the_reader_looks_up_the_cases_with_user_turns_and_never_walks_them(
+        tmp_path: Path) -> None:
+    """Regression: `user_turns or {}` called len() on the lazy mapping for every line, which
+    built all cases each time (1,400 cases: 60 s instead of 0.1 s)."""
+    path = write_lines(tmp_path / "r.jsonl",
+                       [factories.line(f"c{i}", message(content="hi")) for i in range(3)])
+    read = list(read_response_lines(path, user_turns=_OnlyLookups()))
+    assert [response.case_id for response, _ in read] == ["c0", "c1", "c2"]

@@ -383,7 +383,8 @@ def read_response_lines(
                 line=line_no,
                 field="response",
             )
-        conversation = (user_turns or {}).get(response.case_id)
+        # (`is not None`, not truthiness: a lazy mapping's len() would build every case.)
+        conversation = user_turns.get(response.case_id) if user_turns is not None else None
         problem = conversation and user_turns_problem(conversation, response)
         if problem:
             raise InputError(source, problem, line=line_no, field="user_turn_ends")
