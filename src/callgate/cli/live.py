@@ -184,6 +184,13 @@ def run_command(
     attack: Annotated[Path | None, typer.Option(
         "--attack", help="Attack file: inject its templates into the marked tool results and "
                          "report attack success per template (docs/attacks.md).")] = None,
+    clean_release: Annotated[str | None, typer.Option(
+        "--clean-release", help="With --attack: the stored clean run (same suite) whose right "
+                                "arguments on the attacked cases are shown beside the utility "
+                                "under attack.")] = None,
+    clean_agent: Annotated[str | None, typer.Option(
+        "--clean-agent", help="With --clean-release: the clean run's agent (default: --agent, "
+                              "else the model).")] = None,
 ) -> None:
     """Call a model, or the agent under test (--target), on every case (repeats × cases), then
     check, score and store as `score` does.
@@ -258,6 +265,8 @@ def run_command(
         gate = gate_settings(flags.config_path or DEFAULT_CONFIG)
         adaptive = perturbed = None
         with Store(db) as store:
+            clean = _clean_run(store, suite, attacked, clean_release,
+                               clean_agent, candidate.name)
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
                                   concurrency=concurrency)
@@ -290,7 +299,7 @@ def run_command(
             if attacked is not None:
                 from callgate.cli.attacks import attack_result
 
-                figures = attack_result(suite, attacked, live, store)
+                figures = attack_result(suite, attacked, live, store, clean)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -311,6 +320,20 @@ def _perturb_alone(asked: bool, *, target: str | None, estimate: bool,
                         (bool(until_decided), "--until-decided")):
         if given:
             raise CallgateError(f"--perturb cannot go with {flag} yet (docs/robustness.md)")
+
+
+def _clean_run(store: Any, suite: Any, attacked: Any, release: str | None,
+               agent: str | None, default_agent: str) -> list[tuple[str, bool]] | None:
+    """The clean run's attempts for --clean-release, read before anything is asked."""
+    if release is None:
+        if agent is not None:
+            raise _fail("--clean-agent names the clean run's agent: give --clean-release too")
+        return None
+    if attacked is None:
+        raise _fail("--clean-release pairs an attacked run with its clean run: give --attack")
+    from callgate.cli.attacks import clean_attempts
+
+    return clean_attempts(store, suite, agent or default_agent, release)
 
 
 def _live_document(live: Any, adaptive: Any, perturbed: Any, attack: Any) -> dict[str, Any]:
