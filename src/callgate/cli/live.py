@@ -260,7 +260,7 @@ def run_command(
         _perturb_alone(bool(specs), target=target, estimate=estimate,
                        until_decided=until_decided)
         if estimate:
-            _print_estimate(suite, candidate, settings, db, as_json)
+            _print_estimate(suite, candidate, settings, db, as_json, specs)
             return
         gate = gate_settings(flags.config_path or DEFAULT_CONFIG)
         adaptive = perturbed = None
@@ -316,7 +316,7 @@ def _perturb_alone(asked: bool, *, target: str | None, estimate: bool,
     """--perturb runs a model on the suite's own tools, with fixed repeats (for now)."""
     if not asked:
         return
-    for given, flag in ((target is not None, "--target"), (estimate, "--estimate"),
+    for given, flag in ((target is not None, "--target"),
                         (bool(until_decided), "--until-decided")):
         if given:
             raise CallgateError(f"--perturb cannot go with {flag} yet (docs/robustness.md)")
@@ -420,13 +420,20 @@ def _print_perturbed(perturbed: Any) -> None:
         out.print(text, highlight=False, soft_wrap=True)
 
 
-def _print_estimate(suite: Any, candidate: Any, settings: Any, db: Path, as_json: bool) -> None:
-    """`run --estimate`: the run's plan read against the store, priced offline; no call."""
+def _print_estimate(suite: Any, candidate: Any, settings: Any, db: Path, as_json: bool,
+                    specs: list[Any]) -> None:
+    """`run --estimate`: the run's plan read against the store, priced offline; no call.
+    With --perturb: the clean run and each variant's run, in one estimate."""
     from callgate.running.estimate import estimate_run
     from callgate.store.db import Store
 
     with Store(db) as store:
-        found = estimate_run(suite, candidate, store, settings)
+        if specs:
+            from callgate.cli.perturbing import estimate_perturbed
+
+            found = estimate_perturbed(store, suite, candidate, settings, specs)
+        else:
+            found = estimate_run(suite, candidate, store, settings)
     if as_json:
         json.dump(found.model_dump(mode="json"), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

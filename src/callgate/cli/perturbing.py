@@ -12,6 +12,7 @@ from typing import Any
 from callgate.errors import CallgateError
 from callgate.gating.robustness import Robustness, release_robustness
 from callgate.reading import canonical_json
+from callgate.running.estimate import RunEstimate, estimate_run, total_estimate
 from callgate.running.run import LiveRun
 from callgate.running.settings import RunSettings
 from callgate.store.db import Store
@@ -78,6 +79,21 @@ def run_perturbed(store: Store, suite: Suite, agent: str, release: str, settings
         only=[variant.fingerprint for variant, _ in runs], max_drop=max_drop,
         max_excluded=max_excluded)
     return PerturbedRuns(clean, runs, robustness)
+
+
+def estimate_perturbed(store: Store, suite: Suite, candidate: Any, settings: RunSettings,
+                       specs: Sequence[Spec], base: Path | None = None) -> RunEstimate:
+    """`run --perturb ... --estimate`: the clean run and every variant's run, counted and
+    priced as `run --estimate` does, each variant's answers looked up under its own marker."""
+    parts = [("clean run", estimate_run(suite, candidate, store, settings))]
+    for spec in specs:
+        try:
+            other, variant = perturbed_suite(suite, spec, base)
+        except ValueError as exc:
+            raise CallgateError(str(exc)) from None
+        marked = settings.model_copy(update={"perturbation": canonical_json(variant.marker())})
+        parts.append((f"{variant.kind} run", estimate_run(other, candidate, store, marked)))
+    return total_estimate(parts)
 
 
 def _ended_early(live: LiveRun) -> bool:

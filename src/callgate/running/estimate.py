@@ -11,6 +11,7 @@ answers: only its first request is counted, and the estimate says so."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -89,6 +90,8 @@ def estimate_run(suite: Suite, candidate: Candidate, store: Store,
     if candidate.target is not None:
         return _target_estimate(suite, candidate, store, settings)
     route = route_for(candidate)
+    if settings.perturbation is not None:  # a perturbed run's answers are cached apart (run.py)
+        route = dataclasses.replace(route, salt=settings.perturbation)
     notes: list[str] = []
     attempts = plan(suite, route, settings.repeats)
     conversations = plan_conversations(suite, settings.repeats)
@@ -154,3 +157,24 @@ def _target_estimate(suite: Suite, candidate: Candidate, store: Store,
                        notes=["a target runs its own loop: its calls and tokens are its own, "
                               "only the attempts are counted (its stored answers are not "
                               "looked up)"])
+
+
+def total_estimate(parts: list[tuple[str, RunEstimate]]) -> RunEstimate:
+    """Several runs' estimates (`run --perturb --estimate`: the clean run and one per
+    variant) as one, each part's count in a note; unknown dollars when any part's are."""
+    first = parts[0][1]
+    prices = [part.usd for _, part in parts]
+    to_call = sum(part.to_call for _, part in parts)
+    completion = sum(part.completion_tokens for _, part in parts)
+    prompts = [part.prompt_tokens for _, part in parts]
+    notes = [f"{label}: {part.to_call} of {part.attempts} attempts to make"
+             + (f", ${part.usd:.4f}" if part.usd is not None else "")
+             for label, part in parts]
+    notes += sorted({note for _, part in parts for note in part.notes})
+    return first.model_copy(update={
+        "attempts": sum(part.attempts for _, part in parts),
+        "cached": sum(part.cached for _, part in parts), "to_call": to_call,
+        "prompt_tokens": None if None in prompts else sum(p or 0 for p in prompts),
+        "completion_tokens": completion,
+        "usd": None if None in prices else sum(p or 0.0 for p in prices),
+        "notes": notes})
