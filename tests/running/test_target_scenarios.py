@@ -8,6 +8,7 @@ neither the user model nor the target; a changed simulator is named by the gate.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,27 @@ def test_a_changed_simulator_against_a_target_is_asked_again_and_named_by_the_ga
         f"simulated user changed since r1: sim (openrouter/test/user-2025-04-14, fingerprint "
         f"{first.fingerprint[:12]}) → sim (openrouter/test/user-2025-04-14, fingerprint "
         f"{changed.fingerprint[:12]})"]
+
+
+def test_a_lost_turn_is_asked_again_alone_the_rest_read_from_the_store(
+    server: Loopback, tmp_path: Path
+) -> None:
+    db, suite = tmp_path / "callgate.db", suite_of(tmp_path / "shop", AGENTS_OWN[:1])
+    user = user_spec(tmp_path, server)
+    first = run(db, suite, user)
+    with sqlite3.connect(db) as conn:  # the target's answer to the user's turn is lost
+        lost = conn.execute(
+            "DELETE FROM live_responses WHERE case_id = 'goal' AND json_extract(request, "
+            "'$.target') IS NOT NULL AND json_extract(request, '$.body.metadata.user_turn') = 1"
+        ).rowcount
+    assert lost == 1
+    server.reset()
+    scenario_agents.ASKED.clear()
+    again = run(db, suite, user)
+    # Only that turn is asked; the user's turns before and after it come from the store (the
+    # target answered as before, so the user's last request is the one stored).
+    assert [a["metadata"]["user_turn"] for a in scenario_agents.ASKED] == [1]
+    assert to_user(server) == 0
+    assert ([(v.status, v.right_arguments) for v in again.result.verdicts]
+            == [(v.status, v.right_arguments) for v in first.result.verdicts]
+            == [("scored", True)])
