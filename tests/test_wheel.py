@@ -68,7 +68,7 @@ def test_a_judge_a_user_adds_to_judges_is_not_baked_into_the_wheel(tmp_path: Pat
     if uv is None:
         pytest.skip("uv is needed to build the wheel")
     tree = tmp_path / "tree"
-    for name in ("src", "judges", "calibration"):
+    for name in ("src", "judges", "calibration", "users"):
         shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, tree / name)
@@ -86,4 +86,5 @@ def test_a_judge_a_user_adds_to_judges_is_not_baked_into_the_wheel(tmp_path: Pat
         "judges/tool_choice.toml", "judges/tool_choice.md", "calibration/tool_choice.jsonl",
         "calibration/README.md", "judges/answer_kind.toml", "judges/answer_kind.md",
         "calibration/answer_kind.jsonl", "judges/claim_support.toml",
-        "judges/claim_support.md", "calibration/claim_support.jsonl")}
+        "judges/claim_support.md", "calibration/claim_support.jsonl",
+        "users/default.toml", "users/default.md")}

@@ -167,8 +167,9 @@ def run_command(
         "--faults", help="A fault plan (JSON): chosen calls of chosen tools fail on their way "
                          "to the agent, seeded (docs/faults.md).")] = None,
     user: Annotated[Path | None, typer.Option(
-        "--user", help="A simulated user's spec (e.g. users/default.toml): it writes the user "
-                       "turns of cases with a scenario (docs/simulated-user.md).")] = None,
+        "--user", help="A simulated user's spec (e.g. users/default.toml, or a name: default, "
+                       "the one callgate ships): it writes the user turns of cases with a "
+                       "scenario (docs/simulated-user.md).")] = None,
     perturb: Annotated[list[str] | None, typer.Option(
         "--perturb", help="Run the same cases again with the tool surface worded another way, "
         "paired with the clean run: mask-names, rename=FILE, paraphrase=FILE, reorder-params, "

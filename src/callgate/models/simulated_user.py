@@ -115,10 +115,30 @@ def user_fingerprint(spec: UserSpec, template: str) -> str:
                           ).hexdigest()
 
 
+_PACKAGE = Path(__file__).resolve().parent.parent  # the callgate package
+
+
+def user_spec_path(value: Path | str) -> Path:
+    """A simulated user's spec by path (users/default.toml), or by name (default): a bare NAME
+    that is not a file is looked up as `./users/NAME.toml`, then in the copy the wheel carries
+    (`callgate/defaults/users/`, hatch force-include) or, in a source checkout, the top-level
+    `users/` folder. A path found nowhere is returned as given, to be reported not found."""
+    given = Path(value)
+    text = str(value)
+    if given.exists() or "/" in text or "\\" in text or text.startswith("."):
+        return given
+    stem = given.name.removesuffix(".toml")
+    folders = (Path("users"), _PACKAGE / "defaults" / "users", _PACKAGE.parent.parent / "users")
+    for folder in folders:
+        if (folder / f"{stem}.toml").is_file():
+            return folder / f"{stem}.toml"
+    return given
+
+
 def load_user(path: Path | str) -> SimulatedUser:
-    """Load a simulated user's spec (TOML, its prompt file beside it); InputError names file,
-    line and field."""
-    source = Path(path)
+    """Load a simulated user's spec (TOML, its prompt file beside it; a bare name is looked up
+    by `user_spec_path`); InputError names file, line and field."""
+    source = user_spec_path(path)
     with reading_toml(source, missing="simulated user spec not found") as raw:
         spec = _checked(source, raw)
     prompt_path = source.parent / spec.prompt

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from callgate.checks.simulator_blame import Played, simulator_faults
 from callgate.running.cache import AnswerCache, line_text
 from callgate.running.plan import Conversation, LaterTurn
-from callgate.running.simulated_user import NOT_STORED, Played, UserPlayer, blamed_line, faults
+from callgate.running.simulated_user import NOT_STORED, UserPlayer, blamed_line
 from callgate.running.source import Asker, Source
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Suite
@@ -77,7 +78,7 @@ async def converse(
     response = parse_response(line)
     found: list[str] = []
     if scenario is not None and played is not None:
-        found = faults(case, scenario, played, response)
+        found = simulator_faults(case, scenario, played, response)
         if played.error is not None:  # no conversation to score: the user's model failed
             line = blamed_line(line, found)
             response = parse_response(line)

@@ -187,7 +187,7 @@ class LiveRunner:
 
     async def _run(self, source: Source, player: UserPlayer | None) -> LiveRun:
         settings, shard = self.settings, self.settings.shard
-        refuse_unplayed(self.suite, self.candidate, player)
+        refuse_unplayed(self.suite, player)
         most = max([settings.repeats, *settings.case_repeats.values()])
         await source.open(settings.timeout)
         attempts, conversations = source.plan(self.suite, most)

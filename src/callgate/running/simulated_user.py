@@ -6,38 +6,27 @@ user turns from the store and asks nothing. The conversation ends when the user 
 token, or at the scenario's turn cap.
 
 Blame: a conversation that failed because of the user is the simulator's failure, not the
-agent's (`faults`, checked without a model): it ended the conversation before the agent made
-any call the case expects, or said a value the scenario keeps secret; its model failing is one
-too. Such an attempt is recorded as a `user_error`, excluded from the shares and counted
-apart."""
+agent's (checks.simulator_blame, checked without a model: it ended the conversation before the
+agent made any call the case expects, said a value the scenario keeps secret or contradicted a
+fact it gives; its model failing is one too). Such an attempt is recorded as a `user_error`,
+excluded from the shares and counted apart."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
+from callgate.checks.simulator_blame import Played
 from callgate.models.routes import ModelRoute
 from callgate.models.simulated_user import SimulatedUser
 from callgate.running.cache import AnswerCache
 from callgate.running.counters import RunCounters
 from callgate.running.plan import Conversation, LaterTurn, PlannedAttempt
 from callgate.running.source import Asker, Source
-from callgate.suites.cases import NoCall, Scenario
-from callgate.suites.responses import Response, parse_response
-from callgate.suites.suite import Case
+from callgate.suites.cases import Scenario
+from callgate.suites.responses import parse_response
 
 NOT_STORED = object()  # a user turn the store does not hold, and no caller to ask
-
-
-@dataclass
-class Played:
-    """What the simulated user of one conversation wrote, and how it ended."""
-
-    texts: list[str] = field(default_factory=list)
-    keys: list[str] = field(default_factory=list)
-    stopped: bool = False  # it wrote the stop token (else: the turn cap, or an error)
-    error: str | None = None  # its model failed: why
 
 
 class UserPlayer:
@@ -78,6 +67,7 @@ class UserPlayer:
                                      route.body(messages, []))
             line = json.loads((await self.caller.call(attempt)).line)
         played.keys.append(key)
+        heard = "\n".join(str(m["content"]) for m in messages)
         reply = parse_response(line)
         if reply.error is not None:
             played.error = f"its model failed ({reply.error.kind}): {reply.error.message}"
@@ -89,26 +79,11 @@ class UserPlayer:
             said = text.split(stop, 1)[0].strip()
             if said:
                 played.texts.append(said)
+                played.heard.append(heard)
             return None
         played.texts.append(text)
+        played.heard.append(heard)
         return LaterTurn([{"role": "user", "content": text}], [])
-
-
-def faults(case: Case, scenario: Scenario, played: Played, response: Response) -> list[str]:
-    """Why the simulated user, not the agent, would be to blame for this conversation
-    failing (empty: it played its part)."""
-    found = []
-    if played.error is not None:
-        found.append(played.error)
-    calls = sum(len(turn.tool_calls) for turn in response.turns or ())
-    if response.message is not None:
-        calls += len(response.message.tool_calls)
-    if played.stopped and calls == 0 and not isinstance(case.expect, NoCall):
-        found.append("it ended the conversation before the agent made any call")
-    for secret in scenario.secret:
-        if any(secret.casefold() in text.casefold() for text in played.texts):
-            found.append(f"it said {secret!r}, which the scenario keeps secret")
-    return found
 
 
 def blamed_line(line: dict[str, Any], reasons: list[str]) -> dict[str, Any]:

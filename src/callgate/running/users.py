@@ -11,7 +11,6 @@ from dataclasses import replace
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
-from callgate.models.config import Candidate
 from callgate.models.pacing import Pacers
 from callgate.models.routes import route_for
 from callgate.models.simulated_user import SimulatedUser
@@ -49,13 +48,10 @@ async def blamed(talk: Talk, checked: Verdict | None, check: Callable[[Response]
     return replace(talk, response=parse_response(line), line=line_text(line)), None
 
 
-def refuse_unplayed(suite: Suite, candidate: Candidate, player: UserPlayer | None) -> None:
-    """A live run of scenario cases needs a simulated user (and, for now, a model)."""
-    if player is not None and candidate.target is not None:
-        raise CallgateError("--user: a simulated user plays against a model candidate; an "
-                            "agent target (--target) is not supported yet")
+def refuse_unplayed(suite: Suite, player: UserPlayer | None) -> None:
+    """A live run of scenario cases needs a simulated user (against a model or a target)."""
     if player is None:
         for case_id, case in suite.cases.items():
             if case.scenario is not None:
                 raise CallgateError(f"case {case_id!r} has a scenario: give --user SPEC (a "
-                                    "simulated user, e.g. users/default.toml) to play it")
+                                    "simulated user, e.g. --user default) to play it")

@@ -19,8 +19,8 @@ COUNTED_APART = ("truncated", "provider_error", "environment_error", "pending_ju
                  "judge_error", "target_error")
 SEEN_APART = ("user_error",)
 # The excluded kinds in words, for messages and help texts.
-EXCLUDED_IN_WORDS = (", ".join(k.removesuffix("_error") for k in EXCLUDED_KINDS[:-2])
-                     + f" or {EXCLUDED_KINDS[-2].removesuffix('_error')} errors")
+EXCLUDED_IN_WORDS = (", ".join(k.removesuffix("_error") for k in EXCLUDED_KINDS[:-1])
+                     + " or simulated user errors")
 
 
 def excluded_share(attempts: int, excluded: Mapping[str, int]) -> float:

@@ -43,6 +43,9 @@ def attempt_request(
     if case.user_turns is not None:
         metadata.update(conversation_id=f"{case.id}#{repeat}", user_turn=user_turn,
                         user_turns=1 + len(case.user_turns))
+    elif case.scenario is not None:  # a simulated user writes the later turns: at most this many
+        metadata.update(conversation_id=f"{case.id}#{repeat}", user_turn=user_turn,
+                        max_user_turns=1 + case.scenario.max_user_turns)
     return {"messages": messages, "tools": tools, "metadata": metadata}
 
 
@@ -54,7 +57,8 @@ def scheduled_faults(suite: Suite, case: Case, repeat: int) -> list[dict[str, An
         return []
     sent = case.sent_names()
     offered = sorted(case.offered_names(suite.tools))
-    turns = 1 + len(case.user_turns or ())
+    turns = 1 + (len(case.user_turns) if case.user_turns is not None
+                 else case.scenario.max_user_turns if case.scenario is not None else 0)
     return scheduled(transform, case.id, repeat, {key: sent.get(key, key) for key in offered},
                      min(MAX_SCHEDULED, 2 * case.max_turns * turns))
 

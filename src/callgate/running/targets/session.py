@@ -114,13 +114,14 @@ class TargetSession:
     def plan(self, suite: Suite, repeats: int
              ) -> tuple[list[PlannedAttempt], list[Conversation]]:
         """Every (case, repeat) in suite order: one request and its cache key, or for a case
-        with later user turns a conversation (asked once per user turn, `converse_target`)."""
+        with later user turns (scripted, or a scenario's simulated user's) a conversation
+        (asked once per user turn, running.conversation)."""
         attempts, conversations = [], []
         for case_id, case in suite.cases.items():
             messages = suite.raw_cases[case_id]["messages"]
             tools = suite.offered_tools(case)
             for repeat in range(repeats):
-                if case.user_turns is not None:
+                if case.user_turns is not None or case.scenario is not None:
                     conversations.append(Conversation(case_id, repeat, messages, tools,
                                                       later_turns(suite, case_id)))
                     continue
