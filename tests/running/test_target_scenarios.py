@@ -202,3 +202,25 @@ def test_a_lost_turn_is_asked_again_alone_the_rest_read_from_the_store(
     assert ([(v.status, v.right_arguments) for v in again.result.verdicts]
             == [(v.status, v.right_arguments) for v in first.result.verdicts]
             == [("scored", True)])
+
+
+def test_a_run_with_no_scenario_case_keeps_no_simulator_and_the_gate_names_no_change(
+    server: Loopback, tmp_path: Path
+) -> None:
+    """--user on a suite with no scenario: nothing was simulated, so no simulator is kept and
+    another --user next release is no "simulated user changed" warning."""
+    scripted = {key: value for key, value in case("plain", "[goal]").items() if key != "scenario"}
+    db, suite = tmp_path / "callgate.db", suite_of(tmp_path / "shop", [scripted])
+    run(db, suite, user_spec(tmp_path, server), release="r1")
+    with Store(db) as store:
+        record_gate(store, find_current(store, "agent", "r1", None), baseline="auto",
+                    max_drop=2.0)
+    live = run(db, suite, user_spec(tmp_path, server, PROMPT + "Be brief.\n"), release="r2")
+    assert to_user(server) == 0 and "user_simulator" not in live.summary()
+    with Store(db) as store:
+        kept = [row["user_simulator"] for row in store.db.query(
+            "SELECT user_simulator FROM runs ORDER BY id")]
+        decision, _ = record_gate(store, find_current(store, "agent", "r2", None),
+                                  baseline="auto", max_drop=2.0)
+    assert kept == [None, None]
+    assert not [w for w in decision.warnings if w.startswith("simulated user changed")]
