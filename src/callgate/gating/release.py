@@ -217,7 +217,8 @@ def decide_release(
     noise = Noise(rule=rule, gated=gated_figures(scores.gate_figures),
                   flaky=tuple(_flaky(store, run, base_run, now, then, pairs)),
                   quarantined=left_out)
-    fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop, pairs)
+    fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop, pairs,
+                            noise.quarantined)  # the gate's own quarantine, passed on
            if then is not None else None)
     decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,

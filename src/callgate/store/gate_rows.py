@@ -3,7 +3,9 @@ each finished run's per-case tallies of them."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 from callgate.store.base import StoreBase
@@ -119,6 +121,17 @@ def recount_argument_failures(conn: sqlite3.Connection) -> None:
 
 
 
+# The same counts over a few named cases only (a JSON array of case ids): a quarantine's.
+_IN_CASES = "case_id IN (SELECT value FROM json_each(?{}))"
+_SLICE_ATTEMPTS_OF = _SLICE_ATTEMPTS.replace(
+    " GROUP BY", " AND m." + _IN_CASES.format(3) + " GROUP BY")
+_ARGUMENT_FAILURES_OF = _ARGUMENT_FAILURES.replace(
+    " GROUP BY", " AND " + _IN_CASES.format(2) + " GROUP BY")
+
+
+def _ids(case_ids: Collection[str]) -> str:
+    return json.dumps(sorted(case_ids))
+
 
 class GateRows(StoreBase):
     """Store methods for the gate (a mixin of Store)."""
@@ -199,6 +212,17 @@ class GateRows(StoreBase):
         """Per slice mark of `suite` and first-called tool ('' none, None not kept), the run's
         scored attempts and their calls."""
         return self.db.execute(_SLICE_ATTEMPTS, [run_id, suite]).fetchall()
+
+    def slice_attempts_of(self, run_id: int, suite: str, case_ids: Collection[str]
+                          ) -> list[tuple[str, str | None, int, int]]:
+        """As slice_attempts, over the cases `case_ids` only (what a quarantine takes out of
+        the run's counts: gating.what_to_fix)."""
+        return self.db.execute(_SLICE_ATTEMPTS_OF, [run_id, suite, _ids(case_ids)]).fetchall()
+
+    def argument_failures_of(self, run_id: int, case_ids: Collection[str]
+                             ) -> list[tuple[str | None, str | None, str, int]]:
+        """As argument_failures, counted from the verdicts of the cases `case_ids` only."""
+        return self.db.execute(_ARGUMENT_FAILURES_OF, [run_id, _ids(case_ids)]).fetchall()
 
     def argument_failures(self, run_id: int) -> list[tuple[str | None, str | None, str, int]]:
         """The run's scored attempts with the right tool and wrong arguments, counted by
