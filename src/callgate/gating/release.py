@@ -29,6 +29,7 @@ from callgate.gating.finding import (
     with_expectations,
 )
 from callgate.gating.flaky import FlakyCase, flaky_cases, flaky_of_stored
+from callgate.gating.gated import GateInputs, keep_gated
 from callgate.gating.noise import Noise, gated_figures
 from callgate.gating.quarantine import Quarantined, for_suite
 from callgate.gating.recovery_gate import with_recovery
@@ -124,10 +125,15 @@ def record_gate(
     # Recorded so that only a release that passed can be a later one's baseline.
     record = record_of(decision, max_excluded)
     store.set_run_gate(run.id, record.model_dump_json())
+    key = decision_key(store, run, max_drop, max_excluded, slice_rule=slice_rule)
+    # kept whole with its inputs, for the pages to show this decision (gating/gated.py)
+    body = decision.model_dump_json()
+    keep_gated(store, run.id, key,
+               GateInputs(baseline=baseline, max_drop=max_drop, max_excluded=max_excluded,
+                          rule=rule, quarantine=list(quarantine), slice_rule=slice_rule,
+                          recovery_max_drop=recovery_max_drop), body)
     if baseline == "auto" and rule == "points" and not quarantine and recovery_max_drop is None:
-        store.save_gate_decision(run.id, decision_key(store, run, max_drop, max_excluded,
-                                                      slice_rule=slice_rule),
-                                 decision.model_dump_json())
+        store.save_gate_decision(run.id, key, body)
     return decision, current.model_copy(update={"gate": record,
                                                 "estimates": audited_estimates(store, run.id)})
 
