@@ -76,19 +76,26 @@ def read_what_to_fix(store: Store, run: StoredRun, base_run: StoredRun | None,
     left_out = quarantined_cases(quarantined)
     notes = [quarantine_fix_note(quarantined)] if left_out else []
     pairs: dict[str, Counter[tuple[Tally, Tally]]]
-    if left_out:  # the cases one by one (as the gate reads them under a quarantine), less those
+    tallied = base_run is not None and store.has_case_tallies(run.id) and store.has_case_tallies(
+        base_run.id)
+    if left_out and not tallied:  # every case one by one, less those left out
         after = without(current.cases or _records(store, run), left_out)
         before = without(baseline.cases if base_run is None else (
             baseline.cases or _records(store, base_run)), left_out)
         pairs = slice_pairs_of(store.slice_marks(run.suite), before, after)
+    elif left_out and base_run is not None:  # counted in the store, less those left out
+        pairs = _counted_pairs(store, base_run, run)
+        taken = slice_pairs_of(store.slice_marks_of(run.suite, left_out),
+                               baseline.cases or _records(store, base_run),
+                               current.cases or _records(store, run))
+        for mark, gone in taken.items():
+            pairs[mark].subtract(gone)
+        pairs = {mark: +found for mark, found in pairs.items()}
     elif (base_run is not None and pairs_ is not None and store.has_slice_tallies(run.id)
             and store.has_slice_tallies(base_run.id)):
         pairs = kept_slice_pairs(store, base_run, pairs_)
-    elif base_run is not None and store.has_case_tallies(run.id) and store.has_case_tallies(
-            base_run.id):
-        pairs = {}
-        for mark, *tallies, cases in store.slice_pairs(base_run.id, run.id, run.suite):
-            pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
+    elif base_run is not None and tallied:
+        pairs = _counted_pairs(store, base_run, run)
     else:
         after = current.cases or _records(store, run)
         before = baseline.cases if base_run is None else (baseline.cases
@@ -121,6 +128,15 @@ def read_what_to_fix(store: Store, run: StoredRun, base_run: StoredRun | None,
     table = confusion(then_cells, now_cells, problems, known)
     return build_what_to_fix(pairs, {k: (v[0], v[1], v[2], v[3]) for k, v in attempts.items()},
                              table, rule, max_drop, notes)
+
+
+def _counted_pairs(store: Store, base_run: StoredRun, run: StoredRun
+                   ) -> dict[str, Counter[tuple[Tally, Tally]]]:
+    """Each slice's paired cases by (tally then, tally now), counted in the store."""
+    pairs: dict[str, Counter[tuple[Tally, Tally]]] = {}
+    for mark, *tallies, cases in store.slice_pairs(base_run.id, run.id, run.suite):
+        pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
+    return pairs
 
 
 def _slice_calls(store: Store, run: StoredRun, left_out: Collection[str] = ()

@@ -121,12 +121,22 @@ def recount_argument_failures(conn: sqlite3.Connection) -> None:
 
 
 
-# The same counts over a few named cases only (a JSON array of case ids): a quarantine's.
-_IN_CASES = "case_id IN (SELECT value FROM json_each(?{}))"
-_SLICE_ATTEMPTS_OF = _SLICE_ATTEMPTS.replace(
-    " GROUP BY", " AND m." + _IN_CASES.format(3) + " GROUP BY")
-_ARGUMENT_FAILURES_OF = _ARGUMENT_FAILURES.replace(
-    " GROUP BY", " AND " + _IN_CASES.format(2) + " GROUP BY")
+# The same counts over a few named cases only (a JSON array of case ids, a quarantine's): read
+# from the cases named, each a lookup in case_marks_by_case and in verdicts' primary key.
+_NAMED = "json_each(?{}) AS q CROSS JOIN "
+_SLICE_MARKS_OF = (
+    "SELECT m.mark, m.case_id FROM " + _NAMED.format(2) + "case_marks AS m INDEXED BY "
+    "case_marks_by_case ON m.suite = ?1 AND m.case_id = q.value WHERE "
+    + _SLICE_MARKS.replace("?3", "?1"))
+_SLICE_ATTEMPTS_OF = (
+    "SELECT m.mark, v.first_tool, COUNT(*), SUM(v.calls) FROM " + _NAMED.format(3)
+    + "case_marks AS m INDEXED BY case_marks_by_case ON m.suite = ?2 AND m.case_id = q.value "
+    "CROSS JOIN verdicts AS v ON v.run = ?1 AND v.case_id = m.case_id "
+    f"WHERE {_SLICE_MARKS.replace('?3', '?2')} AND v.status = 'scored' GROUP BY 1, 2")
+_ARGUMENT_FAILURES_OF = (
+    "SELECT v.arguments, v.schema_kind, v.arguments_reason, COUNT(*) FROM " + _NAMED.format(2)
+    + "verdicts AS v ON v.run = ?1 AND v.case_id = q.value WHERE v.status = 'scored' AND "
+    "v.right_tool AND NOT v.right_arguments GROUP BY 1, 2, 3")
 
 
 def _ids(case_ids: Collection[str]) -> str:
@@ -212,6 +222,10 @@ class GateRows(StoreBase):
         """Per slice mark of `suite` and first-called tool ('' none, None not kept), the run's
         scored attempts and their calls."""
         return self.db.execute(_SLICE_ATTEMPTS, [run_id, suite]).fetchall()
+
+    def slice_marks_of(self, suite: str, case_ids: Collection[str]) -> list[tuple[str, str]]:
+        """As slice_marks, the rows of the cases `case_ids` only."""
+        return self.db.execute(_SLICE_MARKS_OF, [suite, _ids(case_ids)]).fetchall()
 
     def slice_attempts_of(self, run_id: int, suite: str, case_ids: Collection[str]
                           ) -> list[tuple[str, str | None, int, int]]:
