@@ -63,3 +63,22 @@ def test_with_the_quarantine_nothing_is_left_to_fix_and_the_cases_left_out_are_c
     markdown = gate_markdown(decision)
     assert "**What to fix**" not in markdown  # nothing to lead the summary with
     assert "10 quarantined case(s) left out of the slices" in markdown
+
+
+def test_against_a_scores_file_the_quarantined_cases_are_left_out_too(db: Path,
+                                                                     tmp_path: Path) -> None:
+    """A baseline read from a scores file (no first calls kept): the slices are paired case
+    by case, less the quarantined ones, as the gate's figures are."""
+    with Store(db) as store:
+        _, first = gate_release(store, AGENT, "r1")
+        scores = tmp_path / "r1.json"
+        scores.write_text(first.to_json(), encoding="utf-8")
+        decision, _ = gate_release(store, AGENT, "r2", baseline=str(scores),
+                                   slice_rule=PER_TOOL, quarantine=entries())
+        counted, _ = gate_release(store, AGENT, "r2", baseline=str(scores), slice_rule=PER_TOOL)
+    assert (decision.outcome, decision.shared_cases) == ("pass", 70)
+    fix, unfixed = decision.what_to_fix, counted.what_to_fix
+    assert fix is not None and unfixed is not None
+    weather = next(s for s in fix.slices if s.label == "tool get_weather")
+    assert (weather.cases, weather.right_tool.worse) == (10, 0) and fix.failed == []
+    assert unfixed.failed == ["tool get_weather"]
