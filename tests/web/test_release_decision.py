@@ -27,6 +27,7 @@ from callgate.gating.gated import keep_gated, kept_gated
 from callgate.gating.release import decide_release, decision_key
 from callgate.store.db import Store
 from callgate.web.app import create_app
+from callgate.web.report_html import html_report_text
 
 
 def gate_cli(db: Path, *args: str) -> tuple[int, dict[str, Any]]:
@@ -140,6 +141,15 @@ def test_a_store_changed_since_the_gate_is_decided_again_with_its_inputs(
     with Store(db) as store:
         again = kept_gated(store, run_id(db))
         assert again is not None and again.key == kept.key  # kept again under today's key
+
+
+def test_the_html_report_shows_the_clis_decision_and_the_tool_surface(
+        gated: tuple[Path, dict[str, Any], Path]) -> None:
+    with Store(gated[0]) as store:
+        text = text_of(html_report_text(store, AGENT, "r2", None))
+    assert "pass exit 0, vs r1" in text
+    assert f"{len(QUARANTINED)} quarantined case(s), out of the gate" in text
+    assert "Tool surface since r1" in text and "get_forecast: description:" in text
 
 
 @pytest.mark.slow
