@@ -122,18 +122,20 @@ def record_gate(
                                        new_agent=new_agent, rule=rule, quarantine=quarantine,
                                        slice_rule=slice_rule,
                                        recovery_max_drop=recovery_max_drop)
-    # Recorded so that only a release that passed can be a later one's baseline.
+    # Recorded so that only a release that passed can be a later one's baseline; kept whole
+    # with its inputs in the same transaction, for the pages to show it (gating/gated.py).
     record = record_of(decision, max_excluded)
-    store.set_run_gate(run.id, record.model_dump_json())
     key = decision_key(store, run, max_drop, max_excluded, slice_rule=slice_rule)
-    # kept whole with its inputs, for the pages to show this decision (gating/gated.py)
     body = decision.model_dump_json()
-    keep_gated(store, run.id, key,
-               GateInputs(baseline=baseline, max_drop=max_drop, max_excluded=max_excluded,
-                          rule=rule, quarantine=list(quarantine), slice_rule=slice_rule,
-                          recovery_max_drop=recovery_max_drop), body)
-    if baseline == "auto" and rule == "points" and not quarantine and recovery_max_drop is None:
-        store.save_gate_decision(run.id, key, body)
+    inputs = GateInputs(baseline=baseline, max_drop=max_drop, max_excluded=max_excluded,
+                        rule=rule, quarantine=list(quarantine), slice_rule=slice_rule,
+                        recovery_max_drop=recovery_max_drop)
+    with store.atomic():
+        store.set_run_gate(run.id, record.model_dump_json())
+        keep_gated(store, run.id, key, inputs, body)
+        if (baseline == "auto" and rule == "points" and not quarantine
+                and recovery_max_drop is None):
+            store.save_gate_decision(run.id, key, body)
     return decision, current.model_copy(update={"gate": record,
                                                 "estimates": audited_estimates(store, run.id)})
 
