@@ -173,6 +173,14 @@ def test_a_browser_sees_the_gates_decision_and_the_quarantine(
         assert quarantined.text.startswith(f"{len(QUARANTINED)} quarantined case(s)")
         surface = driver.find_element(By.ID, "tool-surface")
         assert surface.is_displayed() and "get_forecast: description:" in surface.text
+        # on a 390 px phone, the page (its word diffs too) fits without sideways scrolling
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": False})
+        driver.get(f"{server.base}/runs/{run_id(db)}")
+        ready_page(driver)
+        scroll, client = driver.execute_script(
+            "const e = document.scrollingElement; return [e.scrollWidth, e.clientWidth]")
+        assert scroll <= client
     finally:
         driver.quit()
         server.stop()
