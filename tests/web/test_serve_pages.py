@@ -130,11 +130,12 @@ def test_pages_read_the_decision_the_gate_kept(store: Path, tmp_path: Path) -> N
     shutil.copyfile(store, db)
     rid = run_ids(db)["2026.11"]
     with sqlite3.connect(db) as conn:
-        kept = conn.execute("SELECT body FROM gate_decisions WHERE run = ?", [rid]).fetchall()
+        # `callgate gate` keeps its decision with its inputs (gating/gated.py)
+        kept = conn.execute("SELECT body FROM gated_decisions WHERE run = ?", [rid]).fetchall()
         assert len(kept) == 1
         decision = json.loads(kept[0][0])
         decision["messages"] = ["a message only the kept decision has"]
-        conn.execute("UPDATE gate_decisions SET body = ? WHERE run = ?",
+        conn.execute("UPDATE gated_decisions SET body = ? WHERE run = ?",
                      [json.dumps(decision), rid])
     server = Server(db)
     try:

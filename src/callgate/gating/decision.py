@@ -18,7 +18,7 @@ from callgate.gating.cases import Paired
 from callgate.gating.flaky import FlakyCase
 from callgate.gating.noise import Noise, apply_noise
 from callgate.gating.policy_gate import PolicyCheck
-from callgate.gating.quarantine import Quarantined, quarantine_note
+from callgate.gating.quarantine import Quarantined, quarantine_note, quarantined_cases
 from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.sequential import Rule, Tier
 from callgate.gating.simulator_change import simulator_warnings
@@ -206,7 +206,7 @@ def decide(
     lineage = _lineage(current, baseline, notes)
     now_suite, then_suite = _suite(current), _suite(baseline)
     surface = release_diff(baseline, current)
-    left_out = {q.case for q in noise.quarantined}
+    left_out = quarantined_cases(noise.quarantined)
     pairs = compared_pairs(baseline, current, (then_suite & now_suite) - left_out, surface, pairs,
                            left_out)
     pairing = _pairing(current, baseline, pairs, (now_suite, then_suite), max_excluded, notes,

@@ -84,6 +84,12 @@ def for_suite(entries: Iterable[Quarantined], suite_name: str) -> dict[str, Quar
     return out
 
 
+def quarantined_cases(entries: Iterable[Quarantined]) -> frozenset[str]:
+    """The case ids a quarantine leaves out: the one rule the gate's pairs (gating.decision)
+    and what to fix (gating.what_to_fix) both leave them out by."""
+    return frozenset(entry.case for entry in entries)
+
+
 def quarantine_note(entries: Iterable[Quarantined]) -> str | None:
     listed = [f"{e.case} ({e.reason}; set by {e.by}{', since ' + e.since if e.since else ''})"
               for e in entries]

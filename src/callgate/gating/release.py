@@ -29,6 +29,7 @@ from callgate.gating.finding import (
     with_expectations,
 )
 from callgate.gating.flaky import FlakyCase, flaky_cases, flaky_of_stored
+from callgate.gating.gated import GateInputs, keep_gated
 from callgate.gating.noise import Noise, gated_figures
 from callgate.gating.quarantine import Quarantined, for_suite
 from callgate.gating.recovery_gate import with_recovery
@@ -121,13 +122,20 @@ def record_gate(
                                        new_agent=new_agent, rule=rule, quarantine=quarantine,
                                        slice_rule=slice_rule,
                                        recovery_max_drop=recovery_max_drop)
-    # Recorded so that only a release that passed can be a later one's baseline.
+    # Recorded so that only a release that passed can be a later one's baseline; kept whole
+    # with its inputs in the same transaction, for the pages to show it (gating/gated.py).
     record = record_of(decision, max_excluded)
-    store.set_run_gate(run.id, record.model_dump_json())
-    if baseline == "auto" and rule == "points" and not quarantine and recovery_max_drop is None:
-        store.save_gate_decision(run.id, decision_key(store, run, max_drop, max_excluded,
-                                                      slice_rule=slice_rule),
-                                 decision.model_dump_json())
+    key = decision_key(store, run, max_drop, max_excluded, slice_rule=slice_rule)
+    body = decision.model_dump_json()
+    inputs = GateInputs(baseline=baseline, max_drop=max_drop, max_excluded=max_excluded,
+                        rule=rule, quarantine=list(quarantine), slice_rule=slice_rule,
+                        recovery_max_drop=recovery_max_drop)
+    with store.atomic():
+        store.set_run_gate(run.id, record.model_dump_json())
+        keep_gated(store, run.id, key, inputs, body)
+        if (baseline == "auto" and rule == "points" and not quarantine
+                and recovery_max_drop is None):
+            store.save_gate_decision(run.id, key, body)
     return decision, current.model_copy(update={"gate": record,
                                                 "estimates": audited_estimates(store, run.id)})
 
@@ -217,7 +225,8 @@ def decide_release(
     noise = Noise(rule=rule, gated=gated_figures(scores.gate_figures),
                   flaky=tuple(_flaky(store, run, base_run, now, then, pairs)),
                   quarantined=left_out)
-    fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop, pairs)
+    fix = (read_what_to_fix(store, run, base_run, now, then, slice_rule, max_drop, pairs,
+                            noise.quarantined)  # the gate's own quarantine, passed on
            if then is not None else None)
     decision = decide(now, then, max_drop=max_drop, max_excluded=max_excluded,
                       baseline_source=source if base else None, baseline_notes=skipped,

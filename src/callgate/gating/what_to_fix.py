@@ -6,12 +6,13 @@ gating/slices.py and gating/confusion.py from the store's counts (read here)."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from callgate.gating.cases import CaseRecord, Paired, Tally, kept_records, tally
 from callgate.gating.confusion import Confusion, argument_problems, confusion, counted_cells
+from callgate.gating.quarantine import Quarantined, quarantined_cases
 from callgate.gating.scores_file import ReleaseScores
 from callgate.gating.slices import (
     SliceFigure,
@@ -22,6 +23,7 @@ from callgate.gating.slices import (
     slice_figures,
     slice_pairs_of,
 )
+from callgate.gating.surface_gate import without
 from callgate.store.db import Store
 from callgate.store.gate_rows import MARK_SEPARATOR
 from callgate.store.rows import StoredRun
@@ -61,29 +63,46 @@ def build_what_to_fix(pairs: dict[str, Counter[tuple[Tally, Tally]]],
 
 def read_what_to_fix(store: Store, run: StoredRun, base_run: StoredRun | None,
                      current: ReleaseScores, baseline: ReleaseScores, rule: SliceRule | None,
-                     max_drop: float, pairs_: Paired | None = None) -> WhatToFix:
+                     max_drop: float, pairs_: Paired | None = None,
+                     quarantined: Sequence[Quarantined] = ()) -> WhatToFix:
     """What to fix between a stored release and its baseline (a stored run, `base_run`, or a
     scores file: `baseline`, with its cases). `current`: the release's scores, with its cases
     when the gate read them (not paired in the store). `pairs_`: the cases paired in the store
     with their marks (finding.paired_releases); with both runs' slice counts kept, the slices
-    are counted from those and the cases that changed, not from every case."""
-    notes = []
+    are counted from those and the cases that changed, not from every case. `quarantined`:
+    the entries the gate left out (its Noise.quarantined, for this suite): their cases are
+    left out of the slices, the confusion table and the argument keys too, by the gate's own
+    rule (quarantine.quarantined_cases), and a note says how many."""
+    left_out = quarantined_cases(quarantined)
+    notes = [quarantine_fix_note(quarantined)] if left_out else []
     pairs: dict[str, Counter[tuple[Tally, Tally]]]
-    if (base_run is not None and pairs_ is not None and store.has_slice_tallies(run.id)
+    tallied = base_run is not None and store.has_case_tallies(run.id) and store.has_case_tallies(
+        base_run.id)
+    if left_out and not tallied:  # every case one by one, less those left out
+        after = without(current.cases or _records(store, run), left_out)
+        before = without(baseline.cases if base_run is None else (
+            baseline.cases or _records(store, base_run)), left_out)
+        pairs = slice_pairs_of(store.slice_marks(run.suite), before, after)
+    elif left_out and base_run is not None:  # counted in the store, less those left out
+        pairs = _counted_pairs(store, base_run, run)
+        taken = slice_pairs_of(store.slice_marks_of(run.suite, left_out),
+                               baseline.cases or _records(store, base_run),
+                               current.cases or _records(store, run))
+        for mark, gone in taken.items():
+            pairs[mark].subtract(gone)
+        pairs = {mark: +found for mark, found in pairs.items()}
+    elif (base_run is not None and pairs_ is not None and store.has_slice_tallies(run.id)
             and store.has_slice_tallies(base_run.id)):
         pairs = kept_slice_pairs(store, base_run, pairs_)
-    elif base_run is not None and store.has_case_tallies(run.id) and store.has_case_tallies(
-            base_run.id):
-        pairs = {}
-        for mark, *tallies, cases in store.slice_pairs(base_run.id, run.id, run.suite):
-            pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
+    elif base_run is not None and tallied:
+        pairs = _counted_pairs(store, base_run, run)
     else:
         after = current.cases or _records(store, run)
         before = baseline.cases if base_run is None else (baseline.cases
                                                           or _records(store, base_run))
         pairs = slice_pairs_of(store.slice_marks(run.suite), before, after)
-    now_rows = _slice_calls(store, run)
-    then_rows = _slice_calls(store, base_run) if base_run else []
+    now_rows = _slice_calls(store, run, left_out)
+    then_rows = _slice_calls(store, base_run, left_out) if base_run else []
     attempts: dict[str, list[int]] = {}
     for side, rows in ((0, then_rows), (2, now_rows)):
         for mark, _, number, calls in rows:
@@ -104,17 +123,59 @@ def read_what_to_fix(store: Store, run: StoredRun, base_run: StoredRun | None,
     if not known and base_run is not None:
         notes.append("a release scored before callgate kept each attempt's first call has no "
                      "confusion table cells of its own: score it again to compare them")
-    problems = argument_problems(store.argument_failures(base_run.id) if base_run else [],
-                                 store.argument_failures(run.id))
+    problems = argument_problems(_failures(store, base_run, left_out) if base_run else [],
+                                 _failures(store, run, left_out))
     table = confusion(then_cells, now_cells, problems, known)
     return build_what_to_fix(pairs, {k: (v[0], v[1], v[2], v[3]) for k, v in attempts.items()},
                              table, rule, max_drop, notes)
 
 
-def _slice_calls(store: Store, run: StoredRun) -> list[tuple[str, str | None, int, int]]:
-    if store.has_slice_tallies(run.id):
-        return store.kept_slice_calls(run.id)
-    return store.slice_attempts(run.id, run.suite)
+def _counted_pairs(store: Store, base_run: StoredRun, run: StoredRun
+                   ) -> dict[str, Counter[tuple[Tally, Tally]]]:
+    """Each slice's paired cases by (tally then, tally now), counted in the store."""
+    pairs: dict[str, Counter[tuple[Tally, Tally]]] = {}
+    for mark, *tallies, cases in store.slice_pairs(base_run.id, run.id, run.suite):
+        pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
+    return pairs
+
+
+def _slice_calls(store: Store, run: StoredRun, left_out: Collection[str] = ()
+                 ) -> list[tuple[str, str | None, int, int]]:
+    """The run's (mark, first-called tool, scored attempts, calls), less the cases left out."""
+    rows = (store.kept_slice_calls(run.id) if store.has_slice_tallies(run.id)
+            else store.slice_attempts(run.id, run.suite))
+    if not left_out:
+        return rows
+    counts: dict[tuple[str, str | None], list[int]] = {}
+    for sign, found in ((1, rows), (-1, store.slice_attempts_of(run.id, run.suite, left_out))):
+        for mark, first, number, calls in found:
+            count = counts.setdefault((mark, first), [0, 0])
+            count[0] += sign * number
+            count[1] += sign * (calls or 0)
+    return [(mark, first, number, calls) for (mark, first), (number, calls) in counts.items()
+            if number > 0]
+
+
+def _failures(store: Store, run: StoredRun, left_out: Collection[str]
+              ) -> list[tuple[str | None, str | None, str, int]]:
+    """The run's argument failures (Store.argument_failures), less the cases left out."""
+    rows = store.argument_failures(run.id)
+    if not left_out:
+        return rows
+    counts: Counter[tuple[str | None, str | None, str]] = Counter()
+    for verdict, kind, reason, number in rows:
+        counts[verdict, kind, reason] += number
+    for verdict, kind, reason, number in store.argument_failures_of(run.id, left_out):
+        counts[verdict, kind, reason] -= number
+    return [(*key, number) for key, number in counts.items() if number > 0]
+
+
+def quarantine_fix_note(quarantined: Sequence[Quarantined], shown: int = 10) -> str:
+    """What to fix's line on the quarantined cases it leaves out."""
+    ids = sorted(quarantined_cases(quarantined))
+    more = f", and {len(ids) - shown} more" if len(ids) > shown else ""
+    return (f"{len(ids)} quarantined case(s) left out of the slices, the confusion table and "
+            f"the argument keys, as out of the gate: {', '.join(ids[:shown])}{more}")
 
 
 def kept_slice_pairs(store: Store, base_run: StoredRun, pairs: Paired

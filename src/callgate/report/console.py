@@ -399,6 +399,9 @@ def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
                           message=f"{check.name} fell {-(check.change or 0.0):.1f} points, "
                                   f"more than {decision.max_drop:g}")
     gate_failures += fix_junit(gate, decision)
+    from callgate.report.surface_section import surface_junit  # the gate's own, loaded here
+
+    surface_junit(gate, decision)
     if decision.outcome == "inconclusive":  # no result: an error, never a passing test
         element = ET.SubElement(gate, "testcase", name="inconclusive",
                                 classname=JUNIT_CLASS)
@@ -414,7 +417,7 @@ def gate_junit(decision: GateDecision, current: ReleaseScores) -> str:
                           gate_lines(decision))
     elif not decision.checks:
         ET.SubElement(gate, "testcase", name="first_release", classname=JUNIT_CLASS)
-    gate.set("tests", str(len(gate)))
+    gate.set("tests", str(len(gate.findall("testcase"))))
     gate.set("failures", str(gate_failures))
     gate.set("errors", str(int(decision.outcome == "inconclusive")))
     ET.indent(root)

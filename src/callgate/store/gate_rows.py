@@ -3,7 +3,9 @@ each finished run's per-case tallies of them."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Collection
 from typing import Any
 
 from callgate.store.base import StoreBase
@@ -119,6 +121,27 @@ def recount_argument_failures(conn: sqlite3.Connection) -> None:
 
 
 
+# The same counts over a few named cases only (a JSON array of case ids, a quarantine's): read
+# from the cases named, each a lookup in case_marks_by_case and in verdicts' primary key.
+_NAMED = "json_each(?{}) AS q CROSS JOIN "
+_SLICE_MARKS_OF = (
+    "SELECT m.mark, m.case_id FROM " + _NAMED.format(2) + "case_marks AS m INDEXED BY "
+    "case_marks_by_case ON m.suite = ?1 AND m.case_id = q.value WHERE "
+    + _SLICE_MARKS.replace("?3", "?1"))
+_SLICE_ATTEMPTS_OF = (
+    "SELECT m.mark, v.first_tool, COUNT(*), SUM(v.calls) FROM " + _NAMED.format(3)
+    + "case_marks AS m INDEXED BY case_marks_by_case ON m.suite = ?2 AND m.case_id = q.value "
+    "CROSS JOIN verdicts AS v ON v.run = ?1 AND v.case_id = m.case_id "
+    f"WHERE {_SLICE_MARKS.replace('?3', '?2')} AND v.status = 'scored' GROUP BY 1, 2")
+_ARGUMENT_FAILURES_OF = (
+    "SELECT v.arguments, v.schema_kind, v.arguments_reason, COUNT(*) FROM " + _NAMED.format(2)
+    + "verdicts AS v ON v.run = ?1 AND v.case_id = q.value WHERE v.status = 'scored' AND "
+    "v.right_tool AND NOT v.right_arguments GROUP BY 1, 2, 3")
+
+
+def _ids(case_ids: Collection[str]) -> str:
+    return json.dumps(sorted(case_ids))
+
 
 class GateRows(StoreBase):
     """Store methods for the gate (a mixin of Store)."""
@@ -199,6 +222,21 @@ class GateRows(StoreBase):
         """Per slice mark of `suite` and first-called tool ('' none, None not kept), the run's
         scored attempts and their calls."""
         return self.db.execute(_SLICE_ATTEMPTS, [run_id, suite]).fetchall()
+
+    def slice_marks_of(self, suite: str, case_ids: Collection[str]) -> list[tuple[str, str]]:
+        """As slice_marks, the rows of the cases `case_ids` only."""
+        return self.db.execute(_SLICE_MARKS_OF, [suite, _ids(case_ids)]).fetchall()
+
+    def slice_attempts_of(self, run_id: int, suite: str, case_ids: Collection[str]
+                          ) -> list[tuple[str, str | None, int, int]]:
+        """As slice_attempts, over the cases `case_ids` only (what a quarantine takes out of
+        the run's counts: gating.what_to_fix)."""
+        return self.db.execute(_SLICE_ATTEMPTS_OF, [run_id, suite, _ids(case_ids)]).fetchall()
+
+    def argument_failures_of(self, run_id: int, case_ids: Collection[str]
+                             ) -> list[tuple[str | None, str | None, str, int]]:
+        """As argument_failures, counted from the verdicts of the cases `case_ids` only."""
+        return self.db.execute(_ARGUMENT_FAILURES_OF, [run_id, _ids(case_ids)]).fetchall()
 
     def argument_failures(self, run_id: int) -> list[tuple[str | None, str | None, str, int]]:
         """The run's scored attempts with the right tool and wrong arguments, counted by

@@ -11,12 +11,14 @@ queries, so serialising them costs a local, single-user tool nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
@@ -42,9 +44,23 @@ def templates() -> Environment:
     # the page's query with one parameter set (a repeated one, as compare's run, kept)
     env.filters["requery"] = lambda params, key, value: urlencode(
         [(k, v) for k, v in params.multi_items() if k != key] + [(key, value)])
+    env.filters["worddiff"] = word_diff_html
     # one path segment of a link (a case id may hold '/', '?' or '#')
     env.filters["segment"] = lambda v: quote(str(v), safe="")
     return env
+
+
+_DELETED = re.compile(r"\[-(.*?)-\]")
+_INSERTED = re.compile(r"\{\+(.*?)\+\}")
+
+
+def word_diff_html(text: str) -> Markup:
+    """A word diff's line (gating.surface_diff: `[-gone-]`, `{+new+}`) as escaped HTML, the
+    words gone in <del> and the new ones in <ins> (their markers kept, for a reader without
+    the stylesheet and for copying)."""
+    escaped = str(escape(text))
+    escaped = _DELETED.sub(r"<del>[-\1-]</del>", escaped)
+    return Markup(_INSERTED.sub(r"<ins>{+\1+}</ins>", escaped))
 
 
 class BadQuery(ValueError):

@@ -1,8 +1,10 @@
 """What the pages and the JSON API show, read from the store. No web framework here: the same
 functions feed `callgate serve`, its JSON API and `callgate report --html`.
 
-Decisions come from the gate (`callgate.gating.release`): a release's mark on the chart is
-exactly what `callgate gate --model M --release R` (baseline auto) would decide.
+Decisions come from the gate (`callgate.gating.release`): a release `callgate gate` decided
+shows that decision, taken with its rule, quarantine and slice rule (gating.gated); one it
+never decided, what `callgate gate --model M --release R` (baseline auto, the default rule)
+would decide.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from typing import Any
 
 from callgate.gating.decision import GateDecision, decide, decision_json
 from callgate.gating.finding import stored_release
+from callgate.gating.gated import keep_gated, kept_gated
+from callgate.gating.noise import Noise
 from callgate.gating.release import decide_release, decision_key, recorded_decision
-from callgate.gating.scores_file import ReleaseScores
+from callgate.gating.scores_file import ReleaseScores, release_from_run
+from callgate.gating.surface_diff import surface_lines
 from callgate.gating.what_to_fix import read_what_to_fix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.stored import stored_scores
@@ -54,16 +59,20 @@ class Views:
     def decision(self, run: StoredRun, suite_runs: Sequence[StoredRun] | None = None
                  ) -> tuple[ReleaseScores, GateDecision]:
         """The release's scores (figures, not cases) and the gate's decision, by `callgate
-        gate`'s own rules (gating.release: baseline, audits, missing shards). Against the
-        store's baseline the decision is the one kept in the store (by `callgate gate` or an
-        earlier view), under a key of everything it depends on; it is decided and kept when
-        there is none. `suite_runs`: every run of the suite, when the caller has read them."""
+        gate`'s own rules (gating.release: baseline, audits, missing shards). A release
+        `callgate gate` decided: that decision, with its inputs (as_gated). Else, against the
+        store's baseline, the default rule's decision kept in the store (by an earlier view),
+        under a key of everything it depends on; it is decided and kept when there is none.
+        `suite_runs`: every run of the suite, when the caller has read them."""
         baseline = self.baselines.get(run.id, "auto")
         if baseline != "auto":
             decision, current = decide_release(self.store, run, baseline=baseline,
                                                max_drop=self.max_drop,
                                                max_excluded=self.max_excluded)
             return current, decision
+        gated = self.as_gated(run, suite_runs)
+        if gated is not None:
+            return gated
         key = decision_key(self.store, run, self.max_drop, self.max_excluded, suite_runs)
         cached = self._decisions.get((run.id, key))
         if cached is None:
@@ -73,6 +82,37 @@ class Views:
                 self._decisions.clear()
             cached = self._decisions[(run.id, key)] = (current, decision)
         return cached
+
+    def as_gated(self, run: StoredRun, suite_runs: Sequence[StoredRun] | None = None
+                 ) -> tuple[ReleaseScores, GateDecision] | None:
+        """The decision `callgate gate` last took on the run, with the rule, quarantine, slice
+        rule and thresholds it was given (gating.gated): as kept while the store holds what
+        it was taken on; taken again with those inputs when the store changed since (an
+        earlier release gated, a judgement or an audit added). None when never gated."""
+        kept = kept_gated(self.store, run.id)
+        if kept is None:
+            return None
+        inputs = kept.inputs
+        current = release_from_run(run, ())
+        if inputs.baseline != "auto":  # a scores file the store cannot tell changed: as gated
+            return current, kept.decision()
+        key = decision_key(self.store, run, inputs.max_drop, inputs.max_excluded, suite_runs,
+                           inputs.slice_rule)
+        cached = self._decisions.get((run.id, "gated:" + key))
+        if cached is not None:
+            return cached
+        if key == kept.key:
+            decision = kept.decision()
+        else:
+            decision, _ = decide_release(
+                self.store, run, max_drop=inputs.max_drop, max_excluded=inputs.max_excluded,
+                rule=inputs.rule, quarantine=inputs.quarantine, slice_rule=inputs.slice_rule,
+                recovery_max_drop=inputs.recovery_max_drop)
+            keep_gated(self.store, run.id, key, inputs, decision.model_dump_json())
+        if len(self._decisions) >= 8:  # a decision lists every flipped case: keep few
+            self._decisions.clear()
+        self._decisions[(run.id, "gated:" + key)] = (current, decision)
+        return current, decision
 
     def history(self, model: str, suite_name: str) -> list[dict[str, Any]]:
         """Every finished release of a model on a suite, oldest first, with its figures and
@@ -107,6 +147,8 @@ class Views:
             # as stored (JSON object keys), for the page and the API alike
             "pass_hat_k": {str(k): v for k, v in scores.pass_hat_k.items()},
             "gate": dumped,
+            # what changed in the tool surface, in the gate's own words (console, Markdown)
+            "tool_surface": surface_lines(decision.tool_surface, limit=1000),
             "tools": self.store.suite_tool_names(run.suite),
             "tags": sorted(release.by_tag),
             "judged_attempts": len(self.store.judgements(run.id)),
@@ -123,9 +165,12 @@ class Views:
                 and before.suite_name == after.suite_name):
             return kept
         now, then = stored_release(self.store, after), stored_release(self.store, before)
-        fix = read_what_to_fix(self.store, after, before, now, then, None, self.max_drop)
+        # the release's own gate left its quarantined cases out: so does the comparison
+        left_out = tuple(kept.quarantined)
+        fix = read_what_to_fix(self.store, after, before, now, then, None, self.max_drop,
+                               quarantined=left_out)
         return decide(now, then, max_drop=self.max_drop, max_excluded=self.max_excluded,
-                      what_to_fix=fix)
+                      what_to_fix=fix, noise=Noise(rule=kept.rule, quarantined=left_out))
 
     def answers(self, run_id: int, case_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
         """Each case's first answer in a run: its assistant turns with their calls."""
