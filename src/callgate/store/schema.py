@@ -447,6 +447,17 @@ def m019_runs_perturbation(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS runs_perturbed "
                  "ON runs (suite_name, agent, release) WHERE perturbation IS NOT NULL")
 
+
+@migration
+def m020_gated_decisions(conn: sqlite3.Connection) -> None:
+    """gated_decisions: the decision `callgate gate` last took on a run, with the inputs it
+    took it with (rule, quarantine, slice rule: gating.gated) and the key of the store it was
+    taken on, so pages show that decision rather than the default rule's. One row a run. Not
+    a cache: the inputs are the gate command's, which nothing else keeps."""
+    conn.execute("CREATE TABLE IF NOT EXISTS gated_decisions (run INTEGER PRIMARY KEY "
+                 "REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, "
+                 "inputs TEXT NOT NULL, body TEXT NOT NULL)")
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 

@@ -131,22 +131,15 @@ class ServeRecords(StoreBase):
 
     # The decision `callgate gate` last took on a run, with the inputs it took it with (its
     # rule, quarantine, slice rule: gating.gated) and the key of the store it was taken on, so
-    # that pages show that decision, not the default rule's. One row a run; created on first use.
-
-    def _gated_decisions_table(self) -> None:
-        self.db.execute("CREATE TABLE IF NOT EXISTS gated_decisions (run INTEGER PRIMARY KEY "
-                        "REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, "
-                        "inputs TEXT NOT NULL, body TEXT NOT NULL)")
+    # that pages show that decision, not the default rule's. One row a run (m020).
 
     def gated_decision(self, run_id: int) -> tuple[str, str, str] | None:
         """The run's kept gate decision: (key, inputs, body), None when never gated."""
-        self._gated_decisions_table()
         row = self.db.execute("SELECT key, inputs, body FROM gated_decisions WHERE run = ?",
                               [run_id]).fetchone()
         return (row[0], row[1], row[2]) if row else None
 
     def save_gated_decision(self, run_id: int, key: str, inputs: str, body: str) -> None:
-        self._gated_decisions_table()
         with self.atomic():
             self.db.execute("INSERT OR REPLACE INTO gated_decisions (run, key, inputs, body) "
                             "VALUES (?, ?, ?, ?)", [run_id, key, inputs, body])
