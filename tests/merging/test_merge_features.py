@@ -360,3 +360,62 @@ def test_shards_with_different_perturbations_are_refused(tmp_path: Path) -> None
     assert message_.startswith(f"{shards[1]}: ") and "perturbation" in message_
     assert "\n" not in message_
     assert not (tmp_path / "merged.db").exists()
+
+
+def _fault_suite(tmp: Path, ids: list[str], own: bool) -> Suite:
+    """Cases faulted on their first lookup; `own`: each case states its after_fault (else a
+    --faults plan gives the faults and the after_fault)."""
+    faulted: dict[str, Any] = {
+        "faults": [{"tool": "lookup_order", "kind": "timeout", "calls": [1]}],
+        "after_fault": {"retries": 1, "no_success_claim": True}} if own else {}
+    cases = [mt_case(case_id, {"type": "trajectory", "mode": "superset",
+                               "calls": [{"tool": "lookup_order"}]}, state=STATE, **faulted)
+             for case_id in ids]
+    return load_suite(env_suite(tmp / "shop", cases))
+
+
+def test_recovery_merged_into_a_store_holding_the_other_shard_is_the_unsharded_one(
+        tmp_path: Path) -> None:
+    ids = [f"a{i}" for i in range(6)]
+    suite = _fault_suite(tmp_path, ids, own=True)
+    lines = [_recovery_line(case_id, r, (i + r) % 3 != 0 or i == 0)
+             for i, case_id in enumerate(ids) for r in range(3)]
+    responses = write_lines(tmp_path / "r.jsonl", lines)
+    stores = {}
+    for name, shard in (("whole", None), ("s1", Shard(index=1, count=2)),
+                        ("s2", Shard(index=2, count=2))):
+        stores[name] = tmp_path / f"{name}.db"
+        with Store(stores[name]) as store:
+            score_file(suite, responses, store, model="m", release="r1", agent="bot",
+                       shard=shard)
+    merge_stores(tmp_path / "merged.db", [stores["s1"]])
+    merge_stores(tmp_path / "merged.db", [stores["s2"]])  # --into: the release had shard 1
+    merged = _release(tmp_path / "merged.db")["scores"]
+    assert merged["recovery"] == _release(stores["whole"])["scores"]["recovery"]
+    assert merged["recovery"]["timeout"]["n"] == 18
+
+
+def test_shards_whose_recovery_came_from_a_fault_plan_are_refused(tmp_path: Path) -> None:
+    from callgate.suites.fault_runs import with_fault_plan
+
+    ids = [f"a{i}" for i in range(6)]
+    plan = tmp_path / "faults.json"
+    plan.write_text(json.dumps({
+        "faults": [{"tool": "lookup_order", "kind": "timeout", "calls": [1]}],
+        "after_fault": {"retries": 1, "no_success_claim": True}}))
+    suite = with_fault_plan(_fault_suite(tmp_path, ids, own=False), plan)
+    lines = [_recovery_line(case_id, r, r != 0) for case_id in ids for r in range(2)]
+    shards = []
+    for index in (1, 2):
+        shards.append(tmp_path / f"shard{index}.db")
+        with Store(shards[-1]) as store:
+            result = score_file(suite, write_lines(tmp_path / "r.jsonl", lines), store,
+                                model="m", release="r1", agent="bot",
+                                shard=Shard(index=index, count=2))
+        assert result.scores.recovery is not None  # the plan's after_fault gave them
+    with pytest.raises(CallgateError) as refused:
+        merge_stores(tmp_path / "merged.db", shards)
+    message_ = str(refused.value)
+    assert message_.startswith(f"{shards[0]}: ") and "scores.recovery" in message_
+    assert "\n" not in message_
+    assert not (tmp_path / "merged.db").exists()
