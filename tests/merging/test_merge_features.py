@@ -419,3 +419,30 @@ def test_shards_whose_recovery_came_from_a_fault_plan_are_refused(tmp_path: Path
     assert message_.startswith(f"{shards[0]}: ") and "scores.recovery" in message_
     assert "\n" not in message_
     assert not (tmp_path / "merged.db").exists()
+
+
+def test_a_shard_whose_cases_met_no_fault_merges_with_one_that_did(tmp_path: Path) -> None:
+    ids = [f"a{i}" for i in range(6)]
+    faulted = [case_id for case_id in ids if shard_of(case_id, 2) == 1]
+    own = {"faults": [{"tool": "lookup_order", "kind": "timeout", "calls": [1]}],
+           "after_fault": {"retries": 1, "no_success_claim": True}}
+    suite = load_suite(env_suite(tmp_path / "shop", [
+        mt_case(case_id, {"type": "trajectory", "mode": "superset",
+                          "calls": [{"tool": "lookup_order"}]}, state=STATE,
+                **(own if case_id in faulted else {}))
+        for case_id in ids]))
+    lookup = [("lookup_order", {"order_id": "ord_1"})]
+    lines = [_recovery_line(case_id, r, r != 1) if case_id in faulted
+             else turns(case_id, lookup, "ord_1 is pending.", repeat=r)
+             for case_id in ids for r in range(3)]
+
+    def make(store: Store, release: str, shard: Shard | None) -> None:
+        score_file(suite, write_lines(tmp_path / "r.jsonl", lines), store, model="m",
+                   release=release, agent="bot", shard=shard)
+
+    whole, merged = _built(tmp_path, make)
+    with Store(tmp_path / "shard2.db") as store:
+        (run,) = store.stored_runs("bot")
+    assert run.scores is not None and run.scores["recovery"] is None  # met no fault
+    kept = _same_release(whole, merged)
+    assert kept["scores"]["recovery"]["timeout"]["n"] == 3 * len(faulted)

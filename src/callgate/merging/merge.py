@@ -19,7 +19,7 @@ from callgate.errors import CallgateError
 from callgate.judging.certificates import Certificate
 from callgate.judging.judge import JudgeOutput
 from callgate.judging.step import JudgedTally, judged_shares
-from callgate.merging.figures import COMBINED, Part, Refusal, kept_figures, present
+from callgate.merging.figures import COMBINED, Part, Refusal, kept_figures
 from callgate.merging.merge_input import check_merge_input
 from callgate.merging.recovery import RecoveryPart, checked_recovery
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
@@ -182,7 +182,9 @@ def _rescore_merged(store: Store, run_id: int, sources: list[MergedSource]) -> M
     if gated is not None:
         document["gate_figures"] = list(gated)
     document.update(kept_figures(parts, refuse))
-    if present(parts, "recovery", refuse):
+    # A shard none of whose attempts met a fault has no recovery figures: not a disagreement
+    # (reading every part again shows whether the parts agree).
+    if any(document.get("recovery") is not None for _, document in parts):
         document["recovery"] = checked_recovery(
             store, run_id, _recovery_parts(store, run, sources), where)
     store.write_merged_scores(run_id, document,
