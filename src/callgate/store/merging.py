@@ -58,6 +58,9 @@ class MergeRecords(StoreBase):
     def _person_labels_table(self) -> None:
         raise NotImplementedError
 
+    def _adjudications_table(self) -> None:
+        raise NotImplementedError
+
     def _write_scores(self, run_id: int, scores: dict[str, Any], status: str) -> None:
         raise NotImplementedError
 
@@ -118,22 +121,24 @@ class MergeRecords(StoreBase):
                     f"in {self.path}; settle the label in the set file and load it again")
 
     def _merge_person_labels(self, source: MergeRecords) -> None:
-        """People's labels (serve's calibration sessions), each copied once: a row is the same
-        label when set, item, labeller, time and the line it wrote are."""
-        if not source.db["person_labels"].exists():
-            return
-        self._person_labels_table()
-        columns = ("set_name", "item_id", "labeller", "tool_choice", "arguments", "note",
-                   "created_at", "line")
-        names = ", ".join(columns)
-        for row in source.db.execute(f"SELECT {names} FROM person_labels ORDER BY id"):
-            key = [row[0], row[1], row[2], row[6], row[7]]
-            if self.db.execute(
-                    "SELECT 1 FROM person_labels WHERE set_name = ? AND item_id = ? AND "
-                    "labeller = ? AND created_at = ? AND line = ?", key).fetchone():
+        """People's labels and adjudications (serve's calibration sessions), each copied once:
+        a row is the same when set, item, labeller, time and the line it wrote are."""
+        for table, text, make in (("person_labels", "note", self._person_labels_table),
+                                  ("adjudications", "why", self._adjudications_table)):
+            if not source.db[table].exists():
                 continue
-            self.db.execute(f"INSERT INTO person_labels ({names}) VALUES "
-                            f"({', '.join('?' * len(columns))})", list(row))
+            make()
+            columns = ("set_name", "item_id", "labeller", "tool_choice", "arguments", text,
+                       "created_at", "line")
+            names = ", ".join(columns)
+            for row in source.db.execute(f"SELECT {names} FROM {table} ORDER BY id"):
+                key = [row[0], row[1], row[2], row[6], row[7]]
+                if self.db.execute(
+                        f"SELECT 1 FROM {table} WHERE set_name = ? AND item_id = ? AND "
+                        "labeller = ? AND created_at = ? AND line = ?", key).fetchone():
+                    continue
+                self.db.execute(f"INSERT INTO {table} ({names}) VALUES "
+                                f"({', '.join('?' * len(columns))})", list(row))
 
     def _merge_target(self, run: dict[str, Any]) -> dict[str, Any] | None:
         """The run here a source run merges into: its release's (clean) run, or the release's
