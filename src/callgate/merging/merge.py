@@ -3,7 +3,9 @@
 The SQL is in the store (Store.merge_from); this module opens the stores, merges them all in
 one transaction, and computes the figures of every release that got attempts again from its
 verdicts, with the scoring code a run uses, so a release merged from its shards has the figures
-of the same release run unsharded.
+of the same release run unsharded. What the verdicts do not give is kept from the shards'
+scores and combined (merging/figures.py: attack, judged kinds and claims, server errors, a
+budget's stop) or read again from the attempts (merging/recovery.py: fault recovery).
 """
 
 from __future__ import annotations
