@@ -3,7 +3,9 @@
 The SQL is in the store (Store.merge_from); this module opens the stores, merges them all in
 one transaction, and computes the figures of every release that got attempts again from its
 verdicts, with the scoring code a run uses, so a release merged from its shards has the figures
-of the same release run unsharded.
+of the same release run unsharded. What the verdicts do not give is kept from the shards'
+scores and combined (merging/figures.py: attack, judged kinds and claims, server errors, a
+budget's stop) or read again from the attempts (merging/recovery.py: fault recovery).
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from callgate.errors import CallgateError
 from callgate.judging.certificates import Certificate
 from callgate.judging.judge import JudgeOutput
 from callgate.judging.step import JudgedTally, judged_shares
+from callgate.merging.figures import COMBINED, Part, Refusal, kept_figures
 from callgate.merging.merge_input import check_merge_input
+from callgate.merging.recovery import RecoveryPart, checked_recovery
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 from callgate.scoring.result import not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.scoring.stored import StoredScores, stored_scores
 from callgate.store.db import Store
-from callgate.store.opening import check_store_file
+from callgate.store.merging import MergedSource
+from callgate.store.opening import MergeRefused, check_store_file
 from callgate.store.rows import StoredRun
 
 
@@ -38,6 +43,7 @@ class MergedRelease:
     shards: list[int] | None
     shard_count: int | None
     attempts: int
+    perturbation: str | None = None  # a perturbed run of the release (`run --perturb`)
 
 
 def rescore(store: Store, run_id: int, uncalibrated: bool,
@@ -139,7 +145,7 @@ def _merge_into(path: Path, out: Path, sources: list[Store]) -> list[MergedRelea
     with Store(path) as target:
         target.path = out  # only the name errors give: the temporary file becomes `out`
         with target.atomic():
-            touched: dict[int, list[StoredRun]] = {}
+            touched: dict[int, list[MergedSource]] = {}
             for source in sources:
                 for run_id, runs in target.merge_from(source).items():
                     touched.setdefault(run_id, []).extend(runs)
@@ -148,10 +154,26 @@ def _merge_into(path: Path, out: Path, sources: list[Store]) -> list[MergedRelea
     return merged
 
 
-def _rescore_merged(store: Store, run_id: int, sources: list[StoredRun]) -> MergedRelease:
+def _rescore_merged(store: Store, run_id: int, sources: list[MergedSource]) -> MergedRelease:
     run = store.stored_run(run_id)
     assert run is not None
-    kept = [s for s in map(stored_scores, [run, *sources]) if s is not None]
+    where = (f"release {run.release!r} of agent {run.agent!r} on suite {run.suite_name!r}"
+             + (" perturbed" if run.row.get("perturbation") is not None else ""))
+    refuse = Refusal(where)
+    # The parts of the release: the run already here (when it had finished before this merge)
+    # and the source runs that brought attempts.
+    parts: list[Part] = ([(store.path, run.scores)] if run.scores is not None else []) + [
+        (source.store.path, source.run.scores) for source in sources
+        if source.run.scores is not None]
+    for source in sources:
+        carried = [f for f in COMBINED if (source.run.scores or {}).get(f) is not None]
+        if carried and not source.whole:
+            raise MergeRefused(
+                f"{source.store.path}: {where}: scores.{carried[0]}: some of its attempts are "
+                "in the release already and others are not, so its figures cannot be added "
+                "to the release's; merge whole shards")
+    kept = [s for s in map(stored_scores, [run, *(source.run for source in sources)])
+            if s is not None]
     scores = rescore(store, run_id, any(s.uncalibrated for s in kept), kept)
     record = not_a_result("run" if run.source == "live" else "score", scores.attempts,
                           scores.excluded, DEFAULT_MAX_EXCLUDED)
@@ -161,8 +183,29 @@ def _rescore_merged(store: Store, run_id: int, sources: list[StoredRun]) -> Merg
     gated = next((k.gate_figures for k in kept if k.gate_figures), None)
     if gated is not None:
         document["gate_figures"] = list(gated)
+    document.update(kept_figures(parts, refuse))
+    # A shard none of whose attempts met a fault has no recovery figures: not a disagreement
+    # (reading every part again shows whether the parts agree).
+    if any(document.get("recovery") is not None for _, document in parts):
+        document["recovery"] = checked_recovery(
+            store, run_id, _recovery_parts(store, run, sources), where)
     store.write_merged_scores(run_id, document,
                               record.model_dump_json() if record is not None else None)
     return MergedRelease(run_id, run.suite_name, run.agent, run.release,
                          list(run.shards) if run.shards is not None else None,
-                         run.shard_count, scores.attempts)
+                         run.shard_count, scores.attempts, run.row.get("perturbation"))
+
+
+def _recovery_parts(store: Store, run: StoredRun, sources: list[MergedSource]
+                    ) -> list[RecoveryPart]:
+    """Each part's store, run and stored recovery, to read again: the sources' runs in their
+    stores, and the run here (when it finished before this merge) on the attempts it had."""
+    out: list[RecoveryPart] = [
+        (source.store.path, source.store, source.run.id, (source.run.scores or {}).get(
+            "recovery"), ()) for source in sources]
+    if run.scores is not None:
+        brought: set[tuple[str, int]] = set()
+        for source in sources:
+            brought |= source.store.attempt_keys(source.run.id)
+        out.insert(0, (store.path, store, run.id, run.scores.get("recovery"), brought))
+    return out

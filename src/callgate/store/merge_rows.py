@@ -120,8 +120,7 @@ class MergeInputRows(StoreBase):
     def merge_input_runs(self) -> list[InputRow]:
         """The finished runs `merge` copies from this store, for checking them first."""
         return [InputRow("runs", row) for row in self.db.query(
-            "SELECT * FROM runs WHERE status = 'done' AND perturbation IS NULL "
-            "ORDER BY created_at, id")]
+            "SELECT * FROM runs WHERE status = 'done' ORDER BY created_at, id")]
 
     def merge_input_suspects(self, table: str, allowed: Allowed | None = None, *,
                              run: int | None = None, suite: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from callgate.store.base import StoreBase
 from callgate.store.columns import RESPONSE_COLUMNS, VERDICT_COLUMNS
@@ -24,6 +24,27 @@ _MERGED_RUN_TABLES = {
 _MERGE_CHUNK = 5000
 
 
+class MergedSource(NamedTuple):
+    """A source run merged into a run here: `whole` when every one of its attempts was new here
+    (its figures then count apart from the others'), and the (open) store it came from."""
+
+    run: StoredRun
+    whole: bool
+    store: MergeRecords
+
+
+# The columns of a run every shard of a release must agree on (compared with the release
+# here), and what a refusal calls them.
+_AGREED = (("suite", "suite fingerprint"), ("model", "model"),
+           ("model_params", "model parameters"), ("judge_fingerprint", "judge fingerprint"),
+           ("callgate_version", "callgate version"), ("shard_count", "number of shards"),
+           ("user_simulator", "simulated user"), ("tool_surface", "tool surface"))
+# The columns a merged run is made with, from its first source run (pacing: the first shard's).
+_COPIED = ("suite_name", "suite", "agent", "model", "model_params", "release", "source",
+           "created_at", "callgate_version", "judge_fingerprint", "shard_count", "shards",
+           "tool_surface", "pacing", "user_simulator", "perturbation")
+
+
 def _union_shards(here: str | None, there: str | None) -> str | None:
     """The shards a run holds after merging (JSON list); None for an unsharded run."""
     if here is None or there is None:
@@ -37,6 +58,9 @@ class MergeRecords(StoreBase):
     def _person_labels_table(self) -> None:
         raise NotImplementedError
 
+    def _adjudications_table(self) -> None:
+        raise NotImplementedError
+
     def _write_scores(self, run_id: int, scores: dict[str, Any], status: str) -> None:
         raise NotImplementedError
 
@@ -46,20 +70,27 @@ class MergeRecords(StoreBase):
     # calibration items, certificates) row for row, ignoring rows already here; the finished
     # runs into the run of their release here (made if missing), attempt by attempt.
 
-    def merge_from(self, source: MergeRecords) -> dict[int, list[StoredRun]]:
+    def merge_from(self, source: MergeRecords) -> dict[int, list[MergedSource]]:
         """Copy `source` into this store; the runs here that got new attempts, each with the
-        source runs merged into it. Raises MergeRefused, naming the case, on a conflict."""
+        source runs merged into it (a release's perturbed runs, `run --perturb`, into its
+        perturbed runs of the same perturbation). Raises MergeRefused, naming the store and
+        the field, on a conflict."""
         self._refuse_other_labels(source)
         for table in _MERGED_TABLES:
             self._merge_table(source, table)
         self._merge_person_labels(source)
-        touched: dict[int, list[StoredRun]] = {}
+        touched: dict[int, list[MergedSource]] = {}
+        releases: set[tuple[str, str, str]] = set()
         for run in source.db.query(
-                "SELECT * FROM runs WHERE status = 'done' AND perturbation IS NULL "
-                "ORDER BY created_at, id"):
-            target, added = self._merge_run(source, run)
+                "SELECT * FROM runs WHERE status = 'done' "
+                "ORDER BY perturbation IS NOT NULL, created_at, id"):
+            target, added, whole = self._merge_run(source, run)
+            releases.add((run["suite_name"], run["agent"], run["release"]))
             if added:
-                touched.setdefault(target, []).append(StoredRun(run))
+                touched.setdefault(target, []).append(MergedSource(StoredRun(run), whole,
+                                                                   source))
+        for release in sorted(releases):
+            self._refuse_partial_perturbations(source, *release)
         return touched
 
     def _columns(self, table: str) -> list[str]:
@@ -90,56 +121,64 @@ class MergeRecords(StoreBase):
                     f"in {self.path}; settle the label in the set file and load it again")
 
     def _merge_person_labels(self, source: MergeRecords) -> None:
-        """People's labels (serve's calibration sessions), each copied once: a row is the same
-        label when set, item, labeller, time and the line it wrote are."""
-        if not source.db["person_labels"].exists():
-            return
-        self._person_labels_table()
-        columns = ("set_name", "item_id", "labeller", "tool_choice", "arguments", "note",
-                   "created_at", "line")
-        names = ", ".join(columns)
-        for row in source.db.execute(f"SELECT {names} FROM person_labels ORDER BY id"):
-            key = [row[0], row[1], row[2], row[6], row[7]]
-            if self.db.execute(
-                    "SELECT 1 FROM person_labels WHERE set_name = ? AND item_id = ? AND "
-                    "labeller = ? AND created_at = ? AND line = ?", key).fetchone():
+        """People's labels and adjudications (serve's calibration sessions), each copied once:
+        a row is the same when set, item, labeller, time and the line it wrote are."""
+        for table, text, make in (("person_labels", "note", self._person_labels_table),
+                                  ("adjudications", "why", self._adjudications_table)):
+            if not source.db[table].exists():
                 continue
-            self.db.execute(f"INSERT INTO person_labels ({names}) VALUES "
-                            f"({', '.join('?' * len(columns))})", list(row))
+            make()
+            columns = ("set_name", "item_id", "labeller", "tool_choice", "arguments", text,
+                       "created_at", "line")
+            names = ", ".join(columns)
+            for row in source.db.execute(f"SELECT {names} FROM {table} ORDER BY id"):
+                key = [row[0], row[1], row[2], row[6], row[7]]
+                if self.db.execute(
+                        f"SELECT 1 FROM {table} WHERE set_name = ? AND item_id = ? AND "
+                        "labeller = ? AND created_at = ? AND line = ?", key).fetchone():
+                    continue
+                self.db.execute(f"INSERT INTO {table} ({names}) VALUES "
+                                f"({', '.join('?' * len(columns))})", list(row))
 
-    def _merge_run(self, source: MergeRecords, run: dict[str, Any]) -> tuple[int, bool]:
+    def _merge_target(self, run: dict[str, Any]) -> dict[str, Any] | None:
+        """The run here a source run merges into: its release's (clean) run, or the release's
+        run of the same perturbation."""
+        if run["perturbation"] is None:
+            return self.find_run(run["suite_name"], run["agent"], run["release"])
+        found = self.db.execute(
+            "SELECT id FROM runs WHERE suite_name = ? AND agent = ? AND release = ? "
+            "AND status = 'done' AND perturbation = ? ORDER BY id DESC LIMIT 1",
+            [run["suite_name"], run["agent"], run["release"], run["perturbation"]]).fetchone()
+        return None if found is None else self.run(int(found[0]))
+
+    def _merge_run(self, source: MergeRecords, run: dict[str, Any]) -> tuple[int, bool, bool]:
         """Merge one finished source run into its release here: (the run here, whether it got
-        attempts it lacked)."""
+        attempts it lacked, whether every attempt of the source run was new here)."""
         where = (f"release {run['release']!r} of agent {run['agent']!r} on suite "
                  f"{run['suite_name']!r}")
-        target = self.find_run(run["suite_name"], run["agent"], run["release"])
+        if run["perturbation"] is not None:
+            where += f" perturbed ({_perturbation(run['perturbation'])})"
+        target = self._merge_target(run)
         if target is None:
             cursor = self.db.execute(
-                "INSERT INTO runs (suite_name, suite, agent, model, model_params, release, "
-                "source, created_at, callgate_version, judge_fingerprint, status, shard_count, "
-                "shards, tool_surface) VALUES (?,?,?,?,?,?,?,?,?,?,'done',?,?,?)",
-                [run.get(c) for c in ("suite_name", "suite", "agent", "model", "model_params",
-                                      "release", "source", "created_at", "callgate_version",
-                                      "judge_fingerprint", "shard_count", "shards",
-                                      "tool_surface")])
+                f"INSERT INTO runs ({', '.join(_COPIED)}, status) "
+                f"VALUES ({', '.join('?' * len(_COPIED))}, 'done')",
+                [run.get(c) for c in _COPIED])
             assert cursor.lastrowid is not None  # an INSERT just ran
             target = self.run(int(cursor.lastrowid))
             assert target is not None
             created = True
         else:
             created = False
-            for column, what in (("suite", "suite fingerprint"),
-                                 ("model", "model"),
-                                 ("judge_fingerprint", "judge fingerprint"),
-                                 ("callgate_version", "callgate version"),
-                                 ("shard_count", "number of shards")):
+            for column, what in _AGREED:
                 if target[column] != run[column]:
-                    there, here = (("none (unsharded)" if value is None else repr(value))
+                    there, here = (("none" if value is None else _shown(value))
                                    for value in (run[column], target[column]))
                     raise MergeRefused(
-                        f"{source.path}: {where}: {what} {there} differs from "
-                        f"{here} in {self.path}; shards of one release must be "
-                        "run on the same suite and model, judge and callgate with the same N")
+                        f"{source.path}: {where}: runs.{column} ({what}) {there} differs "
+                        f"from {here} in {self.path}; shards of one release must be run on "
+                        "the same suite, model and parameters, judge, simulated user and "
+                        "callgate, with the same N")
         target_id = int(target["id"])
         added = self._merge_verdicts(source, int(run["id"]), target_id, where)
         for table, columns in _MERGED_RUN_TABLES.items():
@@ -157,7 +196,29 @@ class MergeRecords(StoreBase):
                          created=created, added=bool(added))
         self._merge_audit(source, run, target_id, grown=bool(added) and not created,
                           where=where)
-        return target_id, bool(added) or created
+        attempts = source.db.execute("SELECT COUNT(*) FROM verdicts WHERE run = ?",
+                                     [run["id"]]).fetchone()[0]
+        return target_id, bool(added) or created, added == attempts
+
+    def _refuse_partial_perturbations(self, source: MergeRecords, suite_name: str, agent: str,
+                                      release: str) -> None:
+        """Every perturbed run of a release here holds the shards its clean run holds: a
+        shard run without a perturbation the others ran (or with one they did not) would
+        leave the release's robustness measured on some of its cases only."""
+        clean = self.find_run(suite_name, agent, release)
+        if clean is None:
+            return
+        holds = _shard_set(clean["shards"])
+        for marker, shards in self.db.execute(
+                "SELECT perturbation, shards FROM runs WHERE suite_name = ? AND agent = ? "
+                "AND release = ? AND status = 'done' AND perturbation IS NOT NULL "
+                "ORDER BY id", [suite_name, agent, release]).fetchall():
+            if _shard_set(shards) != holds:
+                raise MergeRefused(
+                    f"{source.path}: release {release!r} of agent {agent!r} on suite "
+                    f"{suite_name!r}: runs.perturbation {_perturbation(marker)} is run in "
+                    f"shard(s) {_listed(shards)} of the release's {_listed(clean['shards'])}; "
+                    "every shard of a release must be run with the same --perturb")
 
     def _merge_gate(self, target_id: int, here: str | None, there: str | None, *,
                     created: bool, added: bool) -> None:
@@ -260,6 +321,23 @@ class MergeRecords(StoreBase):
             "LEFT JOIN judgements USING (run, case_id, repeat) "
             "WHERE verdicts.run = ? ORDER BY verdicts.case_id, verdicts.repeat", [run_id])
 
+    def scored_attempt_lines(self, run_id: int) -> Iterator[tuple[str, int, str, str]]:
+        """A run's scored attempts as (case id, repeat, the case's body, the response line),
+        both JSON as stored, in case and repeat order: what fault recovery is read from."""
+        return iter(self.db.execute(
+            "SELECT v.case_id, v.repeat, c.body, r.body FROM verdicts AS v "
+            "JOIN runs ON runs.id = v.run "
+            "JOIN responses AS r ON r.run = v.run AND r.case_id = v.case_id "
+            "AND r.repeat = v.repeat "
+            "JOIN cases AS c ON c.suite = runs.suite AND c.case_id = v.case_id "
+            "WHERE v.run = ? AND v.status = 'scored' ORDER BY v.case_id, v.repeat",
+            [run_id]))
+
+    def attempt_keys(self, run_id: int) -> set[tuple[str, int]]:
+        """The (case id, repeat) of every attempt of a run."""
+        return {(case_id, repeat) for case_id, repeat in self.db.execute(
+            "SELECT case_id, repeat FROM verdicts WHERE run = ?", [run_id])}
+
     def case_tags_of(self, suite_fingerprint: str) -> dict[str, list[str]]:
         return {case_id: json.loads(tags) for case_id, tags in self.db.execute(
             "SELECT case_id, tags FROM cases WHERE suite = ?", [suite_fingerprint])}
@@ -278,6 +356,29 @@ class MergeRecords(StoreBase):
             self._write_scores(run_id, scores, "done")
             if not_a_result is not None:
                 self.db.execute("UPDATE runs SET gate = ? WHERE id = ?", [not_a_result, run_id])
+
+
+def _shard_set(shards: str | None) -> frozenset[int] | None:
+    return None if shards is None else frozenset(json.loads(shards))
+
+
+def _listed(shards: str | None) -> str:
+    return "none (unsharded)" if shards is None else ", ".join(
+        map(str, sorted(json.loads(shards))))
+
+
+def _perturbation(marker: str) -> str:
+    """A perturbation (runs.perturbation, JSON) as a refusal names it: its kind and print."""
+    try:
+        found = json.loads(marker)
+        return f"{found['kind']} {str(found['fingerprint'])[:12]}"
+    except (ValueError, KeyError, TypeError):
+        return _shown(marker)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _refused(gate: str | None) -> bool:
