@@ -63,11 +63,12 @@ def score_production(folder: Path, traces: Path | None, db: Path, *, agent: str 
     console.print(production_table(agent, "release", [group]))
     for sample in result.samples:
         for why in [*sample.problems, *(f"{v.policy}: {v.reason}" for v in sample.violations)]:
-            console.print(f"trace {sample.trace_id}: {why}", highlight=False, markup=False)
+            console.print(f"trace {sample.trace_id}: {why}", highlight=False, markup=False,
+                          soft_wrap=True)
     skipped = len(result.samples) - result.stored
     console.print(f"stored {result.stored} samples as batch {result.batch_id} in {db}"
                   + (f" ({skipped} traces already stored, kept as they were)" if skipped
-                     else ""), highlight=False)
+                     else ""), highlight=False, soft_wrap=True)
 
 
 def history_production(agent: str, by: str | None, db: Path, as_json: bool) -> None:

@@ -165,8 +165,7 @@ def check_traces(folder: ProductionFolder, path: Path | str) -> tuple[list[Sampl
     traces = read_trace_file(source)
     book = ToolBook()
     for trace in traces:  # the tools offered first: the policies may name any of them
-        for call in _answered(trace):
-            _offered(source, call, folder, book)
+        _called(source, trace, _answered(trace), folder, book)
     offered = {name for tools in book.compiled.values() for name in tools.names}
     policies = folder.policies(offered)
     samples = [check_trace(source, trace, folder, book, policies) for trace in traces]

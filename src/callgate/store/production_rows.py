@@ -60,10 +60,10 @@ class ProductionRows(StoreBase):
         key = GROUPS[by]
         found: dict[str, dict[str, int]] = {}
         for row in self.db.query(
-                f"SELECT {key} AS key, json_extract(v.value, '$.policy') AS policy, "
+                f"SELECT {key} AS grp, json_extract(v.value, '$.policy') AS policy, "
                 "COUNT(*) AS n FROM prodtraces_samples, json_each(prodtraces_samples.violations)"
-                " AS v WHERE agent = ? AND provider_error = 0 GROUP BY key, policy", [agent]):
-            found.setdefault(row["key"], {})[row["policy"]] = row["n"]
+                " AS v WHERE agent = ? AND provider_error = 0 GROUP BY grp, policy", [agent]):
+            found.setdefault(row["grp"], {})[row["policy"]] = row["n"]
         return found
 
     def production_samples(self, agent: str) -> list[dict[str, Any]]:
