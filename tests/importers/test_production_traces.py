@@ -87,14 +87,13 @@ def test_the_same_traces_scored_again_are_not_counted_twice(
                  "agent ORDER BY agent") == [("bot", 2), ("other-bot", 2)]
 
 
-def test_a_span_s_own_tool_definitions_are_read(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """gen_ai.tool.definitions as opentelemetry-util-genai writes it (the openai-v2
-    instrumentation does not set it): the span's tools are what the call is checked against,
-    before the folder's tools.json (which here offers no get_weather)."""
+def _util_genai_spans(cities: list[Any], monkeypatch: pytest.MonkeyPatch,
+                      version: str | None = None) -> list[Any]:
+    """Model calls of get_weather as opentelemetry-util-genai's TelemetryHandler records
+    them (with gen_ai.tool.definitions), under an SDK Resource naming `version`."""
     monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "span_only")
-    from importers.test_traces import otlp_json
+    from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -102,11 +101,12 @@ def test_a_span_s_own_tool_definitions_are_read(tmp_path: Path,
     from opentelemetry.util.genai.handler import TelemetryHandler
 
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    resource = Resource.create({"service.version": version} if version else {})
+    provider = TracerProvider(resource=resource)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     handler = TelemetryHandler(tracer_provider=provider)
     parameters = WEATHER["function"]["parameters"]
-    for city in ("Paris", 42):
+    for city in cities:
         call = handler.start_inference("openai", request_model="test/model")
         call.input_messages = [types.InputMessage(role="user", parts=[types.Text(content="?")])]
         call.tool_definitions = [types.FunctionToolDefinition(
@@ -115,15 +115,47 @@ def test_a_span_s_own_tool_definitions_are_read(tmp_path: Path,
             types.ToolCallRequest(arguments={"city": city}, name="get_weather", id="c1")],
             finish_reason="tool_calls")]
         call.stop()
-    spans = list(exporter.get_finished_spans())
+    return list(exporter.get_finished_spans())
+
+
+def _export(path: Path, *span_lists: list[Any]) -> Path:
+    from importers.test_traces import otlp_json
+
+    path.write_text("".join(json.dumps(d) + "\n" for spans in span_lists
+                            for d in otlp_json(spans)))
+    return path
+
+
+def test_a_span_s_own_tool_definitions_are_read(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """gen_ai.tool.definitions as opentelemetry-util-genai writes it (the openai-v2
+    instrumentation does not set it): the span's tools are what the call is checked against,
+    before the folder's tools.json (which here offers no get_weather)."""
+    spans = _util_genai_spans(["Paris", 42], monkeypatch)
     assert all("gen_ai.tool.definitions" in (s.attributes or {}) for s in spans)
-    path = tmp_path / "t.jsonl"
-    path.write_text("".join(json.dumps(d) + "\n" for d in otlp_json(spans)))
+    path = _export(tmp_path / "t.jsonl", spans)
     folder = write_folder(tmp_path / "prod", tools=TOOLS[1:], policies=None)
     with Store(tmp_path / "s.db") as store:
         result = score_production(folder, path, store, agent="bot")
     assert [s.schema_valid for s in result.samples] == [True, False]
     assert "expected string, got integer 42" in result.samples[1].problems[0]
+
+
+def test_the_release_is_the_resource_s_service_version_unless_given(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _export(tmp_path / "t.jsonl",
+                   _util_genai_spans(["Paris", 42], monkeypatch, "1.4.1"),
+                   _util_genai_spans(["Oslo"], monkeypatch, "1.4.2"),
+                   _util_genai_spans(["Rome"], monkeypatch))
+    folder = write_folder(tmp_path / "prod", tools=None, policies=None)
+    with Store(tmp_path / "s.db") as store:
+        found = score_production(folder, path, store, agent="bot")
+        groups = store.production_counts("bot", "release")
+        given = score_production(folder, path, store, agent="other", release="r9")
+    assert [s.release for s in found.samples] == ["1.4.1", "1.4.1", "1.4.2", None]
+    assert [(g["key"], g["traces"], g["schema_valid"]) for g in groups] == [
+        ("1.4.1", 2, 1), ("1.4.2", 1, 1), ("", 1, 1)]
+    assert {s.release for s in given.samples} == {"r9"}
 
 
 def test_tool_calls_with_no_tools_known_are_refused_nothing_stored(

@@ -43,6 +43,7 @@ class Sample:
 
     trace_id: str
     started_at: str  # the trace's first span's start, UTC, ISO 8601
+    release: str | None  # --release, else its resource's service.version, else None
     provider_error: bool  # its last model call failed: counted apart, not in the shares
     calls: int  # tool calls over its answered model calls
     unknown_calls: int  # calls to a tool its model call was not offered
@@ -118,9 +119,19 @@ def _started(trace: Trace) -> str:
     return moment.isoformat(timespec="microseconds")
 
 
+def _release(path: Path, trace: Trace) -> str | None:
+    versions = {span.service_version for span in trace.spans} - {None}
+    if len(versions) > 1:
+        raise InputError(path, f"trace {trace.trace_id}: its spans' resources name "
+                         f"{len(versions)} service.version values "
+                         f"({', '.join(sorted(str(v) for v in versions)[:3])}): give --release",
+                         line=trace.calls[0].span.line)
+    return versions.pop() if versions else None
+
+
 def check_trace(path: Path, trace: Trace, folder: ProductionFolder, book: ToolBook,
-                policies: Policies) -> Sample:
-    """One trace as a sample."""
+                policies: Policies, release: str | None = None) -> Sample:
+    """One trace as a sample; `release` given, the trace's service.version is not read."""
     answered = _answered(trace)
     called = _called(path, trace, answered, folder, book)
     parsed = parse_calls(called.calls)
@@ -136,6 +147,7 @@ def check_trace(path: Path, trace: Trace, folder: ProductionFolder, book: ToolBo
         if problem is not None:
             problems.append(f"{where}: {problem}")
     return Sample(trace_id=trace.trace_id, started_at=_started(trace),
+                  release=release if release is not None else _release(path, trace),
                   provider_error=not answered, calls=len(parsed), unknown_calls=unknown,
                   problems=tuple(problems),
                   violations=violations(policies, parsed, called.turns))
@@ -158,7 +170,8 @@ def figures_of_samples(samples: Sequence[Sample]) -> ProductionFigures:
     return figures_of(counts_of(samples), policies)
 
 
-def check_traces(folder: ProductionFolder, path: Path | str) -> tuple[list[Sample], Policies]:
+def check_traces(folder: ProductionFolder, path: Path | str, release: str | None = None,
+                 ) -> tuple[list[Sample], Policies]:
     """Every trace of the export checked, before anything is stored: an InputError names the
     file, the line, the span or trace and what."""
     source = Path(path)
@@ -168,7 +181,8 @@ def check_traces(folder: ProductionFolder, path: Path | str) -> tuple[list[Sampl
         _called(source, trace, _answered(trace), folder, book)
     offered = {name for tools in book.compiled.values() for name in tools.names}
     policies = folder.policies(offered)
-    samples = [check_trace(source, trace, folder, book, policies) for trace in traces]
+    samples = [check_trace(source, trace, folder, book, policies, release)
+               for trace in traces]
     return samples, policies
 
 
@@ -186,6 +200,7 @@ def sample_row(sample: Sample) -> dict[str, Any]:
     """A sample as the store keeps it (store/production_rows.py)."""
     return {
         "trace_id": sample.trace_id, "started_at": sample.started_at, "day": sample.day,
+        "release": sample.release,
         "provider_error": int(sample.provider_error), "calls": sample.calls,
         "unknown_calls": sample.unknown_calls, "schema_valid": int(sample.schema_valid),
         "policy_clean": int(sample.policy_clean),
@@ -200,10 +215,11 @@ def score_production(folder_path: Path | str, path: Path | str, store: Store, *,
                      release: str | None = None, model: str | None = None,
                      ) -> ProductionResult:
     """Check every trace of an export against a production folder and store the samples
-    (one transaction: all of them or none). A trace already stored for the agent is kept as
-    it was and not counted twice."""
+    (one transaction: all of them or none). Each sample's release is `release`, else the
+    service.version of its trace's resource (OpenTelemetry's SDK Resource), else none. A
+    trace already stored for the agent is kept as it was and not counted twice."""
     folder = load_production_folder(folder_path)
-    samples, policies = check_traces(folder, path)
+    samples, policies = check_traces(folder, path, release)
     batch = {"agent": agent, "release": release, "model": model, "folder": folder.name,
              "source": str(path), "checked_against": folder.fingerprint(policies),
              "traces": len(samples)}

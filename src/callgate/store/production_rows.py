@@ -26,8 +26,9 @@ class ProductionRows(StoreBase):
 
     def save_production_samples(self, batch: Mapping[str, Any],
                                 samples: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
-        """Store one batch and its samples in one transaction; a sample whose trace id the
-        agent already has is left as stored. Returns (batch id, samples stored)."""
+        """Store one batch and its samples (each with its own release) in one transaction;
+        a sample whose trace id the agent already has is left as stored. Returns (batch id,
+        samples stored)."""
         with self.atomic():
             conn = self.db.conn
             cursor = conn.execute(
@@ -40,8 +41,8 @@ class ProductionRows(StoreBase):
             conn.executemany(
                 f"INSERT OR IGNORE INTO prodtraces_samples ({', '.join(SAMPLE_COLUMNS)}) "
                 f"VALUES ({', '.join('?' * len(SAMPLE_COLUMNS))})",
-                [(batch_id, batch["agent"], batch["release"],
-                  *(s[name] for name in SAMPLE_COLUMNS[3:])) for s in samples])
+                [(batch_id, batch["agent"], *(s[name] for name in SAMPLE_COLUMNS[2:]))
+                 for s in samples])
             stored = conn.total_changes - before
             conn.execute("UPDATE prodtraces_batches SET stored = ? WHERE id = ?",
                          [stored, batch_id])
