@@ -115,6 +115,19 @@ def test_the_cli_refuses_what_production_does_not_take(args: list[str], says: st
     assert not (tmp_path / "s.db").exists()
 
 
+def test_history_production_refuses_what_it_cannot_show(two_days: tuple[Path, Path, Path],
+                                                        tmp_path: Path) -> None:
+    folder, first, _ = two_days
+    db = str(tmp_path / "s.db")
+    assert _invoke("score", str(folder), "--traces", str(first), "--production", "--agent",
+                   "bot", "--db", db).exit_code == 0
+    for args, says in ((["--agent", "nobody"], "no production samples of agent 'nobody'"),
+                       (["--agent", "bot", "--by", "tool"], "expected day or release"),
+                       (["--agent", "bot", "--suite", "s"], "drop --suite s")):
+        done = _invoke("history", "--production", *args, "--db", db)
+        assert done.exit_code == 2 and says in done.output, done.output
+
+
 def test_score_without_production_still_needs_model_and_release(tmp_path: Path) -> None:
     done = _invoke("score", str(tmp_path), "--traces", "t.jsonl", "--release", "r")
     assert done.exit_code == 2 and "give --model MODEL and --release LABEL" in done.output

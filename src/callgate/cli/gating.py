@@ -202,7 +202,7 @@ def history(
     if production:
         from callgate.cli.production import history_production
 
-        return history_production(name, by, db, as_json)
+        return history_production(name, by, db, as_json, suite)
     if by not in (None, "tool", "tag"):
         raise _fail(f"--by {by!r}: expected tool or tag")
     if not db.exists():

@@ -47,6 +47,7 @@ def score_production(folder: Path, traces: Path | None, db: Path, *, agent: str 
         document = {"agent": agent, "release": release, "batch": result.batch_id,
                     "stored": result.stored, **result.figures.model_dump(mode="json"),
                     "samples": [{"trace_id": s.trace_id, "started_at": s.started_at,
+                                 "release": s.release,
                                  "provider_error": s.provider_error, "calls": s.calls,
                                  "schema_valid": s.schema_valid, "problems": list(s.problems),
                                  "violations": [v.model_dump() for v in s.violations]}
@@ -58,9 +59,9 @@ def score_production(folder: Path, traces: Path | None, db: Path, *, agent: str 
 
     console = Console()
     first, last = result.samples[0].started_at, result.samples[-1].started_at
-    group = ProductionGroup(key=release or "–", first_trace=first, last_trace=last,
+    group = ProductionGroup(key=release or traces.name, first_trace=first, last_trace=last,
                             figures=result.figures)
-    console.print(production_table(agent, "release", [group]))
+    console.print(production_table(agent, "release" if release else "file", [group]))
     for sample in result.samples:
         for why in [*sample.problems, *(f"{v.policy}: {v.reason}" for v in sample.violations)]:
             console.print(f"trace {sample.trace_id}: {why}", highlight=False, markup=False,
@@ -71,7 +72,8 @@ def score_production(folder: Path, traces: Path | None, db: Path, *, agent: str 
                      else ""), highlight=False, soft_wrap=True)
 
 
-def history_production(agent: str, by: str | None, db: Path, as_json: bool) -> None:
+def history_production(agent: str, by: str | None, db: Path, as_json: bool,
+                       suite: str | None = None) -> None:
     from callgate.report.production_history import (
         production_document,
         production_groups,
@@ -79,6 +81,9 @@ def history_production(agent: str, by: str | None, db: Path, as_json: bool) -> N
     )
     from callgate.store.db import Store
 
+    if suite is not None:
+        raise _fail("history --production: production samples belong to no suite; drop "
+                    f"--suite {suite}")
     by = by or "day"
     if by not in BY:
         raise _fail(f"--by {by!r}: with --production, expected day or release")
