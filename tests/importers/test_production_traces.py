@@ -200,3 +200,16 @@ def test_a_policy_naming_a_tool_nobody_offered_is_refused(
         score_production(folder, path, store, agent="b")
     assert os.path.exists(tmp_path / "s.db")
     assert _rows(tmp_path / "s.db", "SELECT count(*) FROM prodtraces_samples") == [(0,)]
+
+
+def test_a_span_without_a_start_time_is_refused(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    traced = record_production("openinference", monkeypatch, CONVERSATIONS[:2])
+    span = _model_span(traced)  # the first trace's model call
+    del span["startTimeUnixNano"]
+    path = traced.write(tmp_path / "t.jsonl")
+    with Store(tmp_path / "s.db") as store, pytest.raises(InputError) as caught:
+        score_production(write_folder(tmp_path / "prod", tools=None), path, store, agent="b")
+    assert str(caught.value).startswith(
+        f"{path}:1: trace {span['traceId']}: span {span['spanId']}: no startTimeUnixNano")
+    assert _rows(tmp_path / "s.db", "SELECT count(*) FROM prodtraces_samples") == [(0,)]

@@ -114,7 +114,13 @@ def _called(path: Path, trace: Trace, answered: tuple[ModelCall, ...],
     return out
 
 
-def _started(trace: Trace) -> str:
+def _started(path: Path, trace: Trace) -> str:
+    """The UTC start of the trace's first span: the day a sample is counted in."""
+    unset = next((span for span in trace.spans if span.start_ns <= 0), None)
+    if unset is not None:
+        raise InputError(path, f"trace {trace.trace_id}: span {unset.span_id}: no "
+                         "startTimeUnixNano (a production sample is counted on the day its "
+                         "trace started)", line=unset.line)
     moment = datetime.fromtimestamp(trace.start_ns / 1e9, tz=UTC)
     return moment.isoformat(timespec="microseconds")
 
@@ -146,7 +152,7 @@ def check_trace(path: Path, trace: Trace, folder: ProductionFolder, book: ToolBo
         problem = schema_problem(call, offered.schemas, offered.validators)
         if problem is not None:
             problems.append(f"{where}: {problem}")
-    return Sample(trace_id=trace.trace_id, started_at=_started(trace),
+    return Sample(trace_id=trace.trace_id, started_at=_started(path, trace),
                   release=release if release is not None else _release(path, trace),
                   provider_error=not answered, calls=len(parsed), unknown_calls=unknown,
                   problems=tuple(problems),
