@@ -171,20 +171,26 @@ def test_tool_calls_with_no_tools_known_are_refused_nothing_stored(
     assert _rows(tmp_path / "s.db", "SELECT count(*) FROM prodtraces_batches") == [(0,)]
 
 
+@pytest.mark.parametrize(("tool", "says"), [
+    ('{"type": "function", "function": {', "llm.tools.1.tool.json_schema is not JSON"),
+    (json.dumps({"type": "function", "function": {"name": "lookup_order", "parameters": {
+        "type": "object", "properties": {"order_id": {"type": "text"}}}}}),
+     "tool lookup_order: not a valid JSON Schema Draft 7 document: "),
+])
 def test_a_bad_tool_list_on_a_span_is_refused_naming_it_nothing_stored(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tool: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     traced = record_production("openinference", monkeypatch, CONVERSATIONS[:3])
     documents = traced.documents
     span = next(s for s in _spans_of(documents[2]) if s["name"] != "agent.turn")
     for attribute in span["attributes"]:
         if attribute["key"] == "llm.tools.1.tool.json_schema":
-            attribute["value"] = {"stringValue": '{"type": "function", "function": {'}
+            attribute["value"] = {"stringValue": tool}
     path = traced.write(tmp_path / "t.jsonl")
     folder = write_folder(tmp_path / "prod", tools=None)
     with Store(tmp_path / "s.db") as store, pytest.raises(InputError) as caught:
         score_production(folder, path, store, agent="b")
-    assert str(caught.value) == (f"{path}:3: span {span['spanId']}: "
-                                 "llm.tools.1.tool.json_schema is not JSON")
+    assert str(caught.value).startswith(f"{path}:3: span {span['spanId']}: {says}")
+    assert "\n" not in str(caught.value)
     assert _rows(tmp_path / "s.db", "SELECT count(*) FROM prodtraces_samples") == [(0,)]
 
 
