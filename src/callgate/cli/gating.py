@@ -183,7 +183,12 @@ def history(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
     by: Annotated[str | None, typer.Option(
         "--by", help="tool or tag: each release's figures per expected tool or per tag, "
-                     "paired with the previous release.")] = None,
+                     "paired with the previous release (with --production: day or "
+                     "release).")] = None,
+    production: Annotated[bool, typer.Option(
+        "--production", help="The agent's production samples (`score --traces "
+                             "--production`) per UTC day or release (docs/traces.md).")
+    ] = False,
 ) -> None:
     """The figures of every stored release of an agent, oldest first, with the change and
     the model each ran with.
@@ -194,6 +199,10 @@ def history(
     from callgate.store.db import Store
 
     name = _agent_named(agent, model)
+    if production:
+        from callgate.cli.production import history_production
+
+        return history_production(name, by, db, as_json, suite)
     if by not in (None, "tool", "tag"):
         raise _fail(f"--by {by!r}: expected tool or tag")
     if not db.exists():

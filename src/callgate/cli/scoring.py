@@ -35,12 +35,14 @@ from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
 
 
 def score(
-    suite_path: Annotated[Path, typer.Argument(metavar="SUITE", help="Suite directory.")],
-    model: Annotated[str, typer.Option("--model", "-m", callback=not_blank,
-                                       help="The model id the answers came "
-                                       "from (without --agent, also the agent).")],
-    release: Annotated[str, typer.Option("--release", callback=not_blank,
-                                         help="Release label, e.g. 2026.11.")],
+    suite_path: Annotated[Path, typer.Argument(
+        metavar="SUITE", help="Suite directory (with --production: a folder with tools.json "
+                              "and suite.json, each optional).")],
+    model: Annotated[str | None, typer.Option("--model", "-m", callback=_given_not_blank,
+                                              help="The model id the answers came "
+                                              "from (without --agent, also the agent).")] = None,
+    release: Annotated[str | None, typer.Option("--release", callback=_given_not_blank,
+                                                help="Release label, e.g. 2026.11.")] = None,
     responses: Annotated[
         Path | None, typer.Option("--responses", "-r", help="Recorded responses, JSON Lines.")
     ] = None,
@@ -74,6 +76,11 @@ def score(
     faults: Annotated[Path | None, typer.Option(
         "--faults", help="The fault plan the answers were recorded under (docs/faults.md).")
     ] = None,
+    production: Annotated[bool, typer.Option(
+        "--production", help="With --traces and --agent: production traces, no cases: check "
+                             "every call against the tools offered and the policies, store "
+                             "the figures for `history --production` (docs/traces.md).")
+    ] = False,
 ) -> None:
     """Score recorded responses (or traces) against a suite, store everything and print the
     figures.
@@ -87,6 +94,15 @@ def score(
     from callgate.suites.shard import parse_shard
     from callgate.suites.suite import load_suite
 
+    if production:
+        from callgate.cli.production import refuse_with_production, score_production
+
+        refuse_with_production(responses=responses, judge=judge, shard=shard, faults=faults,
+                               answer_kind_judge=answer_kind_judge, claims_judge=claims_judge)
+        return score_production(suite_path, traces, db, agent=agent, release=release,
+                                model=model, as_json=as_json)
+    if model is None or release is None:
+        raise _fail("score: give --model MODEL and --release LABEL")
     try:
         only = parse_shard(shard) if shard is not None else None
         if (responses is None) == (traces is None):
@@ -137,6 +153,10 @@ def score(
         print_run(result)
         Console().print(f"stored as run {result.run_id} in {db}")
     _exit_if_not_a_result(result.not_a_result)
+
+
+def _given_not_blank(value: str | None) -> str | None:
+    return None if value is None else not_blank(value)
 
 
 def init(

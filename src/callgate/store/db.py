@@ -36,6 +36,7 @@ from callgate.store.opening import (
     check_store_file,
     inspect_store,
 )
+from callgate.store.production_rows import ProductionRows
 from callgate.store.rows import StoredRun
 from callgate.store.schema import _NEWEST_DONE, now
 from callgate.store.serving import ServeRecords
@@ -66,7 +67,7 @@ def verdict_row(run_id: int, verdict: Any) -> tuple[Any, ...]:
 
 
 class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, GateRows,
-            LiveRows, SuiteRows):
+            LiveRows, SuiteRows, ProductionRows):
     """A callgate database. Use as a context manager, or call `close()`.
 
     Opening checks the file first: a path that is neither a callgate store nor an empty or new

@@ -458,6 +458,30 @@ def m020_gated_decisions(conn: sqlite3.Connection) -> None:
                  "REFERENCES runs(id) ON DELETE CASCADE, key TEXT NOT NULL, "
                  "inputs TEXT NOT NULL, body TEXT NOT NULL)")
 
+
+@migration
+def m021_production_samples(conn: sqlite3.Connection) -> None:
+    """Production samples (`score --traces --production`, docs/traces.md): traces checked
+    without expected answers. production_batches: one row per file scored (agent, release,
+    what it was checked against); production_samples: one row per trace, kept once per agent
+    and trace id, with its UTC start and day, its counts and why its calls were invalid or
+    which policies it broke (JSON lists, NULL when none). New tables only."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS production_batches ("
+        "id INTEGER PRIMARY KEY, agent TEXT NOT NULL, release TEXT, model TEXT, "
+        "folder TEXT NOT NULL, source TEXT NOT NULL, checked_against TEXT NOT NULL, "
+        "traces INTEGER NOT NULL, stored INTEGER NOT NULL, created_at TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS production_samples ("
+        "batch INTEGER NOT NULL REFERENCES production_batches(id) ON DELETE CASCADE, "
+        "agent TEXT NOT NULL, release TEXT, trace_id TEXT NOT NULL, "
+        "started_at TEXT NOT NULL, day TEXT NOT NULL, provider_error INTEGER NOT NULL, "
+        "calls INTEGER NOT NULL, unknown_calls INTEGER NOT NULL, "
+        "schema_valid INTEGER NOT NULL, policy_clean INTEGER NOT NULL, problems TEXT, "
+        "violations TEXT, UNIQUE (agent, trace_id))")
+    conn.execute("CREATE INDEX IF NOT EXISTS production_samples_by_day "
+                 "ON production_samples (agent, day)")
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 

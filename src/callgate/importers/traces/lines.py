@@ -14,7 +14,7 @@ from callgate.importers.traces.calls import ModelCall
 from callgate.suites.cases import Case
 
 
-def _user_turns(calls: tuple[ModelCall, ...]) -> list[int]:
+def user_turns_of(calls: tuple[ModelCall, ...]) -> list[int]:
     """The user turn of each call: the user messages it was sent beyond the first call's."""
     def users(call: ModelCall) -> int:
         return sum(1 for message in call.sent if message.get("role") == "user")
@@ -50,7 +50,7 @@ def trace_line(trace: Trace, case_id: str, repeat: int, *, loops: bool = False,
         line["latency_ms"] = latency
         return line
     answered = [c for c in calls if c.answer is not None]
-    turns = _user_turns(tuple(answered))
+    turns = user_turns_of(tuple(answered))
     if loops or user_turns or len(answered) > 1:
         line["turns"] = [call.answer for call in answered]
         if user_turns or max(turns) > 0:

@@ -30,8 +30,8 @@ def read_openinference(span: Span) -> ModelCall | None:
         return None
     if kind != "LLM":
         raise SpanShapeError(f"{KIND} {str(kind)[:40]!r}, which callgate does not read")
-    sent = tuple(_message(m, "llm.input_messages") for m in _indexed(attrs, "llm.input_messages"))
-    outputs = _indexed(attrs, "llm.output_messages")
+    sent = tuple(_message(m, "llm.input_messages") for m in indexed(attrs, "llm.input_messages"))
+    outputs = indexed(attrs, "llm.output_messages")
     if not outputs and span.status_code != STATUS_ERROR:
         raise SpanShapeError("an LLM span without llm.output_messages (the instrumentation "
                              "captured no content: do not set OPENINFERENCE_HIDE_OUTPUTS or "
@@ -69,7 +69,7 @@ def _served_by(output: Any) -> str | None:
     return provider if isinstance(provider, str) and provider else None
 
 
-def _indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+def indexed(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     """`prefix.<i>.rest` attributes as a list (by i) of nested dicts of `rest`."""
     found: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():

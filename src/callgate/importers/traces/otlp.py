@@ -37,6 +37,9 @@ class Span:
     attributes: dict[str, Any]
     status_code: int
     line: int | None  # the line of the file that holds it (None: a single JSON document)
+    # The resource's `service.version` (the application's release, as OpenTelemetry's SDK
+    # writes its Resource), when it has one; the only resource attribute read.
+    service_version: str | None = None
 
 
 class SpanShapeError(ValueError):
@@ -99,7 +102,17 @@ def attributes(items: Any, depth: int = 0) -> dict[str, Any]:
     return out
 
 
-def _span(raw: Any, line: int | None) -> Span:
+def _service_version(resource: dict[str, Any]) -> str | None:
+    described = resource.get("resource")
+    items = described.get("attributes") if isinstance(described, dict) else None
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and item.get("key") == "service.version":
+            value = any_value(item.get("value", {}))
+            return str(value) if value not in (None, "") else None
+    return None
+
+
+def _span(raw: Any, line: int | None, service_version: str | None = None) -> Span:
     if not isinstance(raw, dict):
         raise SpanShapeError("a span that is not a JSON object")
     span_id = _hex_id(raw.get("spanId"), 8)
@@ -117,6 +130,7 @@ def _span(raw: Any, line: int | None) -> Span:
             attributes=attributes(raw.get("attributes") or []),
             status_code=_status_code(code),
             line=line,
+            service_version=service_version,
         )
     except SpanShapeError as exc:
         raise SpanShapeError(f"span {span_id}: {exc}") from None
@@ -170,8 +184,10 @@ def read_spans(path: Path | str) -> list[Span]:
                              f"{found})", line=line)
         try:
             for resource in _list(document["resourceSpans"], "resourceSpans"):
+                version = _service_version(resource)
                 for scope in _list(resource.get("scopeSpans"), "scopeSpans"):
-                    spans.extend(_span(raw, line) for raw in _list(scope.get("spans"), "spans"))
+                    spans.extend(_span(raw, line, version)
+                                 for raw in _list(scope.get("spans"), "spans"))
         except SpanShapeError as exc:
             raise InputError(source, str(exc), line=line) from None
     if not spans:
