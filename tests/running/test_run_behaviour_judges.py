@@ -230,3 +230,36 @@ def test_a_run_cut_short_while_the_judges_judge_keeps_the_verdicts_paid_for(
     assert len(asked) == 2 and len(judge_prompts(asked)) == 2  # [k1] and the claim only
     assert not any("[k0]" in r.body["messages"][0]["content"] for r in asked)
     assert kinds is not None and kinds.judged == 2 and claims is not None
+
+
+def test_a_run_the_budget_ends_is_judged_over_what_it_answered_then_resumed(
+    tmp_path: Path, loopback: Loopback
+) -> None:
+    """--max-attempts (as --max-cost) ends the run early: as the tool-choice judge, the judges
+    judge the attempts it answered; resumed, only the new answers are judged."""
+    suite = the_suite(tmp_path / "s")
+    (tmp_path / "j").mkdir()
+    script(loopback)
+    with Store(tmp_path / "run.db") as store:
+        first = run_live(suite, candidate(loopback), store, release="r1",
+                         settings=settings(concurrency=1, max_attempts=2),
+                         environ={KEY_ENV: KEY},
+                         behaviour=judges(store, tmp_path / "j", loopback.base_url))
+        (row,) = store.db.query("SELECT scores FROM runs")
+        stopped = json.loads(row["scores"])
+    assert first.called == 2 and first.budget is not None
+    assert stopped["answer_kinds"]["judged"] == 2  # ask and cannot, the two answered
+    assert stopped["judged_claims"]["judged"] == 0  # the claim case was never answered
+    assert len(judge_prompts(loopback.requests)) == 2
+
+    seen = len(loopback.requests)
+    with Store(tmp_path / "run.db") as store:
+        again = run_live(suite, candidate(loopback), store, release="r1", settings=settings(),
+                         environ={KEY_ENV: KEY},
+                         behaviour=judges(store, tmp_path / "j", loopback.base_url))
+        kinds, claims = kept(store, "cand", "r1")
+    asked = loopback.requests[seen:]
+    assert again.called == 2 and again.cached == 2
+    assert len(judge_prompts(asked)) == 1  # the claim alone; the two kinds from the cache
+    assert kinds is not None and kinds.judged == 2
+    assert claims is not None and (claims.judged, claims.unsupported) == (1, 1)
