@@ -180,6 +180,19 @@ def test_run_refuses_an_uncalibrated_judge_unless_told_and_then_keeps_its_figure
     assert kinds is not None and kinds.macro_f1 is not None
     assert judged_claims is not None and judged_claims.per_100 == 100.0
 
+    # `score` with the same options on the same answers (the options are shared): the same
+    # figures, every verdict from the cache.
+    seen = len(loopback.requests)
+    scored = CliRunner().invoke(app, [
+        "score", str(tmp_path / "s"), "-r", str(recorded(tmp_path / "r.jsonl")), "-m", "m",
+        "--release", "r2", "--db", str(db), "--answer-kind-judge", str(kind_judge),
+        "--claims-judge", str(claims), "--uncalibrated", "--json"], env={KEY_ENV: KEY})
+    assert scored.exit_code == 0, scored.output
+    figures = json.loads(scored.stdout)["scores"]
+    for name in ("answer_kinds", "judged_claims"):
+        assert figures[name] == document["scores"][name]
+    assert len(loopback.requests) == seen
+
 
 def test_a_run_cut_short_while_the_judges_judge_keeps_the_verdicts_paid_for(
     tmp_path: Path, loopback: Loopback
