@@ -21,6 +21,7 @@ ClickException = click_errors.ClickException  # what entry() catches: click's us
 
 if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
     from callgate.judging.step import JudgeStep
+    from callgate.scoring.behaviour import BehaviourJudges
     from callgate.scoring.result import GateRecord
     from callgate.store.db import Store
 
@@ -65,6 +66,13 @@ ApiKeyEnvOption = Annotated[str | None, typer.Option(
 UncalibratedOption = Annotated[bool, typer.Option(
     "--uncalibrated", help="Use a judge that has no certificate; the scores are marked so and "
                            "the gate is inconclusive.")]
+# The judges beyond the call (docs/guides/judge.md, "Judges beyond the call"): `score` and `run`.
+AnswerKindJudgeOption = Annotated[Path | None, typer.Option(
+    "--answer-kind-judge", help="The answer_kind judge (judges/answer_kind.toml, or "
+    "answer_kind) for the text answers of no-call cases that name a kind.")]
+ClaimsJudgeOption = Annotated[Path | None, typer.Option(
+    "--claims-judge", help="The claim_support judge (judges/claim_support.toml, or "
+    "claim_support) for the cases with policies.judge_claims.")]
 
 AgentOption = Annotated[str | None, typer.Option(
     "--agent", help="The agent a release belongs to: a stable name kept when the model changes "
@@ -171,6 +179,22 @@ def judge_step_for(judge: Path | None, store: Store, *, uncalibrated: bool,
 
     return judge_step(judge, store, uncalibrated=uncalibrated, environ=os.environ,
                       concurrency=concurrency, api_base=api_base, api_key_env=api_key_env)
+
+
+def behaviour_judges_for(answer_kind: Path | None, claims: Path | None, store: Store, *,
+                         uncalibrated: bool, api_base: str | None, api_key_env: str | None,
+                         concurrency: int | None = None) -> BehaviourJudges | None:
+    """The judges beyond the call `score` or `run` was given (None: neither), each loaded and
+    refused without a certificate as --judge is (judge_step_for)."""
+    if answer_kind is None and claims is None:
+        return None
+    from callgate.scoring.behaviour import BehaviourJudges
+
+    def step(path: Path | None) -> JudgeStep | None:
+        return judge_step_for(path, store, uncalibrated=uncalibrated, api_base=api_base,
+                              api_key_env=api_key_env, concurrency=concurrency)
+
+    return BehaviourJudges(answer_kind=step(answer_kind), claim_support=step(claims))
 
 
 def print_judge_pacing(pacing: Mapping[str, Any] | None) -> None:

@@ -13,6 +13,8 @@ from rich.console import Console
 
 from callgate.cli.common import (
     AgentOption,
+    AnswerKindJudgeOption,
+    ClaimsJudgeOption,
     DbOption,
     JudgeApiBaseOption,
     JudgeKeyEnvOption,
@@ -24,6 +26,7 @@ from callgate.cli.common import (
     _agent_named,
     _exit_if_not_a_result,
     _fail,
+    behaviour_judges_for,
     judge_step_for,
     not_blank,
     print_judge_pacing,
@@ -145,6 +148,8 @@ def run_command(
         typer.Option("--estimate", help="Print what the run would call and cost; call nothing."),
     ] = False,
     judge: JudgeOption = None,
+    answer_kind_judge: AnswerKindJudgeOption = None,
+    claims_judge: ClaimsJudgeOption = None,
     uncalibrated: UncalibratedOption = False,
     judge_api_base: JudgeApiBaseOption = None,
     judge_api_key_env: JudgeKeyEnvOption = None,
@@ -271,12 +276,15 @@ def run_command(
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
                                   concurrency=concurrency)
+            behaviour = behaviour_judges_for(
+                answer_kind_judge, claims_judge, store, uncalibrated=uncalibrated,
+                api_base=judge_api_base, api_key_env=judge_api_key_env, concurrency=concurrency)
 
             def run_once(with_settings: RunSettings) -> LiveRun:
                 return run_live(suite, candidate, store, release=release,
                                 settings=with_settings,
                                 keep_verdicts=as_json or attacked is not None, judge=step,
-                                user=simulated)
+                                user=simulated, behaviour=behaviour)
 
             if specs:
                 perturbed = run_perturbed(
@@ -284,7 +292,7 @@ def run_command(
                     lambda on, with_settings: run_live(
                         on, candidate, store, release=release, settings=with_settings,
                         keep_verdicts=as_json or attacked is not None, judge=step,
-                        user=simulated),
+                        user=simulated, behaviour=behaviour),
                     max_drop=(robustness_max_drop if robustness_max_drop is not None
                               else gate.robustness_max_drop), max_excluded=max_excluded)
                 live = perturbed.clean

@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from callgate.cli.common import (
     AgentOption,
+    AnswerKindJudgeOption,
+    ClaimsJudgeOption,
     DbOption,
     JudgeApiBaseOption,
     JudgeKeyEnvOption,
@@ -24,6 +26,7 @@ from callgate.cli.common import (
     _agent_named,
     _exit_if_not_a_result,
     _fail,
+    behaviour_judges_for,
     command_name,
     judge_step_for,
     not_blank,
@@ -50,12 +53,8 @@ def score(
     db: DbOption = Path("callgate.db"),
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document instead.")] = False,
     judge: JudgeOption = None,
-    answer_kind_judge: Annotated[Path | None, typer.Option(
-        "--answer-kind-judge", help="The answer_kind judge (judges/answer_kind.toml, or "
-        "answer_kind) for the text answers of no-call cases that name a kind.")] = None,
-    claims_judge: Annotated[Path | None, typer.Option(
-        "--claims-judge", help="The claim_support judge (judges/claim_support.toml, or "
-        "claim_support) for the cases with policies.judge_claims.")] = None,
+    answer_kind_judge: AnswerKindJudgeOption = None,
+    claims_judge: ClaimsJudgeOption = None,
     uncalibrated: UncalibratedOption = False,
     judge_api_base: JudgeApiBaseOption = None,
     judge_api_key_env: JudgeKeyEnvOption = None,
@@ -121,8 +120,9 @@ def score(
             step = judge_step_for(judge, store, uncalibrated=uncalibrated,
                                   api_base=judge_api_base, api_key_env=judge_api_key_env,
                                   concurrency=concurrency)
-            behaviour = _behaviour_judges(answer_kind_judge, claims_judge, store, uncalibrated,
-                                          judge_api_base, judge_api_key_env, concurrency)
+            behaviour = behaviour_judges_for(
+                answer_kind_judge, claims_judge, store, uncalibrated=uncalibrated,
+                api_base=judge_api_base, api_key_env=judge_api_key_env, concurrency=concurrency)
             try:
                 if traces is not None:
                     from callgate.scoring.traces import score_traces
@@ -241,17 +241,3 @@ def merge(
                       f"{release.attempts} attempts{held}; run {release.run_id} in {out}",
                       highlight=False)
 
-
-def _behaviour_judges(answer_kind: Path | None, claims: Path | None, store: Any,
-                      uncalibrated: bool, api_base: str | None, api_key_env: str | None,
-                      concurrency: int | None) -> Any:
-    """The judges beyond the call `score` was given (None: neither)."""
-    if answer_kind is None and claims is None:
-        return None
-    from callgate.scoring.behaviour import BehaviourJudges
-
-    def step(path: Path | None) -> Any:
-        return judge_step_for(path, store, uncalibrated=uncalibrated, api_base=api_base,
-                              api_key_env=api_key_env, concurrency=concurrency)
-
-    return BehaviourJudges(answer_kind=step(answer_kind), claim_support=step(claims))

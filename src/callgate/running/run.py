@@ -55,6 +55,7 @@ from callgate.version import __version__
 
 if TYPE_CHECKING:  # the judge is loaded where a run uses one
     from callgate.judging.step import JudgeStep
+    from callgate.scoring.behaviour import BehaviourJudges
 
 
 class OfflineMiss(CallgateError):
@@ -134,6 +135,8 @@ class LiveRunner:
     console: Console = field(default_factory=lambda: Console(stderr=True))
     keep_verdicts: bool = True  # every verdict in the result, not only the first failures
     judge: JudgeStep | None = None  # decides the cases whose expectation is judge
+    # The judges beyond the call (scoring.behaviour: run --answer-kind-judge, --claims-judge)
+    behaviour: BehaviourJudges | None = None
     client: Client | None = None  # injected by tests; built from the candidate otherwise
     # What answers the run (running.source): the candidate's target or model unless given
     source: Source | None = None
@@ -144,11 +147,19 @@ class LiveRunner:
     pacers: Pacers = field(init=False)
 
     def __post_init__(self) -> None:
-        # One pacer per endpoint, shared by the candidate's calls and the judge's.
+        # One pacer per endpoint, shared by the candidate's calls and the judges'.
         self.pacers = Pacers(self.settings.concurrency)
-        model = self.judge.model if self.judge is not None else None
-        if model is not None:
-            model.pacers = self.pacers
+        for step in self._judges():
+            if step.model is not None:
+                step.model.pacers = self.pacers
+        if self.behaviour is not None:  # this run's own waiting list (one per run)
+            self.behaviour = dataclasses.replace(self.behaviour, waiting=[])
+
+    def _judges(self) -> list[JudgeStep]:
+        """The run's judge steps: --judge's, then the judges beyond the call."""
+        more = self.behaviour
+        steps = [self.judge, *((more.answer_kind, more.claim_support) if more else ())]
+        return [step for step in steps if step is not None]
 
     def stop(self, reason: str = "interrupted") -> None:
         """Stop cleanly: no new request starts; the answers of those in flight are kept when
@@ -236,7 +247,8 @@ class LiveRunner:
         recorder = Recorder(self.suite, self.store, run_id,
                             keep_verdicts=self.keep_verdicts, judge=self.judge,
                             server_errors=settings.server_errors,
-                            max_excluded=settings.max_excluded, decided_by="run")
+                            max_excluded=settings.max_excluded, decided_by="run",
+                            behaviour=self.behaviour)
         record = RunRecord(recorder, self.counters)
         budget = Budget(settings.max_cost, settings.max_attempts, self.counters)
         scores = await self._fill(work, source, caller, cache, record, budget, player)
@@ -274,10 +286,19 @@ class LiveRunner:
             cost_unknown=counters.cost_unknown,
             stopped=self.switch.reason,
             pacing=source.pacer.figures() if source.pacer is not None else None,
-            judge_pacing=self.judge.model.pacing() if self.judge and self.judge.model else None,
+            judge_pacing=self._judge_pacing(),
             budget=_budget_stop(budget, len(work.to_call)),
             user=player.figures() if player is not None else None,
         )
+
+    def _judge_pacing(self) -> dict[str, Any] | None:
+        """What limited the judges' calls: the first judge that sent any (one endpoint's
+        pacer when they share it); None when every verdict was cached."""
+        for step in self._judges():
+            pacing = step.model.pacing() if step.model is not None else None
+            if pacing is not None:
+                return pacing
+        return None
 
     async def _look_up(
         self,
@@ -379,6 +400,7 @@ class LiveRunner:
                         admit=budget.admit if budget.active else None,
                     )
                 await recorder.judge_pending()
+                await recorder.judge_behaviour()  # its verdicts cached as they arrive
                 completed = True
             finally:
                 # Save first: nothing here awaits, so a second Ctrl-C cannot cut it short.
@@ -414,6 +436,7 @@ def run_live(
     keep_verdicts: bool = True,
     judge: JudgeStep | None = None,
     user: SimulatedUser | None = None,
+    behaviour: BehaviourJudges | None = None,
 ) -> LiveRun:
     """Run a suite live against one candidate and store everything (blocking)."""
     runner = LiveRunner(
@@ -426,6 +449,7 @@ def run_live(
         console=console or Console(stderr=True),
         keep_verdicts=keep_verdicts,
         judge=judge,
+        behaviour=behaviour,
         # A suite with no scenario case simulates nothing: no simulator is asked or kept (so
         # another one next release is no change the gate names).
         user=user if user is not None and _has_scenarios(suite) else None,
