@@ -79,6 +79,7 @@ class MergeRecords(StoreBase):
         for table in _MERGED_TABLES:
             self._merge_table(source, table)
         self._merge_person_labels(source)
+        self._merge_production_samples(source)
         touched: dict[int, list[MergedSource]] = {}
         releases: set[tuple[str, str, str]] = set()
         for run in source.db.query(
@@ -139,6 +140,36 @@ class MergeRecords(StoreBase):
                     continue
                 self.db.execute(f"INSERT INTO {table} ({names}) VALUES "
                                 f"({', '.join('?' * len(columns))})", list(row))
+
+    def _merge_production_samples(self, source: MergeRecords) -> None:
+        """Production samples (`score --traces --production`): each batch copied under a new
+        id with the samples of traces this store does not hold yet (an agent's trace is kept
+        once, as when scored); a batch that brings none is not copied."""
+        batch_columns = [c for c in source._columns("production_batches")
+                         if c != "id" and c in set(self._columns("production_batches"))]
+        sample_columns = [c for c in source._columns("production_samples")
+                          if c != "batch" and c in set(self._columns("production_samples"))]
+        conn = self.db.conn
+        for batch in source.db.execute(
+                f"SELECT id, {', '.join(batch_columns)} FROM production_batches ORDER BY id"
+                ).fetchall():
+            cursor = conn.execute(
+                f"INSERT INTO production_batches ({', '.join(batch_columns)}) "
+                f"VALUES ({', '.join('?' * len(batch_columns))})", list(batch[1:]))
+            batch_id = cursor.lastrowid
+            before = conn.total_changes
+            conn.executemany(
+                f"INSERT OR IGNORE INTO production_samples (batch, {', '.join(sample_columns)}) "
+                f"VALUES (?, {', '.join('?' * len(sample_columns))})",
+                [(batch_id, *row) for row in source.db.execute(
+                    f"SELECT {', '.join(sample_columns)} FROM production_samples "
+                    "WHERE batch = ? ORDER BY rowid", [batch[0]])])
+            stored = conn.total_changes - before
+            if stored:
+                conn.execute("UPDATE production_batches SET stored = ? WHERE id = ?",
+                             [stored, batch_id])
+            else:
+                conn.execute("DELETE FROM production_batches WHERE id = ?", [batch_id])
 
     def _merge_target(self, run: dict[str, Any]) -> dict[str, Any] | None:
         """The run here a source run merges into: its release's (clean) run, or the release's
