@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 from factories import calls, case, line, message, tool_call, write_lines, write_suite
+from stores import legacy_store
 
 from callgate.errors import CallgateError
-from callgate.report.history import history_rows
+from callgate.report.history import history_document, history_rows
 from callgate.scoring.pipeline import score_file
 from callgate.store.db import Store
 from callgate.suites.suite import load_suite
@@ -49,6 +50,18 @@ def test_history_reads_the_stored_figures_as_the_model(tmp_path: Path) -> None:
         (row,) = history_rows(store.stored_runs("bot"))
     assert row.figures.right_tool.pct == 100.0 and row.figures.scored == 1
     assert row.estimator == "checks"
+
+
+def test_history_json_gives_an_older_runs_figures_as_it_stored_them(tmp_path: Path) -> None:
+    db = legacy_store(tmp_path / "old.db")  # stored before a Share had design_effect, icc
+    with Store(db) as store:
+        (run,) = store.stored_runs("agent")
+        (row,) = history_rows([run])
+    assert run.scores is not None
+    (shown,) = history_document("agent", [row])["releases"]
+    assert shown["figures"] == run.scores["figures"]
+    assert "design_effect" not in shown["figures"]["right_tool"]
+    assert row.figures.right_tool.design_effect == 1.0  # read at its default
 
 
 def test_stored_figures_that_do_not_fit_are_refused_naming_run_and_field(tmp_path: Path) -> None:

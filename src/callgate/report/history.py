@@ -7,7 +7,7 @@ import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 from rich import box
 from rich.markup import escape
 from rich.table import Table
@@ -60,6 +60,12 @@ class HistoryRow(BaseModel):
     change_latency_per_right_pct: float | None = None
     # Cases whose repeats disagreed in this release (flaky: gating.flaky); None: not known
     flaky: int | None = None
+
+    @field_serializer("figures")
+    def _figures_as_stored(self, figures: Figures) -> dict[str, Any]:
+        """The figures as the run stored them in `--json`: a field added to Figures since
+        (a Share's design_effect, icc) is not shown for an older run."""
+        return figures.model_dump(mode="json", exclude_unset=True)
 
 
 def _pct(figures: Figures | None, name: str) -> float | None:
