@@ -14,7 +14,7 @@ from collections.abc import Container, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_serializer
 
 from callgate.errors import CallgateError
 from callgate.judging.estimates import (
@@ -63,6 +63,11 @@ class DimensionEstimates(BaseModel):
     ppi: Estimate | None
     # The repeats of a case in this population (what an `agent` interval and plan widen by)
     clustering: Clustering | None = None
+
+    @field_serializer("rogan_gladen")
+    def _as_stored(self, share: JudgedShare | None) -> dict[str, Any] | None:
+        """In `judge audit --json` as `score` stored it (no field added since, at its default)."""
+        return share.model_dump(mode="json", exclude_unset=True) if share is not None else None
 
 
 class ReleasePart(BaseModel):
