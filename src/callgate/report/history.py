@@ -38,7 +38,7 @@ class HistoryRow(BaseModel):
     attempts: int
     excluded: dict[str, int]
     # The stored figures as scored, validated once where the run's scores are read
-    # (StoredRun.parsed: importing callgate.scoring.stored costs `callgate history` about 30 ms
+    # (StoredRun.parsed: importing callgate.scoring.stored costs `callgate history` about 40 ms
     # CPU of its start, no litellm, no web stack).
     figures: Figures
     # Points since the previous release of the same agent on the same suite; None for the first.
