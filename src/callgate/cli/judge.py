@@ -442,6 +442,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: Estimand) -> None:
     from callgate.judging.audit import judged_design_effects, width_plan
     from callgate.judging.audit_text import describe_width_plan
     from callgate.judging.certificates import Certificate, dimension_rates
+    from callgate.judging.judged_shares import judged_shares
     from callgate.judging.labelling import judged_run
     from callgate.scoring.stored import stored_scores
     from callgate.store.db import Store
@@ -461,19 +462,23 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: Estimand) -> None:
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     certificate = Certificate.model_validate_json(cert_json) if cert_json else None
-    scores = stored_scores(run)
-    stored = (scores.judged if scores is not None else None) or {}
+    try:
+        scores = stored_scores(run)
+        stored = judged_shares(scores.judged if scores is not None else None,
+                               f"run {run_id} ({run.release})")
+    except CallgateError as exc:
+        raise _fail(str(exc)) from None
     for dim in ("tool_choice", "arguments"):
         rates = dimension_rates(certificate, dim) if certificate else None
+        share = stored.share(dim) if stored is not None else None
         if report is not None:
             d = report.dimensions[dim]
             table, passes, judged, have = d.table, d.judged_passes, d.judged, d.labels
         else:
-            share = stored.get(dim) or {}
-            judged = share.get("n") or 0
-            passes = round((share.get("raw") or 0) * judged / 100)
+            judged = share.n if share is not None else 0
+            passes = round((share.raw or 0) * judged / 100) if share is not None else 0
             table, have = None, 0
-        corrected = (stored.get(dim) or {}).get("corrected")
+        corrected = share.corrected if share is not None else None
         plan = width_plan(table, passes, judged, width, rates[:2] if rates else None,
                           corrected / 100 if corrected is not None else None,
                           estimand=estimand,

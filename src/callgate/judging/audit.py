@@ -14,7 +14,7 @@ from collections.abc import Container, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field, field_serializer
 
 from callgate.errors import CallgateError
 from callgate.judging.estimates import (
@@ -33,6 +33,7 @@ from callgate.judging.estimates import (
     raw_share,
     verdict_clustering,
 )
+from callgate.judging.judged_shares import JudgedShare, JudgedShares, judged_shares
 from callgate.judging.planning import (
     AuditMoments,
     AuditPlan,
@@ -58,10 +59,15 @@ class DimensionEstimates(BaseModel):
     disagreements: int
     table: AuditTable  # the audit by (person, judge)
     raw: Estimate | None
-    rogan_gladen: dict[str, Any] | None  # as `score` stored it (points)
+    rogan_gladen: JudgedShare | None  # as `score` stored it (points), when corrected
     ppi: Estimate | None
     # The repeats of a case in this population (what an `agent` interval and plan widen by)
     clustering: Clustering | None = None
+
+    @field_serializer("rogan_gladen")
+    def _as_stored(self, share: JudgedShare | None) -> dict[str, Any] | None:
+        """In `judge audit --json` as `score` stored it (no field added since, at its default)."""
+        return share.model_dump(mode="json", exclude_unset=True) if share is not None else None
 
 
 class ReleasePart(BaseModel):
@@ -161,7 +167,7 @@ def _ppi_of(population: Mapping[Key, bool], truth: Mapping[Key, bool], seed: int
 
 
 def _dimension(population: dict[Key, bool], labels: dict[Key, bool],
-               stored_rg: dict[str, Any] | None, seed: int, estimand: Estimand
+               stored_rg: JudgedShare | None, seed: int, estimand: Estimand
                ) -> DimensionEstimates:
     pairs = [(labels[k], population[k]) for k in population if k in labels]
     cases = case_audits(population, labels, seed)
@@ -170,7 +176,7 @@ def _dimension(population: dict[Key, bool], labels: dict[Key, bool],
         disagreements=sum(y != f for y, f in pairs), table=AuditTable.of(pairs),
         raw=raw_share(sum(population.values()), len(population),
                       verdict_clustering(cases) if cases else None),
-        rogan_gladen=stored_rg if stored_rg and stored_rg.get("corrected") is not None else None,
+        rogan_gladen=stored_rg if stored_rg and stored_rg.corrected is not None else None,
         ppi=_ppi_of(population, labels, seed, estimand),
         clustering=judged_clustering(cases) if cases else None)
 
@@ -210,7 +216,9 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
     if audit is None:
         raise CallgateError(f"run {run_id} has no audit; draw one: callgate judge audit {run_id}")
     run = store.stored_run(run_id)
-    stored_judged = ((run.scores or {}).get("judged") or {}) if run is not None else {}
+    stored_judged = (judged_shares((run.scores or {}).get("judged"),
+                                   f"run {run_id} ({run.release})")
+                     if run is not None else None) or JudgedShares(n=0)
     judgements = {(r["case_id"], r["repeat"]): r for r in store.judgements(run_id)}
     verdicts = {(v["case_id"], v["repeat"]): v for v in store.verdicts(run_id)
                 if v["status"] == "scored"}
@@ -230,8 +238,8 @@ def audit_report(store: Store, run_id: int, estimand: Estimand = "release") -> A
                    if i["label_tool_choice"] == "fail" or i["label_arguments"] in ("pass", "fail")}
     dimensions = {
         "tool_choice": _dimension(tool_population, tool_labels,
-                                  stored_judged.get("tool_choice"), audit["seed"], estimand),
-        "arguments": _dimension(args_population, args_labels, stored_judged.get("arguments"),
+                                  stored_judged.tool_choice, audit["seed"], estimand),
+        "arguments": _dimension(args_population, args_labels, stored_judged.arguments,
                                 audit["seed"], estimand),
     }
 
@@ -383,8 +391,8 @@ def estimates_document(report: AuditReport) -> dict[str, Any]:
         rg = d.rogan_gladen
         judged[dim] = {
             "raw": d.raw.points() if d.raw else None,
-            "rogan_gladen": ({"estimator": "rogan_gladen", "pct": rg["corrected"],
-                              "low": rg["low"], "high": rg["high"], "n": d.judged}
+            "rogan_gladen": ({"estimator": "rogan_gladen", "pct": rg.corrected,
+                              "low": rg.low, "high": rg.high, "n": d.judged}
                              if rg else None),
             "ppi++": d.ppi.points() if d.ppi else None,
         }

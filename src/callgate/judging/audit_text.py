@@ -72,7 +72,7 @@ def audit_lines(report: AuditReport, width: float | None = None) -> list[str]:
                  f"{'Rogan–Gladen':>20} {'PPI++':>20}")
     for dim, d in report.dimensions.items():
         rg = d.rogan_gladen
-        rg_text = (f"{rg['corrected']:.1f} [{rg['low']:.1f}–{rg['high']:.1f}]" if rg else "—")
+        rg_text = (f"{rg.corrected:.1f} [{rg.low:.1f}–{rg.high:.1f}]" if rg else "—")
         lines.append(f"{dim:<14} {d.judged:>5} {d.labels:>6} {_pct(d.raw):>20} "
                      f"{rg_text:>20} {_pct(d.ppi):>20}")
     lines.append("")

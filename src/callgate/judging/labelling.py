@@ -261,7 +261,17 @@ def label_item(store: Store, set_path: Path, item: CalibrationItem, labeller: st
         item, labeller, tool_choice, arguments, note or f"labelled by hand by {labeller}"))
 
 
-def undo_label(store: Store, set_path: Path, labeller: str) -> dict[str, Any] | None:
+class TakenBack(BaseModel):
+    """A label (or adjudication) a person took back (`undo_label`)."""
+
+    model_config = ConfigDict(frozen=True)
+    item_id: str
+    labeller: str
+    label: dict[str, Any]  # the labels taken back, as the set's file has them
+    adjudication: bool
+
+
+def undo_label(store: Store, set_path: Path, labeller: str) -> TakenBack | None:
     """Take back a person's last standing label (or adjudication) on a set: a withdrawal
     appended to the file, the file reloaded into the store. Returns the row taken back (its
     item_id, labeller and labels), or None when the person has nothing standing."""
@@ -273,8 +283,8 @@ def undo_label(store: Store, set_path: Path, labeller: str) -> dict[str, Any] | 
     item_id = last.adjudicate if isinstance(last, Adjudication) else last.id
     append_item(set_path, Withdrawal(withdraw=item_id, labeller=labeller, at=_now()))
     reload_set(store, set_path)
-    return {"item_id": item_id, "labeller": labeller, **last.label.model_dump(),
-            "adjudication": isinstance(last, Adjudication)}
+    return TakenBack(item_id=item_id, labeller=labeller, label=last.label.model_dump(),
+                     adjudication=isinstance(last, Adjudication))
 
 
 def adjudicate(store: Store, set_path: Path, item_id: str, labeller: str, tool_choice: str,

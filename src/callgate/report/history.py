@@ -7,12 +7,14 @@ import re
 from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from callgate.scoring.result import GateRecord
+from callgate.judging.judged_shares import judged_shares
+from callgate.scoring.scores import Figures, Scores
+from callgate.scoring.stored import StoredScores, finished, stored_gate
 from callgate.store.rows import StoredRun
 
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -35,9 +37,10 @@ class HistoryRow(BaseModel):
     run_id: int
     attempts: int
     excluded: dict[str, int]
-    # The stored figures as scored (callgate.scoring.scores.Figures as JSON): not re-validated, and
-    # callgate.scoring.scores is not imported, so `callgate history` starts fast.
-    figures: dict[str, Any]
+    # The stored figures as scored, validated once where the run's scores are read
+    # (StoredRun.parsed: importing callgate.scoring.stored costs `callgate history` about 40 ms
+    # CPU of its start, no litellm, no web stack).
+    figures: Figures
     # Points since the previous release of the same agent on the same suite; None for the first.
     change_right_tool: float | None = None
     change_right_arguments: float | None = None
@@ -58,19 +61,32 @@ class HistoryRow(BaseModel):
     # Cases whose repeats disagreed in this release (flaky: gating.flaky); None: not known
     flaky: int | None = None
 
+    @field_serializer("figures")
+    def _figures_as_stored(self, figures: Figures) -> dict[str, Any]:
+        """The figures as the run stored them in `--json`: a field added to Figures since
+        (a Share's design_effect, icc) is not shown for an older run."""
+        return figures.model_dump(mode="json", exclude_unset=True)
 
-def _pct(figures: Mapping[str, Any] | None, name: str) -> float | None:
-    return None if figures is None else figures[name]["pct"]
+
+def _pct(figures: Figures | None, name: str) -> float | None:
+    if figures is None:
+        return None
+    if name == "right_tool":
+        return figures.right_tool.pct
+    if name == "right_arguments":
+        return figures.right_arguments.pct
+    raise ValueError(f"no share {name!r} in the figures")
 
 
 def _change(now: float | None, then: float | None) -> float | None:
     return None if now is None or then is None else round(now - then, 6)
 
 
-def estimator_of(scores: Mapping[str, Any], audited: bool) -> str:
+def estimator_of(scores: Scores, audited: bool, where: str = "scores") -> str:
     """Which estimator the stored shares of a run are (see HistoryRow.estimator)."""
-    judged = scores.get("judged") or {}
-    if not any((judged.get(dim) or {}).get("n") for dim in ("tool_choice", "arguments")):
+    judged = judged_shares(scores.judged, where)
+    if judged is None or not any(share is not None and share.n
+                                 for share in (judged.tool_choice, judged.arguments)):
         return "checks"
     return "checks+judge, audited" if audited else "checks+judge"
 
@@ -81,40 +97,39 @@ def history_rows(runs: Iterable[StoredRun], audited: Container[int] = (),
     the previous release on the same suite. `audited`: the ids of runs with a judge audit;
     `flaky`: each run's number of flaky cases, by run id."""
     rows: list[HistoryRow] = []
-    previous: dict[str, dict[str, Any]] = {}
-    previous_scores: dict[str, Mapping[str, Any]] = {}
+    previous: dict[str, StoredScores] = {}
     for run in runs:
-        scores = run.scores or {}
-        figures = scores["figures"]
+        scores = finished(run)
+        figures = scores.figures
         before = previous.get(run.suite_name)
+        then = before.figures if before is not None else None
         rows.append(HistoryRow(
             suite_name=run.suite_name, suite_fingerprint=run.suite,
             agent=run.agent, model=run.model,
             release=run.release, created_at=run["created_at"], run_id=run.id,
-            attempts=scores["attempts"], excluded=scores["excluded"], figures=figures,
-            change_right_tool=_change(_pct(figures, "right_tool"), _pct(before, "right_tool")),
+            attempts=scores.attempts, excluded=scores.excluded, figures=figures,
+            change_right_tool=_change(_pct(figures, "right_tool"), _pct(then, "right_tool")),
             change_right_arguments=_change(_pct(figures, "right_arguments"),
-                                           _pct(before, "right_arguments")),
+                                           _pct(then, "right_arguments")),
             judge_fingerprint=run.judge_fingerprint,
-            uncalibrated=bool(scores.get("uncalibrated", False)),
-            gate=record.outcome if (record := run.parsed("gate", GateRecord)) else None,
-            estimator=estimator_of(scores, run.id in audited),
-            **_per_right(scores, previous_scores.get(run.suite_name)),
+            uncalibrated=scores.uncalibrated,
+            gate=record.outcome if (record := stored_gate(run)) else None,
+            estimator=estimator_of(scores, run.id in audited, f"run {run.id} ({run.release})"),
+            cost_per_right_usd=scores.cost_per_right_usd,
+            latency_per_right_ms=scores.latency_per_right_ms,
+            change_cost_per_right_pct=_change_pct(
+                scores.cost_per_right_usd, before.cost_per_right_usd if before else None),
+            change_latency_per_right_pct=_change_pct(
+                scores.latency_per_right_ms, before.latency_per_right_ms if before else None),
             flaky=(flaky or {}).get(run.id),
         ))
-        previous[run.suite_name] = figures
-        previous_scores[run.suite_name] = scores
+        previous[run.suite_name] = scores
     return rows
 
 
-def _per_right(scores: Mapping[str, Any], before: Mapping[str, Any] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, short in (("cost_per_right_usd", "cost"), ("latency_per_right_ms", "latency")):
-        now, then = scores.get(key), (before or {}).get(key)
-        out[key] = now
-        out[f"change_{short}_per_right_pct"] = (100 * (now - then) / then
-                                                if now is not None and then else None)
-    return out
+def _change_pct(now: float | None, then: float | None) -> float | None:
+    """The change from `then` to `now` in percent of `then` (None without both, or from 0)."""
+    return 100 * (now - then) / then if now is not None and then else None
 
 
 def history_document(agent: str, rows: Iterable[HistoryRow]) -> dict[str, Any]:
@@ -158,8 +173,8 @@ def history_tables(agent: str, rows: Sequence[HistoryRow]) -> list[Table]:
                           _num(_pct(r.figures, "right_tool")), _delta(r.change_right_tool),
                           _num(_pct(r.figures, "right_arguments")),
                           _delta(r.change_right_arguments),
-                          _num(r.figures["calls_per_task"], "{:.2f}"),
-                          str(r.figures["scored"]), r.gate or "–")
+                          _num(r.figures.calls_per_task, "{:.2f}"),
+                          str(r.figures.scored), r.gate or "–")
         judged = {r.estimator for r in suite_rows} - {"checks"}
         if judged:
             table.caption = escape("shares with judged attempts count the judge's verdicts as "

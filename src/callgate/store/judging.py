@@ -3,7 +3,7 @@ certificates, and the per-release audits."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from callgate.store.base import StoreBase
 from callgate.store.columns import (
@@ -13,6 +13,16 @@ from callgate.store.columns import (
     columns_sql,
 )
 from callgate.store.schema import now
+
+
+class AuditRow(TypedDict):
+    """A row of table `audits`: the run audited, the sample's seed, the judged attempts it was
+    drawn from, and when."""
+
+    run: int
+    seed: int
+    population: int
+    created_at: str
 
 
 class JudgeRecords(StoreBase):
@@ -84,10 +94,11 @@ class JudgeRecords(StoreBase):
     # A per-release audit: a seeded uniform sample of a run's judged attempts, labelled by a
     # person (tables: migration m005_audits).
 
-    def audit(self, run_id: int) -> dict[str, Any] | None:
+    def audit(self, run_id: int) -> AuditRow | None:
         """The audit of a run (seed, population, created_at), or None."""
         rows = list(self.db.query("SELECT * FROM audits WHERE run = ?", [run_id]))
-        return rows[0] if rows else None
+        # The row as read (every column: the gate's kept-decision key hashes it), typed.
+        return cast(AuditRow, rows[0]) if rows else None
 
     def save_audit(self, run_id: int, seed: int, population: int,
                    items: list[tuple[int, str, int]]) -> None:

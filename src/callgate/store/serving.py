@@ -4,11 +4,23 @@ and labelling), and the labels people give in serve's calibration sessions."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from callgate.store.base import StoreBase
 from callgate.store.schema import _NEWEST_DONE, now
 from callgate.store.web_rows import tool_names, tool_needle, verdict_condition
+
+Row = dict[str, Any]  # a row as the table holds it, by column
+
+
+class AttemptRows(TypedDict):
+    """One attempt's rows (`attempt`): its verdict, and its response, case and judgement when
+    stored (None otherwise)."""
+
+    verdict: Row
+    response: Row | None
+    case: Row | None
+    judgement: Row | None
 
 
 class ServeRecords(StoreBase):
@@ -144,7 +156,7 @@ class ServeRecords(StoreBase):
             self.db.execute("INSERT OR REPLACE INTO gated_decisions (run, key, inputs, body) "
                             "VALUES (?, ?, ?, ?)", [run_id, key, inputs, body])
 
-    def attempt(self, run_id: int, case_id: str, repeat: int) -> dict[str, Any] | None:
+    def attempt(self, run_id: int, case_id: str, repeat: int) -> AttemptRows | None:
         """One attempt: its verdict, response row, case row and judgement (when judged)."""
         verdict = list(self.db.query(
             "SELECT * FROM verdicts WHERE run = ? AND case_id = ? AND repeat = ?",

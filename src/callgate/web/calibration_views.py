@@ -9,7 +9,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from callgate.judging.calibration import kappa
 from callgate.judging.calibration_set import CalibrationItem, item_payloads, read_journal
@@ -18,6 +18,106 @@ from callgate.judging.step import JudgeCache
 from callgate.store.db import Store
 
 DIMENSIONS = ("tool_choice", "arguments")
+Row = Mapping[str, Any]  # a person_labels or adjudications row as the store reads it
+
+
+# The views are dicts (the pages and /api/ read them as they are), typed by their keys so that
+# a key renamed here and not where it is read is a type error.
+
+
+class QueuePlace(TypedDict):
+    """Where an item stands in a labeller's queue (`queue_place`)."""
+
+    position: int
+    total: int
+    todo: int
+    prev_id: str | None
+    next_id: str | None
+    labeller: str
+    mine: Row | None  # this person's latest label on it
+    others: list[Row]  # the others' labels, once this person has given theirs
+
+
+class Tally(TypedDict):
+    labelled: int
+    total: int
+
+
+class Agreement(TypedDict):
+    """Cohen's kappa between two people per dimension, over the items both labelled."""
+
+    labellers: list[str]
+    items: int
+    tool_choice: float | None
+    arguments: float | None
+
+
+class ConflictLabel(TypedDict):
+    tool_choice: str
+    arguments: str
+    note: str
+    at: str
+
+
+class Conflict(TypedDict):
+    """An item people label differently, not adjudicated yet: each person's label."""
+
+    item_id: str
+    labels: dict[str, ConflictLabel]
+
+
+class AdjudicationShown(TypedDict):
+    item_id: str
+    labeller: str
+    tool_choice: str
+    arguments: str
+    why: str
+    created_at: str
+
+
+class Disagreement(TypedDict):
+    """An item where a certificate's judge and the item's label differ (`disagreements`)."""
+
+    item_id: str
+    split: str
+    dimensions: list[str]
+    person: dict[str, Any]  # the item's label (Labels as JSON)
+    note: str
+    judge: dict[str, str | None]  # tool_choice, arguments as the judge gave them
+    reason: str
+
+
+class ItemView(TypedDict):
+    """What the labelling page shows of an item (`item_view`): the case and the response as
+    the conversation's open JSON; category, label and note only once revealed."""
+
+    id: str
+    split: str
+    messages: list[dict[str, Any]]
+    rubric: Any
+    turns: list[dict[str, Any]]
+    tools: list[Any]
+    category: NotRequired[str | None]
+    label: NotRequired[dict[str, Any]]
+    note: NotRequired[str]
+
+
+class Progress(TypedDict):
+    """A set's progress (`progress`); the progress page adds what the session plan and the
+    newest calibration say is still to do."""
+
+    total: int
+    labelled: int
+    labels: int
+    labellers: list[str]
+    categories: dict[str, Tally]
+    per_dimension: dict[str, dict[str, int]]
+    agreement: list[Agreement]
+    conflicts: list[Conflict]
+    adjudications: list[AdjudicationShown]
+    still_to_label: NotRequired[dict[str, list[str]]]
+    plan: NotRequired[dict[str, Any] | None]
+    labels_needed: NotRequired[dict[str, Any] | None]
 
 
 def latest_labels(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
@@ -29,7 +129,7 @@ def latest_labels(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], Ma
 
 
 def queue_place(order: Sequence[str], todo: int, current: str,
-                rows: Sequence[Mapping[str, Any]], labeller: str) -> dict[str, Any]:
+                rows: Sequence[Mapping[str, Any]], labeller: str) -> QueuePlace:
     """Where `current` stands in a labeller's queue, their own latest label (`mine`), and the
     others' labels, shown only once this person has given theirs (labelling is blind)."""
     position = order.index(current)
@@ -52,7 +152,7 @@ def labelled_by(rows: Sequence[Mapping[str, Any]]) -> dict[str, set[str]]:
 
 
 def progress(items: Sequence[CalibrationItem], rows: Sequence[Mapping[str, Any]],
-             adjudications: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+             adjudications: Sequence[Mapping[str, Any]] = ()) -> Progress:
     """Labelled / total, per category and per dimension; agreement between people; the
     items they disagree on that no one has adjudicated yet, and the adjudications."""
     settled = {row["item_id"] for row in adjudications}
@@ -69,17 +169,17 @@ def progress(items: Sequence[CalibrationItem], rows: Sequence[Mapping[str, Any]]
     per_dimension = {dim: dict(Counter(row[dim] for row in latest.values()))
                      for dim in DIMENSIONS}
     labellers = sorted({labeller for _, labeller in latest})
-    agreement = []
-    conflicts = []
+    agreement: list[Agreement] = []
+    conflicts: list[Conflict] = []
     for i, first in enumerate(labellers):
         for second in labellers[i + 1:]:
             both = [item_id for item_id, people in by_item.items()
                     if first in people and second in people]
-            entry: dict[str, Any] = {"labellers": [first, second], "items": len(both)}
-            for dim in DIMENSIONS:
-                entry[dim] = kappa([(by_item[x][first][dim], by_item[x][second][dim])
-                                    for x in both])
-            agreement.append(entry)
+            pairs = {dim: [(by_item[x][first][dim], by_item[x][second][dim]) for x in both]
+                     for dim in DIMENSIONS}
+            agreement.append({"labellers": [first, second], "items": len(both),
+                              "tool_choice": kappa(pairs["tool_choice"]),
+                              "arguments": kappa(pairs["arguments"])})
     for item_id, people in sorted(by_item.items()):
         if item_id not in settled and len(people) > 1 and len({(r["tool_choice"], r["arguments"])
                                     for r in people.values()}) > 1:
@@ -92,8 +192,9 @@ def progress(items: Sequence[CalibrationItem], rows: Sequence[Mapping[str, Any]]
         "labellers": labellers,
         "categories": {k: {"labelled": v[0], "total": v[1]} for k, v in sorted(categories.items())},
         "per_dimension": per_dimension, "agreement": agreement, "conflicts": conflicts,
-        "adjudications": [{k: row[k] for k in ("item_id", "labeller", "tool_choice",
-                                                "arguments", "why", "created_at")}
+        "adjudications": [{"item_id": row["item_id"], "labeller": row["labeller"],
+                           "tool_choice": row["tool_choice"], "arguments": row["arguments"],
+                           "why": row["why"], "created_at": row["created_at"]}
                           for row in adjudications],
     }
 
@@ -108,14 +209,14 @@ def certificates_for_set(store: Store, set_name: str) -> list[Certificate]:
 
 
 def disagreements(store: Store, items: Sequence[CalibrationItem], certificate: Certificate
-                  ) -> list[dict[str, Any]]:
+                  ) -> list[Disagreement]:
     """Items where the judge of the certificate and the item's current label differ, with the
     judge's reason beside the person's note. Outputs come from the judge cache (the verdicts
     `judge calibrate` stored), keyed as calibration keys them."""
     cache = JudgeCache(store, certificate.fingerprint)
     keys = {i.id: cache.key(item_payloads(i)) for i in items}
     outputs = cache.get(list(keys.values()))
-    out = []
+    out: list[Disagreement] = []
     for item in items:
         judged = outputs.get(keys[item.id])
         if judged is None:
@@ -148,7 +249,7 @@ def certificate_status(certificate: Certificate, certified_row: bool,
     return ("certified" if certified_row and not why else "void"), why
 
 
-def item_view(item: CalibrationItem, reveal: bool = False) -> dict[str, Any]:
+def item_view(item: CalibrationItem, reveal: bool = False) -> ItemView:
     """What the labelling page shows of an item: the case and the response; its category,
     label and note only when `reveal` (the person has given their label), for those would
     give the answer away."""
@@ -164,12 +265,14 @@ def item_view(item: CalibrationItem, reveal: bool = False) -> dict[str, Any]:
                                             ensure_ascii=False)
             except json.JSONDecodeError:
                 call["pretty"] = call["arguments"]
-    shown: dict[str, Any] = {
+    shown: ItemView = {
         "id": item.id, "split": item.split, "messages": item.case.messages,
         "rubric": item.case.rubric, "turns": turns,
         "tools": [t.get("function", {}).get("name") for t in item.case.tools]}
     if reveal:
-        shown.update(category=item.category, label=item.label.model_dump(), note=item.note)
+        shown["category"] = item.category
+        shown["label"] = item.label.model_dump()
+        shown["note"] = item.note
     return shown
 
 

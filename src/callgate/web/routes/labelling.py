@@ -187,7 +187,7 @@ async def undo_post(ctx: Context, request: Request) -> Response:
     row = undo_label(ctx.store, path, labeller)
     target = {"labeller": labeller}
     if row is not None:
-        target["item"] = row["item_id"]
+        target["item"] = row.item_id
     back = form.get("back", "")
     if back.startswith("/") and not back.startswith("//"):  # a page of this app only
         target["set"] = name
