@@ -37,6 +37,7 @@ class Gated(NamedTuple):
     key: str
     inputs: GateInputs
     body: str
+    inputs_json: str = ""  # the inputs as kept (what a compare-and-swap compares)
 
     def decision(self) -> GateDecision:
         return kept_decision(self.body)
@@ -54,4 +55,11 @@ def kept_gated(store: Store, run_id: int) -> Gated | None:
     if row is None:
         return None
     key, inputs, body = row
-    return Gated(key, GateInputs.model_validate_json(inputs), body)
+    return Gated(key, GateInputs.model_validate_json(inputs), body, inputs)
+
+
+def retake_gated(store: Store, run_id: int, was: Gated, key: str, body: str) -> bool:
+    """Keep a decision taken again with `was`'s inputs on a changed store, only if `was` is
+    still the one kept: a `callgate gate` (another process) that kept a newer one meanwhile
+    wins. True when kept."""
+    return store.replace_gated_decision(run_id, (was.key, was.inputs_json), key, body)

@@ -151,6 +151,17 @@ class ServeRecords(StoreBase):
                               [run_id]).fetchone()
         return (row[0], row[1], row[2]) if row else None
 
+    def replace_gated_decision(self, run_id: int, was: tuple[str, str], key: str,
+                               body: str) -> bool:
+        """Replace the run's kept decision by one taken with the same inputs under a new key,
+        only if the kept row is still (key, inputs) `was`; False when another writer kept
+        another one since."""
+        with self.atomic():
+            changed = self.db.execute(
+                "UPDATE gated_decisions SET key = ?, body = ? WHERE run = ? AND key = ? "
+                "AND inputs = ?", [key, body, run_id, *was]).rowcount
+        return bool(changed)
+
     def save_gated_decision(self, run_id: int, key: str, inputs: str, body: str) -> None:
         with self.atomic():
             self.db.execute("INSERT OR REPLACE INTO gated_decisions (run, key, inputs, body) "

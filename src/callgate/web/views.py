@@ -9,6 +9,7 @@ would decide.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
@@ -18,7 +19,7 @@ from typing import Any
 
 from callgate.gating.decision import GateDecision, decide, decision_json
 from callgate.gating.finding import stored_release
-from callgate.gating.gated import keep_gated, kept_gated
+from callgate.gating.gated import kept_gated, retake_gated
 from callgate.gating.noise import Noise
 from callgate.gating.release import decide_release, decision_key, recorded_decision
 from callgate.gating.scores_file import ReleaseScores, release_from_run
@@ -98,7 +99,11 @@ class Views:
             return current, kept.decision()
         key = decision_key(self.store, run, inputs.max_drop, inputs.max_excluded, suite_runs,
                            inputs.slice_rule)
-        cached = self._decisions.get((run.id, "gated:" + key))
+        # The memory is keyed by the kept row too: a gate taken again (other inputs, the same
+        # store) is shown at once, not after serve restarts.
+        kept_row = hashlib.sha256("\0".join((kept.key, kept.inputs_json, kept.body)).encode())
+        memo = (run.id, f"gated:{key}:{kept_row.hexdigest()}")
+        cached = self._decisions.get(memo)
         if cached is not None:
             return cached
         if key == kept.key:
@@ -108,10 +113,11 @@ class Views:
                 self.store, run, max_drop=inputs.max_drop, max_excluded=inputs.max_excluded,
                 rule=inputs.rule, quarantine=inputs.quarantine, slice_rule=inputs.slice_rule,
                 recovery_max_drop=inputs.recovery_max_drop)
-            keep_gated(self.store, run.id, key, inputs, decision.model_dump_json())
+            if not retake_gated(self.store, run.id, kept, key, decision.model_dump_json()):
+                return self.as_gated(run, suite_runs)  # a newer gate kept meanwhile: that one
         if len(self._decisions) >= 8:  # a decision lists every flipped case: keep few
             self._decisions.clear()
-        self._decisions[(run.id, "gated:" + key)] = (current, decision)
+        self._decisions[memo] = (current, decision)
         return current, decision
 
     def history(self, model: str, suite_name: str) -> list[dict[str, Any]]:
