@@ -39,9 +39,12 @@ def _declares_extras(schema: Mapping[str, Any]) -> bool:
 
 
 def schema_errors(
-    tool: str, schema: Mapping[str, Any], validator: Draft7Validator, args: dict[str, Any]
+    tool: str, schema: Mapping[str, Any], validator: Draft7Validator, args: dict[str, Any],
+    *, values: bool = True,
 ) -> list[tuple[SchemaKind, str]]:
-    """All schema problems of one call's arguments, most basic first."""
+    """All schema problems of one call's arguments, most basic first. `values=False`: the
+    reasons name where and which rule, never the argument's value (production traces hold
+    real users' data)."""
     problems: list[tuple[SchemaKind, str]] = []
     properties = schema.get("properties", {})
     extras_declared = _declares_extras(schema)
@@ -57,7 +60,9 @@ def schema_errors(
         if (error.validator == "additionalProperties" and not error.absolute_path
                 and not extras_declared):
             continue  # reported above, whatever the schema says about additionalProperties
-        if error.validator == "required":
+        if not values and error.validator not in ("required", "additionalProperties"):
+            problems.append(_without_value(where, error))
+        elif error.validator == "required":
             missing = error.message.split("'")[1] if "'" in error.message else error.message
             problems.append(("missing_required", f"{where}: missing required argument {missing!r}"))
         elif error.validator == "type":
@@ -76,17 +81,32 @@ def schema_errors(
     return problems
 
 
+def _without_value(where: str, error: Any) -> tuple[SchemaKind, str]:
+    """A failed rule named by its place and the schema's constraint, not the value."""
+    if error.validator == "type":
+        got = _JSON_TYPE.get(type(error.instance), type(error.instance).__name__)
+        return "wrong_type", f"{where}: expected {error.validator_value}, got {got}"
+    if error.validator in ("enum", "const"):
+        return "bad_enum", f"{where}: not one of the values the schema allows"
+    constraint = json.dumps(error.validator_value, ensure_ascii=False)
+    constraint = constraint if len(constraint) <= 60 else constraint[:59] + "…"
+    return "other", f"{where}: fails the schema's {error.validator} {constraint}"
+
+
 def schema_problem(
     call: ParsedCall,
     schemas: Mapping[str, Mapping[str, Any]],
     validators: Mapping[str, Draft7Validator],
+    *, values: bool = True,
 ) -> str | None:
-    """Why a call's arguments cannot be run, as the error a real API answers with; else None."""
+    """Why a call's arguments cannot be run, as the error a real API answers with; else None.
+    `values=False`: without the arguments' values (schema_errors)."""
     if call.arguments is None:
         return f"arguments are not valid JSON: {call.json_error}"
     if call.name not in validators:
         return None
-    found = schema_errors(call.name, schemas[call.name], validators[call.name], call.arguments)
+    found = schema_errors(call.name, schemas[call.name], validators[call.name], call.arguments,
+                          values=values)
     if not found:
         return None
     return "arguments do not match the schema: " + "; ".join(message for _, message in found)

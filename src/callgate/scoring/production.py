@@ -149,7 +149,7 @@ def check_trace(path: Path, trace: Trace, folder: ProductionFolder, book: ToolBo
             unknown += 1
             problems.append(f"{where}: a tool its model call was not offered")
             continue
-        problem = schema_problem(call, offered.schemas, offered.validators)
+        problem = schema_problem(call, offered.schemas, offered.validators, values=False)
         if problem is not None:
             problems.append(f"{where}: {problem}")
     return Sample(trace_id=trace.trace_id, started_at=_started(path, trace),
