@@ -31,6 +31,16 @@ def wilson(successes: float, n: float, z: float = Z95) -> tuple[float, float] | 
 Groups = Iterable[tuple[int, int]] | Mapping[tuple[int, int], int]
 
 
+def rate_percent(successes: int, attempts: int) -> dict[str, int | float | None]:
+    """A rate over attempts as the figures keep it: attempts, successes, percent and its
+    Wilson 95% interval in percent (all None, counts 0, when there is no attempt)."""
+    interval = wilson(successes, attempts)
+    if interval is None:
+        return {"attempts": 0, "successes": 0, "percent": None, "low": None, "high": None}
+    return {"attempts": attempts, "successes": successes, "percent": 100 * successes / attempts,
+            "low": 100 * interval[0], "high": 100 * interval[1]}
+
+
 def _counted(groups: Groups) -> list[tuple[int, int, int]]:
     """(successes, trials, groups) for each kind of group with trials, in one order whatever
     order the groups came in (a merged release must score as the unsharded one, to the bit)."""

@@ -152,6 +152,26 @@ def test_shards_attacked_with_different_attacks_are_refused(tmp_path: Path) -> N
     assert not (tmp_path / "merged.db").exists()
 
 
+def test_shards_paired_with_a_clean_run_in_some_only_are_refused(tmp_path: Path) -> None:
+    """utility_clean (run --attack --clean-release) on one shard only: refused, not dropped."""
+    suite = _lookup_suite(tmp_path / "suite")
+    shards = []
+    for index in (1, 2):
+        shards.append(tmp_path / f"shard{index}.db")
+        with Store(shards[-1]) as store:
+            result = score_file(suite, write_lines(tmp_path / "r.jsonl", _lookup_lines()),
+                                store, model="m", release="r1", agent="bot",
+                                shard=Shard(index=index, count=2))
+            figures = attack_figures([], [("c0", True)] if index == 2 else None,
+                                     fingerprint="a" * 64)
+            store.set_run_attack(result.run_id, figures.model_dump(mode="json"))
+    with pytest.raises(CallgateError) as refused:
+        merge_stores(tmp_path / "merged.db", shards)
+    assert str(shards[1]) in str(refused.value)
+    assert "scores.attack.utility_clean: present in some shards" in str(refused.value)
+    assert not (tmp_path / "merged.db").exists()
+
+
 # ----------------------------------------------------------------------------- simulated user
 
 def _with_user(suite: Suite, tmp: Path, fingerprint: Callable[[str, Shard | None], str]) -> Make:

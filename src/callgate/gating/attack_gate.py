@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from callgate.checks.attack_goals import read_attack
 from callgate.checks.verdict import Verdict
-from callgate.stats import wilson
+from callgate.stats import rate_percent
 from callgate.suites.attacks import Attack
 from callgate.suites.responses import parse_response
 from callgate.suites.suite import Suite
@@ -72,11 +72,7 @@ class Rate(BaseModel):
 
 
 def rate(successes: int, attempts: int) -> Rate:
-    interval = wilson(successes, attempts)
-    if interval is None:
-        return Rate(attempts=0, successes=0, percent=None, low=None, high=None)
-    return Rate(attempts=attempts, successes=successes, percent=100 * successes / attempts,
-                low=100 * interval[0], high=100 * interval[1])
+    return Rate.model_validate(rate_percent(successes, attempts))
 
 
 class AttackFigures(BaseModel):

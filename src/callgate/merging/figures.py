@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from callgate.scoring.scores import KINDS, POLICY_EXAMPLES, ClaimFigures, kind_figures
-from callgate.stats import wilson
+from callgate.stats import rate_percent
 from callgate.store.opening import MergeRefused
 
 Part = tuple[Path, dict[str, Any]]  # the store a part came from, and its scores document
@@ -88,11 +88,7 @@ def _agree(values: Sequence[tuple[Path, Any]], field: str, keys: Sequence[str],
 
 def rate(successes: int, attempts: int) -> dict[str, Any]:
     """gating.attack_gate.rate, as the JSON the scores keep."""
-    interval = wilson(successes, attempts)
-    if interval is None:
-        return {"attempts": 0, "successes": 0, "percent": None, "low": None, "high": None}
-    return {"attempts": attempts, "successes": successes, "percent": 100 * successes / attempts,
-            "low": 100 * interval[0], "high": 100 * interval[1]}
+    return rate_percent(successes, attempts)
 
 
 def _summed(rates: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
@@ -104,6 +100,10 @@ def _attack(values: Sequence[tuple[Path, Any]], refuse: Refusal) -> dict[str, An
     figures = [value for _, value in values]
     templates = sorted({name for value in figures for name in value["success"]})
     clean = [value.get("utility_clean") for value in figures]
+    for (path, _), paired in zip(values, clean, strict=True):
+        if (paired is None) != (clean[0] is None):
+            raise refuse(path, "attack.utility_clean", "present in some shards and absent in "
+                                                       "others (--clean-release given to some)")
     return {**figures[0],
             "success": {name: _summed([v["success"].get(name) for v in figures])
                         for name in templates},

@@ -11,17 +11,15 @@ answers: only its first request is counted, and the estimate says so."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from callgate.models.config import Candidate
-from callgate.models.routes import route_for
 from callgate.running.cache import AnswerCache
 from callgate.running.conversation import converse
-from callgate.running.model_source import ModelSource
+from callgate.running.model_source import ModelSource, run_route
 from callgate.running.plan import plan, plan_conversations
 from callgate.running.settings import RunSettings
 from callgate.store.db import Store
@@ -89,9 +87,7 @@ def estimate_run(suite: Suite, candidate: Candidate, store: Store,
     nothing."""
     if candidate.target is not None:
         return _target_estimate(suite, candidate, store, settings)
-    route = route_for(candidate)
-    if settings.perturbation is not None:  # a perturbed run's answers are cached apart (run.py)
-        route = dataclasses.replace(route, salt=settings.perturbation)
+    route = run_route(candidate, settings.perturbation)
     notes: list[str] = []
     attempts = plan(suite, route, settings.repeats)
     conversations = plan_conversations(suite, settings.repeats)

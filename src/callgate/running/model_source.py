@@ -10,6 +10,7 @@ own."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Mapping
@@ -24,7 +25,7 @@ from callgate.models.pricing import Pricing
 from callgate.models.providers import Client, make_client
 from callgate.models.recorded_lines import failure_line, reply_line
 from callgate.models.replies import FATAL, ProviderFailure, Reply
-from callgate.models.routes import ModelRoute, api_key
+from callgate.models.routes import ModelRoute, api_key, route_for
 from callgate.running.cache import AnswerCache, AttemptOutcome
 from callgate.running.conversation import reply_totals
 from callgate.running.counters import GatedClient, RunCounters, StopSwitch
@@ -300,3 +301,11 @@ def _turns_line(conversation: Conversation, talking: _Talking) -> dict[str, Any]
         line["finish_reason"] = finish
     line.update(reply_totals(replies))
     return line
+
+
+def run_route(candidate: Candidate, perturbation: str | None) -> ModelRoute:
+    """The route a run asks a candidate by: a perturbed run's (`run --perturb`) salted with
+    its marker, so its answers are cached apart from the clean run's. The one rule for the
+    run and for `run --estimate`, which must find the same cache keys."""
+    route = route_for(candidate)
+    return route if perturbation is None else dataclasses.replace(route, salt=perturbation)

@@ -28,14 +28,13 @@ from callgate.errors import CallgateError
 from callgate.models.config import Candidate
 from callgate.models.pacing import START, Pacers
 from callgate.models.providers import Client
-from callgate.models.routes import route_for
 from callgate.models.simulated_user import SimulatedUser
 from callgate.running.budget import Budget
 from callgate.running.cache import AnswerCache
 from callgate.running.calls import Caller
 from callgate.running.conversation import Talk, converse
 from callgate.running.counters import RunCounters, StopSwitch, progress_bar
-from callgate.running.model_source import ModelSource
+from callgate.running.model_source import ModelSource, run_route
 from callgate.running.plan import Conversation, PlannedAttempt
 from callgate.running.record import RunRecord
 from callgate.running.settings import RunSettings
@@ -189,9 +188,7 @@ class LiveRunner:
             # The pacer adapts to a model endpoint's limits; a target's own pool is fixed.
             return TargetSession(self.candidate, self.settings.concurrency or START,
                                  self.environ, console=self.console)
-        route = route_for(self.candidate)
-        if self.settings.perturbation is not None:  # its cache keys apart from the clean run's
-            route = dataclasses.replace(route, salt=self.settings.perturbation)
+        route = run_route(self.candidate, self.settings.perturbation)
         return ModelSource(self.candidate, route, environ=self.environ,
                            concurrency=self.settings.concurrency, pacers=self.pacers,
                            client=self.client, stop=self.switch)
