@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 from factories import CANCEL_ORDER, LOOKUP_ORDER
-from hypothesis import HealthCheck
-from hypothesis import settings as hypothesis_settings
 from loopback import Loopback
 
 # pytest caches the test modules it rewrites for its assertions in __pycache__ only when
@@ -30,11 +28,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     sys.dont_write_bytecode = _DONT_WRITE_BYTECODE
 
 
-# A property holds or not whatever the load: no per-example deadline and no health check on the
-# time spent generating inputs (both wall time; at load 17 a list of 60 verdicts took 2.7 s).
-hypothesis_settings.register_profile(
-    "callgate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-hypothesis_settings.load_profile("callgate")
+def pytest_configure(config: pytest.Config) -> None:
+    # Hypothesis loads its third-party plugins on import: the only one here is trio's
+    # (selenium's dependency, for trio's own tests), 0.25 s CPU in every process.
+    os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
+    from hypothesis import HealthCheck
+    from hypothesis import settings as hypothesis_settings
+
+    # A property holds or not whatever the load: no per-example deadline and no health check
+    # on the time spent generating inputs (both wall time; at load 17 a list of 60 verdicts
+    # took 2.7 s).
+    hypothesis_settings.register_profile(
+        "callgate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    hypothesis_settings.load_profile("callgate")
 
 KEY_ENV = "CALLGATE_TEST_KEY"
 KEY = "sk-or-v1-test-5ecret-do-not-store-0123456789"
