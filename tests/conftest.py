@@ -28,7 +28,32 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     sys.dont_write_bytecode = _DONT_WRITE_BYTECODE
 
 
+def _build_each_app_once() -> None:
+    """typer builds its click command anew from the app on every call (`app()`, CliRunner's
+    invoke): ~30 ms of inspect.signature and type hints for callgate's 100 commands, which was
+    half the CPU of the in-process CLI tests (tests/cli/test_bad_inputs.py: 11 of 24 s). A
+    click command is made to be invoked many times, and typer captures each command's function
+    when it is declared, so the command built the first time is the one every later call would
+    build: it is kept, per app, while the app's commands and groups stay as they were."""
+    import typer.main
+    import typer.testing
+
+    build = typer.main.get_command
+    built: dict[int, tuple[typer.Typer, tuple[int, int], Any]] = {}
+
+    def get_command(app: typer.Typer) -> Any:
+        shape = (len(app.registered_commands), len(app.registered_groups))
+        kept = built.get(id(app))
+        if kept is None or kept[0] is not app or kept[1] != shape:
+            kept = built[id(app)] = (app, shape, build(app))
+        return kept[2]
+
+    typer.main.get_command = get_command  # what Typer.__call__ looks up on each call
+    typer.testing._get_command = get_command  # type: ignore[attr-defined]
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _build_each_app_once()
     # Hypothesis loads its third-party plugins on import: the only one here is trio's
     # (selenium's dependency, for trio's own tests), 0.25 s CPU in every process.
     os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
