@@ -52,6 +52,16 @@ def _build_each_app_once() -> None:
     typer.testing._get_command = get_command  # type: ignore[attr-defined]
 
 
+# The test files that import litellm (4-8 s CPU, once per process). xdist's load scheduling
+# hands each worker a run of consecutive tests first (a quarter of its share), so with these
+# files first one worker imports litellm, early, instead of both, wherever they fall.
+LITELLM_FILES = ("test_providers.py", "test_estimate.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in LITELLM_FILES)  # stable: order kept
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _build_each_app_once()
     # Hypothesis loads its third-party plugins on import: the only one here is trio's
