@@ -13,15 +13,69 @@ from typing import Any
 
 import pytest
 from factories import CANCEL_ORDER, LOOKUP_ORDER
-from hypothesis import HealthCheck
-from hypothesis import settings as hypothesis_settings
 from loopback import Loopback
 
-# A property holds or not whatever the load: no per-example deadline and no health check on the
-# time spent generating inputs (both wall time; at load 17 a list of 60 verdicts took 2.7 s).
-hypothesis_settings.register_profile(
-    "callgate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-hypothesis_settings.load_profile("callgate")
+# pytest caches the test modules it rewrites for its assertions in __pycache__ only when
+# bytecode may be written; with PYTHONDONTWRITEBYTECODE set (as CI's machine has), every run
+# and every xdist worker rewrote all ~120 test modules again: 10 of the 15 s CPU of collecting
+# the tree. Written while collecting only (.gitignore'd); the tests themselves run with the
+# setting as it was, so no test sees a __pycache__ appear in a folder it watches.
+_DONT_WRITE_BYTECODE = sys.dont_write_bytecode
+sys.dont_write_bytecode = False
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    sys.dont_write_bytecode = _DONT_WRITE_BYTECODE
+
+
+def _build_each_app_once() -> None:
+    """typer builds its click command anew from the app on every call (`app()`, CliRunner's
+    invoke): ~30 ms of inspect.signature and type hints for callgate's 100 commands, which was
+    half the CPU of the in-process CLI tests (tests/cli/test_bad_inputs.py: 11 of 24 s). A
+    click command is made to be invoked many times, and typer captures each command's function
+    when it is declared, so the command built the first time is the one every later call would
+    build: it is kept, per app, while the app's commands and groups stay as they were."""
+    import typer.main
+    import typer.testing
+
+    build = typer.main.get_command
+    built: dict[int, tuple[typer.Typer, tuple[int, int], Any]] = {}
+
+    def get_command(app: typer.Typer) -> Any:
+        shape = (len(app.registered_commands), len(app.registered_groups))
+        kept = built.get(id(app))
+        if kept is None or kept[0] is not app or kept[1] != shape:
+            kept = built[id(app)] = (app, shape, build(app))
+        return kept[2]
+
+    typer.main.get_command = get_command  # what Typer.__call__ looks up on each call
+    typer.testing._get_command = get_command  # type: ignore[attr-defined]
+
+
+# The test files that import litellm (4-8 s CPU, once per process). xdist's load scheduling
+# hands each worker a run of consecutive tests first (a quarter of its share), so with these
+# files first one worker imports litellm, early, instead of both, wherever they fall.
+LITELLM_FILES = ("test_providers.py", "test_estimate.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in LITELLM_FILES)  # stable: order kept
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _build_each_app_once()
+    # Hypothesis loads its third-party plugins on import: the only one here is trio's
+    # (selenium's dependency, for trio's own tests), 0.25 s CPU in every process.
+    os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
+    from hypothesis import HealthCheck
+    from hypothesis import settings as hypothesis_settings
+
+    # A property holds or not whatever the load: no per-example deadline and no health check
+    # on the time spent generating inputs (both wall time; at load 17 a list of 60 verdicts
+    # took 2.7 s).
+    hypothesis_settings.register_profile(
+        "callgate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    hypothesis_settings.load_profile("callgate")
 
 KEY_ENV = "CALLGATE_TEST_KEY"
 KEY = "sk-or-v1-test-5ecret-do-not-store-0123456789"

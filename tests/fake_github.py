@@ -37,7 +37,8 @@ class FakeGitHub:
                 fake.handle(self, "PATCH")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # Polled every 10 ms, not serve_forever's 0.5 s: stop() waits for the next poll.
+        threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True).start()
         return self
 
     @property

@@ -21,7 +21,9 @@ class Hostile(ThreadingHTTPServer):
         self.asked: list[str] = []
         self.redirect_to = ""  # where /away sends its POST
         self.bomb_size = 8 << 20  # bytes /bomb inflates to
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        # Polled every 10 ms, not serve_forever's 0.5 s: stop() waits for the next poll, and
+        # each test's two servers took ~1 s of teardown.
+        threading.Thread(target=self.serve_forever, args=(0.01,), daemon=True).start()
 
     @property
     def url(self) -> str:

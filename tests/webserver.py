@@ -51,7 +51,7 @@ class Server:
             # not listening yet; or, on a busy machine, not answering within the probe's
             # timeout (socket.timeout is a TimeoutError, not a URLError)
             except (urllib.error.URLError, ConnectionError, TimeoutError):
-                time.sleep(0.1)
+                time.sleep(0.02)  # a refused connection costs nothing: ask again soon
         self.stop()
         raise RuntimeError("serve did not answer within 60 s")
 

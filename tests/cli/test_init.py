@@ -97,12 +97,25 @@ def test_init_scaffold_checks_scores_and_gates_right_away(tmp_path: Path) -> Non
     assert load_config(proj / "callgate.toml").find("my-agent") is not None
 
 
-def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path: Path) -> None:
+def test_init_refuses_to_overwrite_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process (the console script's own entry, so exit codes are mapped as installed):
+    what is tested is the refusal and the folder, not the process."""
+    from callgate.cli.main import entry
+
     (tmp_path / "callgate.toml").write_text("# mine\n")
-    refused = cli("init", cwd=tmp_path)
-    assert refused.returncode == 2
-    assert "callgate.toml" in refused.stderr and "not overwriting" in refused.stderr
-    assert "Traceback" not in refused.stderr
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delenv("CALLGATE_DB", raising=False)
+    monkeypatch.setattr(sys, "argv", ["callgate", "init"])
+    with pytest.raises(SystemExit) as refused:
+        entry()
+    stderr = capsys.readouterr().err
+    assert refused.value.code == 2
+    assert "callgate.toml" in stderr and "not overwriting" in stderr
+    assert "Traceback" not in stderr
     assert (tmp_path / "callgate.toml").read_text() == "# mine\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["callgate.toml"]
 

@@ -26,8 +26,8 @@ from callgate.scoring.traces import score_traces
 from callgate.store.db import Store
 from callgate.suites.suite import Suite, load_suite
 
-openai = pytest.importorskip("openai")
-trace_sdk = pytest.importorskip("opentelemetry.sdk.trace")
+# openai and the OpenTelemetry SDK are imported by the tests that record (1-2 s CPU), not
+# while collecting: every xdist worker collects this file, one runs its recording tests.
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather in a city.",
@@ -162,7 +162,9 @@ def _ask(client: Any, messages: list[dict[str, Any]], stream: bool) -> Any:
                                                       "function": {"name": "", "arguments": ""}})
                 call["function"]["name"] += piece.function.name or ""
                 call["function"]["arguments"] += piece.function.arguments or ""
-    message = openai.types.chat.ChatCompletionMessage.model_validate(
+    from openai.types.chat import ChatCompletionMessage
+
+    message = ChatCompletionMessage.model_validate(
         {"role": "assistant", "content": None, "tool_calls": list(calls.values())})
     return type("Streamed", (), {"message": message})()
 
@@ -250,6 +252,8 @@ def record(instrumentation: str, monkeypatch: pytest.MonkeyPatch,
            cases: list[dict[str, Any]] = CASES,
            script: Callable[[Loopback], None] = _script) -> Traced:
     """Run every case through the real instrumentation and export what it wrote."""
+    openai = pytest.importorskip("openai")
+    trace_sdk = pytest.importorskip("opentelemetry.sdk.trace")
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 

@@ -78,18 +78,27 @@ class StubJudge:
     """The judge model: a verdict per case marker; records every candidate block it reads."""
 
     def __init__(self, verdicts: dict[str, tuple[str, str]] | None = None,
-                 fail: dict[str, BaseException] | None = None) -> None:
+                 fail: dict[str, BaseException] | None = None, fail_after: int = 0) -> None:
         self.verdicts = verdicts or {}
         self.fail = fail or {}
         self.seen: list[Any] = []
+        # A failing call fails only once `fail_after` other calls have answered (an event,
+        # not a sleep: at load 17 a 50 ms sleep need not be enough for the others).
+        self.fail_after = fail_after
+        self._answered = asyncio.Event() if fail_after else None
 
     async def __call__(self, messages: list[dict[str, Any]]) -> str:
         prompt = messages[0]["content"]
         for marker, exc in self.fail.items():
             if marker in prompt:
-                await asyncio.sleep(0.05)  # the others are judged (and saved) first
+                if self._answered is not None:
+                    await asyncio.wait_for(self._answered.wait(), 60)
+                    for _ in range(20):  # their callers store the verdicts: the loop's turns,
+                        await asyncio.sleep(0)  # not wall time
                 raise exc
         self.seen.append(candidate_block(prompt))
+        if self._answered is not None and len(self.seen) >= self.fail_after:
+            self._answered.set()
         tool, args = next((v for m, v in self.verdicts.items() if m in prompt), ("pass", "pass"))
         return json.dumps({"tool_choice": tool, "arguments": args, "reason": "stub"})
 
@@ -363,7 +372,7 @@ def test_judge_verdicts_already_paid_for_survive_a_failed_run(
     with Store(tmp_path / "c.db") as store:
         with pytest.raises(type(failure)):
             score_file(suite, responses, store, model="m", release="r1",
-                       judge=step(judge, StubJudge(fail={"[j2]": failure})))
+                       judge=step(judge, StubJudge(fail={"[j2]": failure}, fail_after=3)))
         assert rows(store, "SELECT count(*) AS n FROM judge_cache")[0]["n"] == 3
         (run,) = rows(store, "SELECT * FROM runs")
         assert run["status"] == "interrupted"  # never shown as a finished run

@@ -31,7 +31,10 @@ def _brute(agreed: int, items: int, threshold: float, min_items: int, rule: str
             continue
         if rule == "point" and a / m >= threshold:
             return k
-        if rule == "wilson" and wilson(a, m)[0] >= threshold:
+        # The Wilson interval holds the observed rate, so its lower bound reaches the
+        # threshold only where the rate does: the cheap test first (the six Wilson rows took
+        # 2.7 s, now 0.8 s).
+        if rule == "wilson" and a / m >= threshold and wilson(a, m)[0] >= threshold:
             return k
     return None
 
