@@ -53,19 +53,43 @@ class McpFailure(Exception):
         self.slow_start = slow_start
 
 
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
 @dataclass(frozen=True)
 class McpTool:
     name: str
     description: str | None
     input_schema: dict[str, Any]
+    # The server's annotations among HINTS that it gave as true or false; None for none.
+    annotations: dict[str, bool] | None = None
 
     def as_catalogue_entry(self) -> dict[str, Any]:
-        """The tool as tools.json holds it (an OpenAI function tool)."""
+        """The tool as tools.json holds it: an OpenAI function tool, and beside `function` the
+        MCP annotations the server gave (kept by callgate, never sent to the model)."""
         function: dict[str, Any] = {"name": self.name}
         if self.description:
             function["description"] = self.description
         function["parameters"] = self.input_schema
-        return {"type": "function", "function": function}
+        entry: dict[str, Any] = {"type": "function", "function": function}
+        if self.annotations:
+            entry["annotations"] = dict(self.annotations)
+        return entry
+
+
+def _hints(tool: Any) -> dict[str, bool] | None:
+    """The HINTS a listed tool's annotations give as booleans (the SDK's field names are in
+    snake case), in HINTS order; None when it gives none."""
+    given = getattr(tool, "annotations", None)
+    if given is None:
+        return None
+    found: dict[str, bool] = {}
+    for hint in HINTS:
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in hint)
+        value = getattr(given, snake, getattr(given, hint, None))
+        if isinstance(value, bool):
+            found[hint] = value
+    return found or None
 
 
 @dataclass(frozen=True)
@@ -353,7 +377,8 @@ class McpServer:
         while True:
             params = PaginatedRequestParams(cursor=cursor) if cursor else None
             page = self._request(self._session.list_tools(params=params), "tools/list")
-            tools.extend(McpTool(t.name, t.description, dict(t.input_schema)) for t in page.tools)
+            tools.extend(McpTool(t.name, t.description, dict(t.input_schema), _hints(t))
+                         for t in page.tools)
             cursor = page.next_cursor
             if not cursor:
                 return tools
