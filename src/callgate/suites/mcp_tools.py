@@ -120,12 +120,30 @@ class _BoundedStdout:
         self._stopped = False
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
+        """The bytes up to and including the next newline (or to the end of the stream): the
+        SDK joins what it is given to its buffer each time, so a long line handed over in
+        pipe-sized chunks would cost it time quadratic in the line's length."""
+        import anyio
+
         if self._stopped:
             raise _LineTooLong("stopped")
-        chunk: bytes = await self._inner.receive(max_bytes)
+        parts: list[bytes] = []
+        while True:
+            try:
+                chunk: bytes = await self._inner.receive(max_bytes)
+            except anyio.EndOfStream:
+                if parts:
+                    return b"".join(parts)
+                raise
+            self._check(chunk)
+            parts.append(chunk)
+            if b"\n" in chunk:
+                return b"".join(parts)
+
+    def _check(self, chunk: bytes) -> None:
         first = chunk.find(b"\n")
         if first < 0:
-            longest, self._run = self._run + len(chunk), self._run + len(chunk)
+            longest = self._run = self._run + len(chunk)
         else:
             last = chunk.rfind(b"\n")
             longest = max(self._run + first, _longest_inner_line(chunk, first, last))
@@ -134,7 +152,6 @@ class _BoundedStdout:
             self._stopped = True
             self._over()
             raise _LineTooLong(f"a line over {self._limit} bytes")
-        return chunk
 
     async def aclose(self) -> None:
         await self._inner.aclose()
