@@ -2,15 +2,19 @@
 endpoint, an HTTP target): at most `REPLY_LIMIT` bytes, counted after decompression, so a gzip
 bomb or an endless chunked reply stops there (and at the request's timeout, which the caller's
 `aiohttp.ClientTimeout(total=...)` bounds) rather than filling memory. Also the redirect rule
-of an HTTP target: never off its origin (scheme, host, port)."""
+of an HTTP target and of a model's endpoint (the lean client): a redirect is followed only on
+the origin the user named (scheme, host, port), at most MAX_REDIRECTS times, so a request and
+its Authorization header are never sent to a host the user did not name."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 REPLY_LIMIT = 64 * 1024 * 1024  # bytes of a reply body, after decompression (docs/targets.md)
 _CHUNK = 256 * 1024
+MAX_REDIRECTS = 5  # hops on the named origin
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 class ReplyTooLarge(Exception):
@@ -38,6 +42,28 @@ async def read_body(response: Any, limit: int | None = None) -> bytes:
             raise ReplyTooLarge(limit)
         parts.append(chunk)
     return b"".join(parts)
+
+
+class RedirectRefused(Exception):
+    """A redirect callgate does not follow: off the named origin, without a Location, or one
+    hop too many. The message is one line; the Location it quotes is shortened."""
+
+
+def redirect_target(named: str, current: str, status: int, location: str | None,
+                    hops: int) -> str:
+    """The URL a redirect from `current` points to, or RedirectRefused when it must not be
+    followed: no Location, off the origin of `named`, or past MAX_REDIRECTS hops."""
+    if not location:
+        raise RedirectRefused(f"answered HTTP {status} with no Location")
+    if hops >= MAX_REDIRECTS:
+        raise RedirectRefused(f"more than {MAX_REDIRECTS} redirects")
+    url = urljoin(current, location)
+    if origin(url) != origin(named):
+        shown = " ".join(location.split())
+        shown = shown if len(shown) <= 200 else shown[:200] + "…"
+        raise RedirectRefused(f"answered HTTP {status} to {shown}: a redirect off the "
+                              "endpoint's origin (scheme, host, port) is not followed")
+    return url
 
 
 def origin(url: str) -> tuple[str, str, int | None]:

@@ -2,18 +2,27 @@
 (`openrouter/...`, `openai/...`, and any `openai/...` model with an api_base such as vLLM or
 Ollama). It sends the same body litellm sends for these routes and reads the replies the same
 way, finish_reason normalisation included, at a fraction of the CPU; tests run both clients
-against one server and compare. aiohttp is imported inside the methods that send, so scoring
-recorded answers never loads it.
+against one server and compare. A redirect is followed only on the endpoint's own origin
+(models.bounded: the API key is never sent to another host), and a reply is read up to
+REPLY_LIMIT; either refusal is a `bad_response` provider fault that is not asked again.
+aiohttp is imported inside the methods that send, so scoring recorded answers never loads it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from callgate.errors import InputError
-from callgate.models.bounded import ReplyTooLarge, read_body
+from callgate.models.bounded import (
+    REDIRECTS,
+    RedirectRefused,
+    ReplyTooLarge,
+    read_body,
+    redirect_target,
+)
 from callgate.models.config import FLAGS
 from callgate.models.replies import (
     ProviderFailure,
@@ -89,17 +98,13 @@ class LeanClient:
         data = json.dumps(body, ensure_ascii=False).encode()
         started = time.perf_counter()
         try:
-            async with session.post(
-                self._url,
-                data=data,
-                headers=self._headers,
-                timeout=aiohttp.ClientTimeout(total=timeout),
-            ) as response:
-                raw = await read_body(response)
-                status = response.status
-                headers = response.headers
-        except ReplyTooLarge as exc:
-            return ProviderFailure("bad_response", str(exc), latency_ms=ms_since(started))
+            async with asyncio.timeout(timeout):  # every hop of a redirect inside one timeout
+                status, headers, raw = await self._post(session, data, timeout)
+        except (ReplyTooLarge, RedirectRefused) as exc:
+            # Provider or config faults, not the model's: asking again fetches the same.
+            message = clean(f"{self._url}: {exc}", [self._key])
+            return ProviderFailure("bad_response", shorten(message), latency_ms=ms_since(started),
+                                   final=True)
         except TimeoutError:
             return ProviderFailure("timeout", timeout_message(timeout),
                                    latency_ms=ms_since(started))
@@ -141,6 +146,24 @@ class LeanClient:
             )
         return Reply(payload, latency, _normalised_finish_reason(payload),
                      parse_rate_limits(headers))
+
+    async def _post(self, session: aiohttp.ClientSession, data: bytes, timeout: float
+                    ) -> tuple[int, Any, bytes]:
+        """Status, headers and body of the POST; a redirect is followed (re-POSTed, the same
+        headers) only on the endpoint's origin, at most MAX_REDIRECTS hops."""
+        import aiohttp
+
+        url = self._url
+        hops = 0
+        while True:
+            async with session.post(url, data=data, headers=self._headers,
+                                    timeout=aiohttp.ClientTimeout(total=timeout),
+                                    allow_redirects=False) as response:
+                if response.status not in REDIRECTS:
+                    return response.status, response.headers, await read_body(response)
+                status, location = response.status, response.headers.get("Location")
+            url = redirect_target(self._url, url, status, location, hops)
+            hops += 1
 
     @staticmethod
     def _status_failure(status: int, payload: Any, headers: Any, latency: float) -> ProviderFailure:

@@ -59,6 +59,9 @@ class ProviderFailure:
     retry_after: float | None = None
     latency_ms: float | None = None
     limits: RateLimits | None = None
+    # Not asked again whatever its kind: a reply over REPLY_LIMIT, a redirect off the
+    # endpoint's origin (asking again would only fetch the same again).
+    final: bool = False
 
     def __post_init__(self) -> None:
         # What an endpoint (a model's, a judge's, a target's) said, as it may be shown and
@@ -67,7 +70,7 @@ class ProviderFailure:
 
     @property
     def retryable(self) -> bool:
-        return self.kind in RETRYABLE
+        return not self.final and self.kind in RETRYABLE
 
 
 def classify_status(status: int) -> str:

@@ -37,9 +37,21 @@ class FunctionSpec(_Strict):
     strict: bool | None = None
 
 
+class ToolHints(_Strict):
+    """An MCP tool's annotations as `suite tools --mcp` keeps them in tools.json (a callgate
+    extension beside `function`, never sent to the model): hints the server gives about what
+    the tool does, absent where it gave none (docs/tool-surface.md)."""
+
+    readOnlyHint: bool | None = None  # MCP spells them so
+    destructiveHint: bool | None = None
+    idempotentHint: bool | None = None
+    openWorldHint: bool | None = None
+
+
 class Tool(_Strict):
     type: Literal["function"] = "function"
     function: FunctionSpec
+    annotations: ToolHints | None = None  # kept in tools.json, stripped from what is sent
 
 
 class ArgSpec(_Strict):

@@ -30,6 +30,9 @@ POLICY_NAMES: tuple[PolicyName, ...] = ("forbidden_tools", "forbidden_values",
                                         "confirm_before_write", "max_calls",
                                         "unsupported_claims")
 DEFAULT_MAX_RISE = 0.0  # zero tolerance: a release that adds a violation fails
+# suite.json's `"write_tools": "annotated"`: the tools whose MCP annotations in tools.json say
+# they write (`readOnlyHint: false` or `destructiveHint: true`, not `readOnlyHint: true`).
+ANNOTATED = "annotated"
 
 
 class _Strict(BaseModel):
@@ -122,7 +125,9 @@ class Policies(_Strict):
     forbidden_tools: tuple[str, ...] | None = None
     # tool -> argument -> the values it must never take
     forbidden_values: dict[str, dict[str, Forbidden]] | None = None
-    write_tools: tuple[str, ...] | None = None
+    # the tools that write; "annotated": from tools.json's MCP annotations (suite.json only,
+    # resolved to the tools' names when the suite loads)
+    write_tools: tuple[str, ...] | Literal["annotated"] | None = None
     # true: a write call only in a later user turn than the first (the user has confirmed);
     # {"after_call": tool}: only after a call of that (read) tool; false: not checked
     confirm_before_write: bool | AfterCall | None = None
@@ -197,8 +202,32 @@ def suite_policies(raw: Any, meta_path: Path, tools: Mapping[str, Any],
         policies = Policies.model_validate(raw, context=context)
     except ValidationError as exc:
         raise from_validation_error(meta_path, None, exc, prefix="policies.") from None
+    if policies.write_tools == ANNOTATED:
+        policies = policies.model_copy(update={"write_tools": _annotated_writes(tools, meta_path)})
     check_policies(policies, tools, meta_path, None)
     return policies
+
+
+def writes_by_hints(hints: Any) -> bool:
+    """Whether a tool's MCP annotations (tools.json's `annotations`) say it writes: it gives
+    `readOnlyHint: false` or `destructiveHint: true`, and not `readOnlyHint: true`. A tool
+    without annotations says nothing, whatever MCP's defaults."""
+    if hints is None or getattr(hints, "readOnlyHint", None) is True:
+        return False
+    return getattr(hints, "readOnlyHint", None) is False or \
+        getattr(hints, "destructiveHint", None) is True
+
+
+def _annotated_writes(tools: Mapping[str, Any], meta_path: Path) -> tuple[str, ...]:
+    found = tuple(name for name, tool in tools.items()
+                  if writes_by_hints(getattr(tool, "annotations", None)))
+    if not found:
+        raise InputError(meta_path, 'write_tools "annotated": no tool of tools.json has '
+                         "annotations that say it writes (readOnlyHint false or "
+                         "destructiveHint true); list the write tools, or snapshot an MCP "
+                         "server that gives them with callgate suite tools --mcp",
+                         field="policies.write_tools")
+    return found
 
 
 def check_policies(policies: Policies, tools: Mapping[str, Any], path: Path,
@@ -210,6 +239,9 @@ def check_policies(policies: Policies, tools: Mapping[str, Any], path: Path,
     for name in ("max_rise", "unwarranted_calls"):
         if case and getattr(policies, name) is not None:
             raise refuse("the gate's tolerance is the suite's (suite.json), not a case's", name)
+    if policies.write_tools == ANNOTATED:
+        raise refuse(f'"{ANNOTATED}" is for suite.json; a case lists its write tools',
+                     "write_tools")
     for name in ("forbidden_tools", "write_tools"):
         for index, tool in enumerate(getattr(policies, name) or ()):
             if tool not in tools:

@@ -157,14 +157,21 @@ class Suite:
         return (case.tool_results is not None or plays or case.user_turns is not None
                 or case.scenario is not None)
 
+    @cached_property
+    def sent_tools(self) -> list[dict[str, Any]]:
+        """tools.json as the model is sent it: without the `annotations` callgate keeps beside
+        `function` (an OpenAI tool object holds `type` and `function` only)."""
+        return [{k: v for k, v in t.items() if k != "annotations"} if "annotations" in t else t
+                for t in self.raw_tools]
+
     def offered_tools(self, case: Case) -> list[dict[str, Any]]:
         """The tool objects sent to the model for this case, in catalogue order, under the
         names the case offers them as."""
         keys = case.tool_keys()
         if keys is None:
-            return list(self.raw_tools)
+            return list(self.sent_tools)
         sent = case.sent_names()
-        offered = [t for t in self.raw_tools if t["function"]["name"] in set(keys)]
+        offered = [t for t in self.sent_tools if t["function"]["name"] in set(keys)]
         if not sent:
             return offered
         return [_renamed(t, sent[t["function"]["name"]]) if t["function"]["name"] in sent else t
