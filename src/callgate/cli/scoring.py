@@ -203,11 +203,14 @@ def merge(
 ) -> None:
     """Merge stores, e.g. the stores of the shards of a run (`--shard K/N`), into one.
 
-    Copies suites, runs, responses, verdicts, judge verdicts and outputs, calibration items and
-    certificates; the shards of a release become one release, scored again from its verdicts.
-    Merging a store twice changes nothing. Refused (exit 2, nothing written) when two stores
-    scored one attempt differently, or ran one release on different suites, judges, callgate
-    versions or numbers of shards."""
+    Copies suites, runs, responses, verdicts, judge verdicts and outputs, calibration items,
+    certificates, people's labels and production samples; the shards of a release become one
+    release, scored again from its verdicts (attack, judged and recovery figures combined as
+    one run would have them; perturbed runs per perturbation). Merging a store twice changes
+    nothing. Refused (exit 2, nothing written) when two stores scored one attempt differently,
+    or ran one release differently: other suites, judges, callgate versions, numbers of
+    shards, models or parameters, tool surfaces, simulated users, attacks, --server-errors,
+    or --perturb in some shards only."""
     from callgate.merging.merge import merge_stores
 
     if into is None:
