@@ -158,7 +158,10 @@ class LitellmClient:
             if route.route in BOUNDED_HANDLER_ROUTES:
                 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
-                self._client = AsyncHTTPHandler(transport=BoundedTransport())
+                # No redirect is followed: httpx would carry key headers other than
+                # Authorization (x-api-key, x-goog-api-key) to another host.
+                self._client = AsyncHTTPHandler(transport=BoundedTransport(),
+                                                follow_redirects=False)
         return self._client
 
     async def send(self, body: dict[str, Any], timeout: float) -> Reply | ProviderFailure:
