@@ -50,9 +50,10 @@ class RedirectRefused(Exception):
 
 
 def redirect_target(named: str, current: str, status: int, location: str | None,
-                    hops: int) -> str:
+                    hops: int, what: str = "endpoint") -> str:
     """The URL a redirect from `current` points to, or RedirectRefused when it must not be
-    followed: no Location, off the origin of `named`, or past MAX_REDIRECTS hops."""
+    followed: no Location, off the origin of `named` (the `what`'s), or past MAX_REDIRECTS
+    hops. The one redirect rule of the lean client and of HTTP targets."""
     if not location:
         raise RedirectRefused(f"answered HTTP {status} with no Location")
     if hops >= MAX_REDIRECTS:
@@ -62,7 +63,7 @@ def redirect_target(named: str, current: str, status: int, location: str | None,
         shown = " ".join(location.split())
         shown = shown if len(shown) <= 200 else shown[:200] + "…"
         raise RedirectRefused(f"answered HTTP {status} to {shown}: a redirect off the "
-                              "endpoint's origin (scheme, host, port) is not followed")
+                              f"{what}'s origin (scheme, host, port) is not followed")
     return url
 
 

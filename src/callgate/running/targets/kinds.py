@@ -14,9 +14,15 @@ import signal
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urljoin
 
-from callgate.models.bounded import ReplyTooLarge, origin, read_body
+from callgate.models.bounded import (
+    MAX_REDIRECTS,
+    REDIRECTS,
+    RedirectRefused,
+    ReplyTooLarge,
+    read_body,
+    redirect_target,
+)
 from callgate.models.targets import TargetSpec
 from callgate.reading import JSONLimitError, loads
 from callgate.running.targets.contract import HELLO, MalformedReply, reported_version
@@ -29,8 +35,6 @@ LINE_LIMIT = 64 * 1024 * 1024  # the longest reply line a command target may wri
 # start alone can take longer than --timeout allows a request.
 START_TIMEOUT = 60.0
 MESSAGE_LIMIT = 300
-MAX_REDIRECTS = 5  # on the target's own origin
-REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 class TargetFailure(Exception):
@@ -111,22 +115,18 @@ class HttpTarget:
         import aiohttp
 
         url = self._url
-        for _ in range(MAX_REDIRECTS + 1):
+        for hops in range(MAX_REDIRECTS + 1):
             async with session.post(url, data=data, headers=self._headers,
                                     timeout=aiohttp.ClientTimeout(total=timeout),
                                     allow_redirects=False) as answer:
                 if answer.status not in REDIRECTS:
                     return answer.status, await read_body(answer)
-                location = answer.headers.get("Location", "")
-            if not location:
-                raise TargetFailure(f"answered HTTP {answer.status} with no Location",
-                                    retryable=False)
-            url = urljoin(url, location)
-            if origin(url) != origin(self._url):
-                raise TargetFailure(
-                    f"answered HTTP {answer.status} to {short(location)}: a redirect off the "
-                    "target's origin (scheme, host, port) is not followed", retryable=False)
-        raise TargetFailure(f"more than {MAX_REDIRECTS} redirects", retryable=False)
+                location = answer.headers.get("Location")
+            try:
+                url = redirect_target(self._url, url, answer.status, location, hops, "target")
+            except RedirectRefused as exc:
+                raise TargetFailure(str(exc), retryable=False) from None
+        raise AssertionError("redirect_target refuses the hop past MAX_REDIRECTS")
 
     async def aclose(self) -> None:
         if self._session is not None:
