@@ -180,6 +180,9 @@ def test_history_shows_the_share_of_unsupported_claims_per_day(
             "--db", str(db), "--claims-judge", str(spec), "--uncalibrated"],
             env={KEY_ENV: KEY})
         assert scored.exit_code == 0, scored.output
+    # The file's share, and the unsupported claim's reason with its trace id.
+    assert "unsup. %" in scored.output and "50.0" in scored.output
+    assert ": claims: unsupported: Vienna: the result says Linz" in scored.output
     shown = CliRunner().invoke(app, ["history", "--agent", "bot", "--production", "--db",
                                      str(db), "--json"])
     assert shown.exit_code == 0, shown.output
