@@ -118,12 +118,13 @@ def test_a_trace_whose_answer_contradicts_its_tool_result_is_flagged(
     assert again.stored == 0 and again.claims == result.claims
 
 
+@pytest.mark.parametrize("instrumentation", ["openinference", "genai"])
 def test_the_trace_payload_is_the_suite_payload_of_the_same_conversation(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        instrumentation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same conversations recorded in callgate's own format and judged in suite mode:
     the judge reads the very same documents (so the same prompt and the same cache key)."""
     cases = [c for c in CASES if c["id"] in ("order", "two-turns")]
-    traced = record("genai", monkeypatch, cases)
+    traced = record(instrumentation, monkeypatch, cases)
     traces = read_trace_file(traced.write(tmp_path / "t.jsonl"))
     suite = load_suite(write_suite(tmp_path / "s", cases, TOOLS))
     payloads = trace_payloads([(t, _answered(t)) for t in traces], TOOLS)
@@ -221,3 +222,27 @@ def test_a_judge_fault_is_retried_then_counted_as_the_judges_not_the_agents(
     assert not wrong.provider_error and wrong.schema_valid  # the agent's figures untouched
     assert result.claims is not None
     assert (result.claims["claims_judged"], result.claims["claims_judge_errors"]) == (1, 1)
+
+
+def test_traces_stored_before_without_the_judge_get_its_verdicts_and_nothing_else(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loopback: Loopback) -> None:
+    path, ids, _ = _record("openinference", monkeypatch, tmp_path)
+    folder = write_folder(tmp_path / "prod")
+    _judge(loopback)
+    (tmp_path / "j").mkdir()
+    spec = judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
+    db = tmp_path / "u.db"
+    with Store(db) as store:
+        first = score_production(folder, path, store, agent="bot")
+        assert first.claims is None and first.stored == 5
+        before = _rows(db, "SELECT trace_id, batch, schema_valid, policy_clean, claims "
+                       "FROM production_samples ORDER BY trace_id")
+        assert {row[4] for row in before} == {None}
+        step = judge_step(spec, store, uncalibrated=True, environ={KEY_ENV: KEY})
+        again = score_production(folder, path, store, agent="bot", claims=step)
+    assert again.stored == 0  # not counted twice
+    after = _rows(db, "SELECT trace_id, batch, schema_valid, policy_clean, claims "
+                  "FROM production_samples ORDER BY trace_id")
+    assert [row[:4] for row in after] == [row[:4] for row in before]  # kept as first stored
+    claims = {row[0]: row[4] for row in after}
+    assert claims[ids["wrong"]] == "unsupported" and claims[ids["order"]] == "supported"
