@@ -229,7 +229,6 @@ def sample_row(sample: Sample) -> dict[str, Any]:
         "violations": json.dumps([v.model_dump() for v in sample.violations],
                                  ensure_ascii=False) if sample.violations else None,
         "claims": sample.claims.status if sample.claims else None,
-        "claims_reason": sample.claims.reason if sample.claims else None,
         "claims_judge": sample.claims.judge if sample.claims else None,
     }
 

@@ -13,8 +13,8 @@ from callgate.store.schema import now
 
 SAMPLE_COLUMNS = ("batch", "agent", "release", "trace_id", "started_at", "day",
                   "provider_error", "calls", "unknown_calls", "schema_valid", "policy_clean",
-                  "problems", "violations", "claims", "claims_reason", "claims_judge")
-_CLAIMS = ("claims", "claims_reason", "claims_judge")
+                  "problems", "violations", "claims", "claims_judge")
+_CLAIMS = ("claims", "claims_judge")
 # What each group of history sums (scoring.production_figures.COUNTS)
 _SUMS = ("COUNT(*) AS traces, SUM(provider_error) AS provider_errors, "
          "SUM(schema_valid) AS schema_valid, SUM(policy_clean) AS policy_clean, "

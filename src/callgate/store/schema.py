@@ -485,9 +485,9 @@ def m021_production_samples(conn: sqlite3.Connection) -> None:
 @migration
 def m022_prodjudge_claims(conn: sqlite3.Connection) -> None:
     """`--production --claims-judge`: a sample's claims (supported, unsupported, no_text_answer,
-    no_tool_result, judge_error; NULL: not asked), reason and judge fingerprint. Columns only."""
-    for table, column in [*(("production_samples", name) for name in ("claims", "claims_reason",
-                          "claims_judge")), ("production_batches", "claims_judge")]:
+    no_tool_result, judge_error; NULL: not asked) and the judge's fingerprint. Columns only."""
+    for table, column in (("production_samples", "claims"), ("production_samples",
+                          "claims_judge"), ("production_batches", "claims_judge")):
         if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
 
