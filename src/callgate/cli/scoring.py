@@ -97,9 +97,13 @@ def score(
         from callgate.cli.production import refuse_with_production, score_production
 
         refuse_with_production(responses=responses, judge=judge, shard=shard, faults=faults,
-                               answer_kind_judge=answer_kind_judge, claims_judge=claims_judge)
+                               answer_kind_judge=answer_kind_judge)
         return score_production(suite_path, traces, db, agent=agent, release=release,
-                                model=model, as_json=as_json)
+                                model=model, as_json=as_json, claims_judge=claims_judge,
+                                judging={"uncalibrated": uncalibrated,
+                                         "api_base": judge_api_base,
+                                         "api_key_env": judge_api_key_env,
+                                         "concurrency": concurrency})
     if model is None or release is None:
         raise _fail("score: give --model MODEL and --release LABEL")
     try:

@@ -3,17 +3,19 @@ expected answers (docs/traces.md, "Production samples"). Each trace is one sampl
 for what needs no expectation: every tool call against the tools its model call was offered
 (the span's own list where the instrumentation records it, else the folder's tools.json; a
 call to a tool not offered is flagged), and the folder's policies. The samples are stored with
-the trace id and the UTC day the trace started, for `callgate history --production`."""
+the trace id and the UTC day the trace started, for `callgate history --production`. With
+a claim_support judge (production_claims.py), each answered trace's final answer is judged
+against the trace's own tool results too."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from callgate.checks.parsing import parse_calls
 from callgate.checks.policies import violations
@@ -36,6 +38,10 @@ from callgate.store.db import Store
 from callgate.suites.policies import Policies
 from callgate.suites.responses import ToolCall
 
+if TYPE_CHECKING:  # the judge's modules are loaded only when a claim judge is given
+    from callgate.judging.step import JudgeStep
+    from callgate.scoring.production_claims import ClaimVerdict
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -49,6 +55,7 @@ class Sample:
     unknown_calls: int  # calls to a tool its model call was not offered
     problems: tuple[str, ...]  # why each call that is not valid is not (call N (tool): ...)
     violations: tuple[Violation, ...]
+    claims: ClaimVerdict | None = None  # the claim judge's, when it was asked
 
     @property
     def day(self) -> str:
@@ -180,6 +187,12 @@ def check_traces(folder: ProductionFolder, path: Path | str, release: str | None
                  ) -> tuple[list[Sample], Policies]:
     """Every trace of the export checked, before anything is stored: an InputError names the
     file, the line, the span or trace and what."""
+    _, samples, policies = _checked(folder, path, release)
+    return samples, policies
+
+
+def _checked(folder: ProductionFolder, path: Path | str, release: str | None
+             ) -> tuple[list[Trace], list[Sample], Policies]:
     source = Path(path)
     traces = read_trace_file(source)
     book = ToolBook()
@@ -189,7 +202,7 @@ def check_traces(folder: ProductionFolder, path: Path | str, release: str | None
     policies = folder.policies(offered)
     samples = [check_trace(source, trace, folder, book, policies, release)
                for trace in traces]
-    return samples, policies
+    return traces, samples, policies
 
 
 @dataclass(frozen=True)
@@ -200,6 +213,7 @@ class ProductionResult:
     samples: list[Sample]  # every trace of the file
     stored: int  # the samples stored; the others were stored before (same agent, trace id)
     figures: ProductionFigures  # over the samples of the file
+    claims: dict[str, int] | None = None  # production_claims.claim_counts, with a claim judge
 
 
 def sample_row(sample: Sample) -> dict[str, Any]:
@@ -214,21 +228,36 @@ def sample_row(sample: Sample) -> dict[str, Any]:
         if sample.problems else None,
         "violations": json.dumps([v.model_dump() for v in sample.violations],
                                  ensure_ascii=False) if sample.violations else None,
+        "claims": sample.claims.status if sample.claims else None,
+        "claims_judge": sample.claims.judge if sample.claims else None,
     }
 
 
 def score_production(folder_path: Path | str, path: Path | str, store: Store, *, agent: str,
                      release: str | None = None, model: str | None = None,
-                     ) -> ProductionResult:
+                     claims: JudgeStep | None = None) -> ProductionResult:
     """Check every trace of an export against a production folder and store the samples
     (one transaction: all of them or none). Each sample's release is `release`, else the
     service.version of its trace's resource (OpenTelemetry's SDK Resource), else none. A
-    trace already stored for the agent is kept as it was and not counted twice."""
+    trace already stored for the agent is kept as it was and not counted twice (only the
+    claim verdict it lacked, if `claims` is given, is added to it).
+
+    `claims`: the claim_support judge (already refused without a certificate unless scoring
+    knowingly uncalibrated), asked after every trace was read and checked; its verdicts are
+    cached in the store as it gives them, the samples stored once all are in."""
     folder = load_production_folder(folder_path)
-    samples, policies = check_traces(folder, path, release)
+    traces, samples, policies = _checked(folder, path, release)
+    verdicts = None
+    if claims is not None:
+        from callgate.scoring.production_claims import claim_counts, judge_claims
+
+        verdicts = judge_claims(claims, store, [(t, _answered(t)) for t in traces],
+                                folder.raw_tools)
+        samples = [replace(s, claims=v) for s, v in zip(samples, verdicts, strict=True)]
     batch = {"agent": agent, "release": release, "model": model, "folder": folder.name,
              "source": str(path), "checked_against": folder.fingerprint(policies),
-             "traces": len(samples)}
+             "traces": len(samples), "claims_judge": claims.fingerprint if claims else None}
     batch_id, stored = store.save_production_samples(batch, [sample_row(s) for s in samples])
     return ProductionResult(batch_id, agent, release, samples, stored,
-                            figures_of_samples(samples))
+                            figures_of_samples(samples),
+                            None if verdicts is None else claim_counts(verdicts))

@@ -13,12 +13,20 @@ from callgate.store.schema import now
 
 SAMPLE_COLUMNS = ("batch", "agent", "release", "trace_id", "started_at", "day",
                   "provider_error", "calls", "unknown_calls", "schema_valid", "policy_clean",
-                  "problems", "violations")
+                  "problems", "violations", "claims", "claims_judge")
+_CLAIMS = ("claims", "claims_judge")
 # What each group of history sums (scoring.production_figures.COUNTS)
 _SUMS = ("COUNT(*) AS traces, SUM(provider_error) AS provider_errors, "
          "SUM(schema_valid) AS schema_valid, SUM(policy_clean) AS policy_clean, "
          "SUM(CASE WHEN provider_error = 0 THEN calls ELSE 0 END) AS calls, "
-         "SUM(CASE WHEN provider_error = 0 THEN unknown_calls ELSE 0 END) AS unknown_calls")
+         "SUM(CASE WHEN provider_error = 0 THEN unknown_calls ELSE 0 END) AS unknown_calls, "
+         # The claim judge's verdicts (m022): judged, unsupported, not judged, judge errors
+         "COUNT(claims) AS claims_asked, "
+         "COUNT(CASE WHEN claims IN ('supported', 'unsupported') THEN 1 END) AS claims_judged, "
+         "COUNT(CASE WHEN claims = 'unsupported' THEN 1 END) AS claims_unsupported, "
+         "COUNT(CASE WHEN claims IN ('no_text_answer', 'no_tool_result') THEN 1 END) "
+         "AS claims_not_judged, "
+         "COUNT(CASE WHEN claims = 'judge_error' THEN 1 END) AS claims_judge_errors")
 GROUPS = {"day": "day", "release": "COALESCE(release, '')"}
 
 
@@ -27,15 +35,17 @@ class ProductionRows(StoreBase):
     def save_production_samples(self, batch: Mapping[str, Any],
                                 samples: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
         """Store one batch and its samples (each with its own release) in one transaction;
-        a sample whose trace id the agent already has is left as stored. Returns (batch id,
-        samples stored)."""
+        a sample whose trace id the agent already has is left as stored, but for a claim
+        verdict it did not have. Returns (batch id, samples stored)."""
         with self.atomic():
             conn = self.db.conn
             cursor = conn.execute(
                 "INSERT INTO production_batches (agent, release, model, folder, source, "
-                "checked_against, traces, stored, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                "checked_against, traces, stored, created_at, claims_judge) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?)",
                 [batch["agent"], batch["release"], batch["model"], batch["folder"],
-                 batch["source"], batch["checked_against"], batch["traces"], now()])
+                 batch["source"], batch["checked_against"], batch["traces"], now(),
+                 batch.get("claims_judge")])
             batch_id = int(cursor.lastrowid or 0)
             before = conn.total_changes
             conn.executemany(
@@ -44,6 +54,11 @@ class ProductionRows(StoreBase):
                 [(batch_id, batch["agent"], *(s[name] for name in SAMPLE_COLUMNS[2:]))
                  for s in samples])
             stored = conn.total_changes - before
+            conn.executemany(  # a sample stored before without a claim verdict gets this one
+                f"UPDATE production_samples SET {', '.join(f'{c} = ?' for c in _CLAIMS)} "
+                "WHERE agent = ? AND trace_id = ? AND claims IS NULL",
+                [(*(s[c] for c in _CLAIMS), batch["agent"], s["trace_id"])
+                 for s in samples if s.get("claims") is not None])
             conn.execute("UPDATE production_batches SET stored = ? WHERE id = ?",
                          [stored, batch_id])
         return batch_id, stored

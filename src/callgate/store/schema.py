@@ -482,6 +482,15 @@ def m021_production_samples(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS production_samples_by_day "
                  "ON production_samples (agent, day)")
 
+@migration
+def m022_production_claims(conn: sqlite3.Connection) -> None:
+    """`--production --claims-judge`: a sample's claims (supported, unsupported, no_text_answer,
+    no_tool_result, judge_error; NULL: not asked) and the judge's fingerprint. Columns only."""
+    for table, column in (("production_samples", "claims"), ("production_samples",
+                          "claims_judge"), ("production_batches", "claims_judge")):
+        if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
 
