@@ -127,6 +127,17 @@ def parameter_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> li
     return [text for _, text in sorted(out)]
 
 
+def hint_changes(before: Mapping[str, bool], after: Mapping[str, bool]) -> list[str]:
+    """An MCP tool's hints that changed (`destructiveHint: unset → true`): a tool that now
+    says it destroys is a change of what the model is told, listed with its parameters'."""
+    def shown(value: bool | None) -> str:
+        return "unset" if value is None else str(value).lower()
+
+    return [f"hint {name}: {shown(before.get(name))} → {shown(after.get(name))}"
+            for name in sorted(before.keys() | after.keys())
+            if before.get(name) != after.get(name)]
+
+
 def _one_parameter(path: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     out = []
     if _type(old) != _type(new):
@@ -155,7 +166,8 @@ def _tool_change(name: str, was: str | None, old: SurfaceTool, new: SurfaceTool
                  ) -> ToolChange | None:
     description = (word_diff(old.description, new.description)
                    if old.description != new.description else None)
-    parameters = parameter_changes(old.parameters, new.parameters)
+    parameters = parameter_changes(old.parameters, new.parameters) + hint_changes(
+        old.annotations or {}, new.annotations or {})
     if was is None and description is None and not parameters:
         return None
     return ToolChange(tool=name, was=was, description=description, parameters=parameters)

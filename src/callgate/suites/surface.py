@@ -30,6 +30,8 @@ class SurfaceTool(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=dict)
+    # An MCP tool's hints (readOnlyHint, destructiveHint, ...), those given; None: none given
+    annotations: dict[str, bool] | None = None
 
 
 class ToolSurface(BaseModel):
@@ -93,9 +95,12 @@ def surface_of(raw_tools: list[dict[str, Any]], raw_cases: Mapping[str, Mapping[
     for entry in raw_tools:
         function = entry.get("function") if isinstance(entry, Mapping) else None
         if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            hints = entry.get("annotations")
+            kept = ({str(k): v for k, v in hints.items() if isinstance(v, bool)}
+                    if isinstance(hints, Mapping) else {})
             tools[function["name"]] = SurfaceTool(
                 description=function.get("description") or "",
-                parameters=dict(function.get("parameters") or {}))
+                parameters=dict(function.get("parameters") or {}), annotations=kept or None)
     systems: Counter[str] = Counter()
     for raw in islice(raw_cases.values(), SYSTEM_SAMPLE):
         system = _system_of(raw)
