@@ -43,8 +43,10 @@ def _tally(repeats: int) -> JudgedTally:
 
 
 def test_identical_repeats_get_the_one_repeat_judged_interval(judge: Judge) -> None:
-    once = judged_shares(_tally(1), judge.fingerprint, certificate(judge))
-    thrice = judged_shares(_tally(3), judge.fingerprint, certificate(judge))
+    once = judged_shares(_tally(1), judge.fingerprint, certificate(judge)).model_dump(
+        mode="json", exclude_unset=True)
+    thrice = judged_shares(_tally(3), judge.fingerprint, certificate(judge)).model_dump(
+        mode="json", exclude_unset=True)
     for dim in ("tool_choice", "arguments"):
         one, three = once[dim], thrice[dim]
         assert three["n"] == 3 * one["n"]
@@ -57,7 +59,8 @@ def test_identical_repeats_get_the_one_repeat_judged_interval(judge: Judge) -> N
 
 
 def test_one_repeat_is_bit_for_bit_the_unclustered_interval(judge: Judge) -> None:
-    shares = judged_shares(_tally(1), judge.fingerprint, certificate(judge))
+    shares = judged_shares(_tally(1), judge.fingerprint, certificate(judge)).model_dump(
+        mode="json", exclude_unset=True)
     for dim, passes, n, rates in (("tool_choice", 18, 24, (0.90, 0.90, 50, 50)),
                                   ("arguments", 14, 18, (0.95, 0.90, 40, 40))):
         expected = corrected_share(passes, n, *rates)
@@ -66,7 +69,8 @@ def test_one_repeat_is_bit_for_bit_the_unclustered_interval(judge: Judge) -> Non
 
 
 def test_uncertified_shares_carry_the_design_effect_too(judge: Judge) -> None:
-    shares = judged_shares(_tally(2), judge.fingerprint, None)
+    shares = judged_shares(_tally(2), judge.fingerprint, None).model_dump(
+        mode="json", exclude_unset=True)
     assert shares["tool_choice"]["corrected"] is None
     assert shares["tool_choice"]["design_effect"] == 2.0
 

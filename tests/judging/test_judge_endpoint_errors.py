@@ -77,7 +77,7 @@ def test_an_endpoint_with_no_verdict_is_a_judge_error_after_retries(
             assert len(asked) == 3  # the first try and the client's 2 retries
         assert result.scores.excluded["judge_error"] == 2
         assert result.scores.excluded.get("pending_judge", 0) == 0
-        assert result.scores.judged["judge_errors"] == 2 and result.scores.judged["n"] == 2
+        assert result.scores.judged.judge_errors == 2 and result.scores.judged.n == 2
         # Half the attempts excluded: not a result, as provider errors would make it.
         assert result.not_a_result is not None
         assert "2 judge error" in result.not_a_result.messages[0]

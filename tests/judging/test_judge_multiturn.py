@@ -222,7 +222,7 @@ def test_the_judge_reads_the_tool_results_the_live_model_was_sent(
     with Store(tmp_path / "callgate.db") as store:
         live = run_live(suite, candidate, store, release="r1", settings=settings,
                         environ={KEY_ENV: KEY}, judge=step(judge, stub))
-    assert live.result.scores.judged["n"] == 2
+    assert live.result.scores.judged.n == 2
     last = [r for r in loopback.requests if r.marker.startswith("[cancel]")][-1]
     sent = [m for m in last.body["messages"] if m["role"] == "tool"]
     judged = next(doc for doc in stub.seen if "turns" in doc)
@@ -309,7 +309,8 @@ def test_shares_are_corrected_on_what_calibration_measured(judge: Judge) -> None
     tally = JudgedTally()
     for verdict, output in JUDGED_ATTEMPTS:
         tally.add(verdict, output)
-    shares = judged_shares(tally, judge.fingerprint, certificate(judge))
+    shares = judged_shares(tally, judge.fingerprint, certificate(judge)).model_dump(
+        mode="json", exclude_unset=True)
     assert shares["n"] == 12 and shares["certified"]
     # tool choice: 10 of the 12 judged attempts; θ = (10/12 + 0.90 − 1) / (0.90 + 0.90 − 1)
     tool = shares["tool_choice"]
@@ -325,7 +326,8 @@ def test_shares_are_corrected_on_what_calibration_measured(judge: Judge) -> None
     assert (args["low"], args["high"]) == (expected["low"], expected["high"])
     assert args["low"] < args["corrected"] < args["high"]
 
-    uncertified = judged_shares(tally, judge.fingerprint, None)
+    uncertified = judged_shares(tally, judge.fingerprint, None).model_dump(
+        mode="json", exclude_unset=True)
     assert uncertified["arguments"] == {"raw": 75.0, "corrected": None, "low": None,
                                         "high": None, "n": 8, "not_applicable": 1,
                                         "deterministic_failures": 1, "design_effect": 1.0,
@@ -344,7 +346,7 @@ def test_a_run_reports_those_shares(tmp_path: Path, judge: Judge) -> None:
     with Store(tmp_path / "c.db") as store:
         result = score_file(suite, write_lines(tmp_path / "r.jsonl", lines), store, model="m",
                             release="r1", judge=step(judge, stub, certificate(judge)))
-    judged = result.scores.judged
+    judged = result.scores.model_dump(mode="json")["judged"]  # as stored
     assert judged["tool_choice"]["n"] == 4 and judged["tool_choice"]["raw"] == 75.0
     # (0.75 + 0.9 − 1) / 0.8
     assert judged["tool_choice"]["corrected"] == pytest.approx(100 * 0.65 / 0.8)
@@ -385,7 +387,7 @@ def test_judge_verdicts_already_paid_for_survive_a_failed_run(
         result = score_file(suite, responses, store, model="m", release="r1", judge=again)
         assert (again.calls, again.cache_hits) == (1, 3)  # only j2 is asked again
         assert rows(store, "SELECT status FROM runs") == [{"status": "done"}]
-        assert result.scores.judged["n"] == 4
+        assert result.scores.judged.n == 4
 
 
 def test_a_judge_answering_500_loses_nothing_already_judged(
@@ -415,7 +417,7 @@ def test_a_judge_answering_500_loses_nothing_already_judged(
         by_case = {v.case_id: v for v in first.verdicts}
         assert by_case["j1"].status == "judge_error"  # excluded and counted, not waiting
         assert "judge down" in by_case["j1"].tool_reason
-        assert first.scores.judged["n"] == 3
+        assert first.scores.judged.n == 3
         assert rows(store, "SELECT count(*) AS n FROM judge_cache")[0]["n"] == 3
 
         loopback.reset()
@@ -423,7 +425,7 @@ def test_a_judge_answering_500_loses_nothing_already_judged(
         second = score_file(suite, responses, store, model="m", release="r1", judge=model_step())
         (asked,) = loopback.requests  # the others come from the cache
         assert "[j1] help" in asked.marker and "[j0]" not in asked.marker
-        assert second.scores.judged["n"] == 4
+        assert second.scores.judged.n == 4
 
 
 def test_attempts_stay_recorded_as_pending_when_judging_raises(

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 from rich.console import Console
@@ -21,6 +20,7 @@ ClickException = click_errors.ClickException  # what entry() catches: click's us
 
 if TYPE_CHECKING:  # the stages are imported inside the commands, so that --help stays fast
     from callgate.judging.step import JudgeStep
+    from callgate.models.pacing import PacingFigures
     from callgate.scoring.behaviour import BehaviourJudges
     from callgate.scoring.result import GateRecord
     from callgate.store.db import Store
@@ -197,7 +197,7 @@ def behaviour_judges_for(answer_kind: Path | None, claims: Path | None, store: S
     return BehaviourJudges(answer_kind=step(answer_kind), claim_support=step(claims))
 
 
-def print_judge_pacing(pacing: Mapping[str, Any] | None) -> None:
+def print_judge_pacing(pacing: PacingFigures | None) -> None:
     """What limited the judge's calls, on stderr (nothing when every verdict was cached)."""
     if pacing is not None:
         from callgate.models.pacing import figures_text

@@ -442,7 +442,6 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: Estimand) -> None:
     from callgate.judging.audit import judged_design_effects, width_plan
     from callgate.judging.audit_text import describe_width_plan
     from callgate.judging.certificates import Certificate, dimension_rates
-    from callgate.judging.judged_shares import judged_shares
     from callgate.judging.labelling import judged_run
     from callgate.scoring.stored import stored_scores
     from callgate.store.db import Store
@@ -464,8 +463,7 @@ def _plan_run(run_id: int, width: float, db: Path, estimand: Estimand) -> None:
     certificate = Certificate.model_validate_json(cert_json) if cert_json else None
     try:
         scores = stored_scores(run)
-        stored = judged_shares(scores.judged if scores is not None else None,
-                               f"run {run_id} ({run.release})")
+        stored = scores.judged if scores is not None else None
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     for dim in ("tool_choice", "arguments"):

@@ -45,7 +45,7 @@ from callgate.judging.dimensions import (
     vote,
 )
 from callgate.models.config import Candidate, refuse_max_tokens
-from callgate.models.pacing import CEILING, PacedClient, Pacer, Pacers
+from callgate.models.pacing import CEILING, PacedClient, Pacer, Pacers, PacingFigures
 from callgate.models.providers import make_client
 from callgate.models.replies import Reply
 from callgate.models.retry import RetryPolicy
@@ -436,7 +436,7 @@ class JudgeModel:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    def pacing(self) -> dict[str, Any] | None:
+    def pacing(self) -> PacingFigures | None:
         """What limited the judge's calls (`Pacer.figures`); None when none was sent."""
         return self.pacer.figures() if self.used else None
 

@@ -3,7 +3,8 @@
 attempts and, with the judge's certificate, its Rogan–Gladen correction with a 95% interval
 (all in points), clustered by case. Readers take fields, not keys, so a renamed field is a
 type error. Documents stored before a field was kept still read (`design_effect` 1, no `icc`,
-no counts beside the population)."""
+no counts beside the population). `Scores` dumps them with the fields they were given only
+(`exclude_unset`), so a stored or `--json` document is byte for byte what a dict gave."""
 
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ class JudgedShare(BaseModel):
     `corrected` (Rogan–Gladen) with `low`–`high` when the judge is certified, else None."""
 
     model_config = ConfigDict(frozen=True)
+    # In the order `step.judged_shares` writes them, so a dump is the document it wrote.
     raw: float | None
-    n: int
     corrected: float | None = None
     low: float | None = None
     high: float | None = None
+    n: int
     design_effect: float = 1.0
     icc: float | None = None
     # Arguments only: attempts the judge found nothing to grade in (n/a), and attempts a

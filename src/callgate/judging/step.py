@@ -30,6 +30,7 @@ from callgate.judging.judge import (
     judge_once,
     load_judge,
 )
+from callgate.judging.judged_shares import JudgedShare, JudgedShares
 from callgate.models.config import Candidate
 from callgate.models.pacing import CEILING
 from callgate.stats import design_effect
@@ -231,27 +232,31 @@ class JudgedTally:
 
 
 def judged_shares(tally: JudgedTally, fingerprint: str, certificate: Certificate | None
-                  ) -> dict[str, Any]:
+                  ) -> JudgedShares:
     """Raw and Rogan–Gladen corrected shares of the judged attempts, per dimension, each over
     the attempts its calibration rates apply to (see `JudgedTally`); corrected only with the
     judge's certificate. The interval is clustered by case, as the figures' are: each share
     carries the `design_effect` of its verdicts' repeats and their `icc` (None: no repeats, or
-    verdicts that never vary)."""
-    out: dict[str, Any] = {"n": tally.n, "fingerprint": fingerprint,
-                           "certified": certificate is not None}
+    verdicts that never vary). Built from the fields this writes (`tool_choice` has no
+    n/a or deterministic failures), so a dump holds those only."""
+    shares: dict[str, JudgedShare] = {}
     for dim, successes, n in (("tool_choice", tally.tool_choice, tally.n),
                               ("arguments", tally.arguments, tally.arguments_n)):
         effect, _, icc = design_effect(tally.groups(dim))
         rates = dimension_rates(certificate, dim) if certificate else None
         share = (corrected_share(successes, n, *rates, design_effect=effect)
                  if rates and n else None)
-        out[dim] = {**(share or {"raw": 100 * successes / n if n else None, "corrected": None,
-                                 "low": None, "high": None, "n": n}),
-                    "design_effect": effect, "icc": icc}
-    out["arguments"]["not_applicable"] = tally.not_applicable
-    out["judge_errors"] = tally.judge_errors
-    out["arguments"]["deterministic_failures"] = tally.deterministic_failures
-    # Which estimator each figure is (an audit adds ppi++: callgate judge audit RUN).
-    out["estimators"] = {"raw": "raw", "corrected": "rogan_gladen",
-                         "figures": "checks, with the judge's verdicts as given"}
-    return out
+        beside = ({"not_applicable": tally.not_applicable,
+                   "deterministic_failures": tally.deterministic_failures}
+                  if dim == "arguments" else {})
+        shares[dim] = JudgedShare.model_validate(
+            {**(share or {"raw": 100 * successes / n if n else None, "corrected": None,
+                          "low": None, "high": None, "n": n}),
+             "design_effect": effect, "icc": icc, **beside})
+    return JudgedShares(
+        n=tally.n, fingerprint=fingerprint, certified=certificate is not None,
+        tool_choice=shares["tool_choice"], arguments=shares["arguments"],
+        judge_errors=tally.judge_errors,
+        # Which estimator each figure is (an audit adds ppi++: callgate judge audit RUN).
+        estimators={"raw": "raw", "corrected": "rogan_gladen",
+                    "figures": "checks, with the judge's verdicts as given"})

@@ -26,8 +26,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypedDict
 
 from callgate.models.providers import Client
 from callgate.models.replies import ProviderFailure, RateLimits, Reply
@@ -207,7 +207,7 @@ class Pacer:
                 turn.set_result(None)
             self._waiting.remove(turn)
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self) -> PacingFigures:
         """What limited the run, for its record, --json and the progress line."""
         limit = self.limit
         return {
@@ -220,11 +220,23 @@ class Pacer:
         }
 
 
-def figures_text(figures: Mapping[str, Any]) -> str:
+def figures_text(figures: PacingFigures) -> str:
     """`Pacer.figures` in a few words: a run's progress line, the judge's summary line."""
     word = "limit" if figures["mode"] == "adaptive" else "fixed"
     return (f"{word} {figures['limit']} · 429s {figures['rate_limited']} · "
             f"backoff {figures['backoff_s']:.1f}s")
+
+
+class PacingFigures(TypedDict):
+    """What limited a run's (or a judge's) calls (`Pacer.figures`): the concurrency mode, the
+    limit at the end and its range, 429s seen and seconds spent backing off."""
+
+    mode: Literal["fixed", "adaptive"]
+    limit: int
+    lowest: int
+    highest: int
+    rate_limited: int
+    backoff_s: float
 
 
 class PacedClient:

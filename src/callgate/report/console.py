@@ -47,18 +47,18 @@ def _num(value: float | None, fmt: str = "{:.2f}") -> str:
 
 def _judged(scores: Scores, dim: str) -> str:
     """A judged share, raw and Rogan–Gladen corrected for the judge's measured errors."""
-    if not scores.judged:
+    share = scores.judged.share(dim) if scores.judged is not None else None
+    if share is None:
         return "–"
-    share = scores.judged[dim]
-    raw = _num(share["raw"], "{:.1f}")
+    raw = _num(share.raw, "{:.1f}")
     # Attempts outside the corrected population: schema/JSON failures the judge never decided.
-    beside = (f", +{share['deterministic_failures']} schema/JSON failures"
-              if share.get("deterministic_failures") else "")
-    if share["corrected"] is None:
+    beside = (f", +{share.deterministic_failures} schema/JSON failures"
+              if share.deterministic_failures else "")
+    if share.corrected is None or share.low is None or share.high is None:
         text = f"{raw} (uncorrected: no certificate)" if scores.uncalibrated else raw
-        return f"{text} (n={share['n']}{beside})"
-    return (f"{raw} → {share['corrected']:.1f} [{share['low']:.1f}–{share['high']:.1f}] "
-            f"(n={share['n']}{beside})")
+        return f"{text} (n={share.n}{beside})"
+    return (f"{raw} → {share.corrected:.1f} [{share.low:.1f}–{share.high:.1f}] "
+            f"(n={share.n}{beside})")
 
 
 def run_document(result: RunResult) -> dict[str, Any]:
@@ -99,7 +99,7 @@ def scores_table(title: str, columns: Sequence[tuple[str, Scores]]) -> Table:
         (f"pass^{k} (right arguments)", [_num(s.pass_hat_k.get(k), "{:.3f}") for _, s in columns])
         for k in ks
     ]
-    if any(s.judged for _, s in columns):
+    if any(s.judged is not None for _, s in columns):
         for dim, label in (("tool_choice", "right tool"), ("arguments", "right arguments")):
             rows.append((f"judged: {label} raw → corrected", [_judged(s, dim) for _, s in columns]))
     rows += [
@@ -139,10 +139,10 @@ def clustering_note(columns: Sequence[tuple[str, Scores]]) -> str | None:
         effects = [(name, share.design_effect, share.icc)
                    for name, share in (("right tool", s.figures.right_tool),
                                        ("right arguments", s.figures.right_arguments))]
-        effects += [(f"judged {name}", judged.get("design_effect", 1.0), judged.get("icc"))
+        effects += [(f"judged {name}", judged.design_effect, judged.icc)
                     for name, dim in (("right tool", "tool_choice"),
                                       ("right arguments", "arguments"))
-                    if (judged := (s.judged or {}).get(dim)) is not None]
+                    if s.judged is not None and (judged := s.judged.share(dim)) is not None]
         parts = [f"{name} {effect:.2f} (ICC {icc:.2f})" for name, effect, icc in effects
                  if effect > 1 and icc is not None]
         if parts:

@@ -12,7 +12,6 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from callgate.judging.judged_shares import judged_shares
 from callgate.scoring.scores import Figures, Scores
 from callgate.scoring.stored import StoredScores, finished, stored_gate
 from callgate.store.rows import StoredRun
@@ -82,9 +81,9 @@ def _change(now: float | None, then: float | None) -> float | None:
     return None if now is None or then is None else round(now - then, 6)
 
 
-def estimator_of(scores: Scores, audited: bool, where: str = "scores") -> str:
+def estimator_of(scores: Scores, audited: bool) -> str:
     """Which estimator the stored shares of a run are (see HistoryRow.estimator)."""
-    judged = judged_shares(scores.judged, where)
+    judged = scores.judged
     if judged is None or not any(share is not None and share.n
                                  for share in (judged.tool_choice, judged.arguments)):
         return "checks"
@@ -114,7 +113,7 @@ def history_rows(runs: Iterable[StoredRun], audited: Container[int] = (),
             judge_fingerprint=run.judge_fingerprint,
             uncalibrated=scores.uncalibrated,
             gate=record.outcome if (record := stored_gate(run)) else None,
-            estimator=estimator_of(scores, run.id in audited, f"run {run.id} ({run.release})"),
+            estimator=estimator_of(scores, run.id in audited),
             cost_per_right_usd=scores.cost_per_right_usd,
             latency_per_right_ms=scores.latency_per_right_ms,
             change_cost_per_right_pct=_change_pct(

@@ -19,14 +19,14 @@ import os
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from rich.console import Console
 
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
 from callgate.models.config import Candidate
-from callgate.models.pacing import START, Pacers
+from callgate.models.pacing import START, Pacers, PacingFigures
 from callgate.models.providers import Client
 from callgate.models.simulated_user import SimulatedUser
 from callgate.running.budget import Budget
@@ -61,6 +61,27 @@ class OfflineMiss(CallgateError):
     """--offline, and some attempt has no stored response."""
 
 
+class LiveSummary(TypedDict):
+    """`LiveRun.summary`: what a live run took to get its scores."""
+
+    candidate: str
+    model_id: str
+    client: str | None
+    attempts: int
+    cached: int
+    called: int
+    requests: int
+    retries: int
+    provider_errors: int
+    spend_usd: float | None
+    cost_unknown: int
+    stopped: str | None
+    pacing: PacingFigures | None
+    judge_pacing: PacingFigures | None
+    budget_stop: str | None
+    user_simulator: NotRequired[dict[str, Any]]  # run --user: the simulated user's requests
+
+
 @dataclass
 class LiveRun:
     """A live run's scores plus what it took to get them."""
@@ -77,15 +98,16 @@ class LiveRun:
     spend: float | None  # USD of this run's calls; None when none was known
     cost_unknown: int
     stopped: str | None = None  # why the run stopped early, if it did
-    pacing: dict[str, Any] | None = None  # what limited the calls (models.pacing.Pacer)
+    pacing: PacingFigures | None = None  # what limited the calls (models.pacing.Pacer)
     # What limited the judge's calls: the candidate's pacer when they share an endpoint; None
     # when no judge call was sent.
-    judge_pacing: dict[str, Any] | None = None
+    judge_pacing: PacingFigures | None = None
     budget: str | None = None  # --max-cost / --max-attempts ended the run before the plan did
     user: dict[str, Any] | None = None  # the simulated user's requests (run --user)
 
-    def summary(self) -> dict[str, Any]:
-        return {
+    def summary(self) -> LiveSummary:
+        """The run's own figures (`run --json`'s `live`)."""
+        summary: LiveSummary = {
             "candidate": self.candidate.name,
             "model_id": self.candidate.model,
             "client": self.client,
@@ -101,7 +123,10 @@ class LiveRun:
             "pacing": self.pacing,
             "judge_pacing": self.judge_pacing,
             "budget_stop": self.budget,
-        } | ({"user_simulator": self.user} if self.user is not None else {})
+        }
+        if self.user is not None:
+            summary["user_simulator"] = self.user
+        return summary
 
 
 @dataclass
@@ -288,7 +313,7 @@ class LiveRunner:
             user=player.figures() if player is not None else None,
         )
 
-    def _judge_pacing(self) -> dict[str, Any] | None:
+    def _judge_pacing(self) -> PacingFigures | None:
         """What limited the judges' calls: the first judge that sent any (one endpoint's
         pacer when they share it); None when every verdict was cached."""
         for step in self._judges():

@@ -13,9 +13,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from callgate.checks.verdict import ServerErrors, Verdict
+from callgate.judging.judged_shares import JudgedShares
 from callgate.scoring.exclusion import COUNTED_APART, SEEN_APART
 from callgate.stats import design_effect as case_design_effect
 from callgate.stats import wilson
@@ -198,8 +199,10 @@ class Scores(BaseModel):
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     providers: dict[str, int]
-    # Set when a judge decided some attempts: raw and Rogan–Gladen corrected shares of those.
-    judged: dict[str, Any] | None = None
+    # Set when a judge decided some attempts: raw and Rogan–Gladen corrected shares of those
+    # (judging.step.judged_shares). Dumped with the fields it was given only: the document a
+    # run stores and `--json` prints is the one it was built or read from.
+    judged: JudgedShares | None = None
     uncalibrated: bool = False
     # count: server errors after retries were scored as wrong answers (--server-errors count)
     server_errors: ServerErrors = "exclude"
@@ -223,6 +226,10 @@ class Scores(BaseModel):
     # Set when the answer_kind / claim_support judges were applied (judging.behaviour).
     answer_kinds: KindFigures | None = None
     judged_claims: ClaimFigures | None = None
+
+    @field_serializer("judged")
+    def _judged_as_given(self, judged: JudgedShares | None) -> dict[str, Any] | None:
+        return judged.model_dump(mode="json", exclude_unset=True) if judged is not None else None
 
 
 @dataclass

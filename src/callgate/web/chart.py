@@ -12,9 +12,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import Any
 
-SERIES = (("right_tool", "right tool %", "#1d4ed8"),
+from callgate.web.views import ReleaseSummary, Series
+
+SERIES: tuple[tuple[Series, str, str], ...] = (("right_tool", "right tool %", "#1d4ed8"),
           ("right_arguments", "right arguments %", "#c2410c"))
 MARK_STYLE = {"pass": ("✓", "#15803d"), "regression": ("✗", "#b91c1c"),
               "inconclusive": ("?", "#6b7280"), "first": ("●", "#1d4ed8")}
@@ -63,7 +64,7 @@ class Plot:
         return self.top + self.layout.shares_h * (1 - (pct - self.low) / (100.0 - self.low))
 
 
-def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
+def release_chart(history: Sequence[ReleaseSummary], title: str = "") -> str:
     """SVG markup for a model's releases on one suite (oldest first): a drawing for a wide
     screen, then one for a phone."""
     if not history:
@@ -71,7 +72,7 @@ def release_chart(history: Sequence[dict[str, Any]], title: str = "") -> str:
     return "\n".join(draw_releases(history, title, layout) for layout in (WIDE, NARROW))
 
 
-def draw_releases(history: Sequence[dict[str, Any]], title: str, layout: Layout) -> str:
+def draw_releases(history: Sequence[ReleaseSummary], title: str, layout: Layout) -> str:
     legend, top = _legend(history, layout)
     step = (layout.width - layout.left - layout.right) / len(history)
     plot = Plot(layout, [layout.left + step * (i + 0.5) for i in range(len(history))], step,
@@ -93,7 +94,7 @@ def draw_releases(history: Sequence[dict[str, Any]], title: str, layout: Layout)
     return "\n".join(out)
 
 
-def _lowest_tick(history: Sequence[dict[str, Any]]) -> float:
+def _lowest_tick(history: Sequence[ReleaseSummary]) -> float:
     """The bottom of the shares' scale: a round number under every share, interval and gate
     line drawn."""
     values: list[float] = []
@@ -112,7 +113,7 @@ def _tick(low: float) -> int:
     return 5 if 100 - low <= 40 else 10
 
 
-def _legend(history: Sequence[dict[str, Any]], layout: Layout) -> tuple[list[str], int]:
+def _legend(history: Sequence[ReleaseSummary], layout: Layout) -> tuple[list[str], int]:
     """The legend's items, left to right and on as many rows as the width needs; and the top
     of the shares panel under it."""
     drop = history[-1]["max_drop"]
@@ -148,41 +149,57 @@ def _grid(plot: Plot) -> list[str]:
     return out
 
 
-def _series(plot: Plot, history: Sequence[dict[str, Any]], key: str, label: str,
+@dataclass(frozen=True)
+class _Point:
+    """A release's share where it has one (a share with a value has its interval)."""
+
+    x: float
+    release: str
+    pct: float
+    low: float
+    high: float
+    n: int
+
+
+def _points(plot: Plot, history: Sequence[ReleaseSummary], key: Series) -> list[_Point]:
+    return [_Point(x, item["release"], s["pct"], s["low"], s["high"], s["n"])
+            for x, item in zip(plot.xs, history, strict=True)
+            if (s := item["figures"][key])["pct"] is not None
+            and s["low"] is not None and s["high"] is not None]
+
+
+def _series(plot: Plot, history: Sequence[ReleaseSummary], key: Series, label: str,
             colour: str) -> list[str]:
     """One share: its interval as a band, its line, and each release's point and value."""
-    shown = [(x, item) for x, item in zip(plot.xs, history, strict=True)
-             if item["figures"][key]["pct"] is not None]
-    if not shown:
+    points = _points(plot, history, key)
+    if not points:
         return []
-    points = [(x, item["figures"][key]) for x, item in shown]
     out = []
     if len(points) == 1:
-        x, s = points[0]
-        out.append(f'<rect class="band" x="{_fmt(x - 10)}" y="{_fmt(plot.y(s["high"]))}" '
-                   f'width="20" height="{_fmt(plot.y(s["low"]) - plot.y(s["high"]))}" '
+        p = points[0]
+        out.append(f'<rect class="band" x="{_fmt(p.x - 10)}" y="{_fmt(plot.y(p.high))}" '
+                   f'width="20" height="{_fmt(plot.y(p.low) - plot.y(p.high))}" '
                    f'fill="{colour}" opacity="0.15"/>')
     else:
-        upper = " ".join(f"{_fmt(x)},{_fmt(plot.y(s['high']))}" for x, s in points)
-        lower = " ".join(f"{_fmt(x)},{_fmt(plot.y(s['low']))}" for x, s in reversed(points))
+        upper = " ".join(f"{_fmt(p.x)},{_fmt(plot.y(p.high))}" for p in points)
+        lower = " ".join(f"{_fmt(p.x)},{_fmt(plot.y(p.low))}" for p in reversed(points))
         out.append(f'<polygon class="band band-{key}" points="{upper} {lower}" '
                    f'fill="{colour}" opacity="0.15"/>')
-    line = " ".join(f"{_fmt(x)},{_fmt(plot.y(s['pct']))}" for x, s in points)
+    line = " ".join(f"{_fmt(p.x)},{_fmt(plot.y(p.pct))}" for p in points)
     out.append(f'<polyline class="series series-{key}" points="{line}" fill="none" '
                f'stroke="{colour}" stroke-width="2.5"/>')
-    for x, item in shown:
-        s = item["figures"][key]
+    for p in points:
         out.append(
-            f'<circle class="point" cx="{_fmt(x)}" cy="{_fmt(plot.y(s["pct"]))}" r="4.5" '
-            f'fill="{colour}"><title>{escape(item["release"])}: {label} '
-            f'{s["pct"]:.1f} (95% {s["low"]:.1f}–{s["high"]:.1f}, n {s["n"]})</title>'
+            f'<circle class="point" cx="{_fmt(p.x)}" cy="{_fmt(plot.y(p.pct))}" r="4.5" '
+            f'fill="{colour}"><title>{escape(p.release)}: {label} '
+            f'{p.pct:.1f} (95% {p.low:.1f}–{p.high:.1f}, n {p.n})</title>'
             '</circle>'
-            f'<text class="value" x="{_fmt(x - 10)}" y="{_fmt(plot.y(s["pct"]) + 4)}" '
-            f'text-anchor="end" fill="{colour}">{s["pct"]:.1f}</text>')
+            f'<text class="value" x="{_fmt(p.x - 10)}" y="{_fmt(plot.y(p.pct) + 4)}" '
+            f'text-anchor="end" fill="{colour}">{p.pct:.1f}</text>')
     return out
 
 
-def _gate_lines(plot: Plot, history: Sequence[dict[str, Any]]) -> list[str]:
+def _gate_lines(plot: Plot, history: Sequence[ReleaseSummary]) -> list[str]:
     """The gate line of every release gated against a baseline: the baseline (on shared
     cases) minus the allowed drop, over the compared span; a share that fell through it is
     ringed in red."""
@@ -219,7 +236,7 @@ def _gate_lines(plot: Plot, history: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _calls(plot: Plot, history: Sequence[dict[str, Any]]) -> list[str]:
+def _calls(plot: Plot, history: Sequence[ReleaseSummary]) -> list[str]:
     """The bottom panel: calls per task, a bar per release."""
     layout = plot.layout
     top = plot.top + layout.shares_h + GAP
@@ -240,7 +257,7 @@ def _calls(plot: Plot, history: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _marks(plot: Plot, history: Sequence[dict[str, Any]]) -> list[str]:
+def _marks(plot: Plot, history: Sequence[ReleaseSummary]) -> list[str]:
     """Under each release its name and the gate's mark."""
     base = plot.top + plot.layout.shares_h + GAP + plot.layout.calls_h + 20
     out = []
@@ -273,7 +290,7 @@ MODELS_WIDE = ModelsLayout("chart-wide", 480, 12)
 MODELS_NARROW = ModelsLayout("chart-narrow", 300, 13)
 
 
-def models_chart(rows: Sequence[dict[str, Any]], title: str = "") -> str:
+def models_chart(rows: Sequence[ReleaseSummary], title: str = "") -> str:
     """SVG markup for several models' newest releases on one suite: per model, its right tool
     % and right arguments % as bars from 0 to 100 with their values, the name above them; a
     drawing for a wide screen, then one for a phone."""
@@ -296,7 +313,7 @@ def _models_legend(layout: ModelsLayout) -> tuple[list[str], int]:
     return out, y + 20
 
 
-def draw_models(rows: Sequence[dict[str, Any]], title: str, layout: ModelsLayout) -> str:
+def draw_models(rows: Sequence[ReleaseSummary], title: str, layout: ModelsLayout) -> str:
     legend, first = _models_legend(layout)
     row_h = 18 + 2 * (BAR_H + 4) + 10
     height = first + row_h * len(rows)

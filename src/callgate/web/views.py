@@ -15,9 +15,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
-from callgate.gating.decision import GateDecision, decide, decision_json
+from callgate.gating.decision import CaseChange, GateDecision, decide, decision_json
 from callgate.gating.finding import stored_release
 from callgate.gating.gated import kept_gated, retake_gated
 from callgate.gating.noise import Noise
@@ -26,14 +26,113 @@ from callgate.gating.scores_file import ReleaseScores, release_from_run
 from callgate.gating.surface_diff import surface_lines
 from callgate.gating.what_to_fix import read_what_to_fix
 from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+from callgate.scoring.scores import Figures
 from callgate.scoring.stored import stored_scores
 from callgate.store.columns import VERDICT_COLUMNS
 from callgate.store.db import Store
 from callgate.store.rows import StoredRun
+from callgate.store.serving import AttemptRows
 from callgate.suites.responses import parse_response
 
 MARKS = {"pass": "pass", "first_release": "first", "regression": "regression",
          "inconclusive": "inconclusive"}
+
+# The JSON the pages, the chart and /api show, typed: a figure's key renamed is a type error
+# where it is read. Each is a model's dump (`model_dump(mode="json")`); test_views_typed
+# checks their keys against the models' fields.
+Series = Literal["right_tool", "right_arguments"]
+
+
+class ShareJSON(TypedDict):
+    """A `Share` (scoring.scores) as JSON."""
+
+    successes: int
+    n: int
+    pct: float | None
+    low: float | None
+    high: float | None
+    design_effect: float
+    icc: float | None
+
+
+class FiguresJSON(TypedDict):
+    """`Figures` (scoring.scores) as JSON."""
+
+    scored: int
+    right_tool: ShareJSON
+    right_arguments: ShareJSON
+    calls_per_task: float | None
+
+
+class CheckJSON(TypedDict):
+    """A gate's `FigureCheck` (gating.decision) as JSON."""
+
+    name: Series
+    baseline: ShareJSON
+    current: ShareJSON
+    change: float | None
+    failed: bool
+    mcnemar_p: float | None
+    flipped_worse: int
+    flipped_better: int
+    detectable_drop_paired: float | None
+    detectable_drop_unpaired: float | None
+    gated: bool
+    paired_drop: float | None
+    paired_se: float | None
+    p_margin: float | None
+    tier: str | None
+
+
+class FlipJSON(TypedDict):
+    """A flipped case (`CaseChange`) as JSON."""
+
+    case_id: str
+    reason: str
+
+
+class ReleaseSummary(TypedDict):
+    """A release with its figures and its gate decision, as a page row, the chart and
+    /api/releases show it (`release_summary`)."""
+
+    run_id: int
+    agent: str
+    model: str
+    suite: str
+    release: str
+    created_at: str
+    figures: FiguresJSON
+    outcome: str
+    mark: str
+    exit_code: int
+    baseline_release: str | None
+    max_drop: float
+    checks: dict[str, CheckJSON]
+    worse: list[FlipJSON]
+    better: list[FlipJSON]
+    messages: list[str]
+    warnings: list[str]
+    uncalibrated: bool
+    flaky: list[dict[str, Any]]
+    quarantined: list[dict[str, Any]]
+    baseline_run_id: NotRequired[int | None]  # in a history: its baseline's run, for a link
+
+
+class ReleaseDetail(ReleaseSummary):
+    """One release's page and /api/runs/ID (`Views.release`): its summary, and more."""
+
+    by_tag: dict[str, FiguresJSON]
+    excluded: dict[str, int]
+    attempts: int
+    cost: dict[str, Any]
+    latency: dict[str, float | None]
+    providers: dict[str, int]
+    pass_hat_k: dict[str, float]
+    gate: dict[str, Any]
+    tool_surface: list[str]
+    tools: list[str]
+    tags: list[str]
+    judged_attempts: int
 
 
 @dataclass
@@ -120,10 +219,10 @@ class Views:
         self._decisions[memo] = (current, decision)
         return current, decision
 
-    def history(self, model: str, suite_name: str) -> list[dict[str, Any]]:
+    def history(self, model: str, suite_name: str) -> list[ReleaseSummary]:
         """Every finished release of a model on a suite, oldest first, with its figures and
         the gate's decision."""
-        out = []
+        out: list[ReleaseSummary] = []
         runs = self.store.stored_runs(suite_name=suite_name)
         for run in (r for r in runs if r.agent == model):  # `model`: the agent's name
             release, decision = self.decision(run, runs)
@@ -133,16 +232,16 @@ class Views:
             item["baseline_run_id"] = ids.get(item["baseline_release"] or "")
         return out
 
-    def release(self, run_id: int) -> dict[str, Any] | None:
+    def release(self, run_id: int) -> ReleaseDetail | None:
         run = self.store.stored_run(run_id)
         scores = stored_scores(run) if run is not None and run.status == "done" else None
         if run is None or scores is None:
             return None
         release, decision = self.decision(run)
-        dumped = decision_json(decision)
-        summary = release_summary(run, release, decision, dumped)
-        summary.update({
-            "by_tag": {tag: fig.model_dump(mode="json") for tag, fig in release.by_tag.items()},
+        summary = release_summary(run, release, decision)
+        return {
+            **summary,
+            "by_tag": {tag: figures_json(fig) for tag, fig in release.by_tag.items()},
             "excluded": release.excluded,
             "attempts": release.attempts,
             "cost": {"usd": scores.cost_usd, "unknown": scores.cost_unknown,
@@ -152,14 +251,13 @@ class Views:
             "providers": dict(scores.providers),
             # as stored (JSON object keys), for the page and the API alike
             "pass_hat_k": {str(k): v for k, v in scores.pass_hat_k.items()},
-            "gate": dumped,
+            "gate": decision_json(decision),
             # what changed in the tool surface, in the gate's own words (console, Markdown)
             "tool_surface": surface_lines(decision.tool_surface, limit=1000),
             "tools": self.store.suite_tool_names(run.suite),
             "tags": sorted(release.by_tag),
             "judged_attempts": len(self.store.judgements(run.id)),
-        })
-        return summary
+        }
 
     def compared(self, before: StoredRun, after: StoredRun) -> GateDecision:
         """The gate's comparison of two finished runs (`after` against `before`, on the cases
@@ -183,7 +281,7 @@ class Views:
         return {case_id: _calls_of(json.loads(body))
                 for case_id, body in self.store.first_responses(run_id, case_ids).items()}
 
-    def suite_models(self, suite_name: str) -> list[dict[str, Any]]:
+    def suite_models(self, suite_name: str) -> list[ReleaseSummary]:
         """The newest release of every agent on a suite (with the model it ran with), with
         its figures and decision."""
         newest: dict[str, StoredRun] = {}
@@ -210,24 +308,33 @@ class Views:
         return attempt_detail(found, self.store.stored_run(run_id))
 
 
-def release_summary(run: StoredRun, release: ReleaseScores, decision: GateDecision,
-                    dumped: dict[str, Any] | None = None) -> dict[str, Any]:
-    """`dumped`: the decision as JSON, when the caller has it (one dump of every flipped
-    case, not one a case)."""
-    dumped = dumped or decision_json(decision)
-    checks = {c["name"]: c for c in dumped["checks"]}
+def figures_json(figures: Figures) -> FiguresJSON:
+    return cast(FiguresJSON, figures.model_dump(mode="json"))
+
+
+def flips_json(changes: Sequence[CaseChange]) -> list[FlipJSON]:
+    """Flipped cases as the decision's JSON lists them, written out directly (through the
+    serializer each case is a call: some 80 ms at 35,000 cases)."""
+    return [{"case_id": case_id, "reason": reason} for case_id, reason in changes]
+
+
+def release_summary(run: StoredRun, release: ReleaseScores, decision: GateDecision
+                    ) -> ReleaseSummary:
+    """The release's row: its figures and the gate's decision, read from the models."""
     return {
         "run_id": run.id, "agent": run.agent, "model": run.model, "suite": run.suite_name,
         "release": run.release, "created_at": run.created_at,
-        "figures": release.figures.model_dump(mode="json"),
+        "figures": figures_json(release.figures),
         "outcome": decision.outcome, "mark": MARKS[decision.outcome],
         "exit_code": decision.exit_code,
         "baseline_release": decision.baseline_release, "max_drop": decision.max_drop,
-        "checks": checks,
-        "worse": dumped["worse"], "better": dumped["better"],
+        "checks": {check.name: cast(CheckJSON, check.model_dump(mode="json"))
+                   for check in decision.checks},
+        "worse": flips_json(decision.worse), "better": flips_json(decision.better),
         "messages": decision.messages, "warnings": decision.warnings,
-        "uncalibrated": release.uncalibrated, "flaky": dumped.get("flaky", []),
-        "quarantined": dumped.get("quarantined", []),
+        "uncalibrated": release.uncalibrated,
+        "flaky": [flaky._asdict() for flaky in decision.flaky],
+        "quarantined": [q.model_dump(mode="json") for q in decision.quarantined],
     }
 
 
@@ -310,11 +417,12 @@ def render_json(value: Any, marked: set[tuple[str, ...]], path: tuple[str, ...] 
     return html.escape(json.dumps(value, ensure_ascii=False))
 
 
-def attempt_detail(found: Mapping[str, Any], run: StoredRun | None) -> dict[str, Any]:
-    verdict = found["verdict"]
+def attempt_detail(found: AttemptRows, run: StoredRun | None) -> dict[str, Any]:
+    """One attempt's page and /api document, from its stored rows (`Store.attempt`)."""
+    verdict, case_row, response = found["verdict"], found["case"], found["response"]
     reason = verdict_reason(verdict)
-    case = json.loads(found["case"]["body"]) if found["case"] else {}
-    raw = json.loads(found["response"]["body"]) if found["response"] else {}
+    case = json.loads(case_row["body"]) if case_row else {}
+    raw = json.loads(response["body"]) if response else {}
     turns = _calls_of(raw) if raw else []
     for turn in turns:
         for call in turn["calls"]:
@@ -335,14 +443,14 @@ def attempt_detail(found: Mapping[str, Any], run: StoredRun | None) -> dict[str,
     return {
         "run_id": run and run.id, "agent": run and run.agent, "model": run and run.model,
         "release": run and run.release, "suite": run and run.suite_name,
-        "verdict": attempt_summary({**verdict, "tags": found["case"]["tags"] if found["case"]
-                                    else None, "expect_type": case.get("expect", {}).get("type")}),
+        "verdict": attempt_summary({**verdict, "tags": case_row["tags"] if case_row else None,
+                                    "expect_type": case.get("expect", {}).get("type")}),
         "messages": case.get("messages", []),
         "expect": case.get("expect"),
         "turns": turns,
         "raw": json.dumps(raw, indent=2, ensure_ascii=False),
-        "response_meta": {k: found["response"][k] for k in (
+        "response_meta": {k: response[k] for k in (
             "finish_reason", "provider", "cost", "latency_ms", "prompt_tokens",
-            "completion_tokens", "error_kind")} if found["response"] else {},
+            "completion_tokens", "error_kind")} if response else {},
         "judgement": dict(judgement) if judgement else None,
     }
