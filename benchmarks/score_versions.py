@@ -21,7 +21,9 @@ version runs three times, to split the figure into phases the same way for both:
 (score_responses replaced by a loop that only drains the stream of parsed lines), reading +
 checks (Recorder._record replaced by a no-op: nothing is stored or scored) and the whole
 score; checks = the second less the first, storing and finishing = the third less the second.
-Default ATTEMPTS there is 10,000.
+Each runs at ATTEMPTS (default 10,000 there) and at a fifth of it: per attempt is the
+difference over the attempts between, so the fixed costs (a new store's tables, the suite's
+rows and marks) fall out.
 
 The child: score_versions.py --child SRC RESPONSES DB {read,check,score} HELPER
 """
@@ -84,7 +86,7 @@ def child(src: str, responses: str, db: str, phase: str, helper: str) -> None:
         pipeline.score_responses = drain  # type: ignore[assignment]
     elif phase == "check":
         pipeline.Recorder._record = (  # type: ignore[method-assign]
-            lambda self, response, body, verdict: verdict)
+            lambda self, response, body, verdict, *_: verdict)
     counter = ctypes.CDLL(helper)
     suite = load_suite(example_path())
     with Store(db) as store:
@@ -107,27 +109,35 @@ def instructions(src: Path, responses: Path, db: Path, phase: str, helper: Path)
 
 
 def by_instructions(this: Path, other: Path, attempts: int, work: Path) -> None:
-    """The phases of both versions in instructions per attempt, and their ratios."""
+    """The phases of both versions in instructions, at ATTEMPTS and at a fifth of it: the
+    totals at ATTEMPTS, and per attempt the difference of the two sizes over the attempts
+    between them (what one more attempt costs, without the fixed costs: the store's tables,
+    the suite's rows and marks, a validator built at its first use)."""
     from score_throughput import write_responses
 
-    responses = work / "responses.jsonl"
-    write_responses(responses, attempts)
+    small = max(1, attempts // 5)
+    files = {size: work / f"responses-{size}.jsonl" for size in (attempts, small)}
+    for size, path in files.items():
+        write_responses(path, size)
     source, helper = work / "cg.c", work / "libcg.so"
     source.write_text(HELPER)
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(helper), str(source)],
                    check=True)
-    counts = {}
-    for label, src in (("this", this), ("other", other)):
-        counts[label] = [instructions(src, responses, work / f"{label}.db", phase, helper)
-                         for phase in PHASES]
-    print(f"{attempts:,} attempts scored in process (score_file into a new store), "
-          "instructions (callgrind):")
-    print(f"  {'':8}{'this':>16}{'other':>16}   this/other   per attempt (this, other)")
-    names = ("reading", "checks", "storing", "total")
-    for index, name in enumerate(names):
-        ours, theirs = (_phase(counts[label], index) for label in ("this", "other"))
-        print(f"  {name:8}{ours:>16,}{theirs:>16,}   {ours / theirs:9.3f}x   "
-              f"{ours / attempts:>9,.0f} {theirs / attempts:>9,.0f}")
+    counts = {(label, size): [instructions(src, path, work / f"{label}.db", phase, helper)
+                              for phase in PHASES]
+              for label, src in (("this", this), ("other", other))
+              for size, path in files.items()}
+    print(f"scored in process (score_file into a new store), callgrind instructions: totals "
+          f"at {attempts:,} attempts; per attempt, the cost of the {attempts - small:,} "
+          f"attempts between {small:,} and {attempts:,}")
+    print(f"  {'':8}{'this':>15}{'other':>15}{'ratio':>8}   {'per attempt: this':>18}"
+          f"{'other':>9}{'ratio':>8}")
+    for index, name in enumerate(("reading", "checks", "storing", "total")):
+        ours, theirs = (_phase(counts[label, attempts], index) for label in ("this", "other"))
+        each = [(_phase(counts[label, attempts], index) - _phase(counts[label, small], index))
+                / (attempts - small) for label in ("this", "other")]
+        print(f"  {name:8}{ours:>15,}{theirs:>15,}{ours / theirs:>7.3f}x   {each[0]:>18,.0f}"
+              f"{each[1]:>9,.0f}{each[0] / each[1]:>7.3f}x")
 
 
 def _phase(counts: list[int], index: int) -> int:
