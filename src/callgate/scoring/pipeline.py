@@ -109,9 +109,11 @@ class Recorder:
             # Judged in one concurrent batch at the end (judge_pending); the rows wait too.
             self._awaiting_judge.append((case, response, body, verdict))
             return verdict
-        return self._record(response, body, verdict)
+        return self._record(response, body, verdict, case)
 
-    def _record(self, response: Response, body: str | None, verdict: Verdict) -> Verdict:
+    def _record(self, response: Response, body: str | None, verdict: Verdict,
+                case: Case | None = None) -> Verdict:
+        """Score and buffer one checked attempt; `case` is its case, when the caller has it."""
         usage = response.usage
         prompt_tokens = usage.prompt_tokens if usage else None
         completion_tokens = usage.completion_tokens if usage else None
@@ -138,13 +140,14 @@ class Recorder:
             body=body if body is not None else response.model_dump_json(exclude_none=True),
         ))
         self._verdicts.append(verdict_row(self.run_id, verdict))
-        if verdict.status == "scored":
-            case = self.suite.cases[response.case_id]
+        # recovery_of finds nothing in an attempt that met no fault: its case is not read then
+        if verdict.status == "scored" and response.faults:
+            case = case or self.suite.cases[response.case_id]
             self.recovery.add(case.id, recovery_of(self.suite.faults.after_fault(case),
                                                    response, case.called_as()))
         if self.behaviour is not None:
-            self.behaviour.offer(self.suite, self.suite.cases[verdict.case_id], response,
-                                 verdict)
+            self.behaviour.offer(self.suite, case or self.suite.cases[verdict.case_id],
+                                 response, verdict)
         if self.keep_verdicts:
             self.verdicts.append(verdict)
         if not (verdict.status == "scored" and verdict.right_arguments):
@@ -431,10 +434,15 @@ class _Looping(Container[str]):
 
     def __init__(self, suite: Suite) -> None:
         self._suite = suite
+        self._known: dict[object, bool] = {}  # asked once per case: a line each is the rule
 
     def __contains__(self, case_id: object) -> bool:
-        cases = self._suite.cases
-        return case_id in cases and self._suite.loops(cases[str(case_id)])
+        known = self._known.get(case_id)
+        if known is None:
+            cases = self._suite.cases
+            known = self._known[case_id] = (case_id in cases
+                                            and self._suite.loops(cases[str(case_id)]))
+        return known
 
 
 class _WithUserTurns(Mapping[str, Case]):
@@ -442,11 +450,21 @@ class _WithUserTurns(Mapping[str, Case]):
 
     def __init__(self, suite: Suite) -> None:
         self._cases = suite.cases
+        self._without: set[str] = set()  # the ids asked for already that have none
 
     def __getitem__(self, case_id: str) -> Case:
+        found: Case | None = self.get(case_id)
+        if found is None:
+            raise KeyError(case_id)
+        return found
+
+    def get(self, case_id: str, default: Any = None) -> Any:  # no KeyError raised per line
+        if case_id in self._without or case_id not in self._cases:
+            return default
         case = self._cases[case_id]
         if not case.user_turns:
-            raise KeyError(case_id)
+            self._without.add(case_id)
+            return default
         return case
 
     def __iter__(self) -> Iterator[str]:

@@ -22,10 +22,14 @@ from callgate.store.columns import (
     RUN_TURN_COLUMNS,
 )
 
+_NAMES: dict[tuple[str, ...], frozenset[str]] = {}  # each order's names, made once
+
 
 def _row(table: str, order: tuple[str, ...], columns: Mapping[str, Any]) -> tuple[Any, ...]:
     """A row of `table` with every column of `order` named once, in that order."""
-    names = frozenset(order)
+    names = _NAMES.get(order)
+    if names is None:
+        names = _NAMES[order] = frozenset(order)
     if columns.keys() != names:
         missing, unknown = names - columns.keys(), columns.keys() - names
         raise TypeError(f"{table} row: missing {sorted(missing)}, unknown {sorted(unknown)}")

@@ -373,8 +373,8 @@ def read_response_lines(
                 line=line_no,
                 field="case_id",
             )
-        if multi_turn is not None and response.case_id in multi_turn and (
-            response.turns is None and response.message is not None
+        if multi_turn is not None and response.turns is None and (
+            response.message is not None and response.case_id in multi_turn
         ):
             raise InputError(
                 source,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -189,6 +189,10 @@ def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
         raise InputError(path, "must be a JSON array of OpenAI function-tool objects")
     tools: dict[str, Tool] = {}
     validators: dict[str, Draft7Validator] = {}
+    # The schemas checked already, as canonical JSON: the checks are functions of the schema
+    # alone, and a schema refused stops the load at its first tool (a BFCL multi-turn suite
+    # offers 192 tools with 103 distinct schemas; the meta-schema check is slow).
+    checked: set[str] = set()
     for index, item in enumerate(raw):
         if not isinstance(item, dict):
             raise InputError(
@@ -202,6 +206,11 @@ def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
                 path, f"duplicate tool name {name!r}", field=f"[{index}].function.name"
             )
         schema = tool.function.parameters
+        key = canonical_json(schema)
+        if key in checked:
+            tools[name] = tool
+            validators[name] = schemas.tool_validator(schema)
+            continue
         try:
             # References and patterns first: the meta-schema check takes neither.
             schemas.audit(schema)
@@ -226,6 +235,7 @@ def load_tools(path: Path) -> tuple[dict[str, Tool], dict[str, Draft7Validator],
                 "the parameters schema must describe an object",
                 field=f"[{index}].function.parameters.type",
             )
+        checked.add(key)
         tools[name] = tool
         validators[name] = schemas.tool_validator(schema)
     return tools, validators, raw
@@ -240,10 +250,12 @@ def load_cases(
     functions: SuiteFunctions | None = None,
     defaults: SuiteDefaults | None = None,
     policies: Policies = NO_POLICIES,
+    digest: CasesDigest | None = None,
 ) -> tuple[CaseTable, Mapping[str, dict[str, Any]]]:
     """The cases of cases.jsonl, checked against the tools; `functions` imports the
     predicates they name (from beside cases.jsonl when not given), `defaults` are suite.json's
-    system message and tools for the cases without their own."""
+    system message and tools for the cases without their own; `digest` is fed each case as
+    it is read (the suite's fingerprint, without decoding the cases a second time)."""
     context: dict[str, Any] = {"predicates": functions or SuiteFunctions(path.parent)}
     cases = CaseTable(context)
     for line_no, raw, _ in json_lines(path, missing="file not found (a suite needs cases.jsonl)"):
@@ -261,6 +273,8 @@ def load_cases(
             check_policies(case.policies, tools, path, line_no, case=True)
             check_confirmation(policies.merged(case.policies), path, line_no)
         cases.add(case, raw)
+        if digest is not None:
+            digest.add(raw)
     if not cases:
         raise InputError(path, "no cases")
     return cases, cases.raw
@@ -365,8 +379,9 @@ def load_suite(path: Path | str) -> Suite:
     if "policies" in meta:
         policies = suite_policies(meta["policies"], meta_path, tools, {"predicates": functions})
         check_confirmation(policies, meta_path, None)
+    cases_digest = CasesDigest()
     cases, raw_cases = load_cases(root / "cases.jsonl", tools, validators, environment, match,
-                                  functions, defaults, policies)
+                                  functions, defaults, policies, cases_digest)
     fingerprinted: dict[str, Any] = {"tools": raw_tools}
     if match != DEFAULT_MATCH:  # rules change verdicts; default suites keep their fingerprint
         # source_types only when given, so suites imported before it keep their fingerprint
@@ -381,7 +396,7 @@ def load_suite(path: Path | str) -> Suite:
         fingerprinted["policies"] = meta["policies"]
     if functions.loaded:  # the predicates' code decides verdicts too
         fingerprinted["predicates"] = functions.fingerprint()
-    digest = _suite_digest(raw_cases.values(), fingerprinted)
+    digest = _suite_digest(cases_digest, fingerprinted)
     return Suite(
         name=name,
         path=root,
@@ -400,16 +415,27 @@ def load_suite(path: Path | str) -> Suite:
     )
 
 
-def _suite_digest(raw_cases: Iterable[dict[str, Any]], rest: dict[str, Any]) -> str:
-    """sha256 of canonical_json({"cases": [...], **rest}), without holding every case at once.
+class CasesDigest:
+    """The sha256 of a suite's fingerprint as far as its cases, fed one case at a time."""
+
+    def __init__(self) -> None:
+        self.hash = hashlib.sha256(b'{"cases":[')
+        self.count = 0
+
+    def add(self, raw: dict[str, Any]) -> None:
+        self.hash.update((b"," if self.count else b"") + canonical_json(raw).encode())
+        self.count += 1
+
+
+def _suite_digest(cases: CasesDigest, rest: dict[str, Any]) -> str:
+    """sha256 of canonical_json({"cases": [...], **rest}), without holding every case at once
+    (`cases` was fed each case in order).
 
     The bytes are those of canonical_json on the whole object (keys sorted, "cases" first of
     "cases", "environment", "match", "predicates", "tools"), so fingerprints stay
     as they were."""
     assert all(key > "cases" for key in rest)
-    digest = hashlib.sha256(b'{"cases":[')
-    for index, raw in enumerate(raw_cases):
-        digest.update((b"," if index else b"") + canonical_json(raw).encode())
+    digest = cases.hash
     digest.update(b"]")
     for key in sorted(rest):
         digest.update(f",{json.dumps(key)}:{canonical_json(rest[key])}".encode())
