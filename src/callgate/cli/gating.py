@@ -222,8 +222,11 @@ def history(
                              if store.has_case_tallies(run.id)})
         if by is not None and rows:
             from callgate.gating.what_to_fix import slice_history
+            from callgate.report.slice_history import gated_left_out
 
-            _print_slice_history(name, rows, slice_history(store, runs), by, as_json)
+            left_out = gated_left_out(store, runs)
+            _print_slice_history(name, rows, slice_history(store, runs, left_out), by, as_json,
+                                 [len(gone) for gone in left_out])
             return
     if not rows:
         raise _fail(f"no stored release of agent {name!r}" + (f" on {suite}" if suite else ""))
@@ -243,16 +246,16 @@ def history(
 
 
 def _print_slice_history(name: str, rows: list[HistoryRow], slices: list[list[SliceFigures]],
-                         by: str, as_json: bool) -> None:
+                         by: str, as_json: bool, left_out: list[int]) -> None:
     from callgate.report.slice_history import slice_history_document, slice_history_tables
 
     if as_json:
-        json.dump(slice_history_document(name, rows, slices, by), sys.stdout, indent=2,
+        json.dump(slice_history_document(name, rows, slices, by, left_out), sys.stdout, indent=2,
                   sort_keys=True)
         sys.stdout.write("\n")
         return
     console = Console()
-    for index, table in enumerate(slice_history_tables(name, rows, slices, by)):
+    for index, table in enumerate(slice_history_tables(name, rows, slices, by, left_out)):
         if index:
             console.print()
         console.print(table)

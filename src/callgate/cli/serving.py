@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from callgate.cli.common import DbOption, _fail, check_output
 from callgate.errors import CallgateError
+
+if TYPE_CHECKING:
+    from callgate.gating.gated import GateInputs
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -38,6 +41,10 @@ def serve(
         "--allow-host", help="Beyond loopback, another name this server is reached by (the "
                              "Host header); the address bound and the machine's names are "
                              "allowed already.")] = None,
+    config: Annotated[Path, typer.Option(
+        "--config", help="callgate.toml, for its [gate] table (absent: defaults), as `gate` "
+                         "reads it: the decision shown on a release `gate` never decided. A "
+                         "release it decided shows that decision.")] = Path("callgate.toml"),
 ) -> None:
     """A local web app and JSON API over the store: releases, attempts, calibration sessions.
     Beyond loopback, every request needs the token, reads too.
@@ -65,8 +72,10 @@ def serve(
     plan = (SessionPlan(labellers=names, second_share=second_label / 100, seed=seed)
             if names or second_label else None)
     try:
+        configured = configured_gate(config)
         Store(db).close()  # a store that cannot be opened fails here, not in the server
-        web_app = create_app(db, list(sets or []), token, host, plan, list(allow_hosts or []))
+        web_app = create_app(db, list(sets or []), token, host, plan, list(allow_hosts or []),
+                             configured)
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     listening = _listen(host, port)
@@ -75,6 +84,25 @@ def serve(
                "(Ctrl-C stops)")
     server = uvicorn.Server(uvicorn.Config(web_app, log_level="warning"))
     server.run(sockets=[listening])
+
+
+def configured_gate(config: Path) -> GateInputs | None:
+    """callgate.toml's [gate] as `callgate gate --config FILE` (no other option) reads it:
+    its rule, quarantine, slice rule and recovery threshold, at gate's default thresholds.
+    None when that is the default rule's (no file, no [gate], or only its defaults).
+    Raises CallgateError naming the file, line and field."""
+    from callgate.cli.gating import gate_rules, slice_rule_of
+    from callgate.gating.decision import DEFAULT_MAX_DROP
+    from callgate.gating.gated import GateInputs
+    from callgate.scoring.exclusion import DEFAULT_MAX_EXCLUDED
+
+    settings, quarantine = gate_rules(config, None, None)
+    inputs = GateInputs(max_drop=DEFAULT_MAX_DROP, max_excluded=DEFAULT_MAX_EXCLUDED,
+                        rule=settings.rule, quarantine=quarantine,
+                        slice_rule=slice_rule_of(settings, False, [], None),
+                        recovery_max_drop=settings.recovery_max_drop)
+    default = GateInputs(max_drop=DEFAULT_MAX_DROP, max_excluded=DEFAULT_MAX_EXCLUDED)
+    return None if inputs == default else inputs
 
 
 def _check_serve_sets(db: Path, sets: list[Path]) -> None:

@@ -214,24 +214,35 @@ def _records(store: Store, run: StoredRun) -> dict[str, CaseRecord]:
     return kept_records(kept) if kept else tally(store.gate_rows(run.id))
 
 
-def slice_history(store: Store, runs: Sequence[StoredRun]) -> list[list[SliceFigures]]:
+def slice_history(store: Store, runs: Sequence[StoredRun],
+                  left_out: Sequence[Collection[str]] | None = None
+                  ) -> list[list[SliceFigures]]:
     """Per run (oldest first, as Store.stored_runs gives them), its slices against the
     previous run of the same suite name, paired on the cases both scored (the first run of a
     suite against itself: its own figures, no change). Runs without kept tallies (finished
-    before they were kept) have none."""
+    before they were kept) have none. `left_out`: per run, the cases taken out of its figures
+    and of its previous run's (the cases its gate quarantined: report.slice_history.
+    gated_left_out); none without it."""
+    if left_out is None:
+        left_out = [()] * len(runs)
     out: list[list[SliceFigures]] = []
     previous: dict[str, StoredRun] = {}
-    for run in runs:
+    for run, gone in zip(runs, left_out, strict=True):
         before = previous.get(run.suite_name, run)
         previous[run.suite_name] = run
         if not (store.has_case_tallies(run.id) and store.has_case_tallies(before.id)):
             out.append([])
             continue
-        pairs: dict[str, Counter[tuple[Tally, Tally]]] = {}
-        for mark, *tallies, cases in store.slice_pairs(before.id, run.id, run.suite):
-            pairs.setdefault(mark, Counter())[tuple(tallies[:3]), tuple(tallies[3:])] += cases
+        pairs = _counted_pairs(store, before, run)
+        if gone:  # as read_what_to_fix: the store's counts less those of the cases left out
+            taken = slice_pairs_of(store.slice_marks_of(run.suite, gone),
+                                   _records(store, before), _records(store, run))
+            for mark, found in taken.items():
+                pairs.setdefault(mark, Counter()).subtract(found)
+            pairs = {mark: +found for mark, found in pairs.items()}
         attempts: dict[str, list[int]] = {}
-        for side, rows in ((0, _slice_calls(store, before)), (2, _slice_calls(store, run))):
+        for side, rows in ((0, _slice_calls(store, before, gone)),
+                           (2, _slice_calls(store, run, gone))):
             for mark, _, number, calls in rows:
                 counts = attempts.setdefault(mark, [0, 0, 0, 0])
                 counts[side] += number

@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from callgate.gating.gated import GateInputs
 from callgate.judging.labelling import SessionPlan
 from callgate.web.context import STATIC, BadQuery, Context, is_api
 from callgate.web.routes import calibration, compare, labelling, releases, run_labels
@@ -64,8 +65,11 @@ ROUTES: list[tuple[str, Endpoint, list[str] | None]] = [
 
 def create_app(db: Path, sets: list[Path] | None = None, token: str | None = None,
                host: str = "127.0.0.1", plan: SessionPlan | None = None,
-               allow_hosts: list[str] | None = None) -> Starlette:
-    ctx = Context(Path(db), list(sets or []), token, plan)
+               allow_hosts: list[str] | None = None, configured: GateInputs | None = None
+               ) -> Starlette:
+    """`configured`: the gate inputs of callgate.toml's [gate] (`serve --config`), for the
+    releases `callgate gate` never decided (one it decided shows its own)."""
+    ctx = Context(Path(db), list(sets or []), token, plan, configured)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -22,6 +22,7 @@ from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
+from callgate.gating.gated import GateInputs
 from callgate.judging.calibration import kappa_text
 from callgate.judging.labelling import SessionPlan, is_text, reload_set
 from callgate.store.db import Store
@@ -112,8 +113,9 @@ class Context:
     """What the app holds, handed to every route."""
 
     def __init__(self, db: Path, sets: list[Path], token: str | None,
-                 plan: SessionPlan | None) -> None:
+                 plan: SessionPlan | None, configured: GateInputs | None = None) -> None:
         self.db_path = db
+        self.configured = configured  # `serve --config`: a never-gated release's gate inputs
         self.set_paths = {path.name: path for path in sets}
         self.token = token
         self.plan = plan
@@ -137,7 +139,7 @@ class Context:
 
     def open(self) -> None:
         self._store = Store(self.db_path)
-        self._views = Views(self._store)
+        self._views = Views(self._store, configured=self.configured)
         for path in self.set_paths.values():
             if path.is_file() and path.read_bytes().strip():
                 reload_set(self._store, path)  # a new file is created by the first label

@@ -3,8 +3,8 @@ functions feed `callgate serve`, its JSON API and `callgate report --html`.
 
 Decisions come from the gate (`callgate.gating.release`): a release `callgate gate` decided
 shows that decision, taken with its rule, quarantine and slice rule (gating.gated); one it
-never decided, what `callgate gate --model M --release R` (baseline auto, the default rule)
-would decide.
+never decided, what `callgate gate --model M --release R` (baseline auto, the default rule,
+or `serve --config`'s [gate]: web.configured) would decide.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from callgate.gating.decision import CaseChange, GateDecision, decide, decision_json
 from callgate.gating.finding import stored_release
-from callgate.gating.gated import kept_gated, retake_gated
+from callgate.gating.gated import GateInputs, kept_gated, retake_gated
 from callgate.gating.noise import Noise
 from callgate.gating.release import decide_release, decision_key, recorded_decision
 from callgate.gating.scores_file import ReleaseScores, release_from_run
@@ -33,6 +33,7 @@ from callgate.store.db import Store
 from callgate.store.rows import StoredRun
 from callgate.store.serving import AttemptRows
 from callgate.suites.responses import parse_response
+from callgate.web.configured import configured_decision
 
 MARKS = {"pass": "pass", "first_release": "first", "regression": "regression",
          "inconclusive": "inconclusive"}
@@ -148,6 +149,8 @@ class Views:
     # A baseline other than the store's ("auto") for some runs, by run id: a scores file or a
     # folder of them, as `callgate gate --baseline` takes (`callgate report --baseline`).
     baselines: dict[int, str] = field(default_factory=dict)
+    # callgate.toml's [gate] (`serve --config`): the inputs of a never-gated release's decision
+    configured: GateInputs | None = None
     _decisions: dict[tuple[int, str], tuple[ReleaseScores, GateDecision]] = field(
         default_factory=dict)
 
@@ -173,6 +176,8 @@ class Views:
         gated = self.as_gated(run, suite_runs)
         if gated is not None:
             return gated
+        if self.configured is not None:
+            return configured_decision(self.store, run, self.configured, suite_runs)
         key = decision_key(self.store, run, self.max_drop, self.max_excluded, suite_runs)
         cached = self._decisions.get((run.id, key))
         if cached is None:
