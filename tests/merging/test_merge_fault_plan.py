@@ -210,3 +210,30 @@ def test_a_kept_plan_that_is_not_its_print_is_refused(tmp_path: Path) -> None:
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and str(shard) in lines[0] and "fault_plan" in lines[0], lines
     assert not merged.exists()
+
+
+def test_a_shard_that_kept_no_plan_is_refused_as_before(tmp_path: Path) -> None:
+    """A store upgraded from before runs.fault_plan holds NULL there: beside a shard that kept
+    its plan, the plans differ; alone, its plan-made recovery is refused as it was."""
+    _suite_dir(tmp_path)
+    plan = _plan(tmp_path)
+    shards = [tmp_path / "shard1.db", tmp_path / "shard2.db"]
+    for k, db in enumerate(shards, 1):
+        _score(tmp_path, db, "r1", plan, f"{k}/2")
+    with sqlite3.connect(shards[0]) as conn:  # what the upgrade leaves: the column, empty
+        conn.execute("UPDATE runs SET fault_plan = NULL")
+    conn.close()
+    merged = tmp_path / "merged.db"
+    result = _merge(merged, *shards)
+    assert result.exit_code == 2
+    (refusal,) = result.output.strip().splitlines()
+    assert f"{shards[1]}: " in refusal and "runs.fault_plan (fault plan) plan " in refusal
+    assert "differs from none" in refusal
+    with sqlite3.connect(shards[1]) as conn:
+        conn.execute("UPDATE runs SET fault_plan = NULL")
+    conn.close()
+    result = _merge(merged, *shards)
+    assert result.exit_code == 2
+    (refusal,) = result.output.strip().splitlines()
+    assert f"{shards[0]}: " in refusal and "scores.recovery" in refusal
+    assert not merged.exists()
