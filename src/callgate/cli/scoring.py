@@ -145,6 +145,8 @@ def score(
             finally:
                 judge_pacing = step.model.pacing() if step and step.model else None
                 print_judge_pacing(judge_pacing)
+            if suite.faults.plan is not None:  # kept for merge (docs/faults.md)
+                store.set_run_fault_plan(result.run_id, suite.faults.plan.model_dump(mode="json"))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -214,7 +216,8 @@ def merge(
     nothing. Refused (exit 2, nothing written) when two stores scored one attempt differently,
     or ran one release differently: other suites, judges, callgate versions, numbers of
     shards, models or parameters, tool surfaces, simulated users, attacks, --server-errors,
-    or --perturb in some shards only."""
+    --faults plans, answers from `run` in some shards and `score` in others, or --perturb in
+    some shards only."""
     from callgate.merging.merge import merge_stores
 
     if into is None:

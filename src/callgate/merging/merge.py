@@ -188,7 +188,8 @@ def _rescore_merged(store: Store, run_id: int, sources: list[MergedSource]) -> M
     # (reading every part again shows whether the parts agree).
     if any(document.get("recovery") is not None for _, document in parts):
         document["recovery"] = checked_recovery(
-            store, run_id, _recovery_parts(store, run, sources), where)
+            store, run_id, _recovery_parts(store, run, sources), where,
+            run.row.get("fault_plan"))
     store.write_merged_scores(run_id, document,
                               record.model_dump_json() if record is not None else None)
     return MergedRelease(run_id, run.suite_name, run.agent, run.release,
@@ -202,10 +203,11 @@ def _recovery_parts(store: Store, run: StoredRun, sources: list[MergedSource]
     stores, and the run here (when it finished before this merge) on the attempts it had."""
     out: list[RecoveryPart] = [
         (source.store.path, source.store, source.run.id, (source.run.scores or {}).get(
-            "recovery"), ()) for source in sources]
+            "recovery"), (), source.run.row.get("fault_plan")) for source in sources]
     if run.scores is not None:
         brought: set[tuple[str, int]] = set()
         for source in sources:
             brought |= source.store.attempt_keys(source.run.id)
-        out.insert(0, (store.path, store, run.id, run.scores.get("recovery"), brought))
+        out.insert(0, (store.path, store, run.id, run.scores.get("recovery"), brought,
+                       run.row.get("fault_plan")))
     return out

@@ -8,6 +8,7 @@ input, naming the store, the table, the row and the field (exit 2, nothing writt
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,8 +19,9 @@ from pydantic import ValidationError
 from callgate.checks.verdict import ArgsVerdict, SchemaKind, Status, ToolVerdict, Verdict
 from callgate.errors import InputError, from_validation_error
 from callgate.judging.judge import Label
-from callgate.reading import loads
+from callgate.reading import canonical_json, loads
 from callgate.store.db import Store
+from callgate.suites.faults import FaultPlanFile
 from callgate.suites.responses import INT64_MAX
 
 _TOOL_CHOICES = ("pass", "fail")
@@ -152,6 +154,21 @@ def _shard_numbers(shards: list[Any], count: int) -> bool:
         1 <= k <= count for k in numbers)
 
 
+def _check_fault_plan(at: _Row) -> None:
+    """runs.fault_plan (a store made before it has no such column): the plan a run was made
+    with, {"fingerprint", "plan"}, the print the plan's own (merge reads its after_fault)."""
+    kept = at.json("fault_plan", dict, nullable=True) if "fault_plan" in at.row else None
+    if kept is None:
+        return
+    try:
+        plan = FaultPlanFile.model_validate(kept.get("plan"))
+    except ValidationError as exc:
+        raise at.refuse("fault_plan", f"not a fault plan ({exc.errors()[0]['msg']})") from None
+    text = canonical_json(plan.model_dump(mode="json"))
+    if kept.get("fingerprint") != hashlib.sha256(text.encode()).hexdigest():
+        raise at.refuse("fault_plan", "its fingerprint is not its plan's")
+
+
 def _check_run(path: Path, source: Store, run: dict[str, Any], suites: dict[str, str]) -> None:
     run_id = run["id"]
     at = _Row(path, "runs", run, f"run {run_id}")
@@ -168,6 +185,7 @@ def _check_run(path: Path, source: Store, run: dict[str, Any], suites: dict[str,
                                   f"numbers from 1 to {run['shard_count']}")
     at.json("gate", dict, nullable=True)
     at.json("scores", dict, nullable=True)
+    _check_fault_plan(at)
 
     def attempt(table: str, row: dict[str, Any]) -> _Row:
         found = _Row(path, table, row, f"run {run_id} case {_shown(row['case_id'])} repeat "

@@ -266,6 +266,9 @@ class LiveRunner:
             )
             if self.user is not None:
                 self.store.set_run_user_simulator(run_id, json.dumps(self.user.record()))
+            if self.suite.faults.plan is not None:  # merge reads its after_fault again
+                self.store.set_run_fault_plan(run_id,
+                                              self.suite.faults.plan.model_dump(mode="json"))
         recorder = Recorder(self.suite, self.store, run_id,
                             keep_verdicts=self.keep_verdicts, judge=self.judge,
                             server_errors=settings.server_errors,

@@ -3,10 +3,12 @@ Store methods (a mixin of Store)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
+from callgate.reading import canonical_json
 from callgate.store.base import StoreBase
 from callgate.store.columns import RESPONSE_COLUMNS, VERDICT_COLUMNS
 from callgate.store.opening import MergeRefused
@@ -35,14 +37,23 @@ class MergedSource(NamedTuple):
 
 # The columns of a run every shard of a release must agree on (compared with the release
 # here), and what a refusal calls them.
-_AGREED = (("suite", "suite fingerprint"), ("model", "model"),
+_AGREED = (("suite", "suite fingerprint"), ("source", "answers' source"), ("model", "model"),
            ("model_params", "model parameters"), ("judge_fingerprint", "judge fingerprint"),
            ("callgate_version", "callgate version"), ("shard_count", "number of shards"),
-           ("user_simulator", "simulated user"), ("tool_surface", "tool surface"))
+           ("user_simulator", "simulated user"), ("tool_surface", "tool surface"),
+           ("fault_plan", "fault plan"))
+# What a refusal of a column not agreed on asks for instead of the general advice.
+_AGREE_ADVICE = {
+    "fault_plan": "every shard of a release must be run with the same --faults plan (a store "
+                  "made before runs.fault_plan holds none)",
+    "source": "every shard of a release must get its answers the same way: all called live "
+              "(`callgate run`) or all scored from recorded answers (`callgate score`), in the "
+              "same form (--responses or --traces)",
+}
 # The columns a merged run is made with, from its first source run (pacing: the first shard's).
 _COPIED = ("suite_name", "suite", "agent", "model", "model_params", "release", "source",
            "created_at", "callgate_version", "judge_fingerprint", "shard_count", "shards",
-           "tool_surface", "pacing", "user_simulator", "perturbation")
+           "tool_surface", "pacing", "user_simulator", "perturbation", "fault_plan")
 
 
 def _union_shards(here: str | None, there: str | None) -> str | None:
@@ -202,14 +213,15 @@ class MergeRecords(StoreBase):
         else:
             created = False
             for column, what in _AGREED:
-                if target[column] != run[column]:
-                    there, here = (("none" if value is None else _shown(value))
-                                   for value in (run[column], target[column]))
+                if target.get(column) != run.get(column):
+                    there, here = (_agreed_shown(column, value)
+                                   for value in (run.get(column), target.get(column)))
                     raise MergeRefused(
                         f"{source.path}: {where}: runs.{column} ({what}) {there} differs "
-                        f"from {here} in {self.path}; shards of one release must be run on "
-                        "the same suite, model and parameters, judge, simulated user and "
-                        "callgate, with the same N")
+                        f"from {here} in {self.path}; " + _AGREE_ADVICE.get(
+                            column, "shards of one release must be run on the same suite, "
+                            "model and parameters, judge, simulated user and callgate, with "
+                            "the same N"))
         target_id = int(target["id"])
         added = self._merge_verdicts(source, int(run["id"]), target_id, where)
         for table, columns in _MERGED_RUN_TABLES.items():
@@ -338,6 +350,16 @@ class MergeRecords(StoreBase):
         conn.execute("DELETE FROM temp.merge_verdicts")
         return cursor.rowcount
 
+    def set_run_fault_plan(self, run_id: int, plan: Mapping[str, Any]) -> None:
+        """Keep the --faults plan a run is made with (its JSON document, as validated), so
+        merge can read its shards' recovery again: runs.fault_plan holds the canonical JSON of
+        {"fingerprint": SHA-256 of the plan's canonical JSON, "plan": the plan}."""
+        text = canonical_json(dict(plan))
+        record = {"fingerprint": hashlib.sha256(text.encode()).hexdigest(), "plan": dict(plan)}
+        with self.atomic():
+            self.db.execute("UPDATE runs SET fault_plan = ? WHERE id = ?",
+                            [canonical_json(record), run_id])
+
     def merged_attempts(self, run_id: int) -> Iterator[dict[str, Any]]:
         """A run's verdicts with what scoring reads of their responses and judgements, in case
         and repeat order: `judged_tool_choice` is set when the judge decided the attempt,
@@ -405,6 +427,18 @@ def _perturbation(marker: str) -> str:
         return f"{found['kind']} {str(found['fingerprint'])[:12]}"
     except (ValueError, KeyError, TypeError):
         return _shown(marker)
+
+
+def _agreed_shown(column: str, value: Any) -> str:
+    """A value of a column shards agree on, as a refusal names it (a fault plan: its print)."""
+    if value is None:
+        return "none"
+    if column == "fault_plan":
+        try:
+            return f"plan {str(json.loads(value)['fingerprint'])[:12]}"
+        except (ValueError, KeyError, TypeError):
+            pass
+    return _shown(value)
 
 
 def _shown(value: Any) -> str:

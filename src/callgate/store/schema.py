@@ -36,8 +36,7 @@ _NEWEST_DONE = (
     "status = 'done' AND perturbation IS NULL AND id = (SELECT MAX(newer.id) FROM runs AS newer "
     "WHERE newer.suite_name = runs.suite_name AND newer.agent = runs.agent "
     "AND newer.release = runs.release AND newer.status = 'done' "
-    "AND newer.perturbation IS NULL)"
-)
+    "AND newer.perturbation IS NULL)")
 
 SCHEMA = RUNS_TABLE + """
 CREATE TABLE IF NOT EXISTS suites (
@@ -166,10 +165,8 @@ CREATE TABLE IF NOT EXISTS certificates (
 
 APPLICATION_ID = 0x43474154  # "CGAT"
 MIGRATIONS_TABLE_NAME = "_callgate_migrations"
-MIGRATIONS_TABLE = (
-    f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE_NAME} "
-    "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-)
+MIGRATIONS_TABLE = (f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE_NAME} "
+                    "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
 # The tables every callgate store has had since the first release: an unmarked file holding
 # them is a store made before the marks (e.g. by commit 673342a) and is upgraded.
 CORE_TABLES = frozenset({"suites", "cases", "runs", "responses", "verdicts", "scores"})
@@ -202,8 +199,7 @@ def m002_runs_without_unique_release(conn: sqlite3.Connection) -> None:
     """Rebuild a `runs` table made with UNIQUE (suite_name, model, release), keeping every row
     and id, so a release can hold a finished run and the run replacing it."""
     row = conn.execute(
-        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'"
-    ).fetchone()
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'runs'").fetchone()
     if row is None or not _OLD_UNIQUE.search(row[0]):
         return
     conn.execute(RUNS_TABLE.replace("IF NOT EXISTS runs", "runs_rebuilt"))
@@ -224,8 +220,7 @@ def m003_run_owners(conn: sqlite3.Connection) -> None:
     conn.execute(
         "CREATE TABLE IF NOT EXISTS run_owners ("
         "run INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE, "
-        "host TEXT NOT NULL, pid INTEGER NOT NULL)"
-    )
+        "host TEXT NOT NULL, pid INTEGER NOT NULL)")
 
 
 @migration
@@ -490,6 +485,12 @@ def m022_production_claims(conn: sqlite3.Connection) -> None:
                           "claims_judge"), ("production_batches", "claims_judge")):
         if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+
+@migration
+def m023_run_fault_plan(conn: sqlite3.Connection) -> None:
+    """runs.fault_plan: the --faults plan a run was made with (JSON: fingerprint, plan), or NULL."""
+    if "fault_plan" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}:
+        conn.execute("ALTER TABLE runs ADD COLUMN fault_plan TEXT")
 
 SCHEMA_VERSION = len(MIGRATIONS)
 _SCHEMA_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
