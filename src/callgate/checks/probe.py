@@ -21,6 +21,8 @@ from functools import partial
 from typing import Any
 
 from callgate.checks.check import check_response
+from callgate.checks.parsing import parse_calls
+from callgate.checks.probe_fast import quick_passes
 from callgate.checks.probe_values import NOT_FOUND, accepted, object_sample, other_value
 from callgate.checks.verdict import Verdict
 from callgate.suites.bfcl_environment import parse_source_call
@@ -104,8 +106,9 @@ def probe_suite(suite: Suite, *, arguments: Arguments | None = None,
     weak: list[Finding] = []
     skipped: list[Finding] = []
     answers = 0
+    takes: dict[tuple[Any, ...], bool] = {}
     for index, case in enumerate(suite.cases.values()):
-        probing = CaseProbe(suite, case, arguments)
+        probing = CaseProbe(suite, case, arguments, takes)
         try:
             weak += probing.findings()
         except NotProbed as exc:
@@ -129,11 +132,15 @@ def _passes(verdict: Verdict) -> bool:
 class CaseProbe:
     """The probes of one case."""
 
-    def __init__(self, suite: Suite, case: Case, arguments: Arguments | None = None) -> None:
+    def __init__(self, suite: Suite, case: Case, arguments: Arguments | None = None,
+                 takes: dict[tuple[Any, ...], bool] | None = None) -> None:
         self.suite, self.case, self.arguments = suite, case, arguments
         self.sent = case.sent_names()
         self.turns = 1 + len(case.user_turns or ())
         self.answered = 0
+        self.takes = takes if takes is not None else {}  # _takes, shared by a suite's cases
+        self.quick = self.suite.environment is None and not self.suite.loops(case)
+        self.called_as = case.called_as()
 
     # ------------------------------------------------------------ answering
 
@@ -151,6 +158,19 @@ class CaseProbe:
         return check_response(self.case, response, self.suite.parameter_schemas,
                               self.suite.validators, rules=self.suite.match,
                               environment=self.suite.environment)
+
+    def passes(self, calls: Sequence[Planned], text: str | None = TEXT) -> bool:
+        """Whether `answer(calls, text)` passes: decided without a verdict where
+        checks/probe_fast.py can (one message, no environment), else by `answer`."""
+        if self.quick:
+            parsed = parse_calls([self._call(c, i) for i, c in enumerate(calls)],
+                                 self.called_as)
+            found = quick_passes(self.case, parsed, self.suite.parameter_schemas,
+                                 self.suite.validators, self.suite.match)
+            if found is not None:
+                self.answered += 1
+                return found
+        return _passes(self.answer(calls, text))
 
     def _conversation(self, calls: Sequence[Planned], text: str | None) -> Response:
         messages: list[AssistantMessage] = []
@@ -184,10 +204,11 @@ class CaseProbe:
         out = self._do_nothing()
         passing = None
         for label, plan in plans:
-            verdict = self.answer(plan)
-            if _passes(verdict):
+            if self.passes(plan):
                 passing = passing or plan
             else:
+                self.answered -= 1  # the same answer, asked again for its reason
+                verdict = self.answer(plan)
                 marked = (f" (marked never_right: {self.case.never_right})"
                           if self.case.never_right and "no answer can be right" not in
                           verdict.reason else "")
@@ -203,8 +224,7 @@ class CaseProbe:
         out = []
         for label, calls, text in (("no call", [], None), ("a text answer", [], TEXT),
                                    ("one junk call", [Planned(JUNK_TOOL, "{}")], TEXT)):
-            verdict = self.answer(calls, text)
-            if _passes(verdict):
+            if self.passes(calls, text):
                 out.append(Finding(self.case.id, "do-nothing", f"{label} passes"
                                    + self._why_nothing(label)))
         return out
@@ -218,7 +238,7 @@ class CaseProbe:
 
     def _no_call_findings(self) -> list[Finding]:
         out = []
-        if not _passes(self.answer([], TEXT)):
+        if not self.passes([], TEXT):
             out.append(Finding(self.case.id, "oracle", "a text answer fails: "
                                + self.answer([], TEXT).reason))
         offered = sorted(self.case.offered_names(self.suite.tools))
@@ -226,7 +246,7 @@ class CaseProbe:
         if offered:
             calls.insert(0, self._sampled(offered[0]))
         for call in calls:
-            if _passes(self.answer([call], TEXT)):
+            if self.passes([call], TEXT):
                 out.append(Finding(self.case.id, "perturbation",
                                    f"a call to {call.name} passes where none is expected"))
         return out
@@ -237,14 +257,22 @@ class CaseProbe:
                  step: int = 0, spec: ExpectedCall | None = None) -> Planned:
         schema = self.suite.parameter_schemas[tool]
         args = object_sample(schema, given)
-        validator = self.suite.validators[tool]
-        properties = validator.schema.get("properties", {})
-        if args is NOT_FOUND or not all(
-                validator.evolve(schema=properties.get(key, {})).is_valid(value)
-                for key, value in args.items() if key not in (given or {})):
+        if args is NOT_FOUND or not all(self._takes(tool, key, value)
+                                        for key, value in args.items()
+                                        if key not in (given or {})):
             raise NotProbed(f"found no value the schema of {tool} takes for a required "
                             "argument")
         return Planned(self.sent.get(tool, tool), args, turn, step, spec, tool)
+
+    def _takes(self, tool: str, key: str, value: Any) -> bool:
+        """Whether `tool`'s schema for `key` takes a sampled `value`, worked out once per
+        suite (the probe of every case samples the same values)."""
+        seen = (tool, key, type(value), repr(value))
+        if seen not in self.takes:
+            validator = self.suite.validators[tool]
+            properties = validator.schema.get("properties", {})
+            self.takes[seen] = validator.evolve(schema=properties.get(key, {})).is_valid(value)
+        return self.takes[seen]
 
     def _expected(self, call: ExpectedCall, turn: int = 0, step: int = 0, attempt: int = 0
                   ) -> Planned:
@@ -299,11 +327,11 @@ class CaseProbe:
         """The plan with each key argument's first listed value, or its second or third
         where that one fails (a listed value the schema refuses is the case's own doing)."""
         first = build(0)
-        if _passes(self.answer(first)):
+        if self.passes(first):
             return first
         for attempt in (1, 2):
             other = build(attempt)
-            if other != first and _passes(self.answer(other)):
+            if other != first and self.passes(other):
                 return other
         return first
 
@@ -341,7 +369,7 @@ class CaseProbe:
             return []  # judged by the state or by any call: the do-nothing probes hold
         out = []
         for label, plan in self._perturbations(oracle):
-            if _passes(self.answer(plan)):
+            if self.passes(plan):
                 out.append(Finding(self.case.id, "perturbation",
                                    f"{label} still passes{self._why(label, plan)}"))
         return out + self._permissive(oracle)
