@@ -119,18 +119,21 @@ class QuickCase:
 def has_schema_problem(call: ParsedCall, schemas: Mapping[str, Mapping[str, Any]],
                     validators: Mapping[str, Draft7Validator]) -> bool:
     """True when schema_errors would report anything for this call (argument_problems)."""
-    if call.name not in validators:
+    validator = validators.get(call.name)
+    if validator is None:
         return False
     schema, args = schemas[call.name], call.arguments or {}
-    extras = isinstance(schema.get("additionalProperties"), dict) or (
-        "patternProperties" in schema)
-    properties = schema.get("properties", {})
-    if not extras and any(key not in properties for key in args):
-        return True  # an unknown parameter
-    required = validators[call.name].schema.get("required")
-    if isinstance(required, list) and any(
-            isinstance(key, str) and key not in args for key in required):
-        return True  # jsonschema's `required` error, always reported
-    if surely_valid(validators[call.name], args):
+    if not (isinstance(schema.get("additionalProperties"), dict)
+            or "patternProperties" in schema):
+        properties = schema.get("properties", {})
+        for key in args:
+            if key not in properties:
+                return True  # an unknown parameter
+    required = validator.schema.get("required")
+    if isinstance(required, list):
+        for key in required:
+            if isinstance(key, str) and key not in args:
+                return True  # jsonschema's `required` error, always reported
+    if surely_valid(validator, args):
         return False
-    return bool(schema_errors(call.name, schema, validators[call.name], args))
+    return bool(schema_errors(call.name, schema, validator, args))
