@@ -86,3 +86,21 @@ def test_the_generated_suite_has_every_kind_of_finding(tmp_path: Path) -> None:
     kinds = {f.probe for f in report.weak}
     assert kinds == {"do-nothing", "oracle", "perturbation"}
     assert {f.reason for f in report.not_probed} == {"decided by a judge"}
+
+
+def test_the_probe_finds_what_it_found_before_on_imported_bfcl_suites(tmp_path: Path) -> None:
+    """Every BFCL category of tests/fixtures/bfcl, imported, with BFCL's oracle arguments as
+    scoring/probing.py passes them."""
+    from bfcl_fixture import DATA
+
+    from callgate.importers.bfcl import CATEGORIES, import_category
+    from callgate.importers.bfcl.answers import answer_arguments
+
+    weak = 0
+    for category in CATEGORIES:
+        suite = load_suite(import_category(DATA, category, tmp_path / category).out)
+        arguments = answer_arguments if suite.match.values == "bfcl" else None
+        before = probe_reference.probe_suite(suite, arguments=arguments)
+        assert _plain(probe.probe_suite(suite, arguments=arguments)) == _plain(before), category
+        weak += len(before.weak)
+    assert weak > 0
