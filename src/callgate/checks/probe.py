@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from callgate.checks.check import check_response
-from callgate.checks.probe_values import NOT_FOUND, accepted, object_sample, other_value
+from callgate.checks.parsing import ParsedCall, parse_calls
+from callgate.checks.probe_fast import QuickCase, has_schema_problem, read_back
+from callgate.checks.probe_values import NOT_FOUND, Samples, accepted, other_value
 from callgate.checks.verdict import Verdict
 from callgate.suites.bfcl_environment import parse_source_call
 from callgate.suites.cases import (
@@ -104,8 +106,9 @@ def probe_suite(suite: Suite, *, arguments: Arguments | None = None,
     weak: list[Finding] = []
     skipped: list[Finding] = []
     answers = 0
+    samples = Samples(suite.parameter_schemas, suite.validators)  # shared by its cases
     for index, case in enumerate(suite.cases.values()):
-        probing = CaseProbe(suite, case, arguments)
+        probing = CaseProbe(suite, case, arguments, samples)
         try:
             weak += probing.findings()
         except NotProbed as exc:
@@ -122,6 +125,11 @@ def probe_suite(suite: Suite, *, arguments: Arguments | None = None,
                        not_probed=tuple(skipped), answers=answers)
 
 
+def _with_args(call: Planned, args: Mapping[str, Any]) -> Planned:
+    """dataclasses.replace(call, args=args), at a third of its cost."""
+    return Planned(call.name, args, call.turn, call.step, call.spec, call.tool)
+
+
 def _passes(verdict: Verdict) -> bool:
     return verdict.status == "scored" and verdict.right_tool and verdict.right_arguments
 
@@ -129,11 +137,20 @@ def _passes(verdict: Verdict) -> bool:
 class CaseProbe:
     """The probes of one case."""
 
-    def __init__(self, suite: Suite, case: Case, arguments: Arguments | None = None) -> None:
+    def __init__(self, suite: Suite, case: Case, arguments: Arguments | None = None,
+                 samples: Samples | None = None) -> None:
         self.suite, self.case, self.arguments = suite, case, arguments
         self.sent = case.sent_names()
         self.turns = 1 + len(case.user_turns or ())
         self.answered = 0
+        self.samples = samples if samples is not None else Samples(suite.parameter_schemas,
+                                                                   suite.validators)
+        self.others: dict[tuple[int, str], tuple[Planned, Any]] = {}
+        self.read: dict[int, list[Any]] = {}
+        self.nothing: bool | None = None  # whether an answer of no call passes (quick path)
+        self.quick = (QuickCase(case, suite.parameter_schemas, suite.validators, suite.match)
+                      if suite.environment is None and not suite.loops(case) else None)
+        self.called_as = case.called_as()
 
     # ------------------------------------------------------------ answering
 
@@ -152,6 +169,31 @@ class CaseProbe:
                               self.suite.validators, rules=self.suite.match,
                               environment=self.suite.environment)
 
+    def passes(self, calls: Sequence[Planned], text: str | None = TEXT) -> bool:
+        """Whether `answer(calls, text)` passes: decided without a verdict where
+        checks/probe_fast.py can (one message, no environment), else by `answer`. On one
+        message the text is not read when calls are made, nor for passing when none is."""
+        quick = self.quick
+        if quick is None or quick.kind is None:
+            return _passes(self.answer(calls, text))
+        self.answered += 1
+        if not calls:
+            if self.nothing is None:
+                self.nothing = quick.passes((), bool)
+            return self.nothing
+        read = [self._read(call) for call in calls]
+        parsed = [ParsedCall(index, name, args, error)
+                  for index, (_, name, args, error, _) in enumerate(read)]
+
+        def problem(index: int) -> bool:
+            entry = read[index]
+            if entry[4] is None:
+                entry[4] = has_schema_problem(parsed[index], self.suite.parameter_schemas,
+                                              self.suite.validators)
+            return bool(entry[4])
+
+        return quick.passes(parsed, problem)
+
     def _conversation(self, calls: Sequence[Planned], text: str | None) -> Response:
         messages: list[AssistantMessage] = []
         ends: list[int] = []
@@ -166,6 +208,22 @@ class CaseProbe:
         return Response(case_id=self.case.id, turns=tuple(messages),
                         user_turn_ends=tuple(ends) if self.case.user_turns else None,
                         finish_reason="stop")
+
+    def _read(self, call: Planned) -> list[Any]:
+        """The call as `check_response` reads it (parse_calls): [call, name, arguments, JSON
+        error, schema problem (None: not asked yet)], read once per planned call (an
+        oracle's calls are in its perturbations too) and without JSON where that is exact
+        (probe_fast.read_back). The call is kept in it, so its id is not reused."""
+        entry = self.read.get(id(call))
+        if entry is None:
+            args = read_back(call.args)
+            if args is None:
+                parsed = parse_calls([self._call(call, 0)], self.called_as)[0]
+                entry = [call, parsed.name, parsed.arguments, parsed.json_error, None]
+            else:
+                entry = [call, self.called_as.get(call.name, call.name), args, None, None]
+            self.read[id(call)] = entry
+        return entry
 
     @staticmethod
     def _call(call: Planned, index: int) -> ToolCall:
@@ -184,10 +242,11 @@ class CaseProbe:
         out = self._do_nothing()
         passing = None
         for label, plan in plans:
-            verdict = self.answer(plan)
-            if _passes(verdict):
+            if self.passes(plan):
                 passing = passing or plan
             else:
+                self.answered -= 1  # the same answer, asked again for its reason
+                verdict = self.answer(plan)
                 marked = (f" (marked never_right: {self.case.never_right})"
                           if self.case.never_right and "no answer can be right" not in
                           verdict.reason else "")
@@ -203,8 +262,7 @@ class CaseProbe:
         out = []
         for label, calls, text in (("no call", [], None), ("a text answer", [], TEXT),
                                    ("one junk call", [Planned(JUNK_TOOL, "{}")], TEXT)):
-            verdict = self.answer(calls, text)
-            if _passes(verdict):
+            if self.passes(calls, text):
                 out.append(Finding(self.case.id, "do-nothing", f"{label} passes"
                                    + self._why_nothing(label)))
         return out
@@ -218,7 +276,7 @@ class CaseProbe:
 
     def _no_call_findings(self) -> list[Finding]:
         out = []
-        if not _passes(self.answer([], TEXT)):
+        if not self.passes([], TEXT):
             out.append(Finding(self.case.id, "oracle", "a text answer fails: "
                                + self.answer([], TEXT).reason))
         offered = sorted(self.case.offered_names(self.suite.tools))
@@ -226,7 +284,7 @@ class CaseProbe:
         if offered:
             calls.insert(0, self._sampled(offered[0]))
         for call in calls:
-            if _passes(self.answer([call], TEXT)):
+            if self.passes([call], TEXT):
                 out.append(Finding(self.case.id, "perturbation",
                                    f"a call to {call.name} passes where none is expected"))
         return out
@@ -235,26 +293,32 @@ class CaseProbe:
 
     def _sampled(self, tool: str, given: Mapping[str, Any] | None = None, turn: int = 0,
                  step: int = 0, spec: ExpectedCall | None = None) -> Planned:
-        schema = self.suite.parameter_schemas[tool]
-        args = object_sample(schema, given)
-        validator = self.suite.validators[tool]
-        properties = validator.schema.get("properties", {})
-        if args is NOT_FOUND or not all(
-                validator.evolve(schema=properties.get(key, {})).is_valid(value)
-                for key, value in args.items() if key not in (given or {})):
+        args = self.samples.object_sample(tool, given)
+        if args is NOT_FOUND or not all(self.samples.takes(tool, key, value)
+                                        for key, value in args.items()
+                                        if key not in (given or {})):
             raise NotProbed(f"found no value the schema of {tool} takes for a required "
                             "argument")
         return Planned(self.sent.get(tool, tool), args, turn, step, spec, tool)
+
+    def _other(self, call: Planned, key: str, spec: Any) -> Any:
+        """other_value for one key argument of an oracle's call (asked twice: worked out
+        once)."""
+        asked = (id(call), key)
+        if asked not in self.others:
+            assert call.tool is not None and not isinstance(call.args, str)
+            properties = self.suite.validators[call.tool].schema.get("properties", {})
+            self.others[asked] = (call, other_value(spec, call.args[key],
+                                                    properties.get(key, {})))
+        return self.others[asked][1]  # the call is kept with it, so its id is not reused
 
     def _expected(self, call: ExpectedCall, turn: int = 0, step: int = 0, attempt: int = 0
                   ) -> Planned:
         if self.arguments is not None:
             return self._sampled(call.tool, self.arguments(self.suite, call), turn, step, call)
-        properties = self.suite.validators[call.tool].schema.get("properties", {})
         given = {}
         for key, spec in call.args.items():
-            validator = self.suite.validators[call.tool].evolve(schema=properties.get(key, {}))
-            value = accepted(spec, validator, attempt)
+            value = accepted(spec, self.samples.key_validator(call.tool, key), attempt)
             if value is NOT_FOUND:
                 raise NotProbed(f"found no value {call.tool}.{key} accepts")
             given[key] = value
@@ -299,11 +363,11 @@ class CaseProbe:
         """The plan with each key argument's first listed value, or its second or third
         where that one fails (a listed value the schema refuses is the case's own doing)."""
         first = build(0)
-        if _passes(self.answer(first)):
+        if self.passes(first):
             return first
         for attempt in (1, 2):
             other = build(attempt)
-            if other != first and _passes(self.answer(other)):
+            if other != first and self.passes(other):
                 return other
         return first
 
@@ -341,7 +405,7 @@ class CaseProbe:
             return []  # judged by the state or by any call: the do-nothing probes hold
         out = []
         for label, plan in self._perturbations(oracle):
-            if _passes(self.answer(plan)):
+            if self.passes(plan):
                 out.append(Finding(self.case.id, "perturbation",
                                    f"{label} still passes{self._why(label, plan)}"))
         return out + self._permissive(oracle)
@@ -352,10 +416,8 @@ class CaseProbe:
         for call in oracle:
             if call.spec is None or call.tool is None or isinstance(call.args, str):
                 continue
-            properties = self.suite.validators[call.tool].schema.get("properties", {})
             for key, spec in call.spec.args.items():
-                if key in call.args and other_value(
-                        spec, call.args[key], properties.get(key, {})) is NOT_FOUND:
+                if key in call.args and self._other(call, key, spec) is NOT_FOUND:
                     out.append(Finding(self.case.id, "perturbation",
                                        f"{call.tool}.{key} accepts every other value tried: "
                                        "this key argument cannot fail"))
@@ -383,8 +445,7 @@ class CaseProbe:
         others = sorted(self.case.offered_names(self.suite.tools) - named)
         first = oracle[0]
         if others:
-            swapped = replace(self._sampled(others[0], None, first.turn, first.step),
-                              spec=None)
+            swapped = self._sampled(others[0], None, first.turn, first.step)  # spec None
             yield f"calling {others[0]} instead of {first.tool}", [swapped, *oracle[1:]]
         changed = self._key_changed(oracle)
         if changed is not None:
@@ -395,15 +456,14 @@ class CaseProbe:
         for index, call in enumerate(oracle):
             if call.spec is None or call.tool is None or isinstance(call.args, str):
                 continue
-            properties = self.suite.validators[call.tool].schema.get("properties", {})
             for key, spec in sorted(call.spec.args.items(), key=lambda kv: kv[1].optional):
                 if key not in call.args:
                     continue
-                value = other_value(spec, call.args[key], properties.get(key, {}))
+                value = self._other(call, key, spec)
                 if value is NOT_FOUND:
                     continue
                 plan = list(oracle)
-                plan[index] = replace(call, args={**call.args, key: value})
+                plan[index] = _with_args(call, {**call.args, key: value})
                 shown = json.dumps(value, ensure_ascii=False)
                 return (f"{call.tool}.{key} changed from "
                         f"{json.dumps(call.args[key], ensure_ascii=False)} to {shown}", plan)
@@ -417,7 +477,7 @@ class CaseProbe:
             present = [key for key in required if key in call.args]
             if present:
                 plan = list(oracle)
-                plan[index] = replace(call, args={k: v for k, v in call.args.items()
+                plan[index] = _with_args(call, {k: v for k, v in call.args.items()
                                                   if k != present[0]})
                 yield f"{call.tool} without its required {present[0]}", plan
                 break

@@ -150,3 +150,44 @@ def other_value(spec: ArgSpec, value: Any, schema: Mapping[str, Any]) -> Any:
         if not takes(spec, candidate):
             return candidate
     return NOT_FOUND
+
+
+class Samples:
+    """A suite's sampled values and per-argument validators, worked out once for all its
+    cases (`sample` is deterministic, and the probe never changes a value in place)."""
+
+    def __init__(self, schemas: Mapping[str, Mapping[str, Any]],
+                 validators: Mapping[str, Any]) -> None:
+        self.schemas, self.validators = schemas, validators
+        self.memo: dict[tuple[Any, ...], Any] = {}
+
+    def object_sample(self, tool: str, given: Mapping[str, Any] | None) -> Any:
+        """object_sample of the tool's schema."""
+        schema = self.schemas[tool]
+        out = dict(given or {})
+        for key in schema.get("required") or ():
+            if key in out:
+                continue
+            made = ("sample", tool, key)
+            if made not in self.memo:
+                self.memo[made] = sample((schema.get("properties") or {}).get(key, {}))
+            if self.memo[made] is NOT_FOUND:
+                return NOT_FOUND
+            out[key] = self.memo[made]
+        return out
+
+    def takes(self, tool: str, key: str, value: Any) -> bool:
+        """Whether `tool`'s schema for `key` takes a sampled `value`."""
+        seen = ("takes", tool, key, type(value), repr(value))
+        if seen not in self.memo:
+            self.memo[seen] = self.key_validator(tool, key).is_valid(value)
+        return bool(self.memo[seen])
+
+    def key_validator(self, tool: str, key: str) -> Any:
+        """The tool's validator for one of its arguments."""
+        made = ("validator", tool, key)
+        if made not in self.memo:
+            validator = self.validators[tool]
+            properties = validator.schema.get("properties", {})
+            self.memo[made] = validator.evolve(schema=properties.get(key, {}))
+        return self.memo[made]
