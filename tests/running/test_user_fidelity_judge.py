@@ -232,3 +232,56 @@ def test_the_shipped_set_is_model_written_and_fits_the_frozen_judge() -> None:
         assert set(response) == {"conversation", "simulated_user_turns"}
         users = [m["content"] for m in response["conversation"] if m["role"] == "user"]
         assert users == response["simulated_user_turns"]
+
+
+def test_a_judge_that_agrees_with_every_label_is_still_not_certified_by_the_shipped_set(
+    tmp_path: Path
+) -> None:
+    """Too few items, none a person confirmed: the shipped set cannot certify the judge, even
+    one that gives every item its label (so a run needs --uncalibrated)."""
+    import asyncio
+
+    from callgate.judging.calibration import calibrate
+
+    path = ROOT / "calibration" / "user_fidelity.jsonl"
+    items, _ = read_set(path)
+    by_turn = {json.dumps(item.response.judged()["simulated_user_turns"]):
+               str(item.label.columns()[0]) for item in items}
+    for name in ("user_fidelity.toml", "user_fidelity.md"):
+        shutil.copy(ROOT / "judges" / name, tmp_path / name)
+    judge = load_judge(tmp_path / "user_fidelity.toml")
+
+    async def complete(messages: list[dict[str, Any]]) -> str:
+        prompt = str(messages[0]["content"])
+        block = prompt[prompt.rindex("<<<CANDIDATE_RESPONSE") + 21:
+                       prompt.rindex("CANDIDATE_RESPONSE>>>")]
+        label = by_turn[json.dumps(json.loads(block)["simulated_user_turns"])]
+        return json.dumps({"user_fidelity": label, "reason": "as labelled"})
+
+    with Store(tmp_path / "callgate.db") as store:
+        certificate, disagreements, fresh = asyncio.run(
+            calibrate(judge, path, store, complete))
+    assert disagreements == [] and fresh == len(items)
+    assert not certificate.certified
+    assert not (tmp_path / "user_fidelity.cert.json").exists()
+
+
+def test_run_refuses_the_user_judge_without_a_user_or_a_certificate(server: Loopback,
+                                                                    tmp_path: Path) -> None:
+    """Through the command line: a one-line error and a non-zero exit, no model asked."""
+    from typer.testing import CliRunner
+
+    from callgate.cli.main import app
+
+    suite = env_suite(tmp_path / "shop", [scenario_case("wrong")])
+    base = ["run", str(suite), "--model", "openrouter/test/model", "--api-base",
+            server.base_url, "--api-key-env", KEY_ENV, "--release", "r1",
+            "--db", str(tmp_path / "callgate.db"), "--user-judge", "user_fidelity"]
+    env = {KEY_ENV: KEY}
+    alone = CliRunner().invoke(app, base, env=env)
+    assert alone.exit_code != 0
+    assert "--user-judge reads what a simulated user wrote: give --user SPEC too" in (
+        alone.output)
+    unsure = CliRunner().invoke(app, [*base, "--user", "default"], env=env)
+    assert unsure.exit_code != 0 and "certificate" in unsure.output
+    assert server.requests == []
