@@ -87,4 +87,5 @@ def test_a_judge_a_user_adds_to_judges_is_not_baked_into_the_wheel(tmp_path: Pat
         "calibration/README.md", "judges/answer_kind.toml", "judges/answer_kind.md",
         "calibration/answer_kind.jsonl", "judges/claim_support.toml",
         "judges/claim_support.md", "calibration/claim_support.jsonl",
-        "users/default.toml", "users/default.md")}
+        "judges/user_fidelity.toml", "judges/user_fidelity.md",
+        "calibration/user_fidelity.jsonl", "users/default.toml", "users/default.md")}

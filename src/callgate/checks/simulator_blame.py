@@ -13,7 +13,9 @@ check here is deterministic, read from the scenario and what the user wrote, wit
 - its model failed (a provider error after retries).
 
 What is left to a reader: a contradiction in words (a reason, a yes for a no, a number), a fact
-volunteered before the agent asked. The caller decides when blame applies: only to a
+volunteered before the agent asked; the opt-in user_fidelity judge reads those (`run
+--user-judge`, judging.user_fidelity), on the failed conversations no check here blamed. The
+caller decides when blame applies: only to a
 conversation that failed its checks."""
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ class Played:
     keys: list[str] = field(default_factory=list)
     stopped: bool = False  # it wrote the stop token (else: the turn cap, or an error)
     error: str | None = None  # its model failed: why
+    # The conversation as the user saw it, in order: {"role": "agent" | "user", "content"}
+    # (the user_fidelity judge reads it)
+    transcript: list[dict[str, str]] = field(default_factory=list)
 
 
 def _token(value: str) -> re.Pattern[str]:

@@ -73,6 +73,10 @@ AnswerKindJudgeOption = Annotated[Path | None, typer.Option(
 ClaimsJudgeOption = Annotated[Path | None, typer.Option(
     "--claims-judge", help="The claim_support judge (judges/claim_support.toml, or "
     "claim_support) for the cases with policies.judge_claims.")]
+UserJudgeOption = Annotated[Path | None, typer.Option(
+    "--user-judge", help="The user_fidelity judge (judges/user_fidelity.toml, or "
+    "user_fidelity), with --user: a failed scenario conversation it finds the simulated user "
+    "unfaithful in is the simulator's failure (docs/simulated-user.md).")]
 
 AgentOption = Annotated[str | None, typer.Option(
     "--agent", help="The agent a release belongs to: a stable name kept when the model changes "
@@ -195,6 +199,24 @@ def behaviour_judges_for(answer_kind: Path | None, claims: Path | None, store: S
                               api_key_env=api_key_env, concurrency=concurrency)
 
     return BehaviourJudges(answer_kind=step(answer_kind), claim_support=step(claims))
+
+
+def user_judge_for(judge: Path | None, user: Path | None, store: Store, *,
+                   uncalibrated: bool, api_base: str | None, api_key_env: str | None,
+                   concurrency: int | None = None) -> JudgeStep | None:
+    """`run --user-judge` (None without it): it reads what a simulated user wrote, so it needs
+    --user; loaded and refused without a certificate as --judge is (judge_step_for)."""
+    if judge is None:
+        return None
+    if user is None:
+        raise _fail("--user-judge reads what a simulated user wrote: give --user SPEC too")
+    from callgate.judging.user_fidelity import refuse_other
+
+    step = judge_step_for(judge, store, uncalibrated=uncalibrated, api_base=api_base,
+                          api_key_env=api_key_env, concurrency=concurrency)
+    assert step is not None
+    refuse_other(step)
+    return step
 
 
 def print_judge_pacing(pacing: PacingFigures | None) -> None:

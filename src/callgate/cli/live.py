@@ -23,6 +23,7 @@ from callgate.cli.common import (
     ServerErrorsOption,
     ShardOption,
     UncalibratedOption,
+    UserJudgeOption,
     _agent_named,
     _exit_if_not_a_result,
     _fail,
@@ -30,6 +31,7 @@ from callgate.cli.common import (
     judge_step_for,
     not_blank,
     print_judge_pacing,
+    user_judge_for,
 )
 from callgate.errors import CallgateError
 from callgate.running.limits import MAX_CONCURRENCY, MAX_REPEATS
@@ -175,6 +177,7 @@ def run_command(
         "--user", help="A simulated user's spec (e.g. users/default.toml, or a name: default, "
                        "the one callgate ships): it writes the user turns of cases with a "
                        "scenario (docs/simulated-user.md).")] = None,
+    user_judge: UserJudgeOption = None,
     perturb: Annotated[list[str] | None, typer.Option(
         "--perturb", help="Run the same cases again with the tool surface worded another way, "
         "paired with the clean run: mask-names, rename=FILE, paraphrase=FILE, reorder-params, "
@@ -279,12 +282,16 @@ def run_command(
             behaviour = behaviour_judges_for(
                 answer_kind_judge, claims_judge, store, uncalibrated=uncalibrated,
                 api_base=judge_api_base, api_key_env=judge_api_key_env, concurrency=concurrency)
+            fidelity = user_judge_for(
+                user_judge, user, store, uncalibrated=uncalibrated, api_base=judge_api_base,
+                api_key_env=judge_api_key_env, concurrency=concurrency)
 
             def run_once(with_settings: RunSettings) -> LiveRun:
                 return run_live(suite, candidate, store, release=release,
                                 settings=with_settings,
                                 keep_verdicts=as_json or attacked is not None, judge=step,
-                                user=simulated, behaviour=behaviour)
+                                user=simulated, behaviour=behaviour,
+                                user_judge=fidelity)
 
             if specs:
                 perturbed = run_perturbed(
@@ -292,7 +299,7 @@ def run_command(
                     lambda on, with_settings: run_live(
                         on, candidate, store, release=release, settings=with_settings,
                         keep_verdicts=as_json or attacked is not None, judge=step,
-                        user=simulated, behaviour=behaviour),
+                        user=simulated, behaviour=behaviour, user_judge=fidelity),
                     max_drop=(robustness_max_drop if robustness_max_drop is not None
                               else gate.robustness_max_drop), max_excluded=max_excluded)
                 live = perturbed.clean

@@ -57,15 +57,25 @@ CalibrationTurn = Annotated[CalibrationAssistantTurn | CalibrationToolTurn,
 
 
 class CalibrationResponse(BaseModel):
-    """One turn (`content`, `tool_calls`) or a multi-turn trajectory (`turns`)."""
+    """One turn (`content`, `tool_calls`), a multi-turn trajectory (`turns`), or for the
+    user_fidelity judge a scenario conversation (`conversation`, `simulated_user_turns`: the
+    document judging.user_fidelity builds)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     content: str | None = None
     tool_calls: list[CalibrationCall] = Field(default_factory=list)
     turns: list[CalibrationTurn] | None = None
+    conversation: list[dict[str, str]] | None = None
+    simulated_user_turns: list[str] | None = None
 
     @model_validator(mode="after")
     def _one_shape(self) -> CalibrationResponse:
+        if (self.conversation is None) != (self.simulated_user_turns is None):
+            raise ValueError("a scenario conversation has conversation and "
+                             "simulated_user_turns, both")
+        if self.conversation is not None and (self.turns is not None or self.content
+                                              is not None or self.tool_calls):
+            raise ValueError("a scenario conversation has no content, tool_calls or turns")
         if self.turns is None:
             return self
         if self.content is not None or self.tool_calls:
@@ -79,8 +89,11 @@ class CalibrationResponse(BaseModel):
     def judged(self) -> dict[str, Any]:
         """What the judge sees, and what its verdict is cached under: the same document a run
         builds (pipeline.judge_payloads), so calibration measures the judge on what it reads."""
+        if self.conversation is not None:
+            return {"conversation": self.conversation,
+                    "simulated_user_turns": self.simulated_user_turns}
         if self.turns is None:
-            return self.model_dump(exclude={"turns"})
+            return self.model_dump(exclude={"turns", "conversation", "simulated_user_turns"})
         return {"turns": [turn.model_dump() for turn in self.turns]}
 
 
@@ -107,6 +120,9 @@ class Labels(BaseModel):
         return self.tool_choice, self.arguments
 
 
+_BEHAVIOUR_LABELS = ("answer_kind", "claim_support", "user_fidelity")
+
+
 class BehaviourLabels(BaseModel):
     """A person's verdict on an item of a judge beyond the call, on its one dimension:
     `answer_kind` (the kind of a text answer: ask, cannot, answer) or `claim_support` (pass
@@ -115,27 +131,31 @@ class BehaviourLabels(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     answer_kind: AnswerKind | None = None
     claim_support: Literal["pass", "fail"] | None = None
+    # user_fidelity: pass when a scenario's simulated user played its part, fail when it
+    # contradicted the scenario or said what it should not (docs/simulated-user.md)
+    user_fidelity: Literal["pass", "fail"] | None = None
 
     @model_validator(mode="after")
     def _one_dimension(self) -> BehaviourLabels:
-        if (self.answer_kind is None) == (self.claim_support is None):
-            raise ValueError("give one of answer_kind, claim_support")
+        given = [dim for dim in _BEHAVIOUR_LABELS if getattr(self, dim) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give one of {', '.join(_BEHAVIOUR_LABELS)}")
         return self
 
     @property
     def behaviour(self) -> str:
-        return "answer_kind" if self.answer_kind is not None else "claim_support"
+        return next(dim for dim in _BEHAVIOUR_LABELS if getattr(self, dim) is not None)
 
     def columns(self) -> tuple[str, str]:
         """Kept in the store's (label_tool_choice, label_arguments) as (its value, its
         dimension's name), so "split value/dimension" is its text."""
-        return str(self.answer_kind or self.claim_support), self.behaviour
+        return str(getattr(self, self.behaviour)), self.behaviour
 
 
 def _label_kind(raw: Any) -> str:
     """Which labels an item holds: a behaviour label names answer_kind or claim_support."""
     keys = raw.keys() if isinstance(raw, dict) else vars(raw) if hasattr(raw, "__dict__") else ()
-    return "behaviour" if {"answer_kind", "claim_support"} & set(keys) else "call"
+    return "behaviour" if set(_BEHAVIOUR_LABELS) & set(keys) else "call"
 
 
 AnyLabels = Annotated[Annotated[Labels, Tag("call")] | Annotated[BehaviourLabels,
@@ -158,9 +178,10 @@ class CalibrationItem(BaseModel):
 
     def line(self) -> str:
         """The item as a line of a calibration file (no `turns` key for a one-turn response)."""
-        exclude = {"response": {"turns"}} if self.response.turns is None else None
-        return json.dumps(self.model_dump(mode="json", exclude=exclude), ensure_ascii=False,
-                          separators=(",", ":"))
+        unset = {"turns", "conversation", "simulated_user_turns"}
+        unset -= {key for key in unset if getattr(self.response, key) is not None}
+        return json.dumps(self.model_dump(mode="json", exclude={"response": unset}),
+                          ensure_ascii=False, separators=(",", ":"))
 
 
 NOT_A_PERSON: Final = ("", "assistant")  # labellers whose labels a person's label replaces

@@ -11,11 +11,12 @@ from typing import Any, Literal, TypeVar
 
 T = TypeVar("T")
 
-Dimension = Literal["tool_choice", "arguments", "answer_kind", "claim_support"]
+Dimension = Literal["tool_choice", "arguments", "answer_kind", "claim_support", "user_fidelity"]
 DIMENSIONS: tuple[Dimension, ...] = ("tool_choice", "arguments")
 # The judges beyond the call, one dimension each: the kind of a text answer on a no-call case
-# that names one, and whether the trace backs the final answer's claims (docs/guides/judge.md).
-BEHAVIOUR_DIMENSIONS: tuple[Dimension, ...] = ("answer_kind", "claim_support")
+# that names one, whether the trace backs the final answer's claims (docs/guides/judge.md), and
+# whether a scenario's simulated user played its part (docs/simulated-user.md, "Blame").
+BEHAVIOUR_DIMENSIONS: tuple[Dimension, ...] = ("answer_kind", "claim_support", "user_fidelity")
 AnswerKind = Literal["ask", "cannot", "answer"]
 ANSWER_KINDS: tuple[AnswerKind, ...] = ("ask", "cannot", "answer")
 

@@ -292,6 +292,7 @@ class JudgeOutput(BaseModel):
     arguments: Label | None = None
     answer_kind: AnswerKind | None = None
     claim_support: Literal["pass", "fail"] | None = None
+    user_fidelity: Literal["pass", "fail"] | None = None
     reason: str = ""
 
     def missing(self, dimensions: Sequence[str]) -> list[str]:

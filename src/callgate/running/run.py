@@ -41,7 +41,7 @@ from callgate.running.settings import RunSettings
 from callgate.running.simulated_user import UserPlayer
 from callgate.running.source import Source
 from callgate.running.targets.session import TargetSession
-from callgate.running.users import blamed, player_of, refuse_unplayed
+from callgate.running.users import UserJudge, blamed, player_of, refuse_unplayed
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
 from callgate.scoring.probing import keep_probe
@@ -165,6 +165,8 @@ class LiveRunner:
     # What answers the run (running.source): the candidate's target or model unless given
     source: Source | None = None
     user: SimulatedUser | None = None  # writes the user turns of scenario cases (run --user)
+    # Reads the failed scenario conversations no check blamed (run --user-judge)
+    user_judge: JudgeStep | None = None
     rng: random.Random = field(default_factory=random.Random)
     counters: RunCounters = field(default_factory=RunCounters, init=False)
     switch: StopSwitch = field(default_factory=StopSwitch, init=False)
@@ -178,11 +180,17 @@ class LiveRunner:
                 step.model.pacers = self.pacers
         if self.behaviour is not None:  # this run's own waiting list (one per run)
             self.behaviour = dataclasses.replace(self.behaviour, waiting=[])
+        if self.user_judge is not None:  # asked once per conversation: closed after the run
+            from callgate.judging.user_fidelity import refuse_other
+
+            refuse_other(self.user_judge)
+            self.user_judge.aclose = None  # its counters stay the caller's step's
 
     def _judges(self) -> list[JudgeStep]:
         """The run's judge steps: --judge's, then the judges beyond the call."""
         more = self.behaviour
-        steps = [self.judge, *((more.answer_kind, more.claim_support) if more else ())]
+        steps = [self.judge, *((more.answer_kind, more.claim_support) if more else ()),
+                 self.user_judge]
         return [step for step in steps if step is not None]
 
     def stop(self, reason: str = "interrupted") -> None:
@@ -203,6 +211,8 @@ class LiveRunner:
             await source.aclose()
             if player is not None:
                 await player.source.aclose()
+            if self.user_judge is not None and self.user_judge.model is not None:
+                await self.user_judge.model.aclose()
 
     def _source(self) -> Source:
         """What answers the run: the agent under test when the candidate names a target, else
@@ -376,6 +386,8 @@ class LiveRunner:
     ) -> Scores:
         """Record the stored answers, call for the rest, and score: the run's rows."""
         recorder, counters = record.recorder, self.counters
+        judge = (None if self.user_judge is None or player is None
+                 else UserJudge(self.user_judge, self.store, self.suite))
         progress = progress_bar(self.console, enabled=self.settings.progress,
                                 pacer=source.pacer)
         task = progress.add_task(
@@ -394,7 +406,8 @@ class LiveRunner:
             if isinstance(item, Conversation):
                 talk = await converse(item, source, self.suite, cache, caller, player)
                 assert talk is not None  # with a caller, every turn gets an answer
-                record.talk(*await blamed(talk, await checked(talk.response), recorder.check))
+                record.talk(*await blamed(talk, await checked(talk.response), recorder.check,
+                                          judge))
             else:
                 outcome = await caller.call(item)
                 record.called(outcome, await checked(outcome.response))
@@ -411,7 +424,7 @@ class LiveRunner:
                 record.stored(attempt, row)
                 progress.update(task, advance=1, errors=counters.errors)
             for talk in work.talks:
-                record.talk(*await blamed(talk, None, recorder.check))
+                record.talk(*await blamed(talk, None, recorder.check, judge))
                 progress.update(task, advance=1, errors=counters.errors)
             completed = False
             try:
@@ -462,6 +475,7 @@ def run_live(
     judge: JudgeStep | None = None,
     user: SimulatedUser | None = None,
     behaviour: BehaviourJudges | None = None,
+    user_judge: JudgeStep | None = None,
 ) -> LiveRun:
     """Run a suite live against one candidate and store everything (blocking)."""
     runner = LiveRunner(
@@ -478,6 +492,7 @@ def run_live(
         # A suite with no scenario case simulates nothing: no simulator is asked or kept (so
         # another one next release is no change the gate names).
         user=user if user is not None and _has_scenarios(suite) else None,
+        user_judge=user_judge,
     )
     return asyncio.run(runner.run())
 

@@ -52,10 +52,12 @@ class UserPlayer:
                         ) -> LaterTurn | object | None:
         """The next user turn, None when the user is done (the stop token, the turn cap or a
         failure: `played` says which), or NOT_STORED."""
+        messages = self.user.messages(scenario, so_far)
+        played.transcript = [{"role": "user" if m["role"] == "assistant" else "agent",
+                              "content": str(m["content"])} for m in messages[1:]]
         if len(played.texts) >= scenario.max_user_turns:
             return None
         route = self.route
-        messages = self.user.messages(scenario, so_far)
         key = route.cache_key(messages, [], conversation.repeat)
         row = cache.stored_turn(key)
         if row is not None:
@@ -80,9 +82,11 @@ class UserPlayer:
             if said:
                 played.texts.append(said)
                 played.heard.append(heard)
+                played.transcript.append({"role": "user", "content": said})
             return None
         played.texts.append(text)
         played.heard.append(heard)
+        played.transcript.append({"role": "user", "content": text})
         return LaterTurn([{"role": "user", "content": text}], [])
 
 

@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from callgate.checks.simulator_blame import Played
 from callgate.checks.verdict import Verdict
 from callgate.errors import CallgateError
+from callgate.judging.step import JudgeStep
+from callgate.judging.user_fidelity import fidelity_payloads, judged_blame
 from callgate.models.pacing import Pacers
 from callgate.models.routes import route_for
 from callgate.models.simulated_user import SimulatedUser
@@ -19,6 +22,7 @@ from callgate.running.conversation import Talk
 from callgate.running.counters import StopSwitch
 from callgate.running.model_source import ModelSource
 from callgate.running.simulated_user import UserPlayer, blamed_line
+from callgate.store.db import Store
 from callgate.suites.responses import Response, parse_response
 from callgate.suites.suite import Suite
 
@@ -34,17 +38,41 @@ def player_of(user: SimulatedUser, environ: Mapping[str, str], concurrency: int 
                       route)
 
 
-async def blamed(talk: Talk, checked: Verdict | None, check: Callable[[Response], Verdict]
-                 ) -> tuple[Talk, Verdict | None]:
+@dataclass
+class UserJudge:
+    """The user_fidelity judge of a run (`run --user-judge`): the step, and where it reads."""
+
+    step: JudgeStep
+    store: Store
+    suite: Suite
+
+    async def faults(self, talk: Talk) -> list[str]:
+        """Why the judge blames the conversation's simulated user (empty: it does not)."""
+        case = self.suite.cases[talk.conversation.case_id]
+        played = talk.played
+        if case.scenario is None or not isinstance(played, Played):
+            return []
+        opening = self.suite.raw_cases[case.id]["messages"]
+        payloads = fidelity_payloads(opening, case.scenario, played.transcript, played.texts)
+        return await judged_blame(self.step, self.store, payloads)
+
+
+async def blamed(talk: Talk, checked: Verdict | None, check: Callable[[Response], Verdict],
+                 judge: UserJudge | None = None) -> tuple[Talk, Verdict | None]:
     """A conversation and its checks, as recorded: one that failed while its simulated user
-    is at fault (`talk.user_faults`) becomes the user's failure (`checked` None: it is
-    checked again as such)."""
-    if not talk.user_faults or talk.response.error is not None:
+    is at fault (`talk.user_faults`, or else the user_fidelity `judge`'s fail) becomes the
+    user's failure (`checked` None: it is checked again as such)."""
+    if talk.response.error is not None or not (talk.user_faults or judge is not None):
+        return talk, checked
+    if not isinstance(talk.played, Played):
         return talk, checked
     verdict = checked if checked is not None else await asyncio.to_thread(check, talk.response)
     if verdict.status != "scored" or verdict.right_arguments:
         return talk, verdict
-    line = blamed_line(json.loads(talk.line), talk.user_faults)
+    faults = talk.user_faults or (await judge.faults(talk) if judge is not None else [])
+    if not faults:
+        return talk, verdict
+    line = blamed_line(json.loads(talk.line), faults)
     return replace(talk, response=parse_response(line), line=line_text(line)), None
 
 
