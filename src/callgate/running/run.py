@@ -41,7 +41,7 @@ from callgate.running.settings import RunSettings
 from callgate.running.simulated_user import UserPlayer
 from callgate.running.source import Source
 from callgate.running.targets.session import TargetSession
-from callgate.running.users import UserJudge, blamed, player_of, refuse_unplayed
+from callgate.running.users import UserJudge, blamed, has_scenarios, player_of, refuse_unplayed
 from callgate.running.workers import call_concurrently
 from callgate.scoring.pipeline import Recorder, RunResult
 from callgate.scoring.probing import keep_probe
@@ -489,13 +489,7 @@ def run_live(
         keep_verdicts=keep_verdicts,
         judge=judge,
         behaviour=behaviour,
-        # A suite with no scenario case simulates nothing: no simulator is asked or kept (so
-        # another one next release is no change the gate names).
-        user=user if user is not None and _has_scenarios(suite) else None,
+        user=user if user is not None and has_scenarios(suite) else None,
         user_judge=user_judge,
     )
     return asyncio.run(runner.run())
-
-
-def _has_scenarios(suite: Suite) -> bool:
-    return any(case.scenario is not None for case in suite.cases.values())

@@ -83,3 +83,10 @@ def refuse_unplayed(suite: Suite, player: UserPlayer | None) -> None:
             if case.scenario is not None:
                 raise CallgateError(f"case {case_id!r} has a scenario: give --user SPEC (a "
                                     "simulated user, e.g. --user default) to play it")
+
+
+def has_scenarios(suite: Suite) -> bool:
+    """Whether a simulated user has anything to play: a suite with no scenario case simulates
+    nothing, so no simulator is asked or kept (and another one next release is no change the
+    gate names)."""
+    return any(case.scenario is not None for case in suite.cases.values())
