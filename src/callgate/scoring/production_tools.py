@@ -6,7 +6,6 @@ callgate's one Draft 7 validator (suites.schemas) however many spans offer it.""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,12 +17,12 @@ from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
 from callgate.errors import InputError
-from callgate.reading import canonical_json, names_lines, read_json
+from callgate.reading import canonical_json, names_lines
 from callgate.suites import schemas
 from callgate.suites.cases import Tool
 from callgate.suites.environment import SuiteFunctions
 from callgate.suites.policies import NO_POLICIES, Policies, check_confirmation, suite_policies
-from callgate.suites.suite import SUITE_JSON_FIELDS, load_tools
+from callgate.suites.suite import load_tools, read_suite_json
 
 
 @dataclass(frozen=True)
@@ -118,17 +117,7 @@ def load_production_folder(path: Path | str) -> ProductionFolder:
         raise InputError(root, "a production folder is a directory (tools.json and suite.json "
                          "with its policies, each optional)")
     meta_path = root / "suite.json"
-    meta: Mapping[str, Any] = {}
-    if meta_path.exists():
-        meta = read_json(meta_path)
-        if not isinstance(meta, dict):
-            raise InputError(meta_path, "must be a JSON object")
-        for key in meta:
-            if key not in SUITE_JSON_FIELDS:
-                close = difflib.get_close_matches(key, SUITE_JSON_FIELDS, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                raise InputError(meta_path, f"unknown field; {hint}suite.json holds "
-                                 f"{', '.join(SUITE_JSON_FIELDS)}", field=key)
+    meta: Mapping[str, Any] = read_suite_json(meta_path)  # the suite's one reader of it
     name = meta.get("name") or root.resolve().name
     tools = raw_tools = None
     if (root / "tools.json").exists():

@@ -286,7 +286,7 @@ SUITE_JSON_FIELDS = ("name", "description", "match", "environment", "system", "t
 GATE_FIGURES = ("right_tool", "right_arguments")
 
 
-def _suite_json(meta_path: Path) -> dict[str, Any]:
+def read_suite_json(meta_path: Path) -> dict[str, Any]:
     """suite.json's fields (empty without the file), its unknown ones refused."""
     if not meta_path.exists():
         return {}
@@ -355,7 +355,7 @@ def load_suite(path: Path | str) -> Suite:
     if not root.is_dir():
         raise InputError(root, "a suite is a directory with tools.json and cases.jsonl")
     meta_path = root / "suite.json"
-    meta = _suite_json(meta_path)
+    meta = read_suite_json(meta_path)
     name = meta.get("name") or root.resolve().name
     match = DEFAULT_MATCH
     if "match" in meta:
