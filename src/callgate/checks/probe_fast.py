@@ -130,7 +130,8 @@ def has_schema_problem(call: ParsedCall, schemas: Mapping[str, Mapping[str, Any]
             if key not in properties:
                 return True  # an unknown parameter
     required = validator.schema.get("required")
-    if isinstance(required, list):
+    # (Draft 7 ignores the keywords beside a top-level $ref: jsonschema reports no `required`)
+    if isinstance(required, list) and "$ref" not in validator.schema:
         for key in required:
             if isinstance(key, str) and key not in args:
                 return True  # jsonschema's `required` error, always reported

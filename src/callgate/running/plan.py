@@ -77,7 +77,7 @@ def _added(by_name: dict[str, dict[str, Any]], entry: str | dict[str, str]) -> d
 def later_turns(suite: Suite, case_id: str) -> tuple[LaterTurn, ...]:
     """A case's later user turns as written (messages) and offered (the catalogue's tool
     objects they add, in the order the turn names them)."""
-    by_name = {tool["function"]["name"]: tool for tool in suite.raw_tools}
+    by_name = {tool["function"]["name"]: tool for tool in suite.sent_tools}  # no annotations
     return tuple(
         LaterTurn(turn["messages"], [_added(by_name, entry)
                                      for entry in turn.get("add_tools", ())])

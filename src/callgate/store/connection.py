@@ -36,8 +36,11 @@ from callgate.store.schema import (
 # two failed attribute lookups first, about 3,300 instructions a value: a quarter of storing
 # an attempt. Adapters for the two take the lookup's first, cheap branch and bind what sqlite3
 # binds anyway (NULL; the integer 0 or 1). `{}.get` returns None for None, without Python code.
-sqlite3.register_adapter(type(None), cast("Callable[[None], None]", {}.get))
-sqlite3.register_adapter(bool, int)
+# Process-wide: a program that registered its own adapters for them keeps them.
+if (type(None), sqlite3.PrepareProtocol) not in sqlite3.adapters:
+    sqlite3.register_adapter(type(None), cast("Callable[[None], None]", {}.get))
+if (bool, sqlite3.PrepareProtocol) not in sqlite3.adapters:
+    sqlite3.register_adapter(bool, int)
 
 
 def store_error(path: Path, busy_timeout: float, exc: sqlite3.Error) -> StoreError:
