@@ -3,11 +3,12 @@ loopback port, waited for until it answers, stopped by its process id."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import sys
-import time
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -39,21 +40,26 @@ class Server:
             [callgate_script(), "serve", "--db", str(db), "--port", str(self.port), *bind,
              *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"serve exited: {self.process.stderr.read()}")
-            try:
-                urllib.request.urlopen(self.base + probe, timeout=2).read()
-                return
-            except urllib.error.HTTPError:
-                return  # it answers, if only with a refusal
-            # not listening yet; or, on a busy machine, not answering within the probe's
-            # timeout (socket.timeout is a TimeoutError, not a URLError)
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                time.sleep(0.02)  # a refused connection costs nothing: ask again soon
-        self.stop()
-        raise RuntimeError("serve did not answer within 60 s")
+        # serve prints its address once its socket listens: from then on a connection waits
+        # in the socket's backlog until the app answers, so one probe with a long timeout is
+        # enough (no polling, whatever the load).
+        announced = threading.Event()
+        first: list[str] = []
+
+        def read_announcement() -> None:
+            assert self.process.stdout is not None
+            first.append(self.process.stdout.readline())
+            announced.set()
+
+        threading.Thread(target=read_announcement, daemon=True).start()
+        if not announced.wait(60) or not first[0].startswith("callgate serve:"):
+            self.process.kill()
+            self.process.wait()
+            stderr = self.process.stderr.read() if self.process.stderr else ""
+            self.stop()
+            raise RuntimeError(f"serve did not start within 60 s: {stderr}")
+        with contextlib.suppress(urllib.error.HTTPError):  # it answers, if only with a refusal
+            urllib.request.urlopen(self.base + probe, timeout=60).read()
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -148,6 +148,10 @@ def _listen(host: str, port: int) -> socket.socket:
     try:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind(address)
+        # Listening before the address is printed: a client that connects on seeing it waits
+        # in the backlog while the app starts, instead of being refused (uvicorn listens again
+        # with its own backlog).
+        listening.listen()
     except OSError as exc:
         listening.close()
         if exc.errno == errno.EADDRINUSE:
