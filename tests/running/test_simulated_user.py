@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import simulated_users
 from conftest import KEY, KEY_ENV
 from live_runs import settings
 from loopback import Loopback, Reply, default_reply, ok, tool_call
@@ -86,13 +87,7 @@ def suite_of(tmp_path: Path, only_the_goal: bool = False) -> Suite:
 
 
 def user_spec(tmp_path: Path, loopback: Loopback, prompt: str = PROMPT) -> SimulatedUser:
-    (tmp_path / "users").mkdir(exist_ok=True)
-    (tmp_path / "users" / "sim.md").write_text(prompt)
-    spec = tmp_path / "users" / "sim.toml"
-    spec.write_text(f'name = "sim"\nmodel = "openrouter/test/user-2025-04-14"\n'
-                    f'api_base = "{loopback.base_url}"\napi_key_env = "{KEY_ENV}"\n'
-                    'prompt = "sim.md"\n')
-    return load_user(spec)
+    return simulated_users.user_spec(tmp_path / "users", loopback, prompt)
 
 
 def run(tmp_path: Path, suite: Suite, loopback: Loopback, user: SimulatedUser | None,

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import scenario_agents
+import simulated_users
 from conftest import KEY, KEY_ENV
 from loopback import Loopback, Reply, default_reply, ok
 from multiturn import STATE, env_suite
@@ -23,7 +24,7 @@ from target_runs import settings
 from callgate.gating.finding import find_current
 from callgate.gating.release import record_gate
 from callgate.models.config import Candidate
-from callgate.models.simulated_user import SimulatedUser, load_user
+from callgate.models.simulated_user import SimulatedUser
 from callgate.running.run import LiveRun, run_live
 from callgate.store.db import Store
 from callgate.suites.suite import Suite, load_suite
@@ -78,13 +79,7 @@ def suite_of(folder: Path, cases: list[dict[str, Any]]) -> Suite:
 
 
 def user_spec(tmp_path: Path, loopback: Loopback, prompt: str = PROMPT) -> SimulatedUser:
-    (tmp_path / "users").mkdir(exist_ok=True)
-    (tmp_path / "users" / "sim.md").write_text(prompt)
-    spec = tmp_path / "users" / "sim.toml"
-    spec.write_text(f'name = "sim"\nmodel = "openrouter/test/user-2025-04-14"\n'
-                    f'api_base = "{loopback.base_url}"\napi_key_env = "{KEY_ENV}"\n'
-                    'prompt = "sim.md"\n')
-    return load_user(spec)
+    return simulated_users.user_spec(tmp_path / "users", loopback, prompt)
 
 
 def run(db: Path, suite: Suite, user: SimulatedUser, release: str = "r1") -> LiveRun:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import simulated_users
 from conftest import KEY, KEY_ENV
 from live_runs import settings
 from loopback import Loopback, Reply, ok, tool_call, turn_of
@@ -29,7 +30,7 @@ from callgate.judging.calibration_set import read_set
 from callgate.judging.judge import load_judge
 from callgate.judging.step import JudgeStep, judge_step
 from callgate.models.config import Candidate
-from callgate.models.simulated_user import SimulatedUser, load_user
+from callgate.models.simulated_user import SimulatedUser
 from callgate.running.run import LiveRun, run_live
 from callgate.store.db import Store
 from callgate.suites.suite import Suite, load_suite
@@ -98,13 +99,7 @@ def suite_of(root: Path, names: tuple[str, ...] = ("cancel", "wrong", "faithful"
 
 
 def user_spec(root: Path, loopback: Loopback) -> SimulatedUser:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "sim.md").write_text(USER_PROMPT)
-    spec = root / "sim.toml"
-    spec.write_text(f'name = "sim"\nmodel = "openrouter/test/user-2025-04-14"\n'
-                    f'api_base = "{loopback.base_url}"\napi_key_env = "{KEY_ENV}"\n'
-                    'prompt = "sim.md"\n')
-    return load_user(spec)
+    return simulated_users.user_spec(root, loopback, USER_PROMPT)
 
 
 def judge_spec(root: Path, base_url: str) -> Path:
