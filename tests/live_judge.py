@@ -36,6 +36,19 @@ def make_judge(root: Path, base_url: str) -> Path:
     return spec
 
 
+def shipped_judge_spec(root: Path, name: str, base_url: str, min_items: int = 3) -> Path:
+    """A copy of a shipped judge's prompt (judges/NAME.md) with its model at the loopback and
+    low thresholds; no certificate."""
+    shutil.copy(ROOT / "judges" / f"{name}.md", root / f"{name}.md")
+    path = root / f"{name}.toml"
+    path.write_text(
+        f'name = "{name}"\nmodel = "openai/judge-2026-01-01"\napi_base = "{base_url}"\n'
+        f'api_key_env = "{KEY_ENV}"\nprompt = "{name}.md"\ndimensions = ["{name}"]\n'
+        "[parameters]\ntemperature = 0\nsamples = 1\n"
+        f"[thresholds]\ntpr = 0.9\ntnr = 0.9\nmin_items_per_class = {min_items}\n")
+    return path
+
+
 LABELS = [("pass", "pass")] * 5 + [("pass", "fail")] * 5 + [("fail", "n/a")] * 5
 
 

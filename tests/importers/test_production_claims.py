@@ -14,6 +14,7 @@ import pytest
 from conftest import KEY, KEY_ENV
 from factories import write_suite
 from importers.test_traces import CASES, RESULTS, TOOLS, _body, own_format, record
+from live_judge import shipped_judge_spec
 from loopback import Loopback, Reply, error, ok, tool_call
 from production_traces import (
     CONVERSATIONS,
@@ -22,7 +23,6 @@ from production_traces import (
     trace_ids,
     write_folder,
 )
-from running.test_run_behaviour_judges import judge_spec
 from typer.testing import CliRunner
 
 from callgate.cli.main import app
@@ -85,7 +85,7 @@ def test_a_trace_whose_answer_contradicts_its_tool_result_is_flagged(
     folder = write_folder(tmp_path / "prod")
     _judge(loopback)
     (tmp_path / "j").mkdir()
-    spec = judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
+    spec = shipped_judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
     db = tmp_path / "s.db"
     with Store(db) as store:
         step = judge_step(spec, store, uncalibrated=True, environ={KEY_ENV: KEY})
@@ -142,7 +142,7 @@ def test_an_uncertified_judge_is_refused_with_nothing_stored_unless_uncalibrated
     folder = write_folder(tmp_path / "prod")
     _judge(loopback)
     (tmp_path / "j").mkdir()
-    spec = judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
+    spec = shipped_judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
     db = tmp_path / "c.db"
     args = ["score", str(folder), "--traces", str(path), "--production", "--agent", "bot",
             "--db", str(db), "--claims-judge", str(spec)]
@@ -168,7 +168,7 @@ def test_history_shows_the_share_of_unsupported_claims_per_day(
     folder = write_folder(tmp_path / "prod")
     _judge(loopback)
     (tmp_path / "j").mkdir()
-    spec = judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
+    spec = shipped_judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
     db = tmp_path / "h.db"
     today, _, _ = _record("openinference", monkeypatch, tmp_path, "today.jsonl")
     # Another day's traffic: only the agreeing order and the chat (other trace ids).
@@ -211,7 +211,7 @@ def test_a_judge_fault_is_retried_then_counted_as_the_judges_not_the_agents(
                     _verdict("pass", "the result says Brno"))
     loopback.script("It is in Vienna", *[error(500, "judge down")] * 20)
     (tmp_path / "j").mkdir()
-    spec = judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
+    spec = shipped_judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
     with Store(tmp_path / "f.db") as store:
         step = judge_step(spec, store, uncalibrated=True, environ={KEY_ENV: KEY})
         result = score_production(folder, path, store, agent="bot", claims=step)
@@ -230,7 +230,7 @@ def test_traces_stored_before_without_the_judge_get_its_verdicts_and_nothing_els
     folder = write_folder(tmp_path / "prod")
     _judge(loopback)
     (tmp_path / "j").mkdir()
-    spec = judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
+    spec = shipped_judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
     db = tmp_path / "u.db"
     with Store(db) as store:
         first = score_production(folder, path, store, agent="bot")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import KEY, KEY_ENV
-from live_judge import run
+from live_judge import run, shipped_judge_spec
 from loopback import Loopback, ok
 from paths import ROOT
 
@@ -34,16 +34,6 @@ TOOLS = [{"type": "function", "function": {
 KINDS = ["ask", "cannot", "answer"]
 
 
-def spec(root: Path, name: str, base_url: str, min_items: int = 3) -> Path:
-    """A copy of the shipped judge's prompt, pointed at the loopback, with low thresholds."""
-    shutil.copy(ROOT / "judges" / f"{name}.md", root / f"{name}.md")
-    path = root / f"{name}.toml"
-    path.write_text(
-        f'name = "{name}"\nmodel = "openai/judge-2026-01-01"\napi_base = "{base_url}"\n'
-        f'api_key_env = "{KEY_ENV}"\nprompt = "{name}.md"\ndimensions = ["{name}"]\n'
-        "[parameters]\ntemperature = 0\nsamples = 1\n"
-        f"[thresholds]\ntpr = 0.9\ntnr = 0.9\nmin_items_per_class = {min_items}\n")
-    return path
 
 
 def item(index: int, label: dict[str, str], response: dict[str, Any]) -> dict[str, Any]:
@@ -107,7 +97,7 @@ def calibrated(judge: Judge, set_path: Path, db: Path) -> Certificate:
 def test_the_answer_kind_judge_is_certified_per_kind_then_revoked_when_it_drifts(
     tmp_path: Path, loopback: Loopback
 ) -> None:
-    judge = load_judge(spec(tmp_path, "answer_kind", loopback.base_url))
+    judge = load_judge(shipped_judge_spec(tmp_path, "answer_kind", loopback.base_url))
     labels = kind_set(tmp_path / "set.jsonl")
     script(loopback, "answer_kind", labels)
     first = calibrated(judge, tmp_path / "set.jsonl", tmp_path / "a.db")
@@ -135,7 +125,8 @@ def test_the_answer_kind_judge_is_certified_per_kind_then_revoked_when_it_drifts
 def test_the_claim_support_judge_is_certified_then_revoked_on_multi_turn_items(
     tmp_path: Path, loopback: Loopback
 ) -> None:
-    judge = load_judge(spec(tmp_path, "claim_support", loopback.base_url, min_items=4))
+    judge = load_judge(shipped_judge_spec(tmp_path, "claim_support", loopback.base_url,
+                                          min_items=4))
     labels = claim_set(tmp_path / "set.jsonl")
     script(loopback, "claim_support", labels)
     first = calibrated(judge, tmp_path / "set.jsonl", tmp_path / "a.db")
@@ -156,7 +147,7 @@ def test_the_claim_support_judge_is_certified_then_revoked_on_multi_turn_items(
 def test_a_set_of_another_judges_labels_is_refused_before_judging(
     tmp_path: Path, loopback: Loopback
 ) -> None:
-    judge = load_judge(spec(tmp_path, "answer_kind", loopback.base_url))
+    judge = load_judge(shipped_judge_spec(tmp_path, "answer_kind", loopback.base_url))
     claim_set(tmp_path / "claims.jsonl")
     with pytest.raises(InputError) as raised:
         calibrated(judge, tmp_path / "claims.jsonl", tmp_path / "c.db")
@@ -218,7 +209,7 @@ def test_a_bad_label_is_refused_naming_line_and_field(tmp_path: Path) -> None:
 
 
 def test_a_judge_of_its_own_is_refused_beside_other_dimensions(tmp_path: Path) -> None:
-    path = spec(tmp_path, "answer_kind", "http://127.0.0.1:9")
+    path = shipped_judge_spec(tmp_path, "answer_kind", "http://127.0.0.1:9")
     path.write_text(path.read_text().replace('["answer_kind"]', '["answer_kind", "arguments"]'))
     with pytest.raises(InputError) as raised:
         load_judge(path)
@@ -229,7 +220,7 @@ def test_a_judge_of_its_own_is_refused_beside_other_dimensions(tmp_path: Path) -
 def test_the_cli_calibrates_the_answer_kind_judge_and_says_why_it_is_void(
     tmp_path: Path, loopback: Loopback, callgate_exe: str, cli_env: dict[str, str]
 ) -> None:
-    path = spec(tmp_path, "answer_kind", loopback.base_url)
+    path = shipped_judge_spec(tmp_path, "answer_kind", loopback.base_url)
     labels = kind_set(tmp_path / "set.jsonl")
     script(loopback, "answer_kind", labels)
     good = run(callgate_exe, cli_env, tmp_path, "judge", "calibrate", str(path), "--set",
@@ -291,7 +282,7 @@ def test_a_run_gets_the_kind_confusion_macro_f1_and_judged_claims(
              {"case_id": "claim", "repeat": 0,
               "response": message(call, content="[c0] I have cancelled it.")}]
     with Store(tmp_path / "c.db") as store:
-        steps = {name: judge_step(spec(tmp_path, name, loopback.base_url), store,
+        steps = {name: judge_step(shipped_judge_spec(tmp_path, name, loopback.base_url), store,
                                   uncalibrated=True, environ={KEY_ENV: KEY})
                  for name in ("answer_kind", "claim_support")}
         result = score_file(suite, write_lines(tmp_path / "r.jsonl", lines), store,
@@ -320,7 +311,7 @@ def test_a_judge_of_the_wrong_dimension_is_refused(tmp_path: Path, loopback: Loo
     from callgate.scoring.behaviour import BehaviourJudges
 
     with Store(tmp_path / "c.db") as store:
-        claims = judge_step(spec(tmp_path, "claim_support", loopback.base_url), store,
+        claims = judge_step(shipped_judge_spec(tmp_path, "claim_support", loopback.base_url), store,
                             uncalibrated=True, environ={KEY_ENV: KEY})
     with pytest.raises(CallgateError, match="decides claim_support, not answer_kind"):
         BehaviourJudges(answer_kind=claims)
@@ -345,7 +336,7 @@ def test_the_gate_shows_the_judged_figures_against_the_baseline(
     suite = load_suite(run_suite(tmp_path / "s"))
     messages = []
     with Store(tmp_path / "c.db") as store:
-        steps = {name: judge_step(spec(tmp_path, name, loopback.base_url), store,
+        steps = {name: judge_step(shipped_judge_spec(tmp_path, name, loopback.base_url), store,
                                   uncalibrated=True, environ={KEY_ENV: KEY})
                  for name in ("answer_kind", "claim_support")}
         for release in ("1", "2"):
@@ -376,7 +367,7 @@ def test_a_certified_claims_judge_fails_a_release_that_adds_an_unsupported_claim
     from callgate.scoring.pipeline import score_file
     from callgate.suites.suite import load_suite
 
-    path = spec(tmp_path, "claim_support", loopback.base_url, min_items=4)
+    path = shipped_judge_spec(tmp_path, "claim_support", loopback.base_url, min_items=4)
     labels = claim_set(tmp_path / "set.jsonl")
     script(loopback, "claim_support", labels)
     assert calibrated(load_judge(path), tmp_path / "set.jsonl", tmp_path / "c.db").certified

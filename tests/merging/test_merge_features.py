@@ -10,7 +10,6 @@ naming the shard file and the field, and nothing is written."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,9 @@ from typing import Any
 import pytest
 from conftest import KEY, KEY_ENV
 from factories import calls, case, line, message, tool_call, write_lines, write_suite
+from live_judge import shipped_judge_spec
 from loopback import Loopback, ok
 from multiturn import STATE, env_suite, mt_case, turns
-from paths import ROOT
 
 from callgate.errors import CallgateError
 from callgate.gating.attack_gate import AttackOutcome, attack_figures
@@ -259,16 +258,6 @@ def test_a_merged_release_keeps_its_fault_recovery_figures(tmp_path: Path) -> No
 
 # ----------------------------------------------------------------------------- judges beyond
 
-def _judge_spec(root: Path, name: str, base_url: str) -> Path:
-    """A copy of the shipped judge's prompt, pointed at the loopback (uncertified)."""
-    shutil.copy(ROOT / "judges" / f"{name}.md", root / f"{name}.md")
-    path = root / f"{name}.toml"
-    path.write_text(
-        f'name = "{name}"\nmodel = "openai/judge-2026-01-01"\napi_base = "{base_url}"\n'
-        f'api_key_env = "{KEY_ENV}"\nprompt = "{name}.md"\ndimensions = ["{name}"]\n'
-        "[parameters]\ntemperature = 0\nsamples = 1\n"
-        "[thresholds]\ntpr = 0.9\ntnr = 0.9\nmin_items_per_class = 3\n")
-    return path
 
 
 def test_a_merged_release_keeps_its_answer_kinds_and_judged_claims(
@@ -301,7 +290,7 @@ def test_a_merged_release_keeps_its_answer_kinds_and_judged_claims(
         lines += [{"case_id": c, "repeat": 0, "response": message(
                       call, content=f"[{release}-c{i}] I have cancelled it.")}
                   for i, c in enumerate(claims)]
-        steps = {name: judge_step(_judge_spec(tmp_path, name, loopback.base_url), store,
+        steps = {name: judge_step(shipped_judge_spec(tmp_path, name, loopback.base_url), store,
                                   uncalibrated=True, environ={KEY_ENV: KEY})
                  for name in ("answer_kind", "claim_support")}
         score_file(suite, write_lines(tmp_path / "r.jsonl", lines), store, model="m",

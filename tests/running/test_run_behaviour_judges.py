@@ -7,16 +7,15 @@ refused as in `score` (unless --uncalibrated)."""
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from conftest import KEY, KEY_ENV
 from factories import case, message, tool_call, write_lines, write_suite
+from live_judge import shipped_judge_spec
 from live_runs import candidate, settings
 from loopback import Loopback, ok
-from paths import ROOT
 from typer.testing import CliRunner
 
 from callgate.gating.release import gate_release
@@ -36,16 +35,6 @@ KINDS = {"[k0]": "ask", "[k1]": "answer"}
 CLAIM = "[c0] I have cancelled it."
 
 
-def judge_spec(root: Path, name: str, base_url: str) -> Path:
-    """A copy of the shipped judge's prompt, pointed at the loopback (no certificate)."""
-    shutil.copy(ROOT / "judges" / f"{name}.md", root / f"{name}.md")
-    path = root / f"{name}.toml"
-    path.write_text(
-        f'name = "{name}"\nmodel = "openai/judge-2026-01-01"\napi_base = "{base_url}"\n'
-        f'api_key_env = "{KEY_ENV}"\nprompt = "{name}.md"\ndimensions = ["{name}"]\n'
-        "[parameters]\ntemperature = 0\nsamples = 1\n"
-        "[thresholds]\ntpr = 0.9\ntnr = 0.9\nmin_items_per_class = 3\n")
-    return path
 
 
 def the_suite(root: Path) -> Suite:
@@ -89,7 +78,7 @@ def recorded(path: Path) -> Path:
 
 
 def judges(store: Store, root: Path, base_url: str) -> BehaviourJudges:
-    steps = {name: judge_step(judge_spec(root, name, base_url), store, uncalibrated=True,
+    steps = {name: judge_step(shipped_judge_spec(root, name, base_url), store, uncalibrated=True,
                               environ={KEY_ENV: KEY})
              for name in ("answer_kind", "claim_support")}
     return BehaviourJudges(**steps)
@@ -154,8 +143,8 @@ def test_run_refuses_an_uncalibrated_judge_unless_told_and_then_keeps_its_figure
     the_suite(tmp_path / "s")
     (tmp_path / "j").mkdir()
     script(loopback)
-    kind_judge = judge_spec(tmp_path / "j", "answer_kind", loopback.base_url)
-    claims = judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
+    kind_judge = shipped_judge_spec(tmp_path / "j", "answer_kind", loopback.base_url)
+    claims = shipped_judge_spec(tmp_path / "j", "claim_support", loopback.base_url)
     db = tmp_path / "c.db"
     args = ["run", str(tmp_path / "s"), "--model", "openrouter/test/model",
             "--api-base", loopback.base_url, "--api-key-env", KEY_ENV, "-k", "1",
