@@ -198,7 +198,7 @@ def test_many_tools_are_found_in_a_line_as_a_search_for_each_finds_them() -> Non
     """With many tools a line's quoted pieces are looked up instead of searching the line for
     each name: the same tools are found, escaped quotes, a quote in a name, a name inside a
     longer string and a name in a key included."""
-    from callgate.store.web_rows import _named, tool_needle
+    from callgate.store.web_rows import ToolNeedles, tool_needle
 
     tools = [f"t{i}" for i in range(30)] + ['say "hi"', "cd", "ls", "ünï", "a\\b", "", "x y"]
     needles = [(tool, tool_needle(tool)) for tool in tools]
@@ -208,6 +208,7 @@ def test_many_tools_are_found_in_a_line_as_a_search_for_each_finds_them() -> Non
         '{"content": "\\"t7\\"", "x": "\\u00fcn\\u00ef", "y": "ünï", "z": "x y"}',
         '{"a": "a\\\\b", "b": "", "c": "t1t2", "d": "t10"}', '"', '""', "", "t2",
     ]
+    found = ToolNeedles(tools)
     for body in bodies:
-        assert _named(body, needles) == [t for t, n in needles if n in body], body
-    assert _named(bodies[0], needles) == ["cd"]
+        assert found.named(body) == [t for t, n in needles if n in body], body
+    assert found.named(bodies[0]) == ["cd"]

@@ -24,6 +24,7 @@ from callgate.scoring.result import GateRecord, not_a_result
 from callgate.scoring.scores import ScoreBuilder, Scores
 from callgate.store.db import Store, verdict_row
 from callgate.store.rows import judgement_row, response_row
+from callgate.store.web_rows import AttemptMarks
 from callgate.suites.environment import EnvironmentError_
 from callgate.suites.responses import Response, read_response_lines
 from callgate.suites.shard import Shard
@@ -69,9 +70,11 @@ class Recorder:
     _repeat_slots: list[int] = field(default_factory=list)  # failures[i] repeats a kept case
     _responses: list[tuple[Any, ...]] = field(default_factory=list)
     _verdicts: list[tuple[Any, ...]] = field(default_factory=list)
+    _marks: list[tuple[str | int, ...]] = field(default_factory=list)  # attempt_tools rows
     recovery: RecoveryTally = field(default_factory=RecoveryTally)  # docs/faults.md
 
     def __post_init__(self) -> None:
+        self._marker = AttemptMarks(self.run_id, self.suite.raw_tools)
         self.builder = ScoreBuilder(
             tags_of=case_tags(self.suite.cases), policies=self.suite.policy_names(),
             policy_max_rise=self.suite.policies.max_rise or 0.0,
@@ -126,6 +129,8 @@ class Recorder:
             provider=response.provider,
             failed_request=response.error is not None,
         )
+        if body is None:
+            body = response.model_dump_json(exclude_none=True)
         self._responses.append(response_row(
             run=self.run_id,
             case_id=response.case_id,
@@ -137,8 +142,9 @@ class Recorder:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             error_kind=response.error.kind if response.error else None,
-            body=body if body is not None else response.model_dump_json(exclude_none=True),
+            body=body,
         ))
+        self._marks += self._marker.of(response.case_id, response.repeat, body)
         self._verdicts.append(verdict_row(self.run_id, verdict))
         # recovery_of finds nothing in an attempt that met no fault: its case is not read then
         if verdict.status == "scored" and response.faults:
@@ -171,9 +177,10 @@ class Recorder:
 
     def flush(self) -> None:
         if self._verdicts:
-            self.store.add_attempts(self._responses, self._verdicts)
+            self.store.add_attempts(self._responses, self._verdicts, self._marks)
             self._responses.clear()
             self._verdicts.clear()
+            self._marks.clear()
 
     @property
     def awaiting_judge(self) -> int:
@@ -288,7 +295,8 @@ class Recorder:
         if self.suite.gate_figures is not None:  # the suite's gated figures, for the gate
             document["gate_figures"] = list(self.suite.gate_figures)
         ended = self.store.finish_run(self.run_id, document, status,
-                                      record.model_dump_json() if record is not None else None)
+                                      record.model_dump_json() if record is not None else None,
+                                      attempts_marked=True)
         self.not_a_result = record if ended == "done" else None
         return scores
 

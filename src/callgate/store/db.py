@@ -41,7 +41,7 @@ from callgate.store.rows import StoredRun
 from callgate.store.schema import _NEWEST_DONE, now
 from callgate.store.serving import ServeRecords
 from callgate.store.suite_rows import StoredSuite, SuiteRows
-from callgate.store.web_rows import WebRows
+from callgate.store.web_rows import WebRows, insert_attempt_marks
 
 
 def _shards_overlap(older: str | None, newer: str | None) -> bool:
@@ -255,13 +255,16 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         )
         return run_id
 
-    def add_attempts(self, responses: list[tuple[Any, ...]], verdicts: list[tuple[Any, ...]]
-                     ) -> None:
-        """Insert a batch of response rows and verdict rows (tuples in *_COLUMNS order).
+    def add_attempts(self, responses: list[tuple[Any, ...]], verdicts: list[tuple[Any, ...]],
+                     marks: list[tuple[str | int, ...]] | None = None) -> None:
+        """Insert a batch of response rows and verdict rows (tuples in *_COLUMNS order), and
+        the attempts' attempt_tools rows (`marks`, web_rows.AttemptMarks).
 
         One transaction per batch, or a savepoint inside the caller's transaction."""
         with self.atomic():
             self._insert_attempts(responses, verdicts)
+            if marks:
+                insert_attempt_marks(self.db.conn, marks)
 
     def _insert_attempts(self, responses: list[tuple[Any, ...]],
                          verdicts: list[tuple[Any, ...]]) -> None:
@@ -278,13 +281,15 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         )
 
     def finish_run(self, run_id: int, scores: dict[str, Any], status: str = "done",
-                   not_a_result: str | None = None) -> str | None:
+                   not_a_result: str | None = None, *, attempts_marked: bool = False
+                   ) -> str | None:
         """Write a run's scores and status; the status the run ends with. A run already marked
         "interrupted" stays so (its scores are partial). A run that ends "done" replaces the
         release's earlier rows and takes its `not_a_result` gate record (JSON, when scoring
-        found it mostly excluded attempts), in the same transaction."""
+        found it mostly excluded attempts), in the same transaction. `attempts_marked`: every
+        attempt was added with its marks (add_attempts), so no stored line is read back."""
         with self.atomic():
-            self._write_scores(run_id, scores, status)
+            self._write_scores(run_id, scores, status, attempts_marked=attempts_marked)
             row = self.run(run_id)
             if row is not None and row["status"] == "done":
                 self._keep_refusal(run_id)
@@ -325,7 +330,8 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
         with self.atomic():
             self.db.execute("DELETE FROM runs WHERE id = ?", [run_id])
 
-    def _write_scores(self, run_id: int, scores: dict[str, Any], status: str) -> None:
+    def _write_scores(self, run_id: int, scores: dict[str, Any], status: str, *,
+                      attempts_marked: bool = False) -> None:
         self.db.execute(
             "UPDATE runs SET scores = ?, "
             "status = CASE WHEN status = 'interrupted' THEN status ELSE ? END WHERE id = ?",
@@ -347,7 +353,7 @@ class Store(WebRows, JudgeRecords, ServeRecords, MergeRecords, MergeInputRows, G
             for scope, fig in figures
         )
         self.save_case_tallies(run_id)  # with the scores: finishing and merging both write them
-        self.save_attempt_marks(run_id)
+        self.save_attempt_marks(run_id, attempts_marked=attempts_marked)
         self.save_slice_tallies(run_id)  # after the marks: the slices are counted by them
 
     # ----------------------------------------------------------------- reads

@@ -82,11 +82,14 @@ _SAVE_SLICE_TALLIES = (
     "SELECT ?1, m.mark, t.trials, t.right_tool, t.right_arguments, COUNT(*) "
     "FROM case_marks AS m CROSS JOIN case_tallies AS t ON t.run = ?1 AND t.case_id = m.case_id "
     f"WHERE {_SLICE_MARKS.replace('?3', _SUITE_OF)} AND t.trials > 0 GROUP BY 2, 3, 4, 5")
+# Counted per case first, in one pass over the run's rows in table order: joining each mark to
+# the verdicts of its case would fetch every row through the index, once per mark of its case.
 _SAVE_SLICE_CALLS = (
     "INSERT INTO slice_calls (run, mark, first_tool, attempts, calls) "
-    "SELECT ?1, m.mark, v.first_tool, COUNT(*), SUM(v.calls) FROM case_marks AS m "
-    "CROSS JOIN verdicts AS v ON v.run = ?1 AND v.case_id = m.case_id "
-    f"WHERE {_SLICE_MARKS.replace('?3', _SUITE_OF)} AND v.status = 'scored' GROUP BY 2, 3")
+    "SELECT ?1, m.mark, v.first_tool, SUM(v.attempts), SUM(v.calls) FROM case_marks AS m "
+    "CROSS JOIN (SELECT case_id, first_tool, COUNT(*) AS attempts, SUM(calls) AS calls "
+    f"FROM verdicts WHERE {_ONE_RUN} AND status = 'scored' GROUP BY 1, 2) AS v "
+    f"ON v.case_id = m.case_id WHERE {_SLICE_MARKS.replace('?3', _SUITE_OF)} GROUP BY 2, 3")
 
 
 _SAVE_CASE_MARKS = (

@@ -72,7 +72,8 @@ class MergeRecords(StoreBase):
     def _adjudications_table(self) -> None:
         raise NotImplementedError
 
-    def _write_scores(self, run_id: int, scores: dict[str, Any], status: str) -> None:
+    def _write_scores(self, run_id: int, scores: dict[str, Any], status: str, *,
+                      attempts_marked: bool = False) -> None:
         raise NotImplementedError
 
     # ----------------------------------------------------------------- merging stores

@@ -6,8 +6,9 @@ else."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
@@ -22,18 +23,21 @@ from callgate.store.columns import (
     RUN_TURN_COLUMNS,
 )
 
-_NAMES: dict[tuple[str, ...], frozenset[str]] = {}  # each order's names, made once
+# Each order's names and the getter of its values in that order, made once.
+_NAMES: dict[tuple[str, ...], tuple[frozenset[str], Callable[[Mapping[str, Any]], Any]]] = {}
 
 
 def _row(table: str, order: tuple[str, ...], columns: Mapping[str, Any]) -> tuple[Any, ...]:
     """A row of `table` with every column of `order` named once, in that order."""
-    names = _NAMES.get(order)
-    if names is None:
-        names = _NAMES[order] = frozenset(order)
+    known = _NAMES.get(order)
+    if known is None:
+        known = _NAMES[order] = (frozenset(order), itemgetter(*order))
+    names, values = known
     if columns.keys() != names:
         missing, unknown = names - columns.keys(), columns.keys() - names
         raise TypeError(f"{table} row: missing {sorted(missing)}, unknown {sorted(unknown)}")
-    return tuple(columns[name] for name in order)
+    found = values(columns)
+    return found if len(order) > 1 else (found,)
 
 
 def response_row(**columns: Any) -> tuple[Any, ...]:

@@ -8,7 +8,11 @@
   line (the tool filter's rule: the same JSON-quoted name; those named by their case's line
   are read through case_marks);
 - attempt_tool_runs: the runs marked, with the tools marked for each. A run not marked (not
-  finished) or a tool outside its catalogue is filtered by reading the lines."""
+  finished) or a tool outside its catalogue is filtered by reading the lines.
+
+A scored run's attempt_tools rows are written with its attempts (`AttemptMarks`, from the line
+in hand), so finishing it reads no line back; a merged or migrated run's are found by reading
+its stored lines (write_attempt_marks)."""
 
 from __future__ import annotations
 
@@ -69,17 +73,26 @@ def tool_needle(tool: str) -> str:
 _PIECES_FROM = 16
 
 
-def _named(body: str | None, needles: list[tuple[str, str]]) -> list[str]:
-    """The tools whose needle (the name as JSON, `"name"`) is in `body`, in needle order. A
-    needle without a quote inside is in the text exactly when its inside is the text between
-    two quotes of it that follow one another, so many needles are looked up in those pieces."""
-    if not body:
-        return []
-    if len(needles) < _PIECES_FROM:
-        return [tool for tool, needle in needles if needle in body]
-    pieces = set(body.split('"')[1:-1])
-    return [tool for tool, needle in needles
-            if (needle in body if '"' in needle[1:-1] else needle[1:-1] in pieces)]
+class ToolNeedles:
+    """The tool filter's rule: the tools of a catalogue whose needle (the name as JSON,
+    `"name"`) is in a line."""
+
+    def __init__(self, tools: list[str]) -> None:
+        self._needles = [(tool, tool_needle(tool)) for tool in tools]
+
+    def named(self, body: str | None) -> list[str]:
+        """The tools named in `body`, in catalogue order. A needle without a quote inside is
+        in the text exactly when its inside is the text between two quotes of it that follow
+        one another, so many needles are looked up in those pieces. (A few substring searches
+        cost fewer instructions than one regular expression's pass over the line.)"""
+        if not body:
+            return []
+        needles = self._needles
+        if len(needles) < _PIECES_FROM:
+            return [tool for tool, needle in needles if needle in body]
+        pieces = set(body.split('"')[1:-1])
+        return [tool for tool, needle in needles
+                if (needle in body if '"' in needle[1:-1] else needle[1:-1] in pieces)]
 
 
 def mark_cases(conn: sqlite3.Connection, suite: str, tools: list[str]) -> None:
@@ -89,12 +102,12 @@ def mark_cases(conn: sqlite3.Connection, suite: str, tools: list[str]) -> None:
         return
     conn.execute(_CASE_TAGS, [suite])
     mark_expected(conn, suite)
-    needles = [(tool, tool_needle(tool)) for tool in tools]
+    needles = ToolNeedles(tools)
     conn.executemany(_CASE_MARK, (
         (suite, f"tool:{tool}", case_id)
         for case_id, body in conn.execute("SELECT case_id, body FROM cases WHERE suite = ?",
                                           [suite])
-        for tool in _named(body, needles)))
+        for tool in needles.named(body)))
     conn.execute(_CASE_MARK, [suite, "", ""])
 
 
@@ -103,10 +116,31 @@ def mark_expected(conn: sqlite3.Connection, suite: str) -> None:
     conn.execute(_CASE_EXPECTS, [suite])
 
 
-def write_attempt_marks(conn: sqlite3.Connection, run_id: int) -> None:
+class AttemptMarks:
+    """The attempt_tools rows of a run's attempts, found in each response line as it is
+    stored (the rule write_attempt_marks applies to the stored lines)."""
+
+    def __init__(self, run_id: int, tools: list[dict[str, Any]]) -> None:
+        self._run_id = run_id
+        self._needles = ToolNeedles(tool_names(tools))
+
+    def of(self, case_id: str, repeat: int, body: str) -> list[tuple[str | int, ...]]:
+        run_id = self._run_id
+        return [(run_id, tool, case_id, repeat) for tool in self._needles.named(body)]
+
+
+def insert_attempt_marks(conn: sqlite3.Connection, rows: list[tuple[str | int, ...]]) -> None:
+    """Insert attempt_tools rows (AttemptMarks.of), in the caller's transaction."""
+    conn.executemany(_ATTEMPT_TOOL, rows)
+
+
+def write_attempt_marks(conn: sqlite3.Connection, run_id: int, *,
+                        attempts_marked: bool = False) -> None:
     """Mark a run's attempts (and its suite's cases, when they are not), replacing the run's
-    earlier marks, in the caller's transaction."""
-    conn.execute("DELETE FROM attempt_tools WHERE run = ?", [run_id])
+    earlier marks, in the caller's transaction. `attempts_marked`: the run's attempt_tools
+    rows were written with its attempts (AttemptMarks); only the run is marked."""
+    if not attempts_marked:
+        conn.execute("DELETE FROM attempt_tools WHERE run = ?", [run_id])
     conn.execute("DELETE FROM attempt_tool_runs WHERE run = ?", [run_id])
     found = conn.execute("SELECT runs.suite, suites.tools FROM runs LEFT JOIN suites "
                          "ON suites.fingerprint = runs.suite WHERE runs.id = ?",
@@ -116,14 +150,18 @@ def write_attempt_marks(conn: sqlite3.Connection, run_id: int) -> None:
     suite, tools_json = found
     tools = tool_names(json.loads(tools_json)) if tools_json else []
     mark_cases(conn, suite, tools)
-    needles = [(tool, tool_needle(tool)) for tool in tools]
+    if attempts_marked:
+        conn.execute("INSERT INTO attempt_tool_runs (run, tools) VALUES (?, ?)",
+                     [run_id, json.dumps(tools)])
+        return
+    needles = ToolNeedles(tools)
     # a response without a verdict is no attempt of the filters: it is dropped when read
     conn.executemany(_ATTEMPT_TOOL, (
         (run_id, tool, case_id, repeat)
         for case_id, repeat, body in conn.execute(
             "SELECT case_id, repeat, body FROM responses WHERE "
             + _RUN_RANGE.format(alias="responses", table="responses"), [run_id])
-        for tool in _named(body, needles)))
+        for tool in needles.named(body)))
     conn.execute("INSERT INTO attempt_tool_runs (run, tools) VALUES (?, ?)",
                  [run_id, json.dumps(tools)])
 
@@ -141,10 +179,10 @@ def verdict_condition(verdict: str | None) -> tuple[str, list[Any]]:
 class WebRows(StoreBase):
     """Store methods for serve's attempt filters (a mixin of Store)."""
 
-    def save_attempt_marks(self, run_id: int) -> None:
+    def save_attempt_marks(self, run_id: int, *, attempts_marked: bool = False) -> None:
         """Mark the run's attempts: called where its scores are written (finishing it, or a
-        merge adding to it), in that transaction."""
-        write_attempt_marks(self.db.conn, run_id)
+        merge adding to it), in that transaction (`attempts_marked`: write_attempt_marks)."""
+        write_attempt_marks(self.db.conn, run_id, attempts_marked=attempts_marked)
 
     def marked_tools(self, run_id: int) -> list[str] | None:
         """The tools a finished run's attempts are marked for; None when they are not marked."""
