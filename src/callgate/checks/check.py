@@ -120,9 +120,8 @@ def check_response(
         )
 
     first = calls[0].name if calls else ""
-    # what the claims check reads: the final answer and what each call got back
-    trace = (final_answer(response.assistant_turns),
-             replayed.results if replayed is not None else None)
+    # what the claims check reads: the answer (its final text) and what each call got back
+    trace = (response, replayed.results if replayed is not None else None)
     if hit_limit:
         args_verdict, kind, reason = problems or ("not_applicable", None, "")
         return _policed(policies, case, calls, call_turns, trace, Verdict(
@@ -156,15 +155,17 @@ def check_response(
 
 
 def _policed(policies: Policies | None, case: Case, calls: list[ParsedCall],
-             call_turns: list[int], trace: tuple[str | None, tuple[Any, ...] | None],
+             call_turns: list[int], trace: tuple[Response, tuple[Any, ...] | None],
              verdict: Verdict) -> Verdict:
     """The verdict with the policies it broke (a scored or judge-pending attempt only);
-    `trace` is the final answer and the calls' results, for the claims check."""
+    `trace` is the answer and the calls' results, for the claims check."""
     applied = policies.merged(case.policies) if policies is not None else case.policies
     if applied is None or verdict.status not in ("scored", "pending_judge"):
         return verdict
-    found = violations(applied, calls, call_turns) + unsupported_claims(
-        applied.claims, trace[0], calls, trace[1])
+    found = violations(applied, calls, call_turns)
+    if applied.claims:
+        found += unsupported_claims(applied.claims, final_answer(trace[0].assistant_turns),
+                                    calls, trace[1])
     return verdict.model_copy(update={"violations": found}) if found else verdict
 
 

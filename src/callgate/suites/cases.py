@@ -394,6 +394,8 @@ class Case(_Strict):
 
     def sent_names(self) -> dict[str, str]:
         """Catalogue name -> the name the model is sent, for the tools offered under another."""
+        if self.user_turns is None and not self.tools:  # (asked once per attempt checked)
+            return {}
         added = [t for turn in self.user_turns or () for t in turn.add_tools]
         return {t.tool: t.name for t in [*(self.tools or ()), *added] if isinstance(t, OfferedAs)}
 
