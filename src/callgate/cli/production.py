@@ -86,8 +86,10 @@ def score_production(folder: Path, traces: Path | None, db: Path, *, agent: str 
                             figures=result.figures, claims=claims)
     console.print(production_table(agent, "release" if release else "file", [group]))
     for sample in result.samples:
-        said = ([f"claims: {sample.claims.status}: {sample.claims.reason}"] if sample.claims
-                and sample.claims.status in ("unsupported", "judge_error") else [])
+        said = ([f"claims: {sample.claims.status}"
+                 + (f": {sample.claims.reason}" if sample.claims.reason else "")]
+                if sample.claims and sample.claims.status in ("unsupported", "judge_error")
+                else [])
         for why in [*sample.problems, *(f"{v.policy}: {v.reason}" for v in sample.violations),
                     *said]:
             console.print(f"trace {sample.trace_id}: {why}", highlight=False, markup=False,

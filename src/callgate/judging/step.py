@@ -47,10 +47,12 @@ K = TypeVar("K")
 
 
 class JudgeCache:
-    """The judge's verdicts kept in the store, by judge fingerprint + case + response."""
+    """The judge's verdicts kept in the store, by judge fingerprint + case + response.
+    Without `reasons` (production traces: real users' data), a verdict is kept without the
+    judge's free-text reason, which can quote the trace: the labels are what a rerun needs."""
 
-    def __init__(self, store: Store, fingerprint: str) -> None:
-        self.store, self.fingerprint = store, fingerprint
+    def __init__(self, store: Store, fingerprint: str, *, reasons: bool = True) -> None:
+        self.store, self.fingerprint, self.reasons = store, fingerprint, reasons
 
     def key(self, payloads: Payloads) -> str:
         return cache_key(self.fingerprint, *payloads)
@@ -62,8 +64,9 @@ class JudgeCache:
 
     def put(self, key: str, output: JudgeOutput) -> None:
         """Keep a verdict, committed at once (call outside any transaction)."""
+        kept = output if self.reasons else output.model_copy(update={"reason": ""})
         self.store.save_judge_outputs([judge_output_row(
-            key=key, fingerprint=self.fingerprint, output=output.model_dump_json())])
+            key=key, fingerprint=self.fingerprint, output=kept.model_dump_json())])
 
 
 @dataclass
@@ -85,7 +88,8 @@ class JudgeStep:
 
     async def judge_all(self, store: Store, attempts: Mapping[K, Payloads | str],
                         done: dict[K, Outcome],
-                        call_errors: Literal["pending", "raise"] = "pending") -> None:
+                        call_errors: Literal["pending", "raise"] = "pending", *,
+                        cache_reasons: bool = True) -> None:
         """Judge every attempt, at most `concurrency` at a time (without it, as many as the
         model's pacer lets through: it adapts to the endpoint's limits), reading and filling
         the store's cache; `done` gets each outcome as it arrives, so that if judging is cut short
@@ -94,9 +98,10 @@ class JudgeStep:
         provider error is for the model), or with `call_errors="raise"` stops judging with its
         JudgeCallError (calibration: no certificate from part of a set); a reply that is not a
         verdict after the spec's retries is a JudgeOutputError. An attempt the judge cannot be
-        given (its payload is a reason) stays pending with that reason.
-        The client is closed at the end."""
-        cache = JudgeCache(store, self.fingerprint)
+        given (its payload is a reason) stays pending with that reason. Without
+        `cache_reasons`, the cache keeps each verdict without its reason (`JudgeCache`); `done`
+        gets it whole. The client is closed at the end."""
+        cache = JudgeCache(store, self.fingerprint, reasons=cache_reasons)
         keys = {index: cache.key(payloads) for index, payloads in attempts.items()
                 if not isinstance(payloads, str)}
         cached = cache.get(list(dict.fromkeys(keys.values())))

@@ -3,7 +3,8 @@ production traces (docs/traces.md, "Claims the tool results do not back"). Each 
 trace's final answer is judged against the trace's own tool results, with the payload a
 multi-turn suite case gets (judging/trace_payloads.py), through the same JudgeStep: the judge
 refused without a certificate unless --uncalibrated, its calls paced and retried, its verdicts
-cached (a rerun asks nothing). A judge fault (no verdict after the retries, or a reply that is
+cached without the judge's reason (a rerun asks nothing; docs/traces.md, "What the store keeps
+of a production trace"). A judge fault (no verdict after the retries, or a reply that is
 no verdict) is the judge's: `judge_error`, counted apart, never the agent's failure."""
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ class ClaimVerdict:
     answer: it is a provider error, and judged for nothing)."""
 
     status: ClaimStatus
-    reason: str | None  # the judge's reason, or what kept a verdict from coming
+    # The judge's reason (None from the store's cache: production verdicts are cached
+    # without it), or what kept a verdict from coming.
+    reason: str | None
     judge: str  # the judge's fingerprint
 
 
@@ -73,8 +76,8 @@ def trace_payloads(traces: Sequence[tuple[Trace, Sequence[Any]]],
 def _verdict(outcome: Outcome, fingerprint: str) -> ClaimVerdict:
     if isinstance(outcome, JudgeOutput):
         unsupported = outcome.claim_support == "fail"
-        return ClaimVerdict("unsupported" if unsupported else "supported", outcome.reason,
-                            fingerprint)
+        return ClaimVerdict("unsupported" if unsupported else "supported",
+                            outcome.reason or None, fingerprint)
     if isinstance(outcome, str) and outcome in NOT_JUDGED:
         return ClaimVerdict(outcome, None, fingerprint)  # type: ignore[arg-type]
     return ClaimVerdict("judge_error", str(outcome), fingerprint)
@@ -87,7 +90,9 @@ def judge_claims(step: JudgeStep, store: Store,
     claims_step(step)
     payloads = trace_payloads(traces, raw_tools)
     done: dict[int, Outcome] = {}
-    asyncio.run(step.judge_all(store, payloads, done))
+    # Production traces are real users' data: the store keeps each verdict's label, never
+    # the judge's reason, which can quote the trace (a rerun still asks nothing).
+    asyncio.run(step.judge_all(store, payloads, done, cache_reasons=False))
     return [_verdict(done.get(index, "not judged"), step.fingerprint) if index in payloads
             else None for index in range(len(traces))]
 
