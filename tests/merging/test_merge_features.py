@@ -404,7 +404,11 @@ def test_recovery_merged_into_a_store_holding_the_other_shard_is_the_unsharded_o
     assert merged["recovery"]["timeout"]["n"] == 18
 
 
-def test_shards_whose_recovery_came_from_a_fault_plan_are_refused(tmp_path: Path) -> None:
+def test_shards_scored_under_a_fault_plan_by_the_library_merge_to_the_unsharded_run(
+        tmp_path: Path) -> None:
+    """score_file keeps the plan with the run (runs.fault_plan), as `callgate score --faults`
+    does, so the merge reads the shards' recovery again with the plan's after_fault; shards of
+    a store scored before the plan was kept (no runs.fault_plan) are refused."""
     from callgate.suites.fault_runs import with_fault_plan
 
     ids = [f"a{i}" for i in range(6)]
@@ -414,20 +418,29 @@ def test_shards_whose_recovery_came_from_a_fault_plan_are_refused(tmp_path: Path
         "after_fault": {"retries": 1, "no_success_claim": True}}))
     suite = with_fault_plan(_fault_suite(tmp_path, ids, own=False), plan)
     lines = [_recovery_line(case_id, r, r != 0) for case_id in ids for r in range(2)]
+    answers = write_lines(tmp_path / "r.jsonl", lines)
+    with Store(tmp_path / "whole.db") as store:
+        score_file(suite, answers, store, model="m", release="r1", agent="bot")
     shards = []
     for index in (1, 2):
         shards.append(tmp_path / f"shard{index}.db")
         with Store(shards[-1]) as store:
-            result = score_file(suite, write_lines(tmp_path / "r.jsonl", lines), store,
-                                model="m", release="r1", agent="bot",
+            result = score_file(suite, answers, store, model="m", release="r1", agent="bot",
                                 shard=Shard(index=index, count=2))
         assert result.scores.recovery is not None  # the plan's after_fault gave them
+    merge_stores(tmp_path / "merged.db", shards)
+    merged = _release(tmp_path / "merged.db")["scores"]["recovery"]
+    assert merged == _release(tmp_path / "whole.db")["scores"]["recovery"]
+    assert merged["timeout"]["n"] == 12
+    for shard in shards:  # as stored before runs.fault_plan was kept
+        with Store(shard) as store, store.atomic():
+            store.db.execute("UPDATE runs SET fault_plan = NULL")
     with pytest.raises(CallgateError) as refused:
-        merge_stores(tmp_path / "merged.db", shards)
+        merge_stores(tmp_path / "refused.db", shards)
     message_ = str(refused.value)
     assert message_.startswith(f"{shards[0]}: ") and "scores.recovery" in message_
     assert "\n" not in message_
-    assert not (tmp_path / "merged.db").exists()
+    assert not (tmp_path / "refused.db").exists()
 
 
 def test_a_shard_whose_cases_met_no_fault_merges_with_one_that_did(tmp_path: Path) -> None:

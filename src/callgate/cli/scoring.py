@@ -145,8 +145,6 @@ def score(
             finally:
                 judge_pacing = step.model.pacing() if step and step.model else None
                 print_judge_pacing(judge_pacing)
-            if suite.faults.plan is not None:  # kept for merge (docs/faults.md)
-                store.set_run_fault_plan(result.run_id, suite.faults.plan.model_dump(mode="json"))
     except CallgateError as exc:
         raise _fail(str(exc)) from None
     if as_json:

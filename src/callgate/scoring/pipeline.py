@@ -353,10 +353,13 @@ def score_responses(
     fingerprint = judge.fingerprint if judge else None
     new_suite = store.save_suite(suite)
     keep_probe(store, suite)
-    run_id = store.replace_run(suite, agent or model, release, source, __version__, fingerprint,
-                               shard=(shard.index, shard.count) if shard else None,
-                               model=model, model_params=model_params,
-                               tool_surface=surface_json(suite))
+    with store.atomic():  # the run is made with its fault plan (merge reads it), or not at all
+        run_id = store.replace_run(suite, agent or model, release, source, __version__,
+                                   fingerprint, shard=(shard.index, shard.count) if shard else None,
+                                   model=model, model_params=model_params,
+                                   tool_surface=surface_json(suite))
+        if suite.faults.plan is not None:
+            store.set_run_fault_plan(run_id, suite.faults.plan.model_dump(mode="json"))
     if shard is not None:
         responses = ((r, b) for r, b in responses if shard.holds(r.case_id))
     recorder = Recorder(suite, store, run_id, keep_verdicts=keep_verdicts, judge=judge,
