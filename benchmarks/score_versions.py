@@ -25,7 +25,13 @@ Each runs at ATTEMPTS (default 10,000 there) and at a fifth of it: per attempt i
 difference over the attempts between, so the fixed costs (a new store's tables, the suite's
 rows and marks) fall out.
 
-The child: score_versions.py --child SRC RESPONSES DB {read,check,score} HELPER
+With --features (and --instructions), this checkout's whole score is counted again with each
+feature that storing or reading pays for switched off in the child, one at a time, and what
+each costs an attempt is printed (the same difference of two sizes): the tool marks serve's
+tool filter reads (attempt_tools), the per-case and slice tallies the gate and what-to-fix
+read, the refusal of a line that gives a deciding field twice, and the policy checks.
+
+The child: score_versions.py --child SRC RESPONSES DB {read,check,score[:FEATURE]} HELPER
 """
 
 from __future__ import annotations
@@ -49,12 +55,13 @@ RUN = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from callgate.cli impor
 
 
 def cli_cpu(src: Path, responses: Path, db: Path) -> float:
-    """CPU seconds (user + system) of `callgate score` run from `src`."""
-    from callgate.cli.demo import example_path
-
+    """CPU seconds (user + system) of `callgate score` run from `src`, on that version's own
+    example suite (as the instruction counts' child does: a newer suite.json may hold what an
+    older version does not read)."""
     db.unlink(missing_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", RUN, str(src), "score", str(example_path()), "-r",
+    suite = src / "callgate" / "examples" / "order_support"
+    subprocess.run([sys.executable, "-c", RUN, str(src), "score", str(suite), "-r",
                     str(responses), "-m", "bench", "--release", "r", "--db", str(db)],
                    check=True, capture_output=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -87,6 +94,8 @@ def child(src: str, responses: str, db: str, phase: str, helper: str) -> None:
     elif phase == "check":
         pipeline.Recorder._record = (  # type: ignore[method-assign]
             lambda self, response, body, verdict, *_: verdict)
+    elif phase.startswith("score:"):
+        switch_off(phase.partition(":")[2])
     counter = ctypes.CDLL(helper)
     suite = load_suite(example_path())
     with Store(db) as store:
@@ -94,6 +103,35 @@ def child(src: str, responses: str, db: str, phase: str, helper: str) -> None:
         pipeline.score_file(suite, responses, store, model="bench", release="r",
                             keep_verdicts=False)
         counter.cg_stop()
+
+
+# What each feature --features switches off costs, by name: what it is for.
+FEATURES = {
+    "marks": "tool marks (attempt_tools: serve's tool filter)",
+    "tallies": "case and slice tallies (the gate, what-to-fix)",
+    "twice": "refusing a deciding field given twice",
+    "policies": "policy checks",
+}
+
+
+def switch_off(feature: str) -> None:
+    """In the child: the feature's work replaced by doing nothing (its rows are not written)."""
+    from callgate.checks import check
+    from callgate.store import web_rows
+    from callgate.store.db import Store
+    from callgate.suites import responses
+
+    if feature == "marks":
+        web_rows.AttemptMarks.of = lambda *_: []  # type: ignore[method-assign]
+    elif feature == "tallies":
+        Store.save_case_tallies = Store.save_slice_tallies = (  # type: ignore[method-assign]
+            lambda *_: None)
+    elif feature == "twice":
+        responses.twice_given = lambda *_: None
+    elif feature == "policies":
+        check._policed = lambda *args: args[-1]
+    else:
+        raise SystemExit(f"no feature {feature!r}: one of {', '.join(FEATURES)}")
 
 
 def instructions(src: Path, responses: Path, db: Path, phase: str, helper: Path) -> int:
@@ -140,6 +178,31 @@ def by_instructions(this: Path, other: Path, attempts: int, work: Path) -> None:
               f"{each[1]:>9,.0f}{each[0] / each[1]:>7.3f}x")
 
 
+def by_feature(this: Path, attempts: int, work: Path) -> None:
+    """What each feature of FEATURES costs this checkout's score an attempt: the whole score
+    less the score with the feature switched off, per attempt between the two sizes."""
+    from score_throughput import write_responses
+
+    small = max(1, attempts // 5)
+    files = {size: work / f"responses-{size}.jsonl" for size in (attempts, small)}
+    for size, path in files.items():
+        if not path.exists():
+            write_responses(path, size)
+    helper = work / "libcg.so"
+
+    def each(phase: str) -> float:
+        big, little = (instructions(this, files[size], work / "f.db", phase, helper)
+                       for size in (attempts, small))
+        return (big - little) / (attempts - small)
+
+    whole = each("score")
+    print(f"what each feature costs an attempt of this checkout's score (of {whole:,.0f} "
+          "instructions):")
+    for feature, label in FEATURES.items():
+        cost = whole - each(f"score:{feature}")
+        print(f"  {label:50}{cost:>9,.0f}{100 * cost / whole:>7.1f}%")
+
+
 def _phase(counts: list[int], index: int) -> int:
     """reading, checks, storing (each the difference of two runs) or the total."""
     read, checked, scored = counts
@@ -154,6 +217,8 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per phase instead of timing the CLI")
+    parser.add_argument("--features", action="store_true",
+                        help="with --instructions, also what each feature costs an attempt")
     parser.add_argument("--this", type=Path, default=HERE,
                         help="with --instructions, the src folder counted as this one")
     args = parser.parse_args()
@@ -163,6 +228,8 @@ def main() -> int:
         work = Path(tmp)
         if args.instructions:
             by_instructions(args.this.resolve(), other, args.attempts or 10_000, work)
+            if args.features:
+                by_feature(args.this.resolve(), args.attempts or 10_000, work)
             return 0
         args.attempts = args.attempts or 50_000
         from score_throughput import write_responses
