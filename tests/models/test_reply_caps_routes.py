@@ -1,0 +1,221 @@
+"""Every litellm route callgate bounds (models.litellm_routes.BOUNDED_ROUTES) reaches its
+transport: a reply over the cap is the `bad_response` provider fault `the reply is over ...`,
+not asked again, never the model's mistake; and a 307 or 302 to another origin is not
+followed, so no request (and no key header: Authorization, x-api-key, api-key) reaches the
+other server. A route callgate does not bound says so in one line on stderr when its client is
+made. Real aiohttp servers on 127.0.0.1; the cap is lowered to 1 MiB."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from callgate.models import bounded, litellm_routes
+from callgate.models.config import Candidate
+from callgate.models.replies import ProviderFailure
+from callgate.models.replies import Reply as ModelReply
+from callgate.models.routes import route_for
+
+MIB = 1 << 20
+KEY = "sk-test-routes-5ecret-0123456789abcdef"  # never printed: only booleans are asserted
+# One model per bounded route; litellm sends each its own way (tests/../litellm_routes.py).
+HANDLER_MODELS = ["anthropic/claude-x", "openrouter/a/b", "gemini/g", "deepseek/d",
+                  "fireworks_ai/f", "together_ai/t", "xai/x", "groq/g", "mistral/m",
+                  "hosted_vllm/h", "ollama/o", "ollama_chat/o", "databricks/d",
+                  "huggingface/h", "azure_ai/a"]
+SDK_MODELS = ["openai/o", "custom_openai/x", "perplexity/p", "deepinfra/d", "cerebras/c",
+              "nvidia_nim/n", "sambanova/s", "nebius/n", "lm_studio/l", "vercel_ai_gateway/v",
+              "azure/a"]
+MODELS = HANDLER_MODELS + SDK_MODELS
+
+
+def _body(text: str) -> bytes:
+    """A completion in the shapes the routes read (OpenAI's, Anthropic's, Gemini's, Ollama's)."""
+    message = {"role": "assistant", "content": text}
+    return json.dumps({
+        "id": "c", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "type": "message", "role": "assistant", "stop_reason": "end_turn",
+        "content": [{"type": "text", "text": text}], "message": message, "response": text,
+        "done": True, "service_tier": "on_demand",
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                        "finishReason": "STOP"}],
+        "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1,
+                          "totalTokenCount": 2}}).encode()
+
+
+class Seen:
+    """What the two servers saw, as counts and flags only (the key is never kept)."""
+
+    def __init__(self) -> None:
+        self.named = 0
+        self.named_with_key = 0
+        self.other = 0
+        self.other_with_key = 0
+
+
+def _carries_key(headers: Any, query: str) -> bool:
+    return any(KEY in value for value in headers.values()) or KEY in query
+
+
+async def _against(model: str, reply: str) -> tuple[Any, Seen]:
+    """callgate's litellm client for `model` against a server on 127.0.0.1 that answers
+    `reply`: `small`, `big` (2 MiB), `gzip` (2 MiB inflated from a few KB), `endless` (chunks until
+    the client stops reading), or `307` / `302` to a second server on another port."""
+    from aiohttp import web
+
+    from callgate.models.litellm_client import LitellmClient
+
+    seen = Seen()
+
+    async def other(request: web.Request) -> web.Response:
+        await request.read()
+        seen.other += 1
+        seen.other_with_key += _carries_key(request.headers, request.query_string)
+        return web.Response(body=_body("from the other server"), content_type="application/json")
+
+    async def named(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        seen.named += 1
+        seen.named_with_key += _carries_key(request.headers, request.query_string)
+        if reply in ("307", "302"):
+            status = web.HTTPTemporaryRedirect if reply == "307" else web.HTTPFound
+            raise status(location=f"{other_base}{request.path_qs}")
+        if reply == "endless":
+            response = web.StreamResponse(headers={"Content-Type": "application/json"})
+            await response.prepare(request)
+            with contextlib.suppress(ConnectionError):
+                while True:
+                    await response.write(b"x" * 65536)
+            return response
+        body = _body("hi" if reply == "small" else "x" * (2 * MIB))
+        if reply == "gzip":
+            return web.Response(body=gzip.compress(body), content_type="application/json",
+                                headers={"Content-Encoding": "gzip"})
+        return web.Response(body=body, content_type="application/json")
+
+    async def start(handler: Any) -> tuple[web.AppRunner, str]:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+    other_runner, other_base = await start(other)
+    named_runner, named_base = await start(named)
+    route = route_for(Candidate(model=model, api_base=f"{named_base}/v1", client="litellm"))
+    client = LitellmClient(route, KEY)
+    try:
+        got = await client.send({"model": model, "max_tokens": 10,
+                                 "messages": [{"role": "user", "content": "hi"}]}, 20)
+    finally:
+        await client.aclose()
+        await named_runner.cleanup()
+        await other_runner.cleanup()
+    return got, seen
+
+
+@pytest.fixture
+def one_mib(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bounded, "REPLY_LIMIT", MIB)
+
+
+@pytest.fixture
+def no_provider_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No key or endpoint of the developer's environment is read instead of the test's."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "AZURE_API_KEY",
+                 "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "AZURE_API_VERSION",
+                 "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+
+
+def test_every_bounded_route_is_tested_here() -> None:
+    tested = {model.partition("/")[0] for model in MODELS}
+    assert tested == litellm_routes.BOUNDED_ROUTES
+
+
+@pytest.mark.slow  # imports litellm (seconds)
+@pytest.mark.usefixtures("one_mib", "no_provider_env")
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("reply", ["big", "gzip"])
+def test_a_reply_over_the_cap_on_every_bounded_route_is_a_provider_fault(
+        model: str, reply: str) -> None:
+    got, seen = asyncio.run(_against(model, reply))
+    assert seen.named == 1  # the request reached the server through the transport, once
+    assert isinstance(got, ProviderFailure), type(got)
+    assert got.kind == "bad_response" and got.retryable is False
+    assert got.message == "the reply is over 1 MiB (after decompression): reading stopped there"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_mib", "no_provider_env")
+@pytest.mark.parametrize("model", MODELS)
+def test_a_reply_under_the_cap_on_every_bounded_route_is_read(model: str) -> None:
+    got, seen = asyncio.run(_against(model, "small"))
+    assert seen.named == 1 and seen.named_with_key == 1
+    assert isinstance(got, ModelReply), got
+    assert "hi" in json.dumps(got.body["choices"][0]["message"])
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_mib", "no_provider_env")
+@pytest.mark.parametrize("model", ["openai/o", "azure/a", "deepseek/d", "mistral/m"])
+def test_an_endless_reply_stops_at_the_cap(model: str) -> None:
+    got, _ = asyncio.run(_against(model, "endless"))
+    assert isinstance(got, ProviderFailure), type(got)
+    assert got.kind == "bad_response" and got.retryable is False
+    assert got.message.startswith("the reply is over 1 MiB")
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_provider_env")
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("status", ["307", "302"])
+def test_a_redirect_on_every_bounded_route_is_not_followed(model: str, status: str) -> None:
+    got, seen = asyncio.run(_against(model, status))
+    assert seen.named == 1 and seen.named_with_key == 1  # the key went to the named server
+    assert seen.other == 0 and seen.other_with_key == 0  # and nothing to the other origin
+    assert isinstance(got, ProviderFailure), type(got)
+    leaked = KEY in got.message
+    assert not leaked, "the key is in the failure's message"
+    assert "\n" not in got.message
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_provider_env")
+def test_an_unbounded_route_says_so_once_when_its_client_is_made(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from callgate.models.litellm_client import LitellmClient
+
+    monkeypatch.setattr(litellm_routes, "_warned", set())
+    for _ in range(2):
+        LitellmClient(route_for(Candidate(model="cohere/command-r", client="litellm")), KEY)
+    LitellmClient(route_for(Candidate(model="deepseek/d", client="litellm")), KEY)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "warning: cohere/command-r: litellm's cohere route is not bounded by callgate: its "
+        "replies are not capped at 64 MiB and redirects follow litellm's defaults "
+        "(docs/targets.md)"]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_provider_env")
+def test_azure_without_a_key_callgate_can_use_says_it_is_unbounded(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from callgate.models.litellm_client import LitellmClient
+
+    monkeypatch.setattr(litellm_routes, "_warned", set())
+    client = LitellmClient(route_for(Candidate(model="azure/a", api_base="http://127.0.0.1:9",
+                                               client="litellm")), None)
+    assert capsys.readouterr().err == ""  # azure is bounded when its client can be made
+    assert client._bounded_client() is None  # no key: Azure AD is left to litellm
+    assert "litellm's azure route is not bounded" in capsys.readouterr().err
