@@ -24,15 +24,18 @@ from callgate.models.routes import route_for
 
 MIB = 1 << 20
 KEY = "sk-test-routes-5ecret-0123456789abcdef"  # never printed: only booleans are asserted
-# One model per bounded route; litellm sends each its own way (tests/../litellm_routes.py).
+# One model per bounded route; litellm sends each its own way (models/litellm_routes.py).
 HANDLER_MODELS = ["anthropic/claude-x", "openrouter/a/b", "gemini/g", "deepseek/d",
                   "fireworks_ai/f", "together_ai/t", "xai/x", "groq/g", "mistral/m",
                   "hosted_vllm/h", "ollama/o", "ollama_chat/o", "databricks/d",
                   "huggingface/h", "azure_ai/a"]
 SDK_MODELS = ["openai/o", "custom_openai/x", "perplexity/p", "deepinfra/d", "cerebras/c",
-              "nvidia_nim/n", "sambanova/s", "nebius/n", "lm_studio/l", "vercel_ai_gateway/v",
-              "azure/a"]
+              "nvidia_nim/n", "sambanova/Meta-Llama-3.3-70B-Instruct", "nebius/n",
+              "lm_studio/l", "vercel_ai_gateway/v", "azure/a"]
 MODELS = HANDLER_MODELS + SDK_MODELS
+LOOKUP = {"type": "function", "function": {
+    "name": "lookup", "description": "Look an order up.",
+    "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}}
 
 
 def _body(text: str) -> bytes:
@@ -114,8 +117,11 @@ async def _against(model: str, reply: str) -> tuple[Any, Seen]:
     route = route_for(Candidate(model=model, api_base=f"{named_base}/v1", client="litellm"))
     client = LitellmClient(route, KEY)
     try:
-        got = await client.send({"model": model, "max_tokens": 10,
-                                 "messages": [{"role": "user", "content": "hi"}]}, 20)
+        body: dict[str, Any] = {"model": model, "max_tokens": 10,
+                                "messages": [{"role": "user", "content": "hi"}]}
+        if not model.startswith("perplexity/"):  # litellm refuses tools on perplexity's route
+            body["tools"] = [LOOKUP]  # as a run sends them (and litellm's bridge check reads)
+        got = await client.send(body, 20)
     finally:
         await client.aclose()
         await named_runner.cleanup()
@@ -219,3 +225,19 @@ def test_azure_without_a_key_callgate_can_use_says_it_is_unbounded(
     assert capsys.readouterr().err == ""  # azure is bounded when its client can be made
     assert client._bounded_client() is None  # no key: Azure AD is left to litellm
     assert "litellm's azure route is not bounded" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_mib", "no_provider_env")
+def test_a_request_litellm_bridges_to_the_responses_api_says_it_is_unbounded(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # litellm's async bridge drops the `client` it is given: gpt-5-codex's cost-map mode is
+    # `responses`, so its requests are read as litellm reads them, and the run says so.
+    monkeypatch.setattr(litellm_routes, "_warned", set())
+    asyncio.run(_against("openai/o", "small"))
+    assert capsys.readouterr().err == ""
+    asyncio.run(_against("openai/gpt-5-codex", "small"))
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: openai/gpt-5-codex: litellm sends this model's requests to the Responses "
+        "API, which callgate does not bound: its replies are not capped at 1 MiB and "
+        "redirects follow litellm's defaults (docs/targets.md)"]

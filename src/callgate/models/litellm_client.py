@@ -14,9 +14,9 @@ models.bounded.REPLY_LIMIT bytes after decompression and stops there, and follow
 redirect. models.litellm_routes says which routes take which client (litellm's
 `AsyncHTTPHandler` for its HTTP handler's routes, an openai SDK client for openai/, azure/ and
 the providers litellm sends through the SDK), each checked to reach the transport; a route
-outside them (cohere, bedrock, vertex_ai, ...) is read as litellm reads it, with no cap and
-litellm's redirects, and a one-line warning on stderr says so when its client is made
-(docs/targets.md).
+outside them (cohere, bedrock, vertex_ai, ...), and a request litellm bridges to the Responses
+API (its async bridge drops `client`), is read as litellm reads it, with no cap and litellm's
+redirects, and a one-line warning on stderr says so, once per model (docs/targets.md).
 """
 
 from __future__ import annotations
@@ -29,7 +29,12 @@ from typing import Any
 
 from callgate.models import bounded
 from callgate.models.bounded_transport import STOPPED
-from callgate.models.litellm_routes import bounded_client, provider_of, warn_unbounded
+from callgate.models.litellm_routes import (
+    bounded_client,
+    bridged,
+    provider_of,
+    warn_unbounded,
+)
 from callgate.models.replies import (
     ProviderFailure,
     Reply,
@@ -72,6 +77,7 @@ class LitellmClient:
             self._key_arg = key
         self._client: Any = None  # made on the first send, on the loop that sends
         self._tried = False
+        self._bridges: dict[tuple[bool, str], bool] = {}
         self._provider = provider_of(self._litellm, route)
         warn_unbounded(route, self._provider)  # at the start of a run, for an unbounded route
 
@@ -85,6 +91,14 @@ class LitellmClient:
             if self._client is None:
                 warn_unbounded(self._route, self._provider, made=False)
         return self._client
+
+    def _bridged(self, tools: Any, effort: Any) -> bool:
+        """litellm's answer, kept per (tools or not, effort): does it bridge the request?"""
+        asked = (bool(tools), json.dumps(effort))
+        found = self._bridges.get(asked)
+        if found is None:
+            found = self._bridges[asked] = bridged(self._route, self._provider, tools, effort)
+        return found
 
     async def send(self, body: dict[str, Any], timeout: float) -> Reply | ProviderFailure:
         route = self._route
@@ -109,6 +123,9 @@ class LitellmClient:
         if self._key_arg is not None:
             kwargs["api_key"] = self._key_arg
         client = self._bounded_client()
+        if client is not None and self._bridged(tools, kwargs.get("reasoning_effort")):
+            warn_unbounded(route, self._provider, bridge=True)
+            client = None  # litellm's async bridge to the Responses API would drop it
         if client is not None:
             kwargs["client"] = client
         stopped: list[int] = []

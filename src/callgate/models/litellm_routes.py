@@ -17,8 +17,9 @@ tests/models/test_reply_caps_routes.py to reach the transport):
 
 Every other route (cohere, bedrock, vertex_ai, watsonx, ...; litellm does not hand cohere's a
 client at all) is read as litellm reads it: `unbounded_warning` says so in one line when its
-client is made, at the start of a run. Imports httpx, never litellm: the litellm client passes
-its module in.
+client is made, at the start of a run. So is a request litellm `bridged` to the Responses API
+(litellm's async bridge drops `client`), warned at its first send. litellm and openai are
+imported only inside the functions the litellm client calls (callgate --help loads neither).
 """
 
 from __future__ import annotations
@@ -125,6 +126,21 @@ def _azure_client(litellm: Any, route: ModelRoute, key: str | None) -> Any:
                                 http_client=_http(), max_retries=0)
 
 
+def bridged(route: ModelRoute, provider: str, tools: Any, effort: Any) -> bool:
+    """Whether litellm sends this request to the Responses API instead (a model whose cost-map
+    mode is `responses`, some GPT-5 requests with tools): its async bridge drops `client`, so
+    no client callgate hands it is used. litellm's own check, asked as litellm asks it."""
+    from litellm.responses.bridge_check import responses_api_bridge_check
+
+    try:
+        info, _ = responses_api_bridge_check(model=route.wire_model, custom_llm_provider=provider,
+                                             tools=tools, reasoning_effort=effort,
+                                             api_base=route.api_base)
+    except Exception:  # litellm raises the same when it sends, and says why
+        return False
+    return bool(info.get("mode") == "responses")
+
+
 def unbounded_warning(route: ModelRoute, provider: str, made: bool = True) -> str | None:
     """The one line that says a route's replies are read as litellm reads them; None for a
     bounded route (`made`: its client was made, or is still to be)."""
@@ -136,9 +152,16 @@ def unbounded_warning(route: ModelRoute, provider: str, made: bool = True) -> st
             "litellm's defaults (docs/targets.md)")
 
 
-def warn_unbounded(route: ModelRoute, provider: str, made: bool = True) -> None:
-    """Write the warning on stderr, once per model in a process, for a route sent unbounded."""
+def warn_unbounded(route: ModelRoute, provider: str, made: bool = True,
+                   bridge: bool = False) -> None:
+    """Write the warning on stderr, once per model in a process, for a route sent unbounded
+    (`bridge`: a request litellm sends to the Responses API)."""
     message = unbounded_warning(route, provider, made)
+    if bridge:
+        message = (f"warning: {route.model}: litellm sends this model's requests to the "
+                   "Responses API, which callgate does not bound: its replies are not capped "
+                   f"at {bounded.REPLY_LIMIT >> 20} MiB and redirects follow litellm's "
+                   "defaults (docs/targets.md)")
     if message is not None and route.model not in _warned:
         _warned.add(route.model)
         print(message, file=sys.stderr, flush=True)
