@@ -28,7 +28,8 @@ KEY = "sk-test-routes-5ecret-0123456789abcdef"  # never printed: only booleans a
 HANDLER_MODELS = ["anthropic/claude-x", "openrouter/a/b", "gemini/g", "deepseek/d",
                   "fireworks_ai/f", "together_ai/t", "xai/x", "groq/g", "mistral/m",
                   "hosted_vllm/h", "ollama/o", "ollama_chat/o", "databricks/d",
-                  "huggingface/h", "azure_ai/a"]
+                  "huggingface/h", "azure_ai/a", "bedrock/anthropic.claude-3-sonnet-20240229-v1:0",
+]
 SDK_MODELS = ["openai/o", "custom_openai/x", "perplexity/p", "deepinfra/d", "cerebras/c",
               "nvidia_nim/n", "sambanova/Meta-Llama-3.3-70B-Instruct", "nebius/n",
               "lm_studio/l", "vercel_ai_gateway/v", "azure/a"]
@@ -39,19 +40,23 @@ LOOKUP = {"type": "function", "function": {
 
 
 def _body(text: str) -> bytes:
-    """A completion in the shapes the routes read (OpenAI's, Anthropic's, Gemini's, Ollama's)."""
+    """A completion in the shapes the routes read (OpenAI's, Anthropic's, Gemini's, Ollama's,
+    Bedrock's)."""
     message = {"role": "assistant", "content": text}
     return json.dumps({
         "id": "c", "object": "chat.completion", "created": 1, "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2,
+                  "inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
         "type": "message", "role": "assistant", "stop_reason": "end_turn",
         "content": [{"type": "text", "text": text}], "message": message, "response": text,
         "done": True, "service_tier": "on_demand",
         "candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
                         "finishReason": "STOP"}],
         "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1,
-                          "totalTokenCount": 2}}).encode()
+                          "totalTokenCount": 2},
+        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+        "stopReason": "end_turn"}).encode()
 
 
 class Seen:
@@ -136,8 +141,13 @@ def one_mib(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def no_provider_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No key or endpoint of the developer's environment is read instead of the test's."""
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "AZURE_API_KEY",
+    """No key or endpoint of the developer's environment is read instead of the test's; fake
+    AWS credentials keep litellm's Bedrock route from looking any up."""
+    for name, value in (("AWS_REGION_NAME", "us-east-1"), ("AWS_ACCESS_KEY_ID", "AKIAFAKE"),
+                        ("AWS_SECRET_ACCESS_KEY", "fake")):
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK",
+                 "OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "AZURE_API_KEY",
                  "AZURE_OPENAI_API_KEY", "AZURE_API_BASE", "AZURE_API_VERSION",
                  "EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER"):
         monkeypatch.delenv(name, raising=False)
@@ -241,3 +251,18 @@ def test_a_request_litellm_bridges_to_the_responses_api_says_it_is_unbounded(
         "warning: openai/gpt-5-codex: litellm sends this model's requests to the Responses "
         "API, which callgate does not bound: its replies are not capped at 1 MiB and "
         "redirects follow litellm's defaults (docs/targets.md)"]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_mib", "no_provider_env")
+@pytest.mark.parametrize("reply", ["big", "307"])
+def test_the_openai_routes_stay_bounded_on_litellms_http_handler_switch(
+        monkeypatch: pytest.MonkeyPatch, reply: str) -> None:
+    # With EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER litellm sends openai/... through its HTTP
+    # handler, which takes an AsyncHTTPHandler, not an openai SDK client.
+    monkeypatch.setenv("EXPERIMENTAL_OPENAI_BASE_LLM_HTTP_HANDLER", "true")
+    got, seen = asyncio.run(_against("openai/o", reply))
+    assert seen.named == 1 and seen.other == 0
+    assert isinstance(got, ProviderFailure), type(got)
+    if reply == "big":
+        assert got.message.startswith("the reply is over 1 MiB")

@@ -14,7 +14,7 @@ models.bounded.REPLY_LIMIT bytes after decompression and stops there, and follow
 redirect. models.litellm_routes says which routes take which client (litellm's
 `AsyncHTTPHandler` for its HTTP handler's routes, an openai SDK client for openai/, azure/ and
 the providers litellm sends through the SDK), each checked to reach the transport; a route
-outside them (cohere, bedrock, vertex_ai, ...), and a request litellm bridges to the Responses
+outside them (cohere, vertex_ai, watsonx, ...), and a request litellm bridges to the Responses
 API (its async bridge drops `client`), is read as litellm reads it, with no cap and litellm's
 redirects, and a one-line warning on stderr says so, once per model (docs/targets.md).
 """

@@ -15,7 +15,7 @@ tests/models/test_reply_caps_routes.py to reach the transport):
   AZURE_OPENAI_API_KEY / AZURE_API_KEY, and an api_base, are needed for it: Azure AD tokens
   are left to litellm).
 
-Every other route (cohere, bedrock, vertex_ai, watsonx, ...; litellm does not hand cohere's a
+Every other route (cohere, vertex_ai, watsonx, ...; litellm does not hand cohere's a
 client at all) is read as litellm reads it: `unbounded_warning` says so in one line when its
 client is made, at the start of a run. So is a request litellm `bridged` to the Responses API
 (litellm's async bridge drops `client`), warned at its first send. litellm and openai are
@@ -39,7 +39,7 @@ from callgate.models.routes import ModelRoute
 HANDLER_ROUTES = frozenset({
     "anthropic", "openrouter", "gemini", "deepseek", "fireworks_ai", "together_ai", "xai",
     "groq", "mistral", "hosted_vllm", "ollama", "ollama_chat", "databricks", "huggingface",
-    "azure_ai",
+    "azure_ai", "bedrock",
 })
 # litellm's OpenAI handler (_complete_custom_openai), which sends through the openai SDK client
 # given as `client`, at that client's base URL with that client's key.
