@@ -11,10 +11,15 @@ import asyncio
 import contextlib
 import gzip
 import json
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import KEY_ENV, lookup_case, no_call_case
+from conftest import write_suite as write_cli_suite
+from loopback import Loopback
 
 from callgate.models import bounded, litellm_routes
 from callgate.models.config import Candidate
@@ -266,3 +271,23 @@ def test_the_openai_routes_stay_bounded_on_litellms_http_handler_switch(
     assert isinstance(got, ProviderFailure), type(got)
     if reply == "big":
         assert got.message.startswith("the reply is over 1 MiB")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "warned"), [("cohere/command-r", True), ("deepseek/d", False)])
+def test_a_run_on_an_unbounded_route_warns_once_at_its_start(
+        loopback: Loopback, tmp_path: Path, callgate_exe: str, cli_env: dict[str, str],
+        model: str, warned: bool) -> None:
+    root = write_cli_suite(tmp_path / "suite", [lookup_case("one"), no_call_case("two")])
+    done = subprocess.run(
+        [callgate_exe, "run", str(root), "-m", model, "--client", "litellm", "--api-base",
+         loopback.base_url, "--api-key-env", KEY_ENV, "--no-cache", "--db", "c.db", "--json"],
+        env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    expected = [f"warning: {model}: litellm's cohere route is not bounded by callgate: its "
+                "replies are not capped at 64 MiB and redirects follow litellm's defaults "
+                "(docs/targets.md)"]
+    assert lines == (expected if warned else []), done.returncode
+    # deepseek's requests reached the loopback (through callgate's bounded client); litellm's
+    # cohere route refuses their reasoning_effort before sending, after the warning.
+    assert bool(loopback.requests) is not warned
