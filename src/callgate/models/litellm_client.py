@@ -7,31 +7,34 @@ priced.
 
 litellm reads a reply whole and takes no size limit for a completion (its `max_response_bytes`
 is for GETs of its own; the proxy's `max_response_size_mb` measures a reply after it is read),
-so the cap is put under it: an httpx transport (`BoundedTransport`, httpx's public extension
-point) that reads a reply body up to models.bounded.REPLY_LIMIT bytes after decompression
-(gzip and deflate inflated here, within the limit; another Content-Encoding is refused) and
-stops there. litellm is handed it through its own `client` argument, an `AsyncHTTPHandler` on
-that transport, for the routes that go through litellm's HTTP handler (`BOUNDED_HANDLER_ROUTES`,
-each checked to reach the transport). `openai/...` through litellm goes through the openai SDK,
-which takes its own client (on httpx2, not httpx) and is not capped: the lean client serves
-those routes unless `client = "litellm"` is asked for. Other routes are read as litellm reads
-them, with no cap (docs/targets.md).
+and follows redirects (httpx drops only `Authorization` off the origin, not x-api-key,
+x-goog-api-key or api-key). So callgate hands litellm a `client` of its own, through litellm's
+`client` argument: on models.bounded_transport.BoundedTransport, which reads a reply body up to
+models.bounded.REPLY_LIMIT bytes after decompression and stops there, and following no
+redirect. models.litellm_routes says which routes take which client (litellm's
+`AsyncHTTPHandler` for its HTTP handler's routes, an openai SDK client for openai/, azure/ and
+the providers litellm sends through the SDK), each checked to reach the transport; a route
+outside them (cohere, vertex_ai, watsonx, ...), and a request litellm bridges to the Responses
+API (its async bridge drops `client`), is read as litellm reads it, with no cap and litellm's
+redirects, and a one-line warning on stderr says so, once per model (docs/targets.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import os
 import time
-import zlib
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-
 from callgate.models import bounded
+from callgate.models.bounded_transport import STOPPED
+from callgate.models.litellm_routes import (
+    bounded_client,
+    bridged,
+    provider_of,
+    warn_unbounded,
+)
 from callgate.models.replies import (
     ProviderFailure,
     Reply,
@@ -46,82 +49,6 @@ from callgate.models.replies import (
 from callgate.models.routes import ModelRoute
 from callgate.redaction import clean, without_secrets
 from callgate.suites.responses import TOKEN_FIELDS
-
-# Routes whose litellm handler takes an AsyncHTTPHandler as `client` and sends through its
-# transport (tests/models/test_reply_caps.py); `openai` takes an openai SDK client instead.
-BOUNDED_HANDLER_ROUTES = frozenset({"anthropic", "openrouter", "gemini"})
-_INFLATED = frozenset({"gzip", "x-gzip", "deflate"})
-# The replies over the limit in the request under way (a list each send, shared by whatever
-# tasks litellm starts for it): how send() tells a reply it stopped from a dropped connection,
-# whatever exception litellm wraps the stop in.
-_stopped: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "callgate_litellm_stopped", default=None)
-
-
-def _too_large(limit: int) -> bounded.ReplyTooLarge:
-    """The stop, noted for the send under way."""
-    found = _stopped.get()
-    if found is not None:
-        found.append(limit)
-    return bounded.ReplyTooLarge(limit)
-
-
-class _BoundedStream(httpx.AsyncByteStream):
-    """A reply body as httpx reads it, inflated here if gzip or deflate, ReplyTooLarge once
-    it passes `limit` bytes; the connection is closed there."""
-
-    def __init__(self, raw: httpx.AsyncByteStream, encoding: str, limit: int) -> None:
-        self._raw = raw
-        self._limit = limit
-        self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 32) if encoding in _INFLATED else None
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        size = 0
-        async for chunk in self._raw:
-            if self._inflate is not None:
-                # At most one byte past the room: a bomb never inflates further than that.
-                chunk = self._inflate.decompress(chunk, self._limit - size + 1)
-            size += len(chunk)
-            if size > self._limit:
-                await self._raw.aclose()
-                raise _too_large(self._limit)
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self._raw.aclose()
-
-
-class BoundedTransport(httpx.AsyncBaseTransport):
-    """httpx's own transport, every reply body read up to models.bounded.REPLY_LIMIT."""
-
-    def __init__(self) -> None:
-        self._inner = httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers["Accept-Encoding"] = "gzip, deflate"  # what _BoundedStream inflates
-        response = await self._inner.handle_async_request(request)
-        limit = bounded.REPLY_LIMIT
-        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
-        headers = response.headers.copy()
-        if encoding not in _INFLATED | {"identity", ""}:
-            await response.aclose()
-            raise httpx.DecodingError(
-                f"the reply's Content-Encoding {encoding[:40]!r} was not asked for")
-        if encoding in _INFLATED:
-            del headers["Content-Encoding"]
-            headers.pop("Content-Length", None)
-        else:
-            length = headers.get("Content-Length", "")
-            if length.isdigit() and int(length) > limit:
-                await response.aclose()
-                raise _too_large(limit)
-        assert isinstance(response.stream, httpx.AsyncByteStream)
-        return httpx.Response(response.status_code, headers=headers,
-                              stream=_BoundedStream(response.stream, encoding, limit),
-                              extensions=response.extensions)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
 
 def import_litellm() -> Any:
@@ -149,20 +76,29 @@ class LitellmClient:
         else:
             self._key_arg = key
         self._client: Any = None  # made on the first send, on the loop that sends
+        self._tried = False
+        self._bridges: dict[tuple[bool, str], bool] = {}
+        self._provider = provider_of(self._litellm, route)
+        warn_unbounded(route, self._provider)  # at the start of a run, for an unbounded route
 
     def _bounded_client(self) -> Any:
-        """The `client` litellm sends through, on BoundedTransport; None for a route whose
-        handler takes none that callgate checked."""
-        if self._client is None:
-            route = self._route
-            if route.route in BOUNDED_HANDLER_ROUTES:
-                from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
-
-                # No redirect is followed: httpx would carry key headers other than
-                # Authorization (x-api-key, x-goog-api-key) to another host.
-                self._client = AsyncHTTPHandler(transport=BoundedTransport(),
-                                                follow_redirects=False)
+        """The `client` litellm sends through, on BoundedTransport and following no redirect
+        (models.litellm_routes); None for a route callgate does not bound (warned at start)."""
+        if self._client is None and not self._tried:
+            self._tried = True
+            self._client = bounded_client(self._litellm, self._route, self._provider,
+                                          self._key_arg)
+            if self._client is None:
+                warn_unbounded(self._route, self._provider, made=False)
         return self._client
+
+    def _bridged(self, tools: Any, effort: Any) -> bool:
+        """litellm's answer, kept per (tools or not, effort): does it bridge the request?"""
+        asked = (bool(tools), json.dumps(effort))
+        found = self._bridges.get(asked)
+        if found is None:
+            found = self._bridges[asked] = bridged(self._route, self._provider, tools, effort)
+        return found
 
     async def send(self, body: dict[str, Any], timeout: float) -> Reply | ProviderFailure:
         route = self._route
@@ -187,10 +123,13 @@ class LitellmClient:
         if self._key_arg is not None:
             kwargs["api_key"] = self._key_arg
         client = self._bounded_client()
+        if client is not None and self._bridged(tools, kwargs.get("reasoning_effort")):
+            warn_unbounded(route, self._provider, bridge=True)
+            client = None  # litellm's async bridge to the Responses API would drop it
         if client is not None:
             kwargs["client"] = client
         stopped: list[int] = []
-        _stopped.set(stopped)
+        STOPPED.set(stopped)
         started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout + 5):  # backstop: litellm enforces `timeout` itself
@@ -253,6 +192,7 @@ class LitellmClient:
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
+        self._tried = False
         if client is not None:
             await (client.close() if hasattr(client, "close") else client.aclose())
 
